@@ -1,0 +1,533 @@
+"""Page-fault cost of appending into a freshly created, memory-mapped segment.
+
+seglog appends by memcpy'ing records into a pre-sized, MAP_SHARED segment file.
+Copying into pages that are already mapped runs at memory bandwidth, but the
+first write to each 4 KiB page of a *new* file takes a page fault: the kernel
+allocates and zeroes a page-cache folio, calls the filesystem's page_mkwrite
+(ext4 reserves or converts blocks) and installs the PTE.  That can make the
+first pass over a segment 5-40x slower than the memcpy itself.
+
+This module measures the ways to prepare a new segment and where each one puts
+that cost.  Scenario: one 256 MiB segment in pytest's tmp_path, a 256 MiB
+random payload copied in 1 MiB chunks with numpy slice assignment over
+``np.frombuffer(mmap)``, as an append would.
+
+Groups
+------
+append (timed: what the writer waits for)
+  baseline_premapped   pages written once before: the physical upper limit
+  recycled_cached      reopened segment whose pages are still in page cache
+  sparse               ftruncate + mmap
+  fallocate            posix_fallocate + mmap
+  map_populate         fallocate; mmap(MAP_POPULATE) timed together with copy
+  madv_populate_write  fallocate + mmap; madvise(MADV_POPULATE_WRITE) + copy
+  background_prefault  a thread pre-faults AHEAD bytes in front of the writer
+                       (several mechanisms, see PREFAULTERS); only the writer's
+                       copy loop is timed
+setup (one-off per-segment costs the append group keeps out of its timing)
+gil (does the call let another Python thread run while it works?)
+  Decides whether a background prefault thread can overlap the copy at all.
+
+Every group reports ``extra_info['GB/s']`` (256 MiB / median round time, with
+1 GB = 1e9 bytes).  Append variants also check that the segment really holds
+the payload afterwards, because touch-based prefaulters write into the file.
+
+Run from the repo root:
+    python -m pytest bench/bench_page_faults.py --benchmark-only -p no:cacheprovider
+
+Caveat for VMs: the first time the guest touches a physical page the *host*
+faults too, so the first few hundred MiB of page cache a fresh VM allocates are
+several times slower still.  Warm-up rounds absorb most of that; the median is
+the steady state of a long-running writer.
+"""
+
+import ctypes
+import itertools
+import mmap
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+MiB = 1 << 20
+SEGMENT_SIZE = 256 * MiB
+CHUNK = 1 * MiB
+PAGE = mmap.PAGESIZE
+
+# Not exported by Python's mmap module; Linux >= 5.14.  It faults pages in
+# writable (allocate + page_mkwrite) without changing their contents, unlike
+# MAP_POPULATE, which on a MAP_SHARED mapping only read-faults (the kernel
+# avoids dirtying shared pages), so every page still takes a write fault later.
+MADV_POPULATE_WRITE = 23
+
+# Background prefault granularity.  4 MiB = 1024 pages: numpy only releases
+# the GIL for the strided touch when the loop has > 500 elements, so smaller
+# steps would make the numpy prefaulter hold the GIL (see the gil group).
+PREFAULT_STEP = 4 * MiB
+PREFAULT_POLL_S = 50e-6  # sleep when far enough ahead; releases the GIL
+
+# Rounds are expensive (up to ~1 s each) and the machine is noisy: take the
+# median of several, after warm-ups that absorb first-touch-of-guest-RAM costs.
+ROUNDS = 7
+WARMUP_ROUNDS = 2
+
+GROUP_APPEND = "append 256 MiB into new segment"
+GROUP_SETUP = "segment setup (one-off)"
+GROUP_GIL = "GIL released during call"
+
+
+def _probe_populate_write():
+    """MADV_POPULATE_WRITE needs Linux >= 5.14; EINVAL on older kernels."""
+    probe = mmap.mmap(-1, PAGE)
+    try:
+        probe.madvise(MADV_POPULATE_WRITE)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+HAVE_POPULATE_WRITE = _probe_populate_write()
+needs_populate_write = pytest.mark.skipif(
+    not HAVE_POPULATE_WRITE, reason="MADV_POPULATE_WRITE needs Linux >= 5.14"
+)
+
+# madvise via ctypes stands in for the C extension seglog would ship: ctypes
+# drops the GIL around foreign calls, Python's mmap.madvise() does not.
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.madvise.restype = ctypes.c_int
+
+
+def _madvise_nogil(addr, length, advice):
+    if _libc.madvise(addr, length, advice) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+# --------------------------------------------------------------------------
+# Segment lifecycle
+# --------------------------------------------------------------------------
+
+
+class Segment:
+    """A segment file, its mapping and (optionally) its prefault thread."""
+
+    def __init__(self, path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        self.mm = None
+        self.view = None
+        self.prefaulter = None
+
+    def truncate(self):
+        os.ftruncate(self.fd, SEGMENT_SIZE)
+
+    def fallocate(self):
+        os.posix_fallocate(self.fd, 0, SEGMENT_SIZE)
+
+    def map(self, flags=mmap.MAP_SHARED):
+        self.mm = mmap.mmap(self.fd, SEGMENT_SIZE, flags=flags)
+        self.view = np.frombuffer(self.mm, dtype=np.uint8)
+
+    def unmap(self):
+        # The numpy view holds a buffer export; mmap.close() refuses while it lives.
+        self.view = None
+        if self.mm is not None:
+            self.mm.close()
+            self.mm = None
+
+    def close(self):
+        if self.prefaulter is not None:
+            self.prefaulter.stop()
+            self.prefaulter = None
+        self.unmap()
+        os.close(self.fd)
+        # Unlinking drops the dirty pages, so rounds don't pile up writeback
+        # that would then compete with later rounds.
+        os.unlink(self.path)
+
+
+@pytest.fixture(scope="module")
+def payload():
+    return np.random.default_rng(0x5E6106).integers(0, 256, SEGMENT_SIZE, dtype=np.uint8)
+
+
+@pytest.fixture
+def new_segment(tmp_path):
+    """Factory for fresh segment files; closes whatever is still open at the end."""
+    names = itertools.count()
+    live = []
+
+    def make():
+        seg = Segment(tmp_path / f"{next(names):06d}.seg")
+        live.append(seg)
+        return seg
+
+    yield make
+    for seg in live:
+        if seg.mm is not None or os.path.exists(seg.path):
+            seg.close()
+
+
+def copy_chunks(dst, src, on_chunk=None):
+    """The append: 1 MiB slice assignments, as the writer would issue them."""
+    for off in range(0, SEGMENT_SIZE, CHUNK):
+        end = off + CHUNK
+        if on_chunk is not None:
+            on_chunk(end)
+        dst[off:end] = src[off:end]
+
+
+def record_throughput(benchmark, nbytes=SEGMENT_SIZE):
+    stats = benchmark.stats.stats
+    benchmark.extra_info["GB/s"] = round(nbytes / stats.median / 1e9, 3)
+    benchmark.extra_info["GB/s best"] = round(nbytes / stats.min / 1e9, 3)
+
+
+def run_append(benchmark, new_segment, payload, prepare, append):
+    """pedantic() with a fresh segment per round; verifies and deletes it after."""
+    corrupt_rounds = 0
+
+    def setup():
+        seg = new_segment()
+        prepare(seg)
+        return (seg,), {}
+
+    def teardown(seg):
+        nonlocal corrupt_rounds
+        if not np.array_equal(seg.view, payload):
+            corrupt_rounds += 1
+        seg.close()
+
+    benchmark.group = GROUP_APPEND
+    benchmark.pedantic(
+        append, setup=setup, teardown=teardown, rounds=ROUNDS, warmup_rounds=WARMUP_ROUNDS
+    )
+    record_throughput(benchmark)
+    benchmark.extra_info["corrupt rounds"] = corrupt_rounds
+    assert corrupt_rounds == 0, "segment content differs from payload after append"
+
+
+# --------------------------------------------------------------------------
+# append group: variants 1-5
+# --------------------------------------------------------------------------
+
+
+def test_baseline_premapped(benchmark, new_segment, payload):
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+        seg.view.fill(0xA5)  # every page now allocated, dirty and mapped writable
+
+    run_append(benchmark, new_segment, payload, prepare,
+               lambda seg: copy_chunks(seg.view, payload))
+
+
+def test_recycled_cached(benchmark, new_segment, payload):
+    # Segment recycling (cf. RocksDB recycle_log_file_num): reuse a retired,
+    # flushed segment whose pages are still in page cache.  Writes still take
+    # a (cheap) write-protect fault per page in the new mapping, but nothing
+    # is allocated or zeroed.  Only helps while the old pages are cached.
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+        seg.view.fill(0xA5)
+        seg.mm.flush()
+        seg.unmap()
+        seg.map()
+
+    run_append(benchmark, new_segment, payload, prepare,
+               lambda seg: copy_chunks(seg.view, payload))
+
+
+def test_sparse(benchmark, new_segment, payload):
+    def prepare(seg):
+        seg.truncate()
+        seg.map()
+
+    run_append(benchmark, new_segment, payload, prepare,
+               lambda seg: copy_chunks(seg.view, payload))
+
+
+def test_fallocate(benchmark, new_segment, payload):
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+
+    run_append(benchmark, new_segment, payload, prepare,
+               lambda seg: copy_chunks(seg.view, payload))
+
+
+def test_map_populate(benchmark, new_segment, payload):
+    # MAP_POPULATE moves faulting into mmap(), so mmap() is timed as well.
+    def append(seg):
+        seg.map(flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        copy_chunks(seg.view, payload)
+
+    run_append(benchmark, new_segment, payload, Segment.fallocate, append)
+
+
+@needs_populate_write
+def test_madv_populate_write(benchmark, new_segment, payload):
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+
+    def append(seg):
+        seg.mm.madvise(MADV_POPULATE_WRITE, 0, SEGMENT_SIZE)
+        copy_chunks(seg.view, payload)
+
+    run_append(benchmark, new_segment, payload, prepare, append)
+
+
+# --------------------------------------------------------------------------
+# append group: variant 6, background prefault thread
+# --------------------------------------------------------------------------
+
+
+def _touch_mmap_madvise(seg):
+    # GIL held for the whole syscall: the writer stalls when it needs the GIL.
+    mm = seg.mm
+    return lambda start, end: mm.madvise(MADV_POPULATE_WRITE, start, end - start)
+
+
+def _touch_ctypes_madvise(seg):
+    # GIL released: what a C extension calling madvise() would achieve.
+    base = seg.view.ctypes.data
+    return lambda start, end: _madvise_nogil(base + start, end - start, MADV_POPULATE_WRITE)
+
+
+def _touch_numpy_strided(seg):
+    # One byte per page through numpy; GIL released for > 500 pages per call.
+    # Destructive (writes 0), so it must never touch bytes the writer owns.
+    view = seg.view
+
+    def touch(start, end):
+        view[start:end:PAGE] = 0
+
+    return touch
+
+
+def _touch_python_bytes(seg):
+    # One byte per page from Python: each fault is taken with the GIL held.
+    mm = seg.mm
+
+    def touch(start, end):
+        for off in range(start, end, PAGE):
+            mm[off] = 0
+
+    return touch
+
+
+PREFAULTERS = {
+    "mmap_madvise": _touch_mmap_madvise,
+    "ctypes_madvise": _touch_ctypes_madvise,
+    "numpy_touch": _touch_numpy_strided,
+    "python_touch": _touch_python_bytes,
+}
+
+
+class Prefaulter(threading.Thread):
+    """Keeps [writer position, writer position + ahead) faulted in.
+
+    The writer publishes the end of the chunk it is about to copy in
+    ``claimed`` (a plain attribute store; atomic under the GIL).  The thread
+    never touches below ``claimed``: if the writer overtakes it, it skips
+    forward instead of faulting pages the writer is already paying for.
+    """
+
+    def __init__(self, touch, ahead):
+        super().__init__(daemon=True)
+        self.touch = touch
+        self.ahead = ahead
+        self.claimed = 0
+        self._stopped = False
+
+    def run(self):
+        done = 0
+        while done < SEGMENT_SIZE and not self._stopped:
+            claimed = self.claimed
+            done = max(done, claimed)
+            if done >= min(SEGMENT_SIZE, claimed + self.ahead):
+                time.sleep(PREFAULT_POLL_S)
+                continue
+            end = min(done + PREFAULT_STEP, SEGMENT_SIZE)
+            self.touch(done, end)
+            done = end
+
+    def publish(self, claimed):
+        self.claimed = claimed
+
+    def stop(self):
+        self._stopped = True
+        self.join()
+        self.touch = None  # the touch closure may hold a view that pins the mapping
+
+
+@needs_populate_write
+@pytest.mark.parametrize("ahead_mib", [8, 32])
+@pytest.mark.parametrize("mechanism", list(PREFAULTERS))
+def test_background_prefault(benchmark, new_segment, payload, mechanism, ahead_mib):
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+
+    def append(seg):
+        # Started inside the timing and from offset 0: no head start, so the
+        # first chunks race the prefaulter (a conservative steady state).
+        seg.prefaulter = Prefaulter(PREFAULTERS[mechanism](seg), ahead_mib * MiB)
+        seg.prefaulter.start()
+        copy_chunks(seg.view, payload, on_chunk=seg.prefaulter.publish)
+        # Timing ends at the last chunk copied; the thread is joined in teardown.
+
+    run_append(benchmark, new_segment, payload, prepare, append)
+
+
+# --------------------------------------------------------------------------
+# setup group: variant 7, one-off costs moved out of the copy
+# --------------------------------------------------------------------------
+
+
+def run_setup(benchmark, new_segment, prepare, step):
+    def setup():
+        seg = new_segment()
+        prepare(seg)
+        return (seg,), {}
+
+    benchmark.group = GROUP_SETUP
+    benchmark.pedantic(
+        step, setup=setup, teardown=Segment.close, rounds=ROUNDS, warmup_rounds=WARMUP_ROUNDS
+    )
+    record_throughput(benchmark)
+
+
+def test_setup_ftruncate(benchmark, new_segment):
+    run_setup(benchmark, new_segment, lambda seg: None, Segment.truncate)
+
+
+def test_setup_posix_fallocate(benchmark, new_segment):
+    run_setup(benchmark, new_segment, lambda seg: None, Segment.fallocate)
+
+
+def test_setup_map_populate(benchmark, new_segment):
+    run_setup(benchmark, new_segment, Segment.fallocate,
+              lambda seg: seg.map(flags=mmap.MAP_SHARED | mmap.MAP_POPULATE))
+
+
+@needs_populate_write
+def test_setup_madv_populate_write(benchmark, new_segment):
+    def prepare(seg):
+        seg.fallocate()
+        seg.map()
+
+    run_setup(benchmark, new_segment, prepare,
+              lambda seg: seg.mm.madvise(MADV_POPULATE_WRITE, 0, SEGMENT_SIZE))
+
+
+# --------------------------------------------------------------------------
+# gil group: can another Python thread run while the call works?
+# --------------------------------------------------------------------------
+
+
+class Spinner(threading.Thread):
+    """Counts pure-Python loop iterations; it only advances while it holds the GIL."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.count = 0
+        self._stopped = False
+
+    def run(self):
+        while not self._stopped:
+            self.count += 1
+
+    def rate(self, seconds):
+        c0, t0 = self.count, time.perf_counter()
+        time.sleep(seconds)
+        return (self.count - c0) / (time.perf_counter() - t0)
+
+    def stop(self):
+        self._stopped = True
+        self.join()
+
+
+def _gil_fill_chunks(seg, payload):
+    copy_chunks(seg.view, payload)
+
+
+def _gil_mmap_madvise(seg, payload):
+    seg.mm.madvise(MADV_POPULATE_WRITE, 0, SEGMENT_SIZE)
+
+
+def _gil_ctypes_madvise(seg, payload):
+    _madvise_nogil(seg.view.ctypes.data, SEGMENT_SIZE, MADV_POPULATE_WRITE)
+
+
+def _gil_map_populate(seg, payload):
+    seg.unmap()
+    seg.map(flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+
+
+def _gil_numpy_touch(step):
+    def op(seg, payload):
+        for off in range(0, SEGMENT_SIZE, step):
+            seg.view[off:off + step:PAGE] = 0
+    return op
+
+
+def _gil_python_touch(seg, payload):
+    mm = seg.mm
+    for off in range(0, SEGMENT_SIZE, PAGE):
+        mm[off] = 0
+
+
+GIL_OPS = {
+    "numpy_copy_1MiB_chunks": _gil_fill_chunks,
+    "mmap_madvise": _gil_mmap_madvise,
+    "ctypes_madvise": _gil_ctypes_madvise,
+    "mmap_MAP_POPULATE": _gil_map_populate,
+    "numpy_touch_4MiB_steps": _gil_numpy_touch(4 * MiB),
+    "numpy_touch_1MiB_steps": _gil_numpy_touch(1 * MiB),
+    "python_touch": _gil_python_touch,
+}
+
+
+@needs_populate_write
+@pytest.mark.parametrize("op", list(GIL_OPS))
+def test_gil(benchmark, new_segment, payload, op):
+    """Each op runs on fresh pages so that it really faults.
+
+    'other thread progress' = spinner rate during the op / spinner rate while
+    the main thread sleeps: ~1 means the GIL is released, ~0 means held.
+    Timings here are inflated by up to one switch interval (5 ms) because the
+    spinner competes for the GIL; use the append group for speed.
+    """
+    spinner = Spinner()
+    spinner.start()
+    try:
+        reference = spinner.rate(0.2)
+        ratios = []
+
+        def setup():
+            seg = new_segment()
+            seg.fallocate()
+            seg.map()
+            return (seg,), {}
+
+        def measured(seg):
+            c0, t0 = spinner.count, time.perf_counter()
+            GIL_OPS[op](seg, payload)
+            ratios.append((spinner.count - c0) / (time.perf_counter() - t0) / reference)
+
+        benchmark.group = GROUP_GIL
+        benchmark.pedantic(measured, setup=setup, teardown=Segment.close, rounds=3)
+    finally:
+        spinner.stop()
+    record_throughput(benchmark)
+    progress = float(np.median(ratios))
+    benchmark.extra_info["other thread progress"] = round(progress, 3)
+    benchmark.extra_info["releases GIL"] = progress > 0.5

@@ -1,0 +1,79 @@
+# Declarations shared by seglog's Cython kernels: the C layer and the record-batch header (docs/FORMAT.md).
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+
+cdef extern from "native.h" nogil:
+    uint32_t seglog_crc32c(uint32_t crc, const void *data, size_t length)
+    uint32_t seglog_crc32c_software(uint32_t crc, const void *data, size_t length)
+    int seglog_crc32c_hardware_available()
+    int32_t seglog_murmur2(const void *data, size_t length)
+    void seglog_release_fence()
+    void seglog_acquire_fence()
+    int seglog_populate_write(void *address, size_t length)
+
+
+cdef enum:
+    HEADER_SIZE = 64
+    CRC_START = 12          # the CRC covers every byte after itself
+    FORMAT_VERSION = 1
+    MAGIC = 0x424C4753      # b"SGLB" read as a little-endian uint32
+
+    FLAG_HAS_KEYS = 1 << 0
+    FLAG_KEY_NULLS = 1 << 1
+    FLAG_HAS_PROPERTIES = 1 << 2
+    FLAG_EVENT_TIME_COLUMN = 1 << 3
+    FLAG_EVENT_TIME_IS_TIMESTAMP = 1 << 4
+    FLAG_LOG_APPEND_TIME = 1 << 8
+    KNOWN_FLAGS = 0x11F
+
+
+# The fixed header, in file order; every field little-endian (docs/FORMAT.md).
+cdef packed struct BatchHeader:
+    uint32_t magic
+    uint16_t version
+    uint16_t header_size
+    uint32_t crc
+    uint32_t flags
+    int64_t base_offset
+    int64_t first_timestamp
+    int64_t max_timestamp
+    int32_t record_count
+    uint32_t body_length
+    uint64_t origin_cluster
+    int64_t origin_base_offset
+
+
+cdef inline Py_ssize_t align8(Py_ssize_t n) noexcept nogil:
+    return (n + 7) & ~(<Py_ssize_t>7)
+
+
+# One binary column (values, keys, property keys or values) of a batch being encoded, whatever its source:
+# a list of bytes objects (pointers gathered under the GIL), Arrow-style offsets plus data, or fixed-width
+# records. `prefix[i]` is the byte position of record i in the concatenated data, so any record range
+# [start, stop) has a size in O(1) and can be copied without the GIL.
+cdef struct RawColumn:
+    Py_ssize_t count
+    const uint8_t *data            # offsets or fixed-width kinds: the concatenated data
+    const int64_t *prefix64        # count + 1 positions (list and int64-offset kinds)
+    const int32_t *prefix32        # count + 1 positions (int32-offset kinds)
+    Py_ssize_t width               # fixed-width kind: bytes per record, else 0
+    const uint8_t **pointers       # list kind: one pointer per record
+    const uint8_t *validity        # Arrow-order bitmap, 1 = present; NULL = all present
+
+
+cdef struct BatchColumns:
+    Py_ssize_t count
+    const int64_t *timestamps
+    const int64_t *event_times     # NULL unless FLAG_EVENT_TIME_COLUMN
+    uint32_t flags
+    RawColumn values
+    RawColumn keys                 # used when flags has FLAG_HAS_KEYS
+    const int64_t *property_entries  # count + 1 entry positions, when FLAG_HAS_PROPERTIES
+    RawColumn property_keys
+    RawColumn property_values
+
+
+cdef Py_ssize_t encoded_batch_size(const BatchColumns *columns, Py_ssize_t start, Py_ssize_t stop) noexcept nogil
+cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *columns, Py_ssize_t start, Py_ssize_t stop,
+                             int64_t base_offset, uint64_t origin_cluster, int64_t origin_base_offset) noexcept nogil
+cdef Py_ssize_t fit_records(const BatchColumns *columns, Py_ssize_t start, Py_ssize_t space) noexcept nogil

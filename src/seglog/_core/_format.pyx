@@ -1,0 +1,337 @@
+# cython: freethreading_compatible=False
+"""The record-batch format (docs/FORMAT.md): checksums, key hashing, header parsing, scanning a segment,
+and the columnar encoder that every write path (send_batch, the send() accumulator) shares.
+
+Nothing here knows about files or policies: callers hand in buffers (memory maps) and positions."""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, INT64_MIN
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, memset
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+HEADER_BYTES = HEADER_SIZE
+VERSION = FORMAT_VERSION
+MAGIC_BYTES = b"SGLB"
+HAS_KEYS = FLAG_HAS_KEYS
+KEY_NULLS = FLAG_KEY_NULLS
+HAS_PROPERTIES = FLAG_HAS_PROPERTIES
+EVENT_TIME_COLUMN = FLAG_EVENT_TIME_COLUMN
+EVENT_TIME_IS_TIMESTAMP = FLAG_EVENT_TIME_IS_TIMESTAMP
+LOG_APPEND_TIME = FLAG_LOG_APPEND_TIME
+NO_EVENT_TIME = INT64_MIN
+
+# Scan outcomes (scan_batches, verify_batch): why a scan stopped where it did.
+cpdef enum ScanStatus:
+    SCAN_END = 0            # reached the end given, or zeroed (never written) space: a clean end
+    SCAN_TORN = 1           # a header or body runs past the end of the data: a torn write
+    SCAN_BAD_MAGIC = 2
+    SCAN_BAD_VERSION = 3
+    SCAN_BAD_LENGTH = 4
+    SCAN_BAD_CRC = 5
+    SCAN_BAD_OFFSET = 6     # base offset does not follow the previous batch
+    SCAN_INDEX_FULL = 7     # more batches than the index arrays given can hold
+
+SCAN_REASONS = {
+    SCAN_END: "end of data",
+    SCAN_TORN: "batch runs past the end of the file (torn write)",
+    SCAN_BAD_MAGIC: "bad magic (not a seglog record batch)",
+    SCAN_BAD_VERSION: "unsupported format version",
+    SCAN_BAD_LENGTH: "invalid header length fields",
+    SCAN_BAD_CRC: "CRC32C mismatch (corrupt batch)",
+    SCAN_BAD_OFFSET: "base offset does not follow the previous batch",
+    SCAN_INDEX_FULL: "index capacity reached",
+}
+
+
+def crc32c(data, uint32_t crc=0) -> int:
+    """CRC32C of a bytes-like object, continuing from `crc` (hardware instruction where available)."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    with nogil:
+        crc = seglog_crc32c(crc, &view[0] if view.shape[0] else NULL, view.shape[0])
+    return crc
+
+
+def crc32c_software(data, uint32_t crc=0) -> int:
+    """The portable table-driven CRC32C, exposed so tests can check it against the hardware path."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    with nogil:
+        crc = seglog_crc32c_software(crc, &view[0] if view.shape[0] else NULL, view.shape[0])
+    return crc
+
+
+def hardware_crc32c() -> bool:
+    """Whether this CPU computes CRC32C in hardware (SSE4.2 or ARMv8 CRC)."""
+    return seglog_crc32c_hardware_available() != 0
+
+
+def murmur2(data) -> int:
+    """Kafka's murmur2 hash of a key (a signed 32-bit int, as Kafka's Utils.murmur2 returns)."""
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    return seglog_murmur2(&view[0] if view.shape[0] else NULL, view.shape[0])
+
+
+cpdef int partition_for_key(key, int partitions) except -1:
+    """Kafka's default partitioner: toPositive(murmur2(key)) % partitions."""
+    cdef const uint8_t[::1] view
+    if PyBytes_Check(key):
+        return (seglog_murmur2(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % partitions
+    if isinstance(key, str):
+        key = (<str>key).encode()
+        return (seglog_murmur2(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % partitions
+    view = memoryview(key).cast("B")
+    return (seglog_murmur2(&view[0] if view.shape[0] else NULL, view.shape[0]) & 0x7FFFFFFF) % partitions
+
+
+def release_fence() -> None:
+    """Order the batch bytes written so far before the index entry that publishes them."""
+    seglog_release_fence()
+
+
+def populate_write(buffer, Py_ssize_t start, Py_ssize_t length) -> bool:
+    """Fault in writable pages [start, start + length) of a shared mapping without changing them, with the
+    GIL released (Linux >= 5.14: MADV_POPULATE_WRITE). `start` must be page aligned. False if unsupported."""
+    cdef uint8_t[::1] view = buffer
+    cdef int rc
+    if length <= 0:
+        return True
+    with nogil:
+        rc = seglog_populate_write(&view[start], length)
+    return rc == 0
+
+
+def read_header(buffer, Py_ssize_t position) -> tuple:
+    """The header fields of the batch at `position`, in file order (magic .. origin_base_offset).
+    The caller has checked that HEADER_SIZE bytes are there."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchHeader h
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise IndexError(f"no batch header at position {position} (buffer holds {view.shape[0]} bytes)")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    return (h.magic, h.version, h.header_size, h.crc, h.flags, h.base_offset, h.first_timestamp,
+            h.max_timestamp, h.record_count, h.body_length, h.origin_cluster, h.origin_base_offset)
+
+
+cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end) noexcept nogil:
+    if h.magic != MAGIC:
+        return SCAN_BAD_MAGIC
+    if h.version != FORMAT_VERSION:
+        return SCAN_BAD_VERSION
+    if h.header_size != HEADER_SIZE or h.record_count <= 0 or (h.body_length & 7) != 0 \
+            or h.body_length < 8 * <uint64_t>h.record_count or (h.flags & ~(<uint32_t>KNOWN_FLAGS)) != 0:
+        return SCAN_BAD_LENGTH
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > end:
+        return SCAN_TORN
+    return SCAN_END
+
+
+def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
+    """Check the header and CRC32C of the batch at `position`; a SCAN_* code, SCAN_END when sound."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchHeader h
+    cdef int status
+    cdef uint32_t crc
+    if end > view.shape[0]:
+        end = view.shape[0]
+    if position + HEADER_SIZE > end:
+        return SCAN_TORN
+    memcpy(&h, &view[position], HEADER_SIZE)
+    status = check_header(&h, position, end)
+    if status != SCAN_END:
+        return status
+    with nogil:
+        crc = seglog_crc32c(0, &view[position + CRC_START], HEADER_SIZE - CRC_START + h.body_length)
+    return SCAN_END if crc == h.crc else SCAN_BAD_CRC
+
+
+def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
+                 int64_t[::1] next_offsets, int64_t[::1] end_positions, int64_t[::1] max_timestamps,
+                 int64_t running_max_timestamp=INT64_MIN):
+    """Walk the batches of a segment from `start` to `end`, as recovery, index rebuild and `seglog check` do.
+
+    Fills one index entry per sound batch (the offset after it, the position after it, and the running
+    maximum timestamp) and stops at the first batch that is not sound, or at zeroed space (never written).
+    Returns (entries, stop_position, status, running_max_timestamp); status is a SCAN_* code."""
+    cdef const uint8_t[::1] view = buffer
+    cdef Py_ssize_t position = start, capacity = next_offsets.shape[0], entries = 0
+    cdef BatchHeader h
+    cdef int status = SCAN_END
+    cdef uint32_t zero_magic = 0
+    if end > view.shape[0]:
+        end = view.shape[0]
+    if end_positions.shape[0] < capacity or max_timestamps.shape[0] < capacity:
+        raise ValueError("index arrays must have equal capacity")
+    with nogil:
+        while True:
+            if position + 4 > end:
+                status = SCAN_END if position == end else SCAN_TORN
+                break
+            memcpy(&zero_magic, &view[position], 4)
+            if zero_magic == 0:
+                status = SCAN_END
+                break
+            if position + HEADER_SIZE > end:
+                status = SCAN_TORN
+                break
+            memcpy(&h, &view[position], HEADER_SIZE)
+            status = check_header(&h, position, end)
+            if status != SCAN_END:
+                break
+            if expected_offset >= 0 and h.base_offset != expected_offset:
+                status = SCAN_BAD_OFFSET
+                break
+            if verify_crc and seglog_crc32c(0, &view[position + CRC_START],
+                                            HEADER_SIZE - CRC_START + h.body_length) != h.crc:
+                status = SCAN_BAD_CRC
+                break
+            if entries == capacity:
+                status = SCAN_INDEX_FULL
+                break
+            expected_offset = h.base_offset + h.record_count
+            position += HEADER_SIZE + h.body_length
+            if h.max_timestamp > running_max_timestamp:
+                running_max_timestamp = h.max_timestamp
+            next_offsets[entries] = expected_offset
+            end_positions[entries] = position
+            max_timestamps[entries] = running_max_timestamp
+            entries += 1
+    return entries, position, status, running_max_timestamp
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Encoding: layout sizes, record ranges that fit a space, and the copy itself (all without the GIL).
+
+cdef inline Py_ssize_t data_start(const RawColumn *c, Py_ssize_t i) noexcept nogil:
+    if c.width:
+        return i * c.width
+    if c.prefix32 != NULL:
+        return c.prefix32[i]
+    return c.prefix64[i]
+
+
+cdef inline Py_ssize_t binary_section_size(const RawColumn *c, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+    return align8(4 * (stop - start + 1)) + align8(data_start(c, stop) - data_start(c, start))
+
+
+cdef inline Py_ssize_t entry_index(const BatchColumns *b, Py_ssize_t i) noexcept nogil:
+    return b.property_entries[i]
+
+
+cdef Py_ssize_t encoded_batch_size(const BatchColumns *b, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+    cdef Py_ssize_t n = stop - start, size = HEADER_SIZE + 8 * n
+    if b.flags & FLAG_EVENT_TIME_COLUMN:
+        size += 8 * n
+    if b.flags & FLAG_HAS_KEYS:
+        if b.flags & FLAG_KEY_NULLS:
+            size += align8((n + 7) // 8)
+        size += binary_section_size(&b.keys, start, stop)
+    size += binary_section_size(&b.values, start, stop)
+    if b.flags & FLAG_HAS_PROPERTIES:
+        size += align8(4 * (n + 1))
+        size += binary_section_size(&b.property_keys, entry_index(b, start), entry_index(b, stop))
+        size += binary_section_size(&b.property_values, entry_index(b, start), entry_index(b, stop))
+    return size
+
+
+cdef Py_ssize_t fit_records(const BatchColumns *b, Py_ssize_t start, Py_ssize_t space) noexcept nogil:
+    """The largest stop such that records [start, stop) encode into `space` bytes (start if none fits)."""
+    cdef Py_ssize_t low = start, high = b.count, middle
+    if encoded_batch_size(b, start, high) <= space:
+        return high
+    while low < high:  # invariant: [start, low) fits, [start, high + 1) does not
+        middle = (low + high + 1) // 2
+        if encoded_batch_size(b, start, middle) <= space:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+cdef inline uint8_t *pad_to8(uint8_t *base, uint8_t *p) noexcept nogil:
+    cdef Py_ssize_t used = p - base, padded = align8(used)
+    memset(p, 0, padded - used)
+    return base + padded
+
+
+cdef uint8_t *write_binary(uint8_t *base, uint8_t *p, const RawColumn *c, Py_ssize_t start,
+                           Py_ssize_t stop) noexcept nogil:
+    cdef Py_ssize_t i, n = stop - start, first = data_start(c, start), length
+    cdef int32_t *offsets = <int32_t *>p
+    for i in range(n + 1):
+        offsets[i] = <int32_t>(data_start(c, start + i) - first)
+    p = pad_to8(base, p + 4 * (n + 1))
+    if c.pointers != NULL:
+        for i in range(start, stop):
+            length = c.prefix64[i + 1] - c.prefix64[i]
+            memcpy(p, c.pointers[i], length)
+            p += length
+    else:
+        length = data_start(c, stop) - first
+        memcpy(p, c.data + first, length)
+        p += length
+    return pad_to8(base, p)
+
+
+cdef uint8_t *write_validity(uint8_t *base, uint8_t *p, const uint8_t *validity, Py_ssize_t start,
+                             Py_ssize_t stop) noexcept nogil:
+    cdef Py_ssize_t i, n = stop - start, j
+    memset(p, 0, (n + 7) // 8)
+    for i in range(n):
+        j = start + i
+        if validity[j >> 3] & (1 << (j & 7)):
+            p[i >> 3] |= <uint8_t>(1 << (i & 7))
+    return pad_to8(base, p + (n + 7) // 8)
+
+
+cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t start, Py_ssize_t stop,
+                             int64_t base_offset, uint64_t origin_cluster,
+                             int64_t origin_base_offset) noexcept nogil:
+    """Write records [start, stop) as one batch at `dest`; returns its length. The caller made room."""
+    cdef Py_ssize_t i, n = stop - start, first_entry, e
+    cdef BatchHeader h
+    cdef uint8_t *p = dest + HEADER_SIZE
+    cdef int64_t max_ts = b.timestamps[start]
+    cdef int32_t *entries
+    for i in range(start + 1, stop):
+        if b.timestamps[i] > max_ts:
+            max_ts = b.timestamps[i]
+    memcpy(p, b.timestamps + start, 8 * n)
+    p += 8 * n
+    if b.flags & FLAG_EVENT_TIME_COLUMN:
+        memcpy(p, b.event_times + start, 8 * n)
+        p += 8 * n
+    if b.flags & FLAG_HAS_KEYS:
+        if b.flags & FLAG_KEY_NULLS:
+            p = write_validity(dest, p, b.keys.validity, start, stop)
+        p = write_binary(dest, p, &b.keys, start, stop)
+    p = write_binary(dest, p, &b.values, start, stop)
+    if b.flags & FLAG_HAS_PROPERTIES:
+        entries = <int32_t *>p
+        first_entry = b.property_entries[start]
+        for i in range(n + 1):
+            entries[i] = <int32_t>(b.property_entries[start + i] - first_entry)
+        p = pad_to8(dest, p + 4 * (n + 1))
+        e = b.property_entries[stop]
+        p = write_binary(dest, p, &b.property_keys, first_entry, e)
+        p = write_binary(dest, p, &b.property_values, first_entry, e)
+    h.magic = MAGIC
+    h.version = FORMAT_VERSION
+    h.header_size = HEADER_SIZE
+    h.flags = b.flags
+    h.base_offset = base_offset
+    h.first_timestamp = b.timestamps[start]
+    h.max_timestamp = max_ts
+    h.record_count = <int32_t>n
+    h.body_length = <uint32_t>(p - dest - HEADER_SIZE)
+    h.origin_cluster = origin_cluster
+    h.origin_base_offset = origin_base_offset
+    h.crc = 0
+    memcpy(dest, &h, HEADER_SIZE)
+    h.crc = seglog_crc32c(0, dest + CRC_START, (p - dest) - CRC_START)
+    memcpy(dest + 8, &h.crc, 4)
+    return p - dest

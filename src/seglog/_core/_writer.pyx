@@ -1,0 +1,220 @@
+"""Batch sources for `send_batch`: the columns of one call, normalised for the shared encoder.
+
+A list of bytes is walked once under the GIL to gather pointers and prefix sums; Arrow arrays and numpy
+fixed-width records are used in place. Either way the copy into the segment happens once, without the GIL."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+
+from seglog._core._format cimport (BatchColumns, RawColumn, encode_batch, encoded_batch_size, fit_records,
+                                   FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES,
+                                   FLAG_EVENT_TIME_COLUMN)
+
+import numpy as np
+
+
+cdef class Column:
+    """One binary column: the raw description the encoder reads plus the objects that own its memory."""
+    cdef RawColumn raw
+    cdef object owners
+    cdef int64_t *prefix_owned
+    cdef const uint8_t **pointers_owned
+
+    def __cinit__(self):
+        memset(&self.raw, 0, sizeof(RawColumn))
+
+    def __dealloc__(self):
+        free(self.prefix_owned)
+        free(<void *>self.pointers_owned)
+
+    @property
+    def count(self) -> int:
+        return self.raw.count
+
+    @property
+    def data_length(self) -> int:
+        if self.raw.width:
+            return self.raw.count * self.raw.width
+        if self.raw.prefix32 != NULL:
+            return self.raw.prefix32[self.raw.count]
+        return self.raw.prefix64[self.raw.count]
+
+    @staticmethod
+    def from_list(list items, str argument, bint allow_null=False):
+        """A column over a list of bytes (str is encoded as UTF-8; None allowed only if `allow_null`).
+        Raises a ValueError naming `argument` and the position of the first item it cannot take."""
+        cdef Column column = Column()
+        cdef Py_ssize_t i, n = PyList_GET_SIZE(items)
+        cdef object item
+        cdef object present = None  # bool per record, made on the first None only
+        column.owners = items = list(items)  # a private copy, so a caller's later mutation cannot race the copy
+        column.prefix_owned = <int64_t *>malloc(8 * (n + 1))
+        column.pointers_owned = <const uint8_t **>malloc(sizeof(uint8_t *) * (n if n else 1))
+        if column.prefix_owned == NULL or column.pointers_owned == NULL:
+            raise MemoryError()
+        column.prefix_owned[0] = 0
+        for i in range(n):
+            item = <object>PyList_GET_ITEM(items, i)
+            if not PyBytes_Check(item):
+                item = _as_bytes(item, argument, i, allow_null)
+                if item is None:
+                    if present is None:
+                        present = np.ones(n, dtype=bool)
+                    present[i] = False
+                    item = b""
+                items[i] = item
+            column.pointers_owned[i] = <const uint8_t *>PyBytes_AS_STRING(item)
+            column.prefix_owned[i + 1] = column.prefix_owned[i] + PyBytes_GET_SIZE(item)
+        if column.prefix_owned[n] >= 2**31:
+            raise ValueError(f"{argument}: {column.prefix_owned[n]} bytes in one call; at most 2 GiB - 1 "
+                             "per send_batch call is accepted (split the call)")
+        column.raw.count = n
+        column.raw.prefix64 = column.prefix_owned
+        column.raw.pointers = column.pointers_owned
+        if present is not None:
+            column.set_validity(np.packbits(present, bitorder="little"))
+        return column
+
+    @staticmethod
+    def from_offsets(offsets, data, str argument, validity=None):
+        """A column over Arrow-style offsets (int32 or int64, count + 1 entries) and a data buffer."""
+        cdef Column column = Column()
+        cdef const int32_t[::1] o32
+        cdef const int64_t[::1] o64
+        cdef const uint8_t[::1] d = data
+        offsets = np.ascontiguousarray(offsets)
+        if offsets.dtype == np.int32:
+            o32 = offsets
+            column.raw.prefix32 = &o32[0]
+        elif offsets.dtype == np.int64:
+            o64 = offsets
+            column.raw.prefix64 = &o64[0]
+        else:
+            raise TypeError(f"{argument}: offsets must be int32 or int64, not {offsets.dtype}")
+        if offsets[-1] - offsets[0] >= 2**31:
+            raise ValueError(f"{argument}: {offsets[-1] - offsets[0]} bytes in one call; at most 2 GiB - 1 "
+                             "per send_batch call is accepted (split the call)")
+        column.raw.count = len(offsets) - 1
+        column.raw.data = &d[0] if d.shape[0] else <const uint8_t *>b""
+        column.owners = [offsets, data]
+        if validity is not None:
+            column.set_validity(validity)
+        return column
+
+    @staticmethod
+    def from_fixed(data, Py_ssize_t width, Py_ssize_t count, str argument):
+        """A column of `count` records of `width` bytes each, stored back to back in `data`."""
+        cdef Column column = Column()
+        cdef const uint8_t[::1] d = data
+        if width <= 0:
+            raise ValueError(f"{argument}: fixed-width records must be at least 1 byte wide")
+        if width * count >= 2**31:
+            raise ValueError(f"{argument}: {width * count} bytes in one call; at most 2 GiB - 1 "
+                             "per send_batch call is accepted (split the call)")
+        column.raw.count = count
+        column.raw.width = width
+        column.raw.data = &d[0] if d.shape[0] else <const uint8_t *>b""
+        column.owners = data
+        return column
+
+    def set_validity(self, bitmap):
+        """Attach an Arrow-order validity bitmap (bit i set = record i present)."""
+        cdef const uint8_t[::1] v = np.ascontiguousarray(bitmap, dtype=np.uint8)
+        self.owners = (self.owners, v)
+        self.raw.validity = &v[0]
+
+
+cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_null):
+    if item is None:
+        if allow_null:
+            return None
+        raise ValueError(f"{argument}[{index}] is None; values must be bytes (None is accepted only for keys)")
+    if isinstance(item, str):
+        return (<str>item).encode()
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    raise TypeError(f"{argument}[{index}] is {type(item).__name__}; accepted: bytes, bytearray, memoryview, str"
+                    + (" or None" if allow_null else ""))
+
+
+cdef class BatchSource:
+    """The columns of one send_batch call. `write` encodes records [start, stop) into a writable buffer."""
+    cdef BatchColumns columns
+    cdef readonly Column values
+    cdef readonly Column keys
+    cdef readonly Column property_keys
+    cdef readonly Column property_values
+    cdef object owners
+
+    def __init__(self, Column values, Column keys, timestamps, event_times, unsigned int flags,
+                 property_entries=None, Column property_keys=None, Column property_values=None):
+        cdef const int64_t[::1] ts = np.ascontiguousarray(timestamps, dtype=np.int64)
+        cdef const int64_t[::1] ev
+        cdef const int64_t[::1] entries
+        cdef Py_ssize_t n = values.raw.count
+        if ts.shape[0] != n:
+            raise ValueError(f"timestamps: {ts.shape[0]} given for {n} values; one per value is required")
+        memset(&self.columns, 0, sizeof(BatchColumns))
+        self.values = values
+        self.columns.count = n
+        self.columns.timestamps = &ts[0] if n else NULL
+        self.columns.values = values.raw
+        self.owners = [ts]
+        if keys is not None:
+            if keys.raw.count != n:
+                raise ValueError(f"keys: {keys.raw.count} given for {n} values; one per value is required")
+            self.keys = keys
+            self.columns.keys = keys.raw
+            flags |= FLAG_HAS_KEYS
+            if keys.raw.validity != NULL:
+                flags |= FLAG_KEY_NULLS
+        if event_times is not None:
+            ev = np.ascontiguousarray(event_times, dtype=np.int64)
+            self.owners.append(ev)
+            self.columns.event_times = &ev[0] if n else NULL
+            flags |= FLAG_EVENT_TIME_COLUMN
+        if property_entries is not None:
+            entries = np.ascontiguousarray(property_entries, dtype=np.int64)
+            if entries.shape[0] != n + 1:
+                raise ValueError(f"properties: {entries.shape[0] - 1} given for {n} values")
+            self.owners.append(entries)
+            self.property_keys = property_keys
+            self.property_values = property_values
+            self.columns.property_entries = &entries[0]
+            self.columns.property_keys = property_keys.raw
+            self.columns.property_values = property_values.raw
+            flags |= FLAG_HAS_PROPERTIES
+        self.columns.flags = flags
+
+    @property
+    def count(self) -> int:
+        return self.columns.count
+
+    @property
+    def flags(self) -> int:
+        return self.columns.flags
+
+    def size(self, Py_ssize_t start, Py_ssize_t stop) -> int:
+        """Encoded bytes of records [start, stop) as one batch, header included."""
+        return encoded_batch_size(&self.columns, start, stop)
+
+    def fit(self, Py_ssize_t start, Py_ssize_t space) -> int:
+        """The largest stop such that records [start, stop) fit in `space` bytes (start if none does)."""
+        return fit_records(&self.columns, start, space)
+
+    def write(self, buffer, Py_ssize_t position, int64_t base_offset, Py_ssize_t start, Py_ssize_t stop,
+              uint64_t origin_cluster=0, int64_t origin_base_offset=0) -> int:
+        """Encode records [start, stop) at `position` of `buffer`; returns the batch length."""
+        cdef uint8_t[::1] dest = buffer
+        cdef Py_ssize_t size = encoded_batch_size(&self.columns, start, stop), written
+        if not 0 <= start < stop <= self.columns.count:
+            raise IndexError(f"record range [{start}, {stop}) outside 0..{self.columns.count}")
+        if position < 0 or position + size > dest.shape[0]:
+            raise ValueError(f"batch of {size} bytes does not fit at position {position} of {dest.shape[0]}")
+        with nogil:
+            written = encode_batch(&dest[position], &self.columns, start, stop, base_offset, origin_cluster,
+                                   origin_base_offset)
+        return written

@@ -1,0 +1,26 @@
+/* seglog's small C layer: what Cython cannot say portably (CPU feature dispatch, fences, madvise). */
+#ifndef SEGLOG_NATIVE_H
+#define SEGLOG_NATIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CRC32C (Castagnoli), the checksum of every record batch. `crc` is the value returned by a previous
+ * call (0 to start); the hardware instruction is used where the CPU has it. */
+uint32_t seglog_crc32c(uint32_t crc, const void *data, size_t length);
+uint32_t seglog_crc32c_software(uint32_t crc, const void *data, size_t length);
+int seglog_crc32c_hardware_available(void);
+
+/* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), so a key lands on the same partition
+ * as with Kafka's default partitioner, in every process and every version. */
+int32_t seglog_murmur2(const void *data, size_t length);
+
+/* Publish the batch bytes before the index entry that makes them visible to readers in other processes. */
+void seglog_release_fence(void);
+void seglog_acquire_fence(void);
+
+/* Fault in writable pages of a shared file mapping without changing their contents, so the writer's
+ * copy does not stop on a page fault. Returns 0 on success, -1 if the kernel cannot (older than 5.14). */
+int seglog_populate_write(void *address, size_t length);
+
+#endif

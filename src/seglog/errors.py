@@ -1,0 +1,73 @@
+"""seglog's exceptions: one hierarchy under SeglogError.
+
+Bad arguments raise InvalidArgumentError, which is also a ValueError, and its message names the argument,
+the value given and what is accepted. Storage errors name the file and the byte position."""
+
+from __future__ import annotations
+
+
+class SeglogError(Exception):
+    """Base class of every error seglog raises."""
+
+
+class InvalidArgumentError(SeglogError, ValueError):
+    """An argument, option or configuration value is not accepted.
+
+    `argument` names it, `value` is what was given, `accepted` says what would be."""
+
+    def __init__(self, argument: str, value: object, accepted: str, detail: str | None = None) -> None:
+        self.argument = argument
+        self.value = value
+        self.accepted = accepted
+        reason = f": {detail}" if detail else ""
+        super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
+
+
+class InvalidNameError(InvalidArgumentError):
+    """A tenant, namespace or topic name is not accepted."""
+
+
+class TopicNotFoundError(SeglogError, KeyError):
+    """The topic does not exist in this data directory."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class TopicExistsError(SeglogError):
+    """create_topic was called for a topic that already exists."""
+
+
+class PartitionLockedError(SeglogError):
+    """Another process holds the writer lock of a partition (one writer per partition)."""
+
+    def __init__(self, lock_path: str, holder_pid: int | None) -> None:
+        self.lock_path = lock_path
+        self.holder_pid = holder_pid
+        holder = f"process {holder_pid}" if holder_pid else "another process"
+        super().__init__(f"partition is being written by {holder}: writer lock {lock_path} is held; "
+                         "seglog allows one writing process per partition")
+
+
+class CorruptLogError(SeglogError):
+    """A record batch failed its checks (CRC, header, offsets) where it must be sound.
+
+    `path` and `position` locate the damage; `reason` says which check failed."""
+
+    def __init__(self, path: str, position: int, reason: str) -> None:
+        self.path = path
+        self.position = position
+        self.reason = reason
+        super().__init__(f"{path}: corrupt record batch at byte {position}: {reason}")
+
+
+class OffsetOutOfRangeError(SeglogError, LookupError):
+    """A read asked for an offset the partition does not hold (deleted, or beyond the end)."""
+
+
+class ClosedError(SeglogError):
+    """The log, producer or reader was used after it was closed."""
+
+
+class MessageTooLargeError(InvalidArgumentError):
+    """A single message cannot fit any segment of this topic."""
