@@ -1,0 +1,22 @@
+"""seglog: an embeddable, durable, high-throughput segmented message log.
+
+    import seglog
+    with seglog.open("data") as log:
+        topic = log.create_topic("events", partitions=4)
+        with topic.producer() as producer:
+            producer.send(b"hello", key=b"user-1")
+        for message in topic.reader("earliest", partition=0):
+            ...
+"""
+
+from seglog._core._messages import Message, MessageId
+from seglog.clock import ManualClock, system_clock
+from seglog.errors import SeglogError
+from seglog.log import Log, open
+from seglog.producer import Producer
+from seglog.reader import Reader
+from seglog.topic import Topic
+
+__version__ = "0.1.0"
+__all__ = ["Log", "ManualClock", "Message", "MessageId", "Producer", "Reader", "SeglogError", "Topic",
+           "open", "system_clock", "__version__"]

@@ -1,0 +1,166 @@
+"""The per-message send path: an accumulator per partition and the producer's `send`.
+
+An accumulator holds references to the messages sent since the last flush, not copies: when it is drained
+the batch encoder copies each value once, straight into the segment. Offsets are assigned at `send`
+(one writer per partition makes them known), so `send` returns the final MessageId at once.
+
+Thread safety comes from the GIL: append and drain are single C-level steps that never release it. The
+writer holds the partition's write lock from drain to the end of the copy, so batches land in offset order."""
+
+from cpython.bytes cimport PyBytes_Check, PyBytes_GET_SIZE
+from libc.stdint cimport int64_t
+
+from seglog._core._format cimport seglog_murmur2
+from seglog._core._messages cimport MessageId
+
+
+cdef class Accumulator:
+    """Messages sent one by one to one partition, waiting to be written as one batch."""
+    cdef public int64_t next_offset
+    cdef readonly Py_ssize_t pending_bytes
+    cdef list values
+    cdef list keys
+    cdef list timestamps
+    cdef list properties
+
+    def __init__(self, int64_t next_offset):
+        self.next_offset = next_offset
+        self._reset()
+
+    cdef _reset(self):
+        self.values = []
+        self.keys = None
+        self.timestamps = None
+        self.properties = None
+        self.pending_bytes = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self.values)
+
+    cpdef int64_t append(self, value, key, timestamp, properties) except -1:
+        """Queue one message; returns its offset. `value` is bytes (the producer converted it)."""
+        cdef Py_ssize_t n = len(self.values)
+        self.values.append(value)
+        self.pending_bytes += PyBytes_GET_SIZE(value)
+        if key is not None or self.keys is not None:
+            if self.keys is None:
+                self.keys = [None] * n
+            self.keys.append(key)
+        if timestamp is not None or self.timestamps is not None:
+            if self.timestamps is None:
+                self.timestamps = [None] * n
+            self.timestamps.append(timestamp)
+        if properties is not None or self.properties is not None:
+            if self.properties is None:
+                self.properties = [None] * n
+            self.properties.append(properties)
+        self.next_offset += 1
+        return self.next_offset - 1
+
+    def drain(self):
+        """Take the pending messages: (base_offset, values, keys, timestamps, properties), the last three
+        None when no message had one. Returns None when nothing is pending."""
+        cdef Py_ssize_t n = len(self.values)
+        if n == 0:
+            return None
+        drained = (self.next_offset - n, self.values, self.keys, self.timestamps, self.properties)
+        self._reset()
+        return drained
+
+    def discard(self, int64_t next_offset) -> int:
+        """Drop the pending messages after a failed write and restart numbering at `next_offset`."""
+        cdef Py_ssize_t dropped = len(self.values)
+        self._reset()
+        self.next_offset = next_offset
+        return dropped
+
+
+cdef class SendPath:
+    """The producer's per-message `send`, in C: choose the partition, convert the value, queue it.
+
+    The Python Producer subclasses this and provides `_batch_full(partition)` and `_first_pending(partition)`,
+    called when a batch reaches the producer's batch size and when a partition's first message is queued."""
+    cdef list _accumulators
+    cdef int _partitions
+    cdef Py_ssize_t _batch_size
+    cdef unsigned int _next_partition
+
+    def _init_send_path(self, list accumulators, Py_ssize_t batch_size):
+        self._accumulators = accumulators
+        self._partitions = len(accumulators)
+        self._batch_size = batch_size
+        self._next_partition = 0
+
+    cpdef MessageId send(self, value, key=None, timestamp=None, properties=None, partition=None):
+        """Queue one message; returns its MessageId (the offset is final at once, see docs).
+
+        value: bytes (str is encoded as UTF-8; bytearray and memoryview are copied).
+        key: bytes or str; chooses the partition by Kafka's murmur2 hash unless `partition` is given.
+        timestamp: ms since the epoch (the producer's CreateTime); default: the time of the write.
+        properties: a dict of str to str.
+        partition: an explicit partition; otherwise by key, or round robin when there is no key."""
+        cdef int p
+        cdef Accumulator acc
+        cdef int64_t offset
+        if self._partitions == 0:
+            from seglog.errors import ClosedError
+            raise ClosedError("producer is closed")
+        if not PyBytes_Check(value):
+            value = _to_bytes(value, "value")
+        if key is not None and not PyBytes_Check(key):
+            key = _to_bytes(key, "key")
+        if partition is not None:
+            p = _check_partition(partition, self._partitions)
+        elif key is not None:
+            p = (seglog_murmur2(<const char *>key, PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % self._partitions
+        else:
+            p = self._next_partition % self._partitions
+            self._next_partition += 1
+        if timestamp is not None:
+            timestamp = _check_timestamp(timestamp)
+        if properties is not None:
+            properties = _check_properties(properties)
+        acc = <Accumulator>self._accumulators[p]
+        if not acc.values:
+            self._first_pending(p)
+        offset = acc.append(value, key, timestamp, properties)
+        if acc.pending_bytes >= self._batch_size:
+            self._batch_full(p)
+        return MessageId(p, offset)
+
+    def _first_pending(self, int partition):
+        raise NotImplementedError
+
+    def _batch_full(self, int partition):
+        raise NotImplementedError
+
+
+cdef bytes _to_bytes(object item, str argument):
+    if isinstance(item, str):
+        return (<str>item).encode()
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    raise TypeError(f"{argument} must be bytes, bytearray, memoryview or str, not {type(item).__name__}")
+
+
+cdef int _check_partition(object partition, int partitions) except -1:
+    from seglog.errors import InvalidArgumentError
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < partitions:
+        raise InvalidArgumentError("partition", partition, f"an int from 0 to {partitions - 1}")
+    return partition
+
+
+cdef object _check_timestamp(object timestamp):
+    from seglog.errors import InvalidArgumentError
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp < 2**63:
+        raise InvalidArgumentError("timestamp", timestamp, "an int: milliseconds since the epoch, >= 0")
+    return timestamp
+
+
+cdef object _check_properties(object properties):
+    from seglog.errors import InvalidArgumentError
+    if not isinstance(properties, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
+        raise InvalidArgumentError("properties", properties, "a dict mapping str to str")
+    return properties

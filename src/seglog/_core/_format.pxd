@@ -77,3 +77,27 @@ cdef Py_ssize_t encoded_batch_size(const BatchColumns *columns, Py_ssize_t start
 cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *columns, Py_ssize_t start, Py_ssize_t stop,
                              int64_t base_offset, uint64_t origin_cluster, int64_t origin_base_offset) noexcept nogil
 cdef Py_ssize_t fit_records(const BatchColumns *columns, Py_ssize_t start, Py_ssize_t space) noexcept nogil
+
+
+# Where each column of a batch starts, relative to the batch's first byte (docs/FORMAT.md, "Body").
+# Sections a batch does not have are -1. Data lengths come from the last entry of each offsets section.
+cdef struct BatchLayout:
+    Py_ssize_t count
+    uint32_t flags
+    Py_ssize_t timestamps
+    Py_ssize_t event_times
+    Py_ssize_t key_validity
+    Py_ssize_t key_offsets
+    Py_ssize_t key_data
+    Py_ssize_t value_offsets
+    Py_ssize_t value_data
+    Py_ssize_t property_entries
+    Py_ssize_t property_entry_count
+    Py_ssize_t property_key_offsets
+    Py_ssize_t property_key_data
+    Py_ssize_t property_value_offsets
+    Py_ssize_t property_value_data
+    Py_ssize_t end
+
+
+cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil

@@ -335,3 +335,91 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
     h.crc = seglog_crc32c(0, dest + CRC_START, (p - dest) - CRC_START)
     memcpy(dest + 8, &h.crc, 4)
     return p - dest
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decoding: where each column sits. Every section stays inside the batch, or the batch is reported corrupt.
+
+cdef inline int32_t read_i32(const uint8_t *p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef inline Py_ssize_t binary_section(const uint8_t *batch, Py_ssize_t p, Py_ssize_t n, Py_ssize_t length,
+                                      Py_ssize_t *offsets_at, Py_ssize_t *data_at) noexcept nogil:
+    """Locate an offsets + data section at p; returns the position after it, or -1 if it overruns."""
+    cdef int32_t data_length
+    if p + 4 * (n + 1) > length:
+        return -1
+    offsets_at[0] = p
+    data_length = read_i32(batch + p + 4 * n)
+    if read_i32(batch + p) != 0 or data_length < 0:
+        return -1
+    p += align8(4 * (n + 1))
+    data_at[0] = p
+    p += align8(data_length)
+    return p if p <= length else -1
+
+
+cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil:
+    """Fill `out` for the batch at `batch` (header included, `length` bytes). 0 on success, -1 if the
+    sections do not fit the batch (a batch that passed its CRC check never fails this)."""
+    cdef BatchHeader h
+    cdef Py_ssize_t n, p = HEADER_SIZE
+    memcpy(&h, batch, HEADER_SIZE)
+    n = h.record_count
+    out.count = n
+    out.flags = h.flags
+    out.event_times = out.key_validity = out.key_offsets = out.key_data = -1
+    out.property_entries = out.property_key_offsets = out.property_key_data = -1
+    out.property_value_offsets = out.property_value_data = -1
+    out.property_entry_count = 0
+    out.timestamps = p
+    p += 8 * n
+    if h.flags & FLAG_EVENT_TIME_COLUMN:
+        out.event_times = p
+        p += 8 * n
+    if h.flags & FLAG_HAS_KEYS:
+        if h.flags & FLAG_KEY_NULLS:
+            out.key_validity = p
+            p += align8((n + 7) // 8)
+        p = binary_section(batch, p, n, length, &out.key_offsets, &out.key_data)
+        if p < 0:
+            return -1
+    p = binary_section(batch, p, n, length, &out.value_offsets, &out.value_data)
+    if p < 0:
+        return -1
+    if h.flags & FLAG_HAS_PROPERTIES:
+        if p + 4 * (n + 1) > length:
+            return -1
+        out.property_entries = p
+        out.property_entry_count = read_i32(batch + p + 4 * n)
+        if out.property_entry_count < 0:
+            return -1
+        p += align8(4 * (n + 1))
+        p = binary_section(batch, p, out.property_entry_count, length, &out.property_key_offsets,
+                           &out.property_key_data)
+        if p < 0:
+            return -1
+        p = binary_section(batch, p, out.property_entry_count, length, &out.property_value_offsets,
+                           &out.property_value_data)
+        if p < 0:
+            return -1
+    out.end = p
+    return 0 if p == length else -1
+
+
+def batch_layout(buffer, Py_ssize_t position) -> dict:
+    """The column positions of the batch at `position`, relative to `position` (-1: section absent).
+    Raises ValueError if the sections do not fit the batch's length."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchHeader h
+    cdef BatchLayout layout
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise ValueError(f"no batch header at position {position}")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
+            compute_layout(&view[position], HEADER_SIZE + h.body_length, &layout) != 0:
+        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    return layout

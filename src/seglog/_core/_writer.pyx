@@ -9,7 +9,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
-from seglog._core._format cimport (BatchColumns, RawColumn, encode_batch, encoded_batch_size, fit_records,
+from seglog._core._format cimport (BatchColumns, RawColumn, encode_batch, encoded_batch_size, fit_records, seglog_murmur2,
                                    FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES,
                                    FLAG_EVENT_TIME_COLUMN)
 
@@ -218,3 +218,29 @@ cdef class BatchSource:
             written = encode_batch(&dest[position], &self.columns, start, stop, base_offset, origin_cluster,
                                    origin_base_offset)
         return written
+
+
+def key_partitions(Column keys, int partitions):
+    """The partition of each key by Kafka's rule (murmur2); a null key goes to partition i % partitions."""
+
+    cdef Py_ssize_t i, n = keys.raw.count, start, stop
+    cdef int32_t[::1] out
+    result = np.empty(n, dtype=np.int32)
+    out = result
+    cdef const RawColumn *c = &keys.raw
+    with nogil:
+        for i in range(n):
+            if c.validity != NULL and not (c.validity[i >> 3] & (1 << (i & 7))):
+                out[i] = i % partitions
+                continue
+            if c.width:
+                start, stop = i * c.width, (i + 1) * c.width
+            elif c.prefix32 != NULL:
+                start, stop = c.prefix32[i], c.prefix32[i + 1]
+            else:
+                start, stop = c.prefix64[i], c.prefix64[i + 1]
+            if c.pointers != NULL:
+                out[i] = (seglog_murmur2(c.pointers[i], stop - start) & 0x7FFFFFFF) % partitions
+            else:
+                out[i] = (seglog_murmur2(c.data + start, stop - start) & 0x7FFFFFFF) % partitions
+    return result

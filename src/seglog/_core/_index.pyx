@@ -1,0 +1,138 @@
+"""The dense per-batch index of a segment: `.index` (offset after each batch, position after it) and
+`.timeindex` (running maximum timestamp, offset after the batch), both memory-mapped and pre-sized.
+
+An entry is published by writing its `.index` slot last, after a release fence: a reader in another
+process that sees a non-zero slot also sees the batch and the time entry. Unwritten slots are zero, and
+every written slot is positive (each batch holds at least one record), so the filled entries are a prefix
+that a binary search finds. Per-call lookups live here, in Cython, because a Numba call costs ~0.5 µs;
+the batch kernels over the same arrays are in `kernels.py`."""
+
+from libc.stdint cimport int64_t, INT64_MIN
+from seglog._core._format cimport seglog_release_fence, seglog_acquire_fence
+
+import numpy as np
+
+ENTRY_BYTES = 16
+
+
+cdef class IndexView:
+    """Offset and time lookups over the index arrays of one segment.
+
+    The arrays are views of the mapped index files (or, for a reader that found an index damaged and
+    rebuilt it in memory, plain arrays); `owners` keeps their buffers alive while the view is used."""
+    cdef const int64_t[:, ::1] offsets     # [capacity, 2]: next_offset, end_position
+    cdef const int64_t[:, ::1] times       # [capacity, 2]: running max timestamp, next_offset
+    cdef int64_t[:, ::1] offsets_w
+    cdef int64_t[:, ::1] times_w
+    cdef readonly Py_ssize_t capacity
+    cdef readonly Py_ssize_t count
+    cdef readonly int64_t base_offset
+    cdef readonly bint writable
+    cdef object owners
+
+    def __init__(self, offsets, times, int64_t base_offset, bint writable=False):
+        arrays = np.asarray(offsets).reshape(-1, 2), np.asarray(times).reshape(-1, 2)
+        if arrays[0].shape[0] != arrays[1].shape[0]:
+            raise ValueError(".index and .timeindex must have the same number of slots")
+        self.offsets = arrays[0]
+        self.times = arrays[1]
+        if writable:
+            self.offsets_w = arrays[0]
+            self.times_w = arrays[1]
+        self.writable = writable
+        self.capacity = arrays[0].shape[0]
+        self.base_offset = base_offset
+        self.owners = (offsets, times)
+        self.count = 0
+        self.refresh()
+
+    cpdef Py_ssize_t refresh(self):
+        """Count the published entries (they only ever grow while this view is open); returns the count."""
+        cdef Py_ssize_t low = self.count, high = self.capacity, middle
+        if low < high and self.offsets[low, 0] == 0:
+            return self.count
+        while low < high:
+            middle = (low + high) >> 1
+            if self.offsets[middle, 0] != 0:
+                low = middle + 1
+            else:
+                high = middle
+        seglog_acquire_fence()
+        self.count = low
+        return low
+
+    @property
+    def full(self) -> bool:
+        return self.count == self.capacity
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last published batch (the segment's base offset when it is empty)."""
+        return self.offsets[self.count - 1, 0] if self.count else self.base_offset
+
+    @property
+    def end_position(self) -> int:
+        """The byte position after the last published batch: the segment's logical size."""
+        return self.offsets[self.count - 1, 1] if self.count else 0
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest timestamp in the segment (INT64_MIN when empty)."""
+        return self.times[self.count - 1, 0] if self.count else INT64_MIN
+
+    cpdef tuple entry(self, Py_ssize_t i):
+        """Batch i as (base_offset, next_offset, start_position, end_position)."""
+        if not 0 <= i < self.count:
+            raise IndexError(f"index entry {i} outside 0..{self.count - 1}")
+        if i == 0:
+            return self.base_offset, self.offsets[0, 0], 0, self.offsets[0, 1]
+        return self.offsets[i - 1, 0], self.offsets[i, 0], self.offsets[i - 1, 1], self.offsets[i, 1]
+
+    cpdef Py_ssize_t find_offset(self, int64_t offset):
+        """The entry of the batch holding `offset`, or -1 if it is beyond the published entries.
+
+        Searches the warm tail first, as Kafka's AbstractIndex does: most lookups are near the end."""
+        cdef Py_ssize_t low = 0, high = self.count, middle
+        if high and offset < self.offsets[high - 1, 0] and (high == 1 or offset >= self.offsets[high - 2, 0]):
+            return high - 1
+        while low < high:  # first entry whose next_offset > offset
+            middle = (low + high) >> 1
+            if self.offsets[middle, 0] <= offset:
+                low = middle + 1
+            else:
+                high = middle
+        return low if low < self.count else -1
+
+    cpdef Py_ssize_t find_timestamp(self, int64_t timestamp):
+        """The first entry whose batch may hold a timestamp >= `timestamp` (running max), or -1 if none."""
+        cdef Py_ssize_t low = 0, high = self.count, middle
+        while low < high:
+            middle = (low + high) >> 1
+            if self.times[middle, 0] < timestamp:
+                low = middle + 1
+            else:
+                high = middle
+        return low if low < self.count else -1
+
+    def append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) -> None:
+        """Publish one entry (writer only): time entry first, fence, then the offset slot readers poll."""
+        cdef Py_ssize_t i = self.count
+        cdef int64_t running = max_timestamp
+        if not self.writable:
+            raise PermissionError("index view is read-only")
+        if i == self.capacity:
+            raise IndexError("index is full; the segment must roll")
+        if i and self.times_w[i - 1, 0] > running:
+            running = self.times_w[i - 1, 0]
+        self.times_w[i, 0] = running
+        self.times_w[i, 1] = next_offset
+        self.offsets_w[i, 1] = end_position
+        seglog_release_fence()
+        self.offsets_w[i, 0] = next_offset
+        self.count = i + 1
+
+    def arrays(self):
+        """The published entries as numpy views: (next_offsets, end_positions, running_max_timestamps)."""
+        offsets = np.asarray(self.offsets)[:self.count]
+        times = np.asarray(self.times)[:self.count]
+        return offsets[:, 0], offsets[:, 1], times[:, 0]

@@ -1,0 +1,156 @@
+"""The log: an opened data directory with its topics, and the process's partition writers.
+
+Layout of a data directory:
+    meta.sqlite                                      tenants, namespaces, topics (metadata.py)
+    topics/<tenant>/<namespace>/<topic>/<partition>/ segments: 00000000000000000000.log, .index, .timeindex
+    trash/                                           topics being deleted (removed at the next open)"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from seglog.clock import Clock, system_clock
+from seglog.config import BrokerConfig
+from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.linger import LingerFlusher
+from seglog.metadata import Metadata
+from seglog.names import TopicName
+from seglog.topic import Topic
+from seglog.writer import PartitionWriter
+
+MAX_PARTITIONS = 10_000
+
+
+class Log:
+    """An open data directory. Use as a context manager, or call close()."""
+
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, **broker_config: Any) -> None:
+        if clock is not None and not callable(clock):
+            raise InvalidArgumentError("clock", clock, "a callable returning ms since the epoch")
+        self.config = BrokerConfig.from_options(broker_config)
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.clock: Clock = clock or system_clock
+        shutil.rmtree(self.path / "trash", ignore_errors=True)
+        self._metadata = Metadata(self.path / "meta.sqlite")
+        self._writers: dict[tuple[str, int], PartitionWriter] = {}
+        self._writer_users: dict[str, int] = {}
+        self._writers_lock = threading.Lock()
+        self._linger = LingerFlusher()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"seglog.Log({str(self.path)!r})"
+
+    def create_topic(self, name: str, *, partitions: int = 1, **topic_config: Any) -> Topic:
+        """Create a topic ('tenant/namespace/topic', or a bare name in public/default). Settings not given
+        follow the broker's defaults: segment_size, segment_roll_time, segment_max_messages,
+        timestamp_type ('create_time' or 'log_append_time'), fsync ('never', 'always' or an interval)."""
+        self._check_open()
+        topic_name = TopicName.parse(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidArgumentError("partitions", partitions, f"an int from 1 to {MAX_PARTITIONS}")
+        config = self.config.topic_defaults.updated(topic_config)
+        given = {key: getattr(config, key) for key in topic_config}
+        self._metadata.create_topic(topic_name, partitions, given, self.clock())
+        return Topic(self, topic_name, partitions, config)
+
+    def topic(self, name: str) -> Topic:
+        """The existing topic `name`; TopicNotFoundError if there is none."""
+        self._check_open()
+        record = self._metadata.topic(TopicName.parse(name))
+        return Topic(self, record.name, record.partitions, self.config.topic_defaults.updated(record.config))
+
+    def list_topics(self) -> list[str]:
+        """Full names ('tenant/namespace/topic') of every topic, sorted."""
+        self._check_open()
+        return self._metadata.list_topics()
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data. Refused while a producer of this process writes to it."""
+        self._check_open()
+        topic_name = TopicName.parse(name)
+        self._metadata.topic(topic_name)
+        with self._writers_lock:
+            if self._writer_users.get(str(topic_name)):
+                raise InvalidArgumentError("topic", str(topic_name), "a topic without open producers")
+        directory = self._topic_directory(topic_name)
+        trash = self.path / "trash" / uuid.uuid4().hex
+        if directory.exists():
+            trash.parent.mkdir(exist_ok=True)
+            directory.rename(trash)  # atomic: a crash now leaves no half-deleted topic behind
+        self._metadata.delete_topic(topic_name)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _topic_directory(self, name: TopicName) -> Path:
+        return self.path.joinpath("topics", *name.path_parts())
+
+    def _acquire_writers(self, topic: Topic) -> list[PartitionWriter]:
+        self._check_open()
+        with self._writers_lock:
+            writers = []
+            try:
+                for partition in range(topic.partitions):
+                    key = (topic.name, partition)
+                    if key not in self._writers:
+                        self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
+                                                             topic.config, self.clock)
+                    writers.append(self._writers[key])
+            except BaseException:
+                if not self._writer_users.get(topic.name):
+                    self._close_writers(topic.name)
+                raise
+            self._writer_users[topic.name] = self._writer_users.get(topic.name, 0) + 1
+            return writers
+
+    def _release_writers(self, topic: Topic) -> None:
+        with self._writers_lock:
+            self._writer_users[topic.name] -= 1
+            if self._writer_users[topic.name] == 0:
+                del self._writer_users[topic.name]
+                self._close_writers(topic.name)
+
+    def _close_writers(self, topic_name: str) -> None:
+        for key in [k for k in self._writers if k[0] == topic_name]:
+            self._writers.pop(key).close()
+
+    def flush(self) -> None:
+        """Write every message queued by this log's producers."""
+        for writer in list(self._writers.values()):
+            writer.flush_pending()
+
+    def close(self) -> None:
+        """Flush and close every writer (their partitions are marked cleanly closed) and the metadata."""
+        if self._closed:
+            return
+        self._closed = True
+        self._linger.stop()
+        with self._writers_lock:
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
+            self._writer_users.clear()
+        self._metadata.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"log {self.path} is closed")
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open(path: str | Path, *, clock: Clock | None = None, **broker_config: Any) -> Log:  # noqa: A001
+    """Open (creating if needed) the data directory `path`.
+
+    clock: a callable returning ms since the epoch, read by every age-dependent decision (default: the
+    wall clock). broker_config: defaults for topics (segment_size, segment_roll_time, ...) and
+    verify_crc (check each batch's CRC32C on read, default True)."""
+    return Log(path, clock=clock, **broker_config)

@@ -1,0 +1,159 @@
+"""Tenant, namespace and topic names, as in Pulsar: 'tenant/namespace/topic'.
+
+Each part becomes a directory name under the data directory, so the parts are checked strictly: Pulsar's
+character set (ASCII letters, digits and ``_ - . = :``), 1 to 255 characters (NAME_MAX on Linux and macOS),
+and not '.', '..' or anything starting with '.'. That leaves no way to climb out of the data directory
+(no '/', no '..'), to hide a directory, or to pass a NUL or whitespace to the file system.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from seglog.errors import InvalidNameError
+
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "NamespaceName", "TopicName",
+           "validate_part"]
+
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+MAX_PART_LENGTH = 255
+
+_PERSISTENT = "persistent://"
+
+_PART = re.compile(r"[A-Za-z0-9_\-.=:]+")
+_PART_ACCEPTED = (f"1 to {MAX_PART_LENGTH} characters: ASCII letters, digits and _ - . = : "
+                  "(not '.' or '..', not starting with '.')")
+_TOPIC_ACCEPTED = ("'topic' (in public/default), 'tenant/namespace/topic' or "
+                   f"'persistent://tenant/namespace/topic'; each part {_PART_ACCEPTED}")
+_NAMESPACE_ACCEPTED = f"'tenant/namespace'; each part {_PART_ACCEPTED}"
+
+
+def validate_part(part: str, *, kind: str) -> str:
+    """Return `part` if it may be a tenant, namespace or topic name, else raise InvalidNameError.
+
+    `kind` names the part in the error, as the argument: 'tenant name', 'namespace name' or 'topic name'."""
+    problem = _part_problem(part)
+    if problem:
+        raise InvalidNameError(kind, part, _PART_ACCEPTED, problem)
+    return part
+
+
+@dataclass(frozen=True)
+class NamespaceName:
+    """A namespace within a tenant; str() gives 'tenant/namespace'. The parts are validated."""
+
+    tenant: str
+    namespace: str
+
+    def __post_init__(self) -> None:
+        validate_part(self.tenant, kind="tenant name")
+        validate_part(self.namespace, kind="namespace name")
+
+    @classmethod
+    def parse(cls, name: str) -> NamespaceName:
+        """Parse 'tenant/namespace'; a bare name is refused, since a namespace always belongs to a tenant."""
+        _require_str(name, argument="namespace name", accepted=_NAMESPACE_ACCEPTED)
+        parts = name.split("/")
+        if len(parts) != 2:
+            raise InvalidNameError("namespace name", name, _NAMESPACE_ACCEPTED,
+                                   f"expected 'tenant/namespace', got {_count_parts(parts)}")
+        tenant, namespace = _checked_parts(name, parts, kinds=("tenant name", "namespace name"),
+                                           argument="namespace name", accepted=_NAMESPACE_ACCEPTED)
+        return cls(tenant, namespace)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+
+@dataclass(frozen=True)
+class TopicName:
+    """A topic within a namespace; str() gives 'tenant/namespace/topic'. The parts are validated."""
+
+    tenant: str
+    namespace: str
+    topic: str
+
+    def __post_init__(self) -> None:
+        validate_part(self.tenant, kind="tenant name")
+        validate_part(self.namespace, kind="namespace name")
+        validate_part(self.topic, kind="topic name")
+
+    @classmethod
+    def parse(cls, name: str) -> TopicName:
+        """Parse 'tenant/namespace/topic', 'persistent://tenant/namespace/topic', or a bare 'topic', which
+        means 'public/default/topic' (as in Pulsar, the prefixed form must name tenant and namespace)."""
+        _require_str(name, argument="topic name", accepted=_TOPIC_ACCEPTED)
+        prefixed = name.startswith(_PERSISTENT)
+        path = name.removeprefix(_PERSISTENT)
+        if "://" in path:
+            raise InvalidNameError("topic name", name, _TOPIC_ACCEPTED,
+                                   f"only the {_PERSISTENT!r} domain is supported")
+        parts = path.split("/")
+        if len(parts) == 1 and not prefixed:
+            parts = [DEFAULT_TENANT, DEFAULT_NAMESPACE, path]
+        if len(parts) != 3:
+            forms = ("'tenant/namespace/topic' after 'persistent://'" if prefixed
+                     else "'topic' or 'tenant/namespace/topic'")
+            raise InvalidNameError("topic name", name, _TOPIC_ACCEPTED,
+                                   f"expected {forms}, got {_count_parts(parts)}")
+        tenant, namespace, topic = _checked_parts(name, parts, argument="topic name", accepted=_TOPIC_ACCEPTED,
+                                                  kinds=("tenant name", "namespace name", "topic name"))
+        return cls(tenant, namespace, topic)
+
+    @property
+    def namespace_name(self) -> str:
+        """'tenant/namespace'."""
+        return f"{self.tenant}/{self.namespace}"
+
+    def path_parts(self) -> tuple[str, str, str]:
+        """(tenant, namespace, topic): directory names, each safe to join under the data directory."""
+        return self.tenant, self.namespace, self.topic
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}/{self.topic}"
+
+
+def _require_str(name: object, *, argument: str, accepted: str) -> None:
+    if not isinstance(name, str):
+        raise InvalidNameError(argument, name, accepted, f"expected a str, not {type(name).__name__}")
+
+
+def _count_parts(parts: list[str]) -> str:
+    return "1 part" if len(parts) == 1 else f"{len(parts)} parts separated by '/'"
+
+
+def _checked_parts(name: str, parts: list[str], *, kinds: tuple[str, ...], argument: str,
+                   accepted: str) -> list[str]:
+    """Return `parts` of `name` if each is valid, else raise InvalidNameError for the whole name, with
+    the kind of the first bad part and what is wrong with it."""
+    for kind, part in zip(kinds, parts, strict=True):
+        problem = _part_problem(part)
+        if problem:
+            raise InvalidNameError(argument, name, accepted, f"{kind} {part!r} {problem}")
+    return parts
+
+
+def _part_problem(part: object) -> str | None:
+    """What is wrong with `part` as a name part, or None if nothing is."""
+    if not isinstance(part, str):
+        return f"expected a str, not {type(part).__name__}"
+    if not part:
+        return "is empty"
+    if len(part) > MAX_PART_LENGTH:
+        return f"is {len(part)} characters long, more than {MAX_PART_LENGTH}"
+    if part in (".", ".."):
+        return "is a relative path component"
+    if part.startswith("."):
+        return "starts with '.'"
+    if _PART.fullmatch(part):
+        return None
+    bad = next(char for char in part if not _PART.fullmatch(char))
+    if bad == "/":
+        return "contains '/'"
+    if bad == "\0":
+        return "contains a NUL character"
+    if bad.isspace():
+        return f"contains whitespace ({bad!r})"
+    return f"contains {bad!r}, which is not allowed"

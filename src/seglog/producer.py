@@ -1,0 +1,99 @@
+"""Producer: `send()` one message (queued and written in batches) and `send_batch()` (one record batch).
+
+Batching follows Kafka's producer: queued messages of a partition are written when they reach
+`batch_size` bytes, when the oldest has waited `linger_ms`, on `flush()` and on close. `flush()` hands
+everything to the page cache, so a process crash after it loses nothing; the topic's fsync policy decides
+what survives a power loss."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from seglog._core._accumulator import SendPath
+from seglog._core._messages import MessageId
+from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.units import parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from seglog.topic import Topic
+
+PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
+
+
+class Producer(SendPath):
+    """Writes messages to a topic. Any number of producers in a process share each partition's writer.
+
+    `send(value, *, key=None, timestamp=None, properties=None, partition=None) -> MessageId` queues one
+    message; its offset is final at once (this process is the partition's only writer) and the message is
+    visible to readers once written. `send_batch` writes at once."""
+
+    def __init__(self, topic: Topic, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
+                 linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"]) -> None:
+        self.topic = topic
+        self.batch_size = parse_size(batch_size, argument="batch_size")
+        self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
+        if self.batch_size <= 0:
+            raise InvalidArgumentError("batch_size", batch_size, "a positive size, e.g. 1048576 or '1 MiB'")
+        self._writers = topic._acquire_writers()
+        self._partitions = len(self._writers)
+        self._next_batch_partition = 0
+        self._closed = False
+        self._init_send_path([w.accumulator for w in self._writers], self.batch_size)
+
+    def _first_pending(self, partition: int) -> None:
+        self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
+
+    def _batch_full(self, partition: int) -> None:
+        self._writers[partition].flush_pending()
+
+    def send_batch(self, values: Any, *, keys: Any = None, timestamps: Any = None, properties: Any = None,
+                   partition: int | None = None) -> MessageId:
+        """Write `values` as one record batch (split only where a segment is full); returns the MessageId
+        of its first message. values: a list of bytes, a pyarrow binary or string array, or a numpy array
+        of fixed-width records. keys: the same forms, None allowed per key; when given and `partition` is
+        not, messages are spread by key hash (one batch per partition). timestamps: ms since the epoch,
+        one per value. properties: a list of dicts of str to str, or a pyarrow map array.
+        Without keys or partition, each call goes to the next partition in turn."""
+        self._check_open()
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self._partitions:
+                raise InvalidArgumentError("partition", partition, f"an int from 0 to {self._partitions - 1}")
+        elif keys is not None and self._partitions > 1:
+            return self._send_by_key(values, keys, timestamps, properties)
+        else:
+            partition = self._next_batch_partition % self._partitions
+            self._next_batch_partition += 1
+        base = self._writers[partition].append(values, keys, timestamps, properties)
+        return MessageId(partition, base)
+
+    def _send_by_key(self, values: Any, keys: Any, timestamps: Any, properties: Any) -> MessageId:
+        from seglog.partitioning import split_by_key
+        first = None
+        for partition, parts in split_by_key(self._partitions, values, keys, timestamps, properties):
+            base = self._writers[partition].append(*parts)
+            first = first or MessageId(partition, base)
+        return first
+
+    def flush(self) -> None:
+        """Write every queued message of this producer's topic and hand it to the page cache."""
+        self._check_open()
+        for writer in self._writers:
+            writer.flush_pending()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("producer is closed")
+
+    def close(self) -> None:
+        """Flush and release this producer (the partitions' writers stay open for the log's other producers)."""
+        if not self._closed:
+            self.flush()
+            self._closed = True
+            self._init_send_path([], self.batch_size)
+            self.topic._release_writers()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,290 @@
+"""Reading a partition: from any process, while its writer (in this process or another) appends.
+
+A reader maps segments read-only and follows the writer through the index: a published index entry means
+its batch is complete. When the reader reaches the end of a segment and a newer segment exists, the old
+one is sealed and the reader moves on. Batches are returned as pyarrow RecordBatches over the mapped
+pages; the map lives until the last batch that points into it is gone, whatever happens to the reader,
+the log or the segment file."""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from seglog._core import _format
+from seglog._core._format import ScanStatus
+from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._messages import Message, messages_from_batch
+from seglog.batch import to_record_batch
+from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
+from seglog.segment import (SegmentPaths, in_memory_index, index_arrays, list_segments, map_file, scan_log)
+
+_POLL_START_S = 0.0002
+_POLL_MAX_S = 0.01
+
+
+class SegmentView:
+    """A segment mapped for reading. Remaps when the writer has grown the files past the maps."""
+
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        self.paths = SegmentPaths.of(directory, base_offset)
+        self.base_offset = base_offset
+        self.data: mmap.mmap | None = None
+        self.whole: pa.Buffer | None = None
+        self.index: IndexView | None = None
+        self._verified_position = -1
+        self._map_data()
+        self._map_index()
+
+    def _map_data(self) -> None:
+        self.data = map_file(self.paths.log, writable=False)
+        self.whole = pa.py_buffer(self.data) if self.data is not None else None
+
+    def _map_index(self) -> None:
+        try:
+            offsets_map = map_file(self.paths.index, writable=False)
+            times_map = map_file(self.paths.timeindex, writable=False)
+        except FileNotFoundError:
+            offsets_map = times_map = None
+        offsets, times = index_arrays(offsets_map), index_arrays(times_map)
+        if len(offsets) == 0 or len(offsets) != len(times):
+            self.index = self._scanned_index()
+        else:
+            self.index = IndexView(offsets, times, self.base_offset)
+
+    def _scanned_index(self) -> IndexView:
+        """The writer has not (re)built this index yet: index the log in memory, as far as it is sound."""
+        return in_memory_index(scan_log(self.data, self.base_offset, verify_crc=False), self.base_offset)
+
+    def refresh(self) -> int:
+        """Pick up entries the writer has published since; returns the entry count."""
+        index = self.index
+        count = index.refresh()
+        if index.full and os.path.getsize(self.paths.index) > index.capacity * ENTRY_BYTES:
+            self._map_index()  # the writer re-extended a trimmed index (reopened after a clean close)
+            count = self.index.refresh()
+        return count
+
+    def seal_check(self) -> None:
+        """Called when a newer segment exists and this one has no more entries: the log must end where
+        the index does, or a batch in between is damaged."""
+        size = os.path.getsize(self.paths.log)
+        end = self.index.end_position
+        if end < size:
+            self._ensure_mapped(min(size, end + _format.HEADER_BYTES))
+            status = _format.verify_batch(self.data, end, size)
+            if status != ScanStatus.SCAN_END or end + _format.HEADER_BYTES <= size:
+                reason = _format.SCAN_REASONS[status] if status != ScanStatus.SCAN_END else \
+                    "batch missing from the index (run `seglog repair`)"
+                raise CorruptLogError(str(self.paths.log), end, reason)
+
+    def _ensure_mapped(self, end: int) -> None:
+        if self.data is None or len(self.data) < end:
+            self._map_data()
+
+    def batch_at(self, entry: int, verify: bool) -> tuple[int, int, int]:
+        """(position, base_offset, count) of indexed batch `entry`, its CRC checked once if `verify`."""
+        base, next_offset, start, end = self.index.entry(entry)
+        self._ensure_mapped(end)
+        if verify and start != self._verified_position:
+            status = _format.verify_batch(self.data, start, end)
+            if status != ScanStatus.SCAN_END:
+                raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
+            self._verified_position = start
+        return start, base, next_offset - base
+
+
+class PartitionView:
+    """The segments of one partition, as a reader sees them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.bases: list[int] = []
+        self.views: dict[int, SegmentView] = {}
+        self.rescan()
+
+    def rescan(self) -> None:
+        self.bases = list_segments(self.directory)
+        for base in list(self.views):
+            if base not in self.bases:
+                del self.views[base]  # deleted: batches already returned keep their own map alive
+
+    def view(self, base: int) -> SegmentView:
+        view = self.views.get(base)
+        if view is None:
+            view = self.views[base] = SegmentView(self.directory, base)
+        return view
+
+    def segment_for(self, offset: int) -> int | None:
+        """The base offset of the segment that holds (or will hold) `offset`."""
+        i = bisect.bisect_right(self.bases, offset) - 1
+        return self.bases[i] if i >= 0 else None
+
+    def earliest_offset(self) -> int:
+        return self.bases[0] if self.bases else 0
+
+    def end_offset(self) -> int:
+        self.rescan()
+        if not self.bases:
+            return 0
+        view = self.view(self.bases[-1])
+        view.refresh()
+        return view.index.next_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> int:
+        """The first offset whose timestamp is >= `timestamp` (the end offset if none is)."""
+        self.rescan()
+        for base in self.bases:
+            view = self.view(base)
+            view.refresh()
+            entry = view.index.find_timestamp(timestamp)
+            if entry < 0:
+                continue
+            position, batch_base, count = view.batch_at(entry, verify=False)
+            for message in messages_from_batch(view.data, position, 0, 0, count):
+                if message.timestamp >= timestamp:
+                    return message.offset
+        return self.end_offset()
+
+
+class Reader:
+    """Reads one partition from a start position onwards, without acknowledging anything.
+
+    Use `read_batch()` for pyarrow RecordBatches over the log's own memory (zero copy), or iterate for
+    Message objects. A reader sees messages as soon as the writer publishes them, in any process."""
+
+    def __init__(self, directory: Path, partition: int, start: Any, *, verify_crc: bool = True) -> None:
+        self.partition = partition
+        self.verify_crc = verify_crc
+        self._view = PartitionView(directory)
+        self._offset = self._start_offset(start)
+        self._closed = False
+
+    def _start_offset(self, start: Any) -> int:
+        if start == "earliest":
+            return self._view.earliest_offset()
+        if start == "latest":
+            return self._view.end_offset()
+        if isinstance(start, dict) and set(start) == {"timestamp"} and _is_int(start["timestamp"]):
+            return self._view.offset_for_timestamp(start["timestamp"])
+        if _is_int(start) and start >= 0:
+            return start
+        raise InvalidArgumentError("start", start, "'earliest', 'latest', an offset (int >= 0) or "
+                                   "{'timestamp': ms since the epoch}")
+
+    @property
+    def offset(self) -> int:
+        """The offset of the next message this reader returns."""
+        return self._offset
+
+    def seek(self, offset: int) -> None:
+        """Continue reading at `offset`."""
+        if not _is_int(offset) or offset < 0:
+            raise InvalidArgumentError("offset", offset, "an int >= 0")
+        self._offset = offset
+
+    def read_batch(self, max_messages: int | None = None, timeout: float | None = None) -> pa.RecordBatch | None:
+        """The next messages as a RecordBatch (columns offset, timestamp, key, value, properties), at most
+        `max_messages` and at most one stored batch; None when there is nothing new.
+
+        With `timeout` (seconds) it waits up to that long for new messages; without, it returns at once."""
+        located = self._next_batch(timeout)
+        if located is None:
+            return None
+        view, position, base, count = located
+        batch = to_record_batch(view.whole, view.data, position)
+        skip = self._offset - base
+        take = count - skip if max_messages is None else min(count - skip, max_messages)
+        self._offset += take
+        return batch if skip == 0 and take == count else batch.slice(skip, take)
+
+    def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
+        """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
+        located = self._next_batch(timeout)
+        if located is None:
+            return []
+        view, position, base, count = located
+        skip = self._offset - base
+        stop = count if max_messages is None else min(count, skip + max_messages)
+        messages = messages_from_batch(view.data, position, self.partition, skip, stop)
+        self._offset += len(messages)
+        return messages
+
+    def __iter__(self) -> Iterator[Message]:
+        """Every message from the current position to the end of the partition as it is now."""
+        while True:
+            messages = self.read_messages()
+            if not messages:
+                return
+            yield from messages
+
+    def _next_batch(self, timeout: float | None):
+        if self._closed:
+            raise ClosedError("reader is closed")
+        deadline = None if not timeout else time.monotonic() + timeout
+        delay = _POLL_START_S
+        while True:
+            located = self._locate(self._offset)
+            if located is not None or deadline is None:
+                return located
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, _POLL_MAX_S)
+
+    def _locate(self, offset: int):
+        """(segment view, position, base offset, count) of the batch holding `offset`, or None if it is not
+        written yet. Raises OffsetOutOfRangeError for an offset no longer retained."""
+        segments = self._view
+        base = segments.segment_for(offset)
+        if base is None:
+            segments.rescan()
+            base = segments.segment_for(offset)
+            if base is None:
+                if segments.bases and offset < segments.bases[0]:
+                    raise OffsetOutOfRangeError(f"partition {self.partition}: offset {offset} is before the "
+                                                f"earliest retained offset {segments.bases[0]}")
+                return None
+        view = segments.view(base)
+        entry = view.index.find_offset(offset)
+        if entry < 0:
+            view.refresh()
+            entry = view.index.find_offset(offset)
+        if entry < 0:
+            # Past this segment's entries: the offset is not written yet, or a newer segment holds it.
+            segments.rescan()
+            if segments.segment_for(offset) != base:
+                return self._locate(offset)
+            if segments.bases[-1] == base:
+                return None
+            # A newer segment exists, so this one was sealed before it was created: its entries are final.
+            view.refresh()
+            entry = view.index.find_offset(offset)
+            if entry < 0:
+                view.seal_check()
+                raise CorruptLogError(str(view.paths.log), view.index.end_position,
+                                      f"offsets {view.index.next_offset}..{segments.bases[-1] - 1} missing")
+        position, batch_base, count = view.batch_at(entry, self.verify_crc)
+        return view, position, batch_base, count
+
+    def close(self) -> None:
+        """Release this reader's maps; batches it returned stay valid."""
+        self._closed = True
+        self._view.views.clear()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,155 @@
+"""Segment files: `<base offset, 20 digits>.log` with its `.index` and `.timeindex` beside it, as Kafka
+names them. This module maps them, creates and trims them, and rebuilds an index from its log.
+
+Files are pre-sized: a new segment's log is allocated to its full capacity (posix_fallocate, so the writer
+never waits for block allocation) and mapped; the logical end is the end position of the last index
+entry. Sealing trims the log to its logical size and the index files to one empty slot past their last
+entry, so a reader that probes for the next entry still reads inside the file."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from seglog._core import _format
+from seglog._core._format import ScanStatus
+from seglog._core._index import ENTRY_BYTES, IndexView
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+
+# An index slot per batch; a batch is at least a header and one 8-byte timestamp. The cap keeps a huge
+# segment's index at 16 MiB per file; a segment whose index fills up rolls early, as Kafka's does.
+MIN_BATCH_BYTES = _format.HEADER_BYTES + 8
+MAX_INDEX_SLOTS = 1 << 20
+
+
+def segment_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def list_segments(directory: Path) -> list[int]:
+    """Base offsets of the segments in a partition directory, ascending."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_SEGMENT_FILE.match, names) if m)
+
+
+def index_slots(capacity: int, max_messages: int | None) -> int:
+    slots = min(capacity // MIN_BATCH_BYTES + 1, MAX_INDEX_SLOTS)
+    return min(slots, max_messages) if max_messages else slots
+
+
+@dataclass(frozen=True)
+class SegmentPaths:
+    log: Path
+    index: Path
+    timeindex: Path
+
+    @classmethod
+    def of(cls, directory: Path, base_offset: int) -> SegmentPaths:
+        stem = directory / segment_stem(base_offset)
+        return cls(stem.with_suffix(LOG_SUFFIX), stem.with_suffix(INDEX_SUFFIX),
+                   stem.with_suffix(TIMEINDEX_SUFFIX))
+
+
+def map_file(path: Path, *, writable: bool, size: int | None = None) -> mmap.mmap | None:
+    """Map a whole file (None if it is empty). `size` extends the file first (writer only)."""
+    flags = os.O_RDWR if writable else os.O_RDONLY
+    fd = os.open(path, flags | (os.O_CREAT if writable else 0), 0o644)
+    try:
+        if size is not None and os.fstat(fd).st_size < size:
+            os.posix_fallocate(fd, 0, size)
+        length = os.fstat(fd).st_size
+        if length == 0:
+            return None
+        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+    finally:
+        os.close(fd)  # the map keeps its own descriptor
+
+
+def truncate_file(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
+def index_arrays(mapped: mmap.mmap | None) -> np.ndarray:
+    if mapped is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.frombuffer(mapped, dtype=np.int64, count=len(mapped) // ENTRY_BYTES * 2).reshape(-1, 2)
+
+
+@dataclass
+class ScanResult:
+    """What a scan of a segment's log found: the entries of every sound batch, and where and why it stopped."""
+    next_offsets: np.ndarray
+    end_positions: np.ndarray
+    max_timestamps: np.ndarray
+    stop_position: int
+    status: int
+
+    @property
+    def count(self) -> int:
+        return len(self.next_offsets)
+
+    @property
+    def reason(self) -> str:
+        return _format.SCAN_REASONS[self.status]
+
+    @property
+    def clean(self) -> bool:
+        return self.status == ScanStatus.SCAN_END
+
+
+def scan_log(data: mmap.mmap | None, base_offset: int, *, verify_crc: bool, slots: int | None = None,
+             start: int = 0, end: int | None = None) -> ScanResult:
+    """Walk the batches of a mapped log from `start` and return an entry for each sound one."""
+    if data is None:
+        empty = np.zeros(0, dtype=np.int64)
+        return ScanResult(empty, empty, empty, 0, ScanStatus.SCAN_END)
+    end = len(data) if end is None else end
+    capacity = slots if slots is not None else max(1, (end - start) // MIN_BATCH_BYTES + 1)
+    arrays = [np.zeros(capacity, dtype=np.int64) for _ in range(3)]
+    count, stop, status, _ = _format.scan_batches(data, start, end, base_offset, verify_crc, *arrays)
+    return ScanResult(*(a[:count] for a in arrays), stop, status)
+
+
+def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, slots: int) -> None:
+    """Replace a segment's index files with the entries of a scan, pre-sized to `slots`."""
+    for path in (paths.index, paths.timeindex):
+        if path.exists():
+            truncate_file(path, 0)
+    offsets_map = map_file(paths.index, writable=True, size=slots * ENTRY_BYTES)
+    times_map = map_file(paths.timeindex, writable=True, size=slots * ENTRY_BYTES)
+    offsets, times = index_arrays(offsets_map), index_arrays(times_map)
+    n = scan.count
+    offsets[:n, 1] = scan.end_positions
+    times[:n, 0] = scan.max_timestamps
+    times[:n, 1] = scan.next_offsets
+    offsets[:n, 0] = scan.next_offsets
+    del offsets, times
+    offsets_map.close()
+    times_map.close()
+
+
+def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:
+    """An index built by scanning a log, for a reader that found the file index missing or short."""
+    offsets = np.zeros((scan.count + 1, 2), dtype=np.int64)
+    times = np.zeros((scan.count + 1, 2), dtype=np.int64)
+    offsets[:scan.count, 0] = scan.next_offsets
+    offsets[:scan.count, 1] = scan.end_positions
+    times[:scan.count, 0] = scan.max_timestamps
+    times[:scan.count, 1] = scan.next_offsets
+    return IndexView(offsets, times, base_offset)

@@ -1,0 +1,207 @@
+"""Sizes and durations as users write them, in options, configuration and the CLI.
+
+Sizes are returned in bytes, durations in milliseconds, always as ints; -1 means "no limit" and is only
+accepted where the caller says so (``allow_infinite=True``), as in Kafka's ``retention.bytes=-1`` and
+Pulsar's ``--size -1``.
+
+Size units, case-insensitive:
+
+* ``K M G T P`` (single letters) are binary, 1K = 1024 bytes, because that is what pulsar-admin means by
+  ``--size 10G`` and we want its command lines and their values to carry over unchanged.
+* ``Ki Mi Gi Ti Pi`` and ``KiB MiB GiB TiB PiB`` are binary, as their IEC names say.
+* ``KB MB GB TB PB`` are decimal, 1KB = 1000 bytes, as in Fluvio (which parses sizes with the bytesize
+  crate): ``1 GB`` there is 10**9 bytes, and silently reading it as 2**30 would be 7% off.
+* ``B``, ``byte`` and ``bytes`` are bytes; a bare number is bytes too.
+
+Durations follow Rust's humantime, which Fluvio uses: one or more ``<number><unit>`` parts, such as
+``1d 2h 3m 4s`` or ``7 days``, with units from milliseconds to weeks. A bare number is read in the unit the
+caller names, because tools differ: pulsar-admin's ``--messageTTL 120`` is seconds, Kafka's
+``retention.ms`` is milliseconds.
+
+Numbers may have a decimal part (``1.5K``, ``1.5h``) as long as the result is a whole number of bytes or
+milliseconds; nothing is rounded. Results are at most 2**63 - 1, the largest value a Kafka ``long``
+configuration or a signed 64-bit field on disk can hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from fractions import Fraction
+
+from seglog.errors import InvalidArgumentError
+
+__all__ = ["format_duration", "format_size", "parse_duration", "parse_size"]
+
+_MAX = 2**63 - 1
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_NO_LIMIT = ", or -1 for no limit"
+
+_KIB, _MIB, _GIB, _TIB, _PIB = (1024**power for power in range(1, 6))
+_SIZE_UNITS: dict[str, int] = {
+    "": 1, "b": 1, "byte": 1, "bytes": 1,
+    "k": _KIB, "ki": _KIB, "kib": _KIB, "kb": 10**3,
+    "m": _MIB, "mi": _MIB, "mib": _MIB, "mb": 10**6,
+    "g": _GIB, "gi": _GIB, "gib": _GIB, "gb": 10**9,
+    "t": _TIB, "ti": _TIB, "tib": _TIB, "tb": 10**12,
+    "p": _PIB, "pi": _PIB, "pib": _PIB, "pb": 10**15,
+}
+_SIZE_TEXT = re.compile(rf"(?P<number>{_NUMBER})\s*(?P<unit>[a-z]*)", re.ASCII | re.IGNORECASE)
+_SIZE_ACCEPTED = ("bytes as an int, or a number with a unit: 2048, '2 Ki', '10 MiB', '1 GB', 10G, 1T "
+                  "(K/M/G/T/P and KiB.. are binary, KB/MB/GB.. decimal)")
+# Largest first; format_size uses the largest in which the size is exact to two decimals.
+_SIZE_FORMAT = ((_PIB, "PiB"), (_TIB, "TiB"), (_GIB, "GiB"), (_MIB, "MiB"), (_KIB, "KiB"))
+
+_SECOND = 1000
+_MINUTE = 60 * _SECOND
+_HOUR = 60 * _MINUTE
+_DAY = 24 * _HOUR
+_WEEK = 7 * _DAY
+_DURATION_UNITS: dict[str, int] = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), _SECOND),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), _MINUTE),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), _HOUR),
+    **dict.fromkeys(("d", "day", "days"), _DAY),
+    **dict.fromkeys(("w", "week", "weeks"), _WEEK),
+}
+# The units a bare number (or an int) may be given in, with the word used in error messages.
+_PLAIN_UNITS: dict[str, tuple[int, str]] = {"ms": (1, "milliseconds"), "s": (_SECOND, "seconds"),
+                                             "min": (_MINUTE, "minutes")}
+_DURATION_PART = rf"({_NUMBER})\s*([a-z]+)\s*"
+_DURATION_TEXT = re.compile(rf"(?:{_DURATION_PART})+", re.ASCII | re.IGNORECASE)
+_DURATION_PARTS = re.compile(_DURATION_PART, re.ASCII | re.IGNORECASE)
+_PLAIN_NUMBER = re.compile(_NUMBER, re.ASCII)
+_DURATION_EXAMPLES = "a duration such as '1h', '2d 10s', '7 days', '1d 2h 3m 4s'"
+
+
+def parse_size(value: int | str, *, argument: str = "size", allow_infinite: bool = False) -> int:
+    """Return the size `value` in bytes: an int of bytes, or a string such as '2048', '10 MiB', '1 GB', '10G'.
+
+    Single letters (K, M, G, T, P) and Ki/KiB.. are binary, KB/MB/GB.. decimal. -1 (int or '-1') is
+    returned as is when `allow_infinite`, meaning no limit. Raises InvalidArgumentError naming `argument`."""
+    return _parse_amount(value, argument=argument, allow_infinite=allow_infinite, accepted=_SIZE_ACCEPTED,
+                         scale=1, parse_text=_bytes_in, whole="bytes")
+
+
+def format_size(n: int) -> str:
+    """Return `n` bytes in a binary unit: 10485760 -> '10 MiB', 1536 -> '1.5 KiB', 100 -> '100 B', -1 -> 'infinite'.
+
+    The result is exact, never rounded: the largest unit in which `n` has at most two decimals is used, down
+    to bytes (1025 -> '1025 B'), so parse_size(format_size(n)) == n."""
+    _check_formattable(n, argument="size", accepted="bytes as an int >= 0, or -1 for no limit")
+    if n == -1:
+        return "infinite"
+    for unit, name in _SIZE_FORMAT:
+        if n >= unit and n * 100 % unit == 0:
+            whole, hundredths = divmod(n * 100 // unit, 100)
+            decimals = f".{hundredths:02d}".rstrip("0") if hundredths else ""
+            return f"{whole}{decimals} {name}"
+    return f"{n} B"
+
+
+def parse_duration(value: int | str, *, argument: str = "duration", allow_infinite: bool = False,
+                   unit: str = "ms") -> int:
+    """Return the duration `value` in milliseconds.
+
+    An int or a bare number ('120', '1.5') is read in `unit` ('ms', 's' or 'min'); a string may also be
+    humantime-style parts such as '6h', '1d 2h 3m 4s', '7 days', '500ms', '1w'. -1 (int or '-1') is returned
+    as is when `allow_infinite`, meaning no limit. Raises InvalidArgumentError naming `argument`."""
+    if unit not in _PLAIN_UNITS:
+        raise InvalidArgumentError("unit", unit, ", ".join(map(repr, _PLAIN_UNITS)))
+    scale, unit_name = _PLAIN_UNITS[unit]
+    return _parse_amount(value, argument=argument, allow_infinite=allow_infinite,
+                         accepted=f"{unit_name} as an int, or {_DURATION_EXAMPLES}", scale=scale,
+                         parse_text=lambda text: _milliseconds_in(text, scale), whole="milliseconds")
+
+
+def format_duration(ms: int) -> str:
+    """Return `ms` milliseconds as humantime-style parts: 93784000 -> '1day 2h 3m 4s', 172800000 -> '2days',
+    1500 -> '1s 500ms', 0 -> '0s', -1 -> 'infinite'. parse_duration reads the result back exactly."""
+    _check_formattable(ms, argument="duration", accepted="milliseconds as an int >= 0, or -1 for no limit")
+    if ms == -1:
+        return "infinite"
+    days, rest = divmod(ms, _DAY)
+    parts = [f"{days}day" if days == 1 else f"{days}days"] if days else []
+    for size, name in ((_HOUR, "h"), (_MINUTE, "m"), (_SECOND, "s"), (1, "ms")):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{name}")
+    return " ".join(parts) or "0s"
+
+
+def _parse_amount(value: object, *, argument: str, allow_infinite: bool, accepted: str, scale: int,
+                  parse_text: Callable[[str], Fraction], whole: str) -> int:
+    """The checks parse_size and parse_duration share. An int is multiplied by `scale`; a string is
+    converted by `parse_text`, which raises ValueError saying what is wrong with it. The result must be
+    a whole number of `whole` (bytes or milliseconds) between 0 and 2**63 - 1, or -1 if `allow_infinite`."""
+    if allow_infinite:
+        accepted += _NO_LIMIT
+
+    def refuse(detail: str) -> InvalidArgumentError:
+        return InvalidArgumentError(argument, value, accepted, detail)
+
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise refuse(f"expected an int or a str, not {type(value).__name__}")
+    if value == -1 or (isinstance(value, str) and value.strip() == "-1"):
+        if allow_infinite:
+            return -1
+        raise refuse("-1 (no limit) is not accepted here")
+    if isinstance(value, int):
+        amount = Fraction(value * scale)
+    else:
+        text = value.strip()
+        if not text:
+            raise refuse("it is empty")
+        if text.startswith("-"):
+            raise refuse("it is negative")
+        try:
+            amount = parse_text(text)
+        except ValueError as exc:
+            raise refuse(str(exc)) from None
+    if amount < 0:
+        raise refuse("it is negative")
+    if amount.denominator != 1:
+        raise refuse(f"it is not a whole number of {whole}")
+    if amount > _MAX:
+        raise refuse(f"it is more than the maximum, {_MAX} {whole}")
+    return int(amount)
+
+
+def _number(text: str) -> Fraction:
+    """`text`, digits with an optional decimal part, as an exact Fraction."""
+    try:
+        return Fraction(text)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        raise ValueError("the number has too many digits") from None
+
+
+def _bytes_in(text: str) -> Fraction:
+    match = _SIZE_TEXT.fullmatch(text)
+    if match is None:
+        raise ValueError("expected a number, optionally followed by a unit")
+    unit = match["unit"].lower()
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"unknown unit {match['unit']!r}")
+    return _number(match["number"]) * _SIZE_UNITS[unit]
+
+
+def _milliseconds_in(text: str, scale: int) -> Fraction:
+    if _PLAIN_NUMBER.fullmatch(text):
+        return _number(text) * scale
+    if not _DURATION_TEXT.fullmatch(text):
+        raise ValueError("expected a number, or parts made of a number and a unit")
+    total = Fraction(0)
+    for number, unit in _DURATION_PARTS.findall(text):
+        if unit.lower() not in _DURATION_UNITS:
+            raise ValueError(f"unknown unit {unit!r} (use ms, s, m, h, d or w)")
+        total += _number(number) * _DURATION_UNITS[unit.lower()]
+    return total
+
+
+def _check_formattable(n: object, *, argument: str, accepted: str) -> None:
+    """Refuse what format_size and format_duration cannot show: anything but an int >= -1."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidArgumentError(argument, n, accepted, f"expected an int, not {type(n).__name__}")
+    if n < -1:
+        raise InvalidArgumentError(argument, n, accepted, "it is negative")

@@ -1,0 +1,303 @@
+"""The single writer of a partition: recovery when it opens, appends into the active segment, rolls.
+
+Crash safety: a batch is written into the map, then its index entry is published. A process that dies
+leaves the page cache intact, so everything appended survives it; the next writer to open the partition
+scans the active segment (unless the last close was clean), cuts a torn or corrupt tail at the last sound
+batch and rebuilds the index from the log. Sealed segments are trusted when their index is consistent with
+their size and rebuilt from the log when not."""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from seglog._core import _format
+from seglog._core._accumulator import Accumulator
+from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._writer import BatchSource
+from seglog.batch import make_source
+from seglog.clock import Clock
+from seglog.config import TopicConfig
+from seglog.lock import WriterLock
+from seglog.segment import (SegmentPaths, index_arrays, index_slots, list_segments, map_file, scan_log,
+                            truncate_file, write_index_files)
+
+log = logging.getLogger("seglog.writer")
+CLEAN_MARKER = ".clean-shutdown"
+LOCK_FILE = ".lock"
+
+
+def _close_map(mapped: mmap.mmap | None) -> None:
+    """Unmap now, or, while a view still points into the map, when the last view is gone."""
+    if mapped is not None:
+        try:
+            mapped.close()
+        except BufferError:
+            pass
+
+
+class ActiveSegment:
+    """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it."""
+
+    def __init__(self, directory: Path, base_offset: int, capacity: int, slots: int, created_ms: int) -> None:
+        self.paths = SegmentPaths.of(directory, base_offset)
+        self.base_offset = base_offset
+        self.capacity = capacity
+        self.created_ms = created_ms
+        self.data = map_file(self.paths.log, writable=True, size=capacity)
+        self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES)
+        self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES)
+        self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
+                               writable=True)
+
+    @property
+    def end_position(self) -> int:
+        return self.index.end_position
+
+    @property
+    def next_offset(self) -> int:
+        return self.index.next_offset
+
+    @property
+    def free_bytes(self) -> int:
+        return self.capacity - self.end_position
+
+    @property
+    def message_count(self) -> int:
+        return self.next_offset - self.base_offset
+
+    def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
+        position = self.end_position
+        length = source.write(self.data, position, base_offset, start, stop)
+        max_timestamp = _format.read_header(self.data, position)[7]
+        self.index.append(base_offset + stop - start, position + length, max_timestamp)
+
+    def sync(self) -> None:
+        """Write the log and index pages to disk (fsync policy)."""
+        self.data.flush()
+        self._offsets_map.flush()
+        self._times_map.flush()
+
+    def close(self) -> None:
+        """Trim the files to their contents and unmap: the log to its logical size, the index files to one
+        zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
+        end, count = self.end_position, self.index.count
+        self.index = None
+        for mapped in (self.data, self._offsets_map, self._times_map):
+            _close_map(mapped)
+        truncate_file(self.paths.log, end)
+        truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
+        truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
+
+
+@dataclass
+class RecoveryReport:
+    """What opening a partition for writing found and repaired."""
+    truncated_bytes: int = 0
+    rebuilt_indexes: int = 0
+    damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason) in sealed segments
+
+
+def recover_partition(directory: Path, config: TopicConfig, *, trust_clean: bool = True) -> RecoveryReport:
+    """Make a partition's files consistent, as a writer does on open and `seglog repair` does on demand.
+
+    The active (last) segment is scanned with CRC checks unless the last close was clean, and a torn or
+    corrupt tail is cut off; a sealed segment whose index does not match its log is re-indexed from it.
+    Damage inside a sealed segment is reported, never skipped: reads stop there with its position."""
+    report = RecoveryReport(damaged=[])
+    bases = list_segments(directory)
+    clean = trust_clean and (directory / CLEAN_MARKER).exists()
+    for i, base in enumerate(bases):
+        paths = SegmentPaths.of(directory, base)
+        next_base = bases[i + 1] if i + 1 < len(bases) else None
+        last = next_base is None
+        if (not last or clean) and _index_consistent(paths, base, next_base):
+            continue
+        data = map_file(paths.log, writable=False)
+        try:
+            scan = scan_log(data, base, verify_crc=True)
+        finally:
+            _close_map(data)
+        log_size = paths.log.stat().st_size
+        if last and not scan.clean:
+            log.warning("%s: cut %d bytes after the last sound batch at %d (%s)", paths.log,
+                        log_size - scan.stop_position, scan.stop_position, scan.reason)
+            report.truncated_bytes += log_size - scan.stop_position
+            truncate_file(paths.log, scan.stop_position)  # zeroes everything after it when re-extended
+        elif not scan.clean or scan.stop_position != log_size:
+            report.damaged.append((str(paths.log), scan.stop_position, scan.reason))
+            log.error("%s: damaged at byte %d (%s)", paths.log, scan.stop_position, scan.reason)
+        write_index_files(paths, base, scan, scan.count + 1)
+        report.rebuilt_indexes += 1
+    return report
+
+
+def _index_consistent(paths: SegmentPaths, base: int, next_base: int | None) -> bool:
+    """A sealed segment's index is trusted when its last entry ends exactly at the end of the log and at
+    the next segment's base offset; anything else (missing, short, stale) gets it rebuilt."""
+    if not (paths.index.exists() and paths.timeindex.exists()):
+        return False
+    offsets_map = map_file(paths.index, writable=False)
+    times_map = map_file(paths.timeindex, writable=False)
+    try:
+        offsets, times = index_arrays(offsets_map), index_arrays(times_map)
+        if len(offsets) != len(times):
+            return False
+        view = IndexView(offsets, times, base)
+        log_size = paths.log.stat().st_size
+        consistent = (view.end_position == log_size and (view.count > 0 or log_size == 0)
+                      and (next_base is None or view.next_offset == next_base))
+        del view, offsets, times
+        return consistent
+    finally:
+        _close_map(offsets_map)
+        _close_map(times_map)
+
+
+class PartitionWriter:
+    """Appends to one partition. One per partition per process (the Log shares it among producers);
+    holding it holds the partition's writer lock."""
+
+    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._lock = WriterLock(directory / LOCK_FILE)
+        try:
+            self.recovery = recover_partition(directory, config)
+            (directory / CLEAN_MARKER).unlink(missing_ok=True)
+            bases = list_segments(directory)
+            self.active = self._open_segment(bases[-1] if bases else 0, reopen=bool(bases))
+        except BaseException:
+            self._lock.release()
+            raise
+        self.write_lock = threading.RLock()
+        self.accumulator = Accumulator(self.active.next_offset)
+        self._last_sync = time.monotonic()
+        self.closed = False
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next written message gets (published messages only)."""
+        return self.active.next_offset
+
+    def _open_segment(self, base_offset: int, *, reopen: bool, capacity: int | None = None) -> ActiveSegment:
+        paths = SegmentPaths.of(self.directory, base_offset)
+        size = paths.log.stat().st_size if reopen else 0
+        capacity = max(capacity or self.config.segment_size, size)
+        slots = index_slots(capacity, self.config.segment_max_messages)
+        created = self.clock()
+        if reopen and size:
+            created = _format.read_header(memoryview(paths.log.read_bytes()[:_format.HEADER_BYTES]), 0)[6]
+        segment = ActiveSegment(self.directory, base_offset, capacity, slots, created)
+        return segment
+
+    def append(self, values, keys=None, timestamps=None, properties=None) -> int:
+        """Write one send_batch call; returns the base offset. Messages queued by send() go first."""
+        with self.write_lock:
+            self.flush_pending()
+            source = make_source(values, keys, timestamps, properties, now=self.clock(),
+                                 log_append_time=self.config.log_append_time)
+            base = self.accumulator.next_offset
+            self.accumulator.next_offset = base + source.count  # send() during the copy numbers after it
+            self._write(source, base)
+            return base
+
+    def flush_pending(self) -> int:
+        """Write what send() queued as one batch (split only where a segment is full); returns its count."""
+        with self.write_lock:
+            drained = self.accumulator.drain()
+            if drained is None:
+                return 0
+            base, values, keys, timestamps, properties = drained
+            source = make_source(values, keys, timestamps, properties, now=self.clock(),
+                                 log_append_time=self.config.log_append_time)
+            self._write(source, base)
+            return source.count
+
+    def _write(self, source: BatchSource, base: int) -> None:
+        try:
+            if base != self.end_offset:
+                raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
+            self._write_records(source, base)
+            self._sync_if_due()
+        except BaseException:
+            dropped = self.accumulator.discard(self.end_offset)
+            if dropped:
+                log.error("%s: write failed; %d queued messages dropped", self.directory, dropped)
+            raise
+
+    def _write_records(self, source: BatchSource, base: int) -> None:
+        config = self.config
+        start, count = 0, source.count
+        while start < count:
+            segment = self._segment_for_write()
+            limit = count
+            if config.segment_max_messages:
+                limit = min(count, start + config.segment_max_messages - segment.message_count)
+            stop = source.fit(start, segment.free_bytes)
+            stop = min(stop, limit)
+            whole_fits_fresh = source.size(start, limit) <= config.segment_size
+            if stop == start or (stop < limit and whole_fits_fresh and segment.end_position):
+                if segment.end_position == 0:  # one record larger than a segment: a segment of its own
+                    self._roll(capacity=source.size(start, start + 1))
+                    continue
+                self._roll()
+                continue
+            segment.write(source, start, stop, base + start)
+            start = stop
+
+    def _segment_for_write(self) -> ActiveSegment:
+        segment, config = self.active, self.config
+        if segment.message_count and (
+                segment.index.full
+                or segment.free_bytes < _format.HEADER_BYTES + 16
+                or (config.segment_max_messages and segment.message_count >= config.segment_max_messages)
+                or (config.segment_roll_time and self.clock() - segment.created_ms >= config.segment_roll_time)):
+            self._roll()
+        return self.active
+
+    def _roll(self, capacity: int | None = None) -> None:
+        """Seal the active segment (trimmed to its contents) and start a new one at the next offset."""
+        old = self.active
+        if old.message_count == 0:  # nothing to seal: resize the empty segment instead
+            old.close()
+            for path in (old.paths.log, old.paths.index, old.paths.timeindex):
+                path.unlink()
+            self.active = self._open_segment(old.base_offset, reopen=False, capacity=capacity)
+            return
+        if self.config.fsync_interval_ms is not None:
+            old.sync()
+        old.close()
+        self.active = self._open_segment(old.next_offset, reopen=False, capacity=capacity)
+
+    def _sync_if_due(self) -> None:
+        interval = self.config.fsync_interval_ms
+        if interval is None:
+            return
+        now = time.monotonic()
+        if interval == 0 or (now - self._last_sync) * 1000 >= interval:
+            self.active.sync()
+            self._last_sync = now
+
+    def close(self) -> None:
+        """Flush queued messages, trim the active segment, mark the close clean and release the lock."""
+        if self.closed:
+            return
+        with self.write_lock:
+            try:
+                self.flush_pending()
+                if self.config.fsync_interval_ms is not None:
+                    self.active.sync()
+            finally:
+                self.active.close()
+                (self.directory / CLEAN_MARKER).touch()
+                self._lock.release()
+                self.closed = True
