@@ -86,6 +86,8 @@ class ActiveSegment:
     def close(self) -> None:
         """Trim the files to their contents and unmap: the log to its logical size, the index files to one
         zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
+        if self.index is None:
+            return
         end, count = self.end_position, self.index.count
         self.index = None
         for mapped in (self.data, self._offsets_map, self._times_map):
@@ -103,7 +105,7 @@ class RecoveryReport:
     damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason) in sealed segments
 
 
-def recover_partition(directory: Path, config: TopicConfig, *, trust_clean: bool = True) -> RecoveryReport:
+def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryReport:
     """Make a partition's files consistent, as a writer does on open and `seglog repair` does on demand.
 
     The active (last) segment is scanned with CRC checks unless the last close was clean, and a torn or
@@ -171,7 +173,7 @@ class PartitionWriter:
         self.clock = clock
         self._lock = WriterLock(directory / LOCK_FILE)
         try:
-            self.recovery = recover_partition(directory, config)
+            self.recovery = recover_partition(directory)
             (directory / CLEAN_MARKER).unlink(missing_ok=True)
             bases = list_segments(directory)
             self.active = self._open_segment(bases[-1] if bases else 0, reopen=bool(bases))
@@ -273,10 +275,11 @@ class PartitionWriter:
                 path.unlink()
             self.active = self._open_segment(old.base_offset, reopen=False, capacity=capacity)
             return
+        next_base = old.next_offset
         if self.config.fsync_interval_ms is not None:
             old.sync()
         old.close()
-        self.active = self._open_segment(old.next_offset, reopen=False, capacity=capacity)
+        self.active = self._open_segment(next_base, reopen=False, capacity=capacity)
 
     def _sync_if_due(self) -> None:
         interval = self.config.fsync_interval_ms

@@ -137,11 +137,12 @@ cdef class SendPath:
 
 
 cdef bytes _to_bytes(object item, str argument):
+    from seglog.errors import InvalidArgumentError
     if isinstance(item, str):
         return (<str>item).encode()
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
-    raise TypeError(f"{argument} must be bytes, bytearray, memoryview or str, not {type(item).__name__}")
+    raise InvalidArgumentError(argument, type(item).__name__, "bytes, bytearray, memoryview or str")
 
 
 cdef int _check_partition(object partition, int partitions) except -1:

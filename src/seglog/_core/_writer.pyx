@@ -69,8 +69,7 @@ cdef class Column:
             column.pointers_owned[i] = <const uint8_t *>PyBytes_AS_STRING(item)
             column.prefix_owned[i + 1] = column.prefix_owned[i] + PyBytes_GET_SIZE(item)
         if column.prefix_owned[n] >= 2**31:
-            raise ValueError(f"{argument}: {column.prefix_owned[n]} bytes in one call; at most 2 GiB - 1 "
-                             "per send_batch call is accepted (split the call)")
+            raise _too_large(argument, column.prefix_owned[n])
         column.raw.count = n
         column.raw.prefix64 = column.prefix_owned
         column.raw.pointers = column.pointers_owned
@@ -95,8 +94,7 @@ cdef class Column:
         else:
             raise TypeError(f"{argument}: offsets must be int32 or int64, not {offsets.dtype}")
         if offsets[-1] - offsets[0] >= 2**31:
-            raise ValueError(f"{argument}: {offsets[-1] - offsets[0]} bytes in one call; at most 2 GiB - 1 "
-                             "per send_batch call is accepted (split the call)")
+            raise _too_large(argument, offsets[-1] - offsets[0])
         column.raw.count = len(offsets) - 1
         column.raw.data = &d[0] if d.shape[0] else <const uint8_t *>b""
         column.owners = [offsets, data]
@@ -110,10 +108,10 @@ cdef class Column:
         cdef Column column = Column()
         cdef const uint8_t[::1] d = data
         if width <= 0:
-            raise ValueError(f"{argument}: fixed-width records must be at least 1 byte wide")
+            from seglog.errors import InvalidArgumentError
+            raise InvalidArgumentError(argument, "records of 0 bytes", "records at least 1 byte wide")
         if width * count >= 2**31:
-            raise ValueError(f"{argument}: {width * count} bytes in one call; at most 2 GiB - 1 "
-                             "per send_batch call is accepted (split the call)")
+            raise _too_large(argument, width * count)
         column.raw.count = count
         column.raw.width = width
         column.raw.data = &d[0] if d.shape[0] else <const uint8_t *>b""
@@ -128,16 +126,24 @@ cdef class Column:
 
 
 cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_null):
+    from seglog.errors import InvalidArgumentError
     if item is None:
         if allow_null:
             return None
-        raise ValueError(f"{argument}[{index}] is None; values must be bytes (None is accepted only for keys)")
+        raise InvalidArgumentError(f"{argument}[{index}]", None, "bytes, bytearray, memoryview or str",
+                                   "only keys may be None")
     if isinstance(item, str):
         return (<str>item).encode()
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
-    raise TypeError(f"{argument}[{index}] is {type(item).__name__}; accepted: bytes, bytearray, memoryview, str"
-                    + (" or None" if allow_null else ""))
+    raise InvalidArgumentError(f"{argument}[{index}]", type(item).__name__,
+                               "bytes, bytearray, memoryview, str" + (" or None" if allow_null else ""))
+
+
+def _too_large(str argument, Py_ssize_t size):
+    from seglog.errors import InvalidArgumentError
+    return InvalidArgumentError(argument, f"{size} bytes", "at most 2 GiB - 1 bytes of data per send_batch "
+                                "call (split the call)")
 
 
 cdef class BatchSource:

@@ -1,0 +1,146 @@
+"""Segments on disk: names, rolls by size, time and count, oversized batches, trimming, storage size."""
+
+import os
+
+import pytest
+
+import seglog
+from seglog.segment import list_segments
+
+
+def segment_files(topic, partition=0):
+    return sorted(os.listdir(topic.partition_directory(partition)))
+
+
+def segments(topic, partition=0):
+    return list_segments(topic.partition_directory(partition))
+
+
+def values(n, size=100, tag=b""):
+    return [tag + b"%08d" % i + b"x" * (size - 8 - len(tag)) for i in range(n)]
+
+
+def read_all(topic, partition=0):
+    return [m.value for m in topic.reader("earliest", partition)]
+
+
+def test_files_are_named_by_20_digit_base_offset(log):
+    topic = log.create_topic("t", segment_size=4096)
+    with topic.producer() as producer:
+        for _ in range(10):
+            producer.send_batch(values(10))
+    names = segment_files(topic)
+    assert "00000000000000000000.log" in names
+    assert "00000000000000000000.index" in names and "00000000000000000000.timeindex" in names
+    bases = segments(topic)
+    assert len(bases) > 1 and all(f"{b:020d}.log" in names for b in bases)
+    assert read_all(topic) == values(10) * 10
+
+
+def test_roll_when_next_batch_would_exceed_segment_size(log):
+    topic = log.create_topic("t", segment_size=4096)
+    with topic.producer() as producer:
+        for _ in range(6):
+            producer.send_batch(values(10))  # ~1.3 KiB each: three fit in 4 KiB
+    assert segments(topic) == [0, 30]
+    for base in segments(topic)[:-1]:
+        assert os.path.getsize(topic.partition_directory(0) / f"{base:020d}.log") <= 4096
+
+
+def test_batch_larger_than_a_segment_is_split_only_where_it_must(log):
+    topic = log.create_topic("t", segment_size=4096)
+    with topic.producer() as producer:
+        producer.send_batch(values(5))
+        producer.send_batch(values(100))  # ~13 KiB: cannot fit any segment whole
+    assert read_all(topic) == values(5) + values(100)
+    # 112 bytes a record: 35 fill a 4 KiB segment; the big batch first fills what the small one left
+    assert segments(topic) == [0, 35, 70]
+
+
+def test_whole_batch_goes_to_a_new_segment_rather_than_being_split(log):
+    topic = log.create_topic("t", segment_size=4096)
+    with topic.producer() as producer:
+        producer.send_batch(values(20))  # ~2.6 KiB
+        producer.send_batch(values(20))  # fits a fresh segment, not the rest of this one
+    assert segments(topic) == [0, 20]
+    assert [b.num_rows for b in iter(topic.reader().read_batch, None)] == [20, 20]
+
+
+def test_oversized_single_message_gets_a_segment_of_its_own(log):
+    topic = log.create_topic("t", segment_size=1024)
+    big = b"B" * 5000
+    with topic.producer() as producer:
+        producer.send_batch([b"small"])
+        producer.send_batch([big])
+        producer.send_batch([b"after"])
+    assert segments(topic) == [0, 1, 2]
+    assert read_all(topic) == [b"small", big, b"after"]
+
+
+def test_roll_by_time_reads_the_injected_clock(log, clock):
+    topic = log.create_topic("t", segment_roll_time="1h")
+    with topic.producer() as producer:
+        producer.send_batch([b"a"])
+        clock.advance(minutes=59)
+        producer.send_batch([b"b"])
+        assert segments(topic) == [0]
+        clock.advance(minutes=1)
+        producer.send_batch([b"c"])
+        assert segments(topic) == [0, 2]
+
+
+def test_roll_by_message_count(log):
+    topic = log.create_topic("t", segment_max_messages=5)
+    with topic.producer() as producer:
+        producer.send_batch(values(3))
+        producer.send_batch(values(4))
+        producer.send_batch(values(9))
+    assert segments(topic) == [0, 5, 10, 15]
+    assert read_all(topic) == values(3) + values(4) + values(9)
+
+
+def test_sealed_segments_are_trimmed_and_storage_size_is_logical(log):
+    topic = log.create_topic("t", segment_size="1 MiB")
+    with topic.producer() as producer:
+        producer.send_batch(values(100))
+        directory = topic.partition_directory(0)
+        assert os.path.getsize(directory / f"{0:020d}.log") == 1 << 20  # pre-sized while active
+        logical = topic.storage_size()
+        assert 100 * 100 < logical < 100 * 100 + 4096
+    assert os.path.getsize(directory / f"{0:020d}.log") < 100 * 100 + 4096  # trimmed on close
+    assert topic.storage_size() == logical
+
+
+def test_offsets_are_dense_across_send_and_send_batch(log):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        first = producer.send(b"one")
+        batch = producer.send_batch([b"two", b"three"])
+        last = producer.send(b"four")
+    assert (first.offset, batch.offset, last.offset) == (0, 1, 3)
+    assert [m.offset for m in topic.reader()] == [0, 1, 2, 3]
+    assert topic.end_offset() == 4
+
+
+def test_reopen_continues_at_end_offset(tmp_path, clock):
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.create_topic("t", segment_size=4096)
+        with topic.producer() as producer:
+            for _ in range(5):
+                producer.send_batch(values(10))
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.topic("t")
+        assert topic.config.segment_size == 4096
+        with topic.producer() as producer:
+            assert producer.send_batch([b"next"]).offset == 50
+        assert read_all(topic) == values(10) * 5 + [b"next"]
+
+
+@pytest.mark.parametrize("policy", ["never", "always", "50ms"])
+def test_fsync_policies_write_and_read_back(log, policy):
+    topic = log.create_topic("t", fsync=policy, segment_size=4096)
+    with topic.producer() as producer:
+        for _ in range(5):
+            producer.send_batch(values(10))
+    assert read_all(topic) == values(10) * 5
+    assert topic.config.fsync == ("always" if policy == "always" else policy)
