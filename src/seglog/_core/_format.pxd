@@ -10,6 +10,7 @@ cdef extern from "native.h" nogil:
     void seglog_release_fence()
     void seglog_acquire_fence()
     int seglog_populate_write(void *address, size_t length)
+    int seglog_populate_read(const void *address, size_t length)
 
 
 cdef enum:

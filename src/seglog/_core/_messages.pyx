@@ -3,6 +3,7 @@
 One Python object per message is the point of this path (users asked for them); it is built here, in one
 C loop over the batch's columns, so the cost is the objects themselves and nothing around them."""
 
+cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MIN
@@ -46,6 +47,8 @@ cdef class MessageId:
         return MessageId, (self.partition, self.offset)
 
 
+@cython.no_gc  # holds only bytes, ints, None and a str-to-str dict: no cycles to collect, and tracking
+@cython.freelist(256)  # a million messages would make the cyclic GC rescan every one of them, repeatedly
 cdef class Message:
     """One message read from a partition.
 
@@ -57,7 +60,12 @@ cdef class Message:
     cdef readonly bytes value
     cdef readonly int64_t timestamp
     cdef readonly object event_time
-    cdef readonly object properties
+    cdef object _properties  # None when the batch has none: no empty dict allocated per message
+
+    @property
+    def properties(self) -> dict:
+        """The message's properties (a new empty dict when it has none)."""
+        return {} if self._properties is None else self._properties
 
     @property
     def message_id(self) -> MessageId:
@@ -135,10 +143,8 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
         if L.property_entries >= 0:
             e = i32(batch + L.property_entries + 4 * i)
             e_stop = i32(batch + L.property_entries + 4 * i + 4)
-            m.properties = {string_item(batch, L.property_key_offsets, L.property_key_data, j):
+            m._properties = {string_item(batch, L.property_key_offsets, L.property_key_data, j):
                             string_item(batch, L.property_value_offsets, L.property_value_data, j)
                             for j in range(e, e_stop)}
-        else:
-            m.properties = {}
         out.append(m)
     return out
