@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from seglog.segment import SegmentPaths, list_segments, map_file, scan_log
-from seglog.writer import _close_map, _index_consistent, recover_partition, CLEAN_MARKER, LOCK_FILE
-from seglog.lock import WriterLock
+from seglog.segment import CLEAN_MARKER, LOCK_FILE
+from seglog.writer import _close_map, _index_consistent, recover_partition
+from seglog.lock import writer_locks
 
 
 @dataclass(frozen=True)
@@ -84,18 +85,19 @@ def check_log(data_directory: Path, progress: Callable[[int], None] | None = Non
 
 
 def repair_log(data_directory: Path) -> tuple[int, int, list[Problem]]:
-    """Run forced recovery on every partition: returns (bytes cut, indexes rebuilt, damage left)."""
+    """Run forced recovery on every partition: returns (bytes cut, indexes rebuilt, damage left).
+
+    Every partition's writer lock is taken before anything changes, so a partition locked by a running
+    writer stops the repair before it has touched any partition."""
+    directories = list(partition_directories(data_directory))
     cut = rebuilt = 0
     damaged: list[Problem] = []
-    for directory in partition_directories(data_directory):
-        lock = WriterLock(directory / LOCK_FILE)
-        try:
+    with writer_locks(d / LOCK_FILE for d in directories):
+        for directory in directories:
             report = recover_partition(directory, trust_clean=False)
-        finally:
-            lock.release()
-        cut += report.truncated_bytes
-        rebuilt += report.rebuilt_indexes
-        damaged += [Problem(*d) for d in report.damaged]
+            cut += report.truncated_bytes
+            rebuilt += report.rebuilt_indexes
+            damaged += [Problem(*d) for d in report.damaged]
     return cut, rebuilt, damaged
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from seglog.errors import PartitionLockedError
 
@@ -39,3 +41,17 @@ def _read_pid(fd: int) -> int | None:
         return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
     except ValueError:
         return None
+
+
+@contextmanager
+def writer_locks(paths: Iterable[Path]) -> Iterator[list[WriterLock]]:
+    """Hold the writer locks of several partitions; if any is held elsewhere, release those already taken
+    and raise PartitionLockedError before anything has been changed."""
+    locks: list[WriterLock] = []
+    try:
+        for path in paths:
+            locks.append(WriterLock(path))
+        yield locks
+    finally:
+        for lock in locks:
+            lock.release()

@@ -20,6 +20,8 @@ from seglog.linger import LingerFlusher
 from seglog.metadata import Metadata
 from seglog.names import TopicName
 from seglog.topic import Topic
+from seglog.lock import writer_locks
+from seglog.segment import LOCK_FILE
 from seglog.writer import PartitionWriter
 
 MAX_PARTITIONS = 10_000
@@ -80,10 +82,12 @@ class Log:
                 raise InvalidArgumentError("topic", str(topic_name), "a topic without open producers")
         directory = self._topic_directory(topic_name)
         trash = self.path / "trash" / uuid.uuid4().hex
-        if directory.exists():
-            trash.parent.mkdir(exist_ok=True)
-            directory.rename(trash)  # atomic: a crash now leaves no half-deleted topic behind
-        self._metadata.delete_topic(topic_name)
+        # A writer in another process holds its partitions' locks: refuse rather than pull files from under it.
+        with writer_locks(d / LOCK_FILE for d in sorted(directory.glob("*")) if d.is_dir()):
+            if directory.exists():
+                trash.parent.mkdir(exist_ok=True)
+                directory.rename(trash)  # atomic: a crash now leaves no half-deleted topic behind
+            self._metadata.delete_topic(topic_name)
         shutil.rmtree(trash, ignore_errors=True)
 
     def _topic_directory(self, name: TopicName) -> Path:

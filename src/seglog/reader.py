@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from seglog._core import _format
@@ -23,24 +24,32 @@ from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
-from seglog.segment import (SegmentPaths, in_memory_index, index_arrays, list_segments, map_file, scan_log)
+from seglog.config import MAX_SEGMENT_SIZE
+from seglog.segment import (CLEAN_MARKER, MIN_BATCH_BYTES, SegmentPaths, in_memory_index, index_arrays, list_segments, map_file,
+                            scan_log)
 
 _POLL_START_S = 0.0002
 _POLL_MAX_S = 0.01
 
 
 class SegmentView:
-    """A segment mapped for reading. Remaps when the writer has grown the files past the maps."""
+    """A segment mapped for reading. Remaps when the writer has grown the files past the maps.
 
-    def __init__(self, directory: Path, base_offset: int) -> None:
+    The index file is trusted for the active segment (its writer maintains it); for a sealed segment only
+    when it ends exactly at the end of the log and at the next segment's base offset. Otherwise the log is
+    indexed in memory, as far as it is sound, and reads stop with CorruptLogError where it is not."""
+
+    def __init__(self, directory: Path, base_offset: int, next_base: int | None) -> None:
         self.paths = SegmentPaths.of(directory, base_offset)
         self.base_offset = base_offset
         self.data: mmap.mmap | None = None
         self.whole: pa.Buffer | None = None
-        self.index: IndexView | None = None
+        self.index: IndexView
         self._verified_position = -1
         self._map_data()
         self._map_index()
+        if next_base is not None or (directory / CLEAN_MARKER).exists():
+            self.settle(next_base)
 
     def _map_data(self) -> None:
         self.data = map_file(self.paths.log, writable=False)
@@ -53,36 +62,48 @@ class SegmentView:
         except FileNotFoundError:
             offsets_map = times_map = None
         offsets, times = index_arrays(offsets_map), index_arrays(times_map)
-        if len(offsets) == 0 or len(offsets) != len(times):
-            self.index = self._scanned_index()
-        else:
+        if len(offsets) == len(times):
             self.index = IndexView(offsets, times, self.base_offset)
+        else:
+            self.index = self._scanned_index()
 
     def _scanned_index(self) -> IndexView:
-        """The writer has not (re)built this index yet: index the log in memory, as far as it is sound."""
+        self._ensure_mapped(os.path.getsize(self.paths.log))
         return in_memory_index(scan_log(self.data, self.base_offset, verify_crc=False), self.base_offset)
 
     def refresh(self) -> int:
         """Pick up entries the writer has published since; returns the entry count."""
-        index = self.index
-        count = index.refresh()
-        if index.full and os.path.getsize(self.paths.index) > index.capacity * ENTRY_BYTES:
+        count = self.index.refresh()
+        if self.index.full and _size(self.paths.index) > self.index.capacity * ENTRY_BYTES:
             self._map_index()  # the writer re-extended a trimmed index (reopened after a clean close)
             count = self.index.refresh()
         return count
 
-    def seal_check(self) -> None:
-        """Called when a newer segment exists and this one has no more entries: the log must end where
-        the index does, or a batch in between is damaged."""
+    def settle(self, next_base: int | None) -> None:
+        """No writer appends here now: a newer segment exists (created after this one's last entry), or,
+        with `next_base` None, the partition was closed cleanly. Keep the file index if it is sound and
+        covers the log, else index the log in memory as far as it is sound. A sound index that ends past
+        the end of the file is kept: the log was cut short, and reading the missing batch reports it."""
+        self.refresh()
+        index = self.index
+        size = os.path.getsize(self.paths.log)
+        if _index_sound(index, size):
+            if index.end_position == size and next_base in (None, index.next_offset):
+                return
+            if index.end_position > size:
+                return
+        self.index = self._scanned_index()
+
+    def damage_at_end(self) -> CorruptLogError | None:
+        """Why the log goes on past the last indexed batch of this settled segment, if it does."""
         size = os.path.getsize(self.paths.log)
         end = self.index.end_position
-        if end < size:
-            self._ensure_mapped(min(size, end + _format.HEADER_BYTES))
-            status = _format.verify_batch(self.data, end, size)
-            if status != ScanStatus.SCAN_END or end + _format.HEADER_BYTES <= size:
-                reason = _format.SCAN_REASONS[status] if status != ScanStatus.SCAN_END else \
-                    "batch missing from the index (run `seglog repair`)"
-                raise CorruptLogError(str(self.paths.log), end, reason)
+        if end >= size:
+            return None
+        self._ensure_mapped(size)
+        status = _format.verify_batch(self.data, end, size)
+        reason = _format.SCAN_REASONS[status] if status != ScanStatus.SCAN_END else "batch out of sequence"
+        return CorruptLogError(str(self.paths.log), end, reason)
 
     def _ensure_mapped(self, end: int) -> None:
         if self.data is None or len(self.data) < end:
@@ -92,6 +113,9 @@ class SegmentView:
         """(position, base_offset, count) of indexed batch `entry`, its CRC checked once if `verify`."""
         base, next_offset, start, end = self.index.entry(entry)
         self._ensure_mapped(end)
+        if self.data is None or len(self.data) < end:
+            raise CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
+                                  "the end of the file (the log was cut short)")
         if verify and start != self._verified_position:
             status = _format.verify_batch(self.data, start, end)
             if status != ScanStatus.SCAN_END:
@@ -118,8 +142,13 @@ class PartitionView:
     def view(self, base: int) -> SegmentView:
         view = self.views.get(base)
         if view is None:
-            view = self.views[base] = SegmentView(self.directory, base)
+            view = self.views[base] = SegmentView(self.directory, base, self.next_base(base))
         return view
+
+    def next_base(self, base: int) -> int | None:
+        """The base offset of the segment after `base`, or None if `base` is the newest."""
+        i = bisect.bisect_right(self.bases, base)
+        return self.bases[i] if i < len(self.bases) else None
 
     def segment_for(self, offset: int) -> int | None:
         """The base offset of the segment that holds (or will hold) `offset`."""
@@ -262,15 +291,15 @@ class Reader:
             segments.rescan()
             if segments.segment_for(offset) != base:
                 return self._locate(offset)
-            if segments.bases[-1] == base:
+            next_base = segments.next_base(base)
+            if next_base is None:
                 return None
-            # A newer segment exists, so this one was sealed before it was created: its entries are final.
-            view.refresh()
+            view.settle(next_base)  # sealed before the next segment was created: entries are final
             entry = view.index.find_offset(offset)
             if entry < 0:
-                view.seal_check()
-                raise CorruptLogError(str(view.paths.log), view.index.end_position,
-                                      f"offsets {view.index.next_offset}..{segments.bases[-1] - 1} missing")
+                raise view.damage_at_end() or CorruptLogError(
+                    str(view.paths.log), view.index.end_position,
+                    f"offsets {view.index.next_offset} to {next_base - 1} are missing")
         position, batch_base, count = view.batch_at(entry, self.verify_crc)
         return view, position, batch_base, count
 
@@ -284,6 +313,28 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _index_sound(index: IndexView, log_size: int) -> bool:
+    """Whether the entries can describe real batches: each at least a header and one record long, at most
+    2 GiB, holding between one record and one per 8 body bytes, and all but the last inside the file (a
+    log cut short leaves its last batch past the end)."""
+    if index.count == 0:
+        return True
+    next_offsets, ends, _ = index.arrays()
+    starts = np.concatenate(([0], ends[:-1]))
+    lengths = ends - starts
+    records = next_offsets - np.concatenate(([index.base_offset], next_offsets[:-1]))
+    return bool((lengths >= MIN_BATCH_BYTES).all() and (lengths <= MAX_SEGMENT_SIZE).all()
+                and (records >= 1).all() and (records * 8 <= lengths - _format.HEADER_BYTES).all()
+                and (ends[:-1] <= log_size).all() and starts[-1] < log_size)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
 
 
 def _is_int(value: Any) -> bool:

@@ -21,6 +21,8 @@ from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
 
 LOG_SUFFIX = ".log"
+CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed cleanly
+LOCK_FILE = ".lock"  # in a partition directory: the writer lock (lock.py)
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")

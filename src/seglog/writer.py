@@ -24,12 +24,10 @@ from seglog.batch import make_source
 from seglog.clock import Clock
 from seglog.config import TopicConfig
 from seglog.lock import WriterLock
-from seglog.segment import (SegmentPaths, index_arrays, index_slots, list_segments, map_file, scan_log,
+from seglog.segment import (CLEAN_MARKER, LOCK_FILE, SegmentPaths, index_arrays, index_slots, list_segments, map_file, scan_log,
                             truncate_file, write_index_files)
 
 log = logging.getLogger("seglog.writer")
-CLEAN_MARKER = ".clean-shutdown"
-LOCK_FILE = ".lock"
 
 
 def _close_map(mapped: mmap.mmap | None) -> None:
@@ -110,7 +108,8 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
 
     The active (last) segment is scanned with CRC checks unless the last close was clean, and a torn or
     corrupt tail is cut off; a sealed segment whose index does not match its log is re-indexed from it.
-    Damage inside a sealed segment is reported, never skipped: reads stop there with its position."""
+    With `trust_clean=False` (repair) every segment is scanned with CRC checks. Damage inside a sealed
+    segment is reported, never skipped or cut: reads stop there with its position."""
     report = RecoveryReport(damaged=[])
     bases = list_segments(directory)
     clean = trust_clean and (directory / CLEAN_MARKER).exists()
@@ -118,7 +117,8 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
         paths = SegmentPaths.of(directory, base)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         last = next_base is None
-        if (not last or clean) and _index_consistent(paths, base, next_base):
+        consistent = _index_consistent(paths, base, next_base)
+        if consistent and trust_clean and (clean or not last):
             continue
         data = map_file(paths.log, writable=False)
         try:
@@ -126,16 +126,18 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
         finally:
             _close_map(data)
         log_size = paths.log.stat().st_size
-        if last and not scan.clean:
+        torn_tail = last and not scan.clean
+        if torn_tail:
             log.warning("%s: cut %d bytes after the last sound batch at %d (%s)", paths.log,
                         log_size - scan.stop_position, scan.stop_position, scan.reason)
             report.truncated_bytes += log_size - scan.stop_position
             truncate_file(paths.log, scan.stop_position)  # zeroes everything after it when re-extended
-        elif not scan.clean or scan.stop_position != log_size:
+        elif not last and (not scan.clean or scan.stop_position != log_size):
             report.damaged.append((str(paths.log), scan.stop_position, scan.reason))
             log.error("%s: damaged at byte %d (%s)", paths.log, scan.stop_position, scan.reason)
-        write_index_files(paths, base, scan, scan.count + 1)
-        report.rebuilt_indexes += 1
+        if not consistent or torn_tail:
+            write_index_files(paths, base, scan, scan.count + 1)
+            report.rebuilt_indexes += 1
     return report
 
 

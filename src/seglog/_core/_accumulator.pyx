@@ -11,7 +11,7 @@ from cpython.bytes cimport PyBytes_Check, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t
 
 from seglog._core._format cimport seglog_murmur2
-from seglog._core._messages cimport MessageId
+from seglog._core._messages cimport MessageId, new_message_id
 
 
 cdef class Accumulator:
@@ -127,7 +127,7 @@ cdef class SendPath:
         offset = acc.append(value, key, timestamp, properties)
         if acc.pending_bytes >= self._batch_size:
             self._batch_full(p)
-        return MessageId(p, offset)
+        return new_message_id(p, offset)
 
     def _first_pending(self, int partition):
         raise NotImplementedError

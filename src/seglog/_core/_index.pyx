@@ -3,8 +3,7 @@
 
 An entry is published by writing its `.index` slot last, after a release fence: a reader in another
 process that sees a non-zero slot also sees the batch and the time entry. Unwritten slots are zero, and
-every written slot is positive (each batch holds at least one record), so the filled entries are a prefix
-that a binary search finds. Per-call lookups live here, in Cython, because a Numba call costs ~0.5 µs;
+every written slot is positive (each batch holds at least one record), so the filled entries are a prefix. Per-call lookups live here, in Cython, because a Numba call costs ~0.5 µs;
 the batch kernels over the same arrays are in `kernels.py`."""
 
 from libc.stdint cimport int64_t, INT64_MIN
@@ -47,19 +46,18 @@ cdef class IndexView:
         self.refresh()
 
     cpdef Py_ssize_t refresh(self):
-        """Count the published entries (they only ever grow while this view is open); returns the count."""
-        cdef Py_ssize_t low = self.count, high = self.capacity, middle
-        if low < high and self.offsets[low, 0] == 0:
-            return self.count
-        while low < high:
-            middle = (low + high) >> 1
-            if self.offsets[middle, 0] != 0:
-                low = middle + 1
-            else:
-                high = middle
-        seglog_acquire_fence()
-        self.count = low
-        return low
+        """Count the published entries (they only ever grow while this view is open); returns the count.
+
+        Scans forward from the last count and stops at the first zero slot. It must never look further:
+        a writer that closes trims the index file to one zero slot past its last entry while readers in
+        other processes still map the old, larger file, and touching a page past the end would SIGBUS."""
+        cdef Py_ssize_t i = self.count, capacity = self.capacity
+        while i < capacity and self.offsets[i, 0] != 0:
+            i += 1
+        if i != self.count:
+            seglog_acquire_fence()
+            self.count = i
+        return i
 
     @property
     def full(self) -> bool:

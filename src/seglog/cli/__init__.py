@@ -1,0 +1,48 @@
+"""The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
+
+    seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
+
+One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from seglog import __version__
+from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
+from seglog.cli.bench import bench
+from seglog.cli.check import check
+from seglog.cli.consume import consume
+from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
+from seglog.cli.demo import demo
+from seglog.cli.produce import produce
+from seglog.cli.repair import repair
+from seglog.cli.topic import topic
+
+__all__ = ["main"]
+
+
+@click.group(name="seglog", cls=SeglogGroup, context_settings=CONTEXT_SETTINGS)
+@click.option("--data", type=click.Path(file_okay=False, path_type=Path), envvar=ENV_VAR, default=DEFAULT_DATA,
+              show_default="./seglog-data", show_envvar=True, metavar="DIR",
+              help=f"Data directory (given before the command). Without it: ${ENV_VAR}, else ./{DEFAULT_DATA}.")
+@click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
+@click.pass_context
+def main(ctx: click.Context, data: Path) -> None:
+    """seglog: an embeddable segmented message log. Start with `seglog demo`.
+
+    \b
+    Examples:
+      seglog demo
+      seglog --data ./d topic create events --partitions 4 --segment-size '64 MiB'
+      printf 'a\\nb\\n' | seglog --data ./d produce events --key user-1
+      seglog --data ./d consume events --partition 0 --format json --follow
+      seglog --data ./d check
+    """
+    ctx.obj = DataDir(data)
+
+
+for command in (demo, bench, topic, produce, consume, check, repair):
+    main.add_command(command)

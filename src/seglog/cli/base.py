@@ -1,0 +1,49 @@
+"""Command and group classes every seglog command uses: library errors become clean CLI errors, and
+click's own usage errors are shown in the same style."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from seglog.cli.errors import as_usage_problem, from_library, from_os_error
+from seglog.errors import SeglogError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class SeglogCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            raise as_usage_problem(error, ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SeglogError as error:
+            raise from_library(error, ctx) from error
+        except OSError as error:
+            converted = from_os_error(error)
+            if converted is error:
+                raise
+            raise converted from error
+
+
+class SeglogGroup(click.Group):
+    command_class = SeglogCommand
+    group_class = type  # subgroups are SeglogGroups too
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            raise as_usage_problem(error, ctx) from None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as error:
+            raise as_usage_problem(error, ctx) from None

@@ -1,0 +1,26 @@
+"""Parsing option values with the library's own validation, before anything is opened or created."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.config import TopicConfig
+from seglog.names import TopicName
+from seglog.units import parse_size
+
+
+def topic_name(name: str) -> str:
+    """The full name 'tenant/namespace/topic' of `name`; InvalidNameError names what is wrong."""
+    return str(TopicName.parse(name))
+
+
+def message_size(text: str) -> int:
+    """Bytes per message: '100', '1 KiB', '4K' (InvalidArgumentError for 'size' otherwise)."""
+    return parse_size(text, argument="size")
+
+
+def topic_settings(**given: Any) -> dict[str, Any]:
+    """The settings given (None: not given), checked as create_topic would check them."""
+    settings = {name: value for name, value in given.items() if value is not None}
+    TopicConfig().updated(settings)
+    return settings

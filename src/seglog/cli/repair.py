@@ -1,0 +1,40 @@
+"""`seglog repair`: run forced recovery on every partition of the data directory, then check what remains."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from seglog.check import repair_log
+from seglog.cli.base import SeglogCommand
+from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.errors import EXIT_DAMAGE
+from seglog.cli.output import approximate_size, out
+from seglog.cli.verify import check_with_progress, print_problems
+
+
+@click.command(cls=SeglogCommand, short_help="Cut torn tails, rebuild indexes, report damage left.")
+@pass_data
+@click.pass_context
+def repair(ctx: click.Context, data: DataDir) -> None:
+    """Repair the data directory: cut torn or corrupt tails, rebuild indexes that do not match their log.
+
+    What a writer does when it opens a partition, applied to every partition without trusting clean-shutdown
+    markers; then the whole directory is checked as `seglog check` does. Damage inside a sealed (not the
+    last) segment cannot be cut without losing what follows it: it is listed and the exit code is 1.
+    A partition being written by a running process is refused (exit code 2).
+    """
+    path = data.require()
+    cut, rebuilt, damaged = repair_log(path)
+    report, _seconds = check_with_progress(path, label="verifying")
+    remaining = list(dict.fromkeys([*damaged, *report.problems]))  # Problem is hashable: no duplicates
+    console = out()
+    console.print(f"Cut {cut:,} bytes ({approximate_size(cut)}) of torn or corrupt tails")
+    console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")
+    if not remaining:
+        console.print(f"[green]OK[/]: no damage remains in {escape(str(path))}")
+        return
+    console.print(f"[bold red]Damage remains[/] in {len(remaining)} place{'s' if len(remaining) > 1 else ''} "
+                  "(inside sealed segments: reads stop there):")
+    print_problems(console, remaining)
+    ctx.exit(EXIT_DAMAGE)

@@ -1,0 +1,127 @@
+"""`seglog topic create|list|describe|delete`: managing the topics of a data directory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from seglog.cli.base import SeglogGroup
+from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.options import topic_name, topic_settings
+from seglog.cli.output import out, print_json
+from seglog.config import TIMESTAMP_TYPES
+from seglog.log import MAX_PARTITIONS
+from seglog.topic import Topic
+from seglog.units import format_duration, format_size
+
+_TIMESTAMP_FORMS = "|".join(TIMESTAMP_TYPES)
+
+
+@click.group(cls=SeglogGroup)
+def topic() -> None:
+    """Create, list, describe and delete topics.
+
+    NAME is 'topic' (in public/default) or 'tenant/namespace/topic', as in Pulsar.
+    """
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--partitions", "-p", type=click.IntRange(1, MAX_PARTITIONS), default=1, show_default=True,
+              help="Number of partitions.")
+@click.option("--segment-size", metavar="SIZE",
+              help="Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824. [default: 1 GiB]")
+@click.option("--segment-roll-time", metavar="DURATION",
+              help="Start a new segment when the active one is this old: '1h', '2d 10s'. [default: off]")
+@click.option("--segment-max-messages", type=int, metavar="N",
+              help="Start a new segment after N messages. [default: no limit]")
+@click.option("--timestamp-type", metavar=_TIMESTAMP_FORMS,
+              help=f"Message timestamps: the producer's ({TIMESTAMP_TYPES[0]}) or the time of the append "
+                   f"({TIMESTAMP_TYPES[1]}). [default: {TIMESTAMP_TYPES[0]}]")
+@click.option("--fsync", metavar="never|always|INTERVAL",
+              help="When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every "
+                   "INTERVAL, e.g. '100ms'. [default: never]")
+@pass_data
+def create(data: DataDir, name: str, partitions: int, segment_size: str | None, segment_roll_time: str | None,
+           segment_max_messages: int | None, timestamp_type: str | None, fsync: str | None) -> None:
+    """Create topic NAME. Settings not given follow the data directory's defaults."""
+    full_name = topic_name(name)
+    settings = topic_settings(segment_size=segment_size, segment_roll_time=segment_roll_time,
+                              segment_max_messages=segment_max_messages, timestamp_type=timestamp_type,
+                              fsync=fsync)
+    with data.open(create=True) as log:
+        created = log.create_topic(name, partitions=partitions, **settings)
+        out().print(f"[green]Created topic[/] {full_name} with {created.partitions} partition"
+                    f"{'s' if created.partitions > 1 else ''}")
+
+
+@topic.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the topics and their settings as JSON.")
+@pass_data
+def list_topics(data: DataDir, as_json: bool) -> None:
+    """List the topics with their partitions and main settings."""
+    with data.open() as log:
+        topics = [log.topic(name) for name in log.list_topics()]
+    if as_json:
+        print_json([_settings(t) for t in topics])
+        return
+    table = Table("NAME", "PARTITIONS", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None, header_style="bold")
+    for t in topics:
+        table.add_row(t.name, str(t.partitions), format_size(t.config.segment_size), t.config.timestamp_type)
+    out().print(table)
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the description as JSON.")
+@pass_data
+def describe(data: DataDir, name: str, as_json: bool) -> None:
+    """Show a topic's settings, each partition's offsets and the storage it uses."""
+    with data.open() as log:
+        t = log.topic(name)
+        partitions = [{"partition": p, "earliest_offset": t.earliest_offset(p), "end_offset": t.end_offset(p)}
+                      for p in range(t.partitions)]
+        storage = t.storage_size()
+    if as_json:
+        print_json({**_settings(t), "storage_bytes": storage, "partition_offsets": partitions})
+        return
+    config = t.config
+    settings = Table(box=None, show_header=False)
+    settings.add_column(style="bold")
+    settings.add_column()
+    for label, value in (
+            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", format_size(config.segment_size)),
+            ("Segment roll time", _off(config.segment_roll_time, format_duration)),
+            ("Segment max messages", _off(config.segment_max_messages, "{:,}".format)),
+            ("Timestamp type", config.timestamp_type), ("Fsync", config.fsync),
+            ("Storage size", f"{format_size(storage)} ({storage:,} bytes)")):
+        settings.add_row(label, value)
+    offsets = Table("PARTITION", "EARLIEST OFFSET", "END OFFSET", "MESSAGES", box=None, header_style="bold")
+    for row in partitions:
+        offsets.add_row(str(row["partition"]), f"{row['earliest_offset']}", f"{row['end_offset']}",
+                        f"{row['end_offset'] - row['earliest_offset']:,}")
+    console = out()
+    console.print(settings)
+    console.print()
+    console.print(offsets)
+
+
+@topic.command()
+@click.argument("name")
+@pass_data
+def delete(data: DataDir, name: str) -> None:
+    """Delete topic NAME and all its messages."""
+    with data.open() as log:
+        full_name = log.topic(name).name
+        log.delete_topic(name)
+    out().print(f"[green]Deleted topic[/] {full_name}")
+
+
+def _settings(t: Topic) -> dict[str, Any]:
+    return {"name": t.name, "partitions": t.partitions, **t.config.to_dict()}
+
+
+def _off(value: int | None, show: Any) -> str:
+    return "off" if value is None else show(value)
