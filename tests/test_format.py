@@ -36,6 +36,14 @@ def test_crc32c_matches_reference_in_hardware_and_software(data):
     assert _format.crc32c_software(data) == crc32c_reference.crc32c(data)
 
 
+@pytest.mark.parametrize("length", [767, 768, 769, 3 * 8192 - 1, 3 * 8192, 3 * 8192 + 13, 100_003])
+def test_crc32c_three_stream_block_boundaries(length):
+    data = bytes((i * 131 + 7) % 251 for i in range(length))
+    for skew in (0, 3):
+        view = memoryview(b"\0" * skew + data)[skew:]
+        assert _format.crc32c(view) == crc32c_reference.crc32c(data)
+
+
 @given(st.binary(max_size=300), st.integers(0, 7))
 def test_crc32c_unaligned_and_chained(data, skew):
     view = memoryview(b"\0" * skew + data)[skew:]

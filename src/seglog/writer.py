@@ -18,6 +18,7 @@ from pathlib import Path
 
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
+from seglog._core._format import Prefaulter
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._writer import BatchSource
 from seglog.batch import make_source
@@ -40,9 +41,13 @@ def _close_map(mapped: mmap.mmap | None) -> None:
 
 
 class ActiveSegment:
-    """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it."""
+    """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it.
 
-    def __init__(self, directory: Path, base_offset: int, capacity: int, slots: int, created_ms: int) -> None:
+    Pre-allocated with posix_fallocate (cheap, and a full disk fails here rather than mid-append) and
+    prefaulted ahead of the writer by a C thread: bench/bench_page_faults.py measured the alternatives."""
+
+    def __init__(self, directory: Path, base_offset: int, capacity: int, slots: int, created_ms: int,
+                 prefaulter: Prefaulter) -> None:
         self.paths = SegmentPaths.of(directory, base_offset)
         self.base_offset = base_offset
         self.capacity = capacity
@@ -52,6 +57,8 @@ class ActiveSegment:
         self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES)
         self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
                                writable=True)
+        self._prefaulter = prefaulter
+        prefaulter.target(self.data, self.end_position)
 
     @property
     def end_position(self) -> int:
@@ -72,6 +79,7 @@ class ActiveSegment:
     def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
         position = self.end_position
         length = source.write(self.data, position, base_offset, start, stop)
+        self._prefaulter.advance(position + length)
         max_timestamp = _format.read_header(self.data, position)[7]
         self.index.append(base_offset + stop - start, position + length, max_timestamp)
 
@@ -88,6 +96,7 @@ class ActiveSegment:
             return
         end, count = self.end_position, self.index.count
         self.index = None
+        self._prefaulter.target(None)
         for mapped in (self.data, self._offsets_map, self._times_map):
             _close_map(mapped)
         truncate_file(self.paths.log, end)
@@ -174,6 +183,7 @@ class PartitionWriter:
         self.config = config
         self.clock = clock
         self._lock = WriterLock(directory / LOCK_FILE)
+        self._prefaulter = Prefaulter()
         try:
             self.recovery = recover_partition(directory)
             (directory / CLEAN_MARKER).unlink(missing_ok=True)
@@ -200,8 +210,7 @@ class PartitionWriter:
         created = self.clock()
         if reopen and size:
             created = _format.read_header(memoryview(paths.log.read_bytes()[:_format.HEADER_BYTES]), 0)[6]
-        segment = ActiveSegment(self.directory, base_offset, capacity, slots, created)
-        return segment
+        return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter)
 
     def append(self, values, keys=None, timestamps=None, properties=None) -> int:
         """Write one send_batch call; returns the base offset. Messages queued by send() go first."""

@@ -11,6 +11,12 @@ cdef extern from "native.h" nogil:
     void seglog_acquire_fence()
     int seglog_populate_write(void *address, size_t length)
     int seglog_populate_read(const void *address, size_t length)
+    ctypedef struct seglog_prefaulter:
+        pass
+    seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step)
+    void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start)
+    void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position)
+    void seglog_prefaulter_free(seglog_prefaulter *p)
 
 
 cdef enum:

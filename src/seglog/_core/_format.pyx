@@ -93,16 +93,35 @@ def release_fence() -> None:
     seglog_release_fence()
 
 
-def populate_write(buffer, Py_ssize_t start, Py_ssize_t length) -> bool:
-    """Fault in writable pages [start, start + length) of a shared mapping without changing them, with the
-    GIL released (Linux >= 5.14: MADV_POPULATE_WRITE). `start` must be page aligned. False if unsupported."""
-    cdef uint8_t[::1] view = buffer
-    cdef int rc
-    if length <= 0:
-        return True
-    with nogil:
-        rc = seglog_populate_write(&view[start], length)
-    return rc == 0
+cdef class Prefaulter:
+    """Keeps the pages ahead of a writer faulted in, from a C thread (see native.h). `target` a writable
+    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping."""
+    cdef seglog_prefaulter *native
+    cdef uint8_t[::1] mapping
+
+    def __cinit__(self, size_t ahead=32 << 20, size_t step=4 << 20):
+        self.native = seglog_prefaulter_new(ahead, step)
+        if self.native == NULL:
+            raise MemoryError("could not start the prefault thread")
+
+    def target(self, mapping, size_t start=0) -> None:
+        cdef uint8_t *base = NULL
+        cdef size_t length = 0
+        cdef uint8_t[::1] view
+        if mapping is not None:
+            view = mapping
+            base, length = &view[0], view.shape[0]
+        with nogil:
+            seglog_prefaulter_target(self.native, base, length, start)
+        self.mapping = view if mapping is not None else None  # the old map is unmapped only after this
+
+    def advance(self, size_t position) -> None:
+        seglog_prefaulter_advance(self.native, position)
+
+    def __dealloc__(self):
+        if self.native != NULL:
+            with nogil:
+                seglog_prefaulter_free(self.native)
 
 
 def read_header(buffer, Py_ssize_t position) -> tuple:

@@ -27,4 +27,15 @@ int seglog_populate_write(void *address, size_t length);
  * page when a reader first touches a segment. Returns 0 on success, -1 where unsupported. */
 int seglog_populate_read(const void *address, size_t length);
 
+/* A background thread that keeps the pages ahead of a writer faulted in (MADV_POPULATE_WRITE), so the
+ * writer's copy runs at memory speed instead of taking a fault per 4 KiB. It never touches Python objects
+ * or the GIL: a Python thread would need the GIL between steps and starve behind a busy producer. */
+typedef struct seglog_prefaulter seglog_prefaulter;
+seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step);
+/* Follow a new mapping from `start` (NULL detaches); returns once the thread has left the old one. */
+void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start);
+/* The writer is at `position`: fault in up to `position + ahead`. */
+void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position);
+void seglog_prefaulter_free(seglog_prefaulter *p);
+
 #endif
