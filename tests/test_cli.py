@@ -362,7 +362,8 @@ def test_check_healthy_directory(runner: CliRunner, data: Path) -> None:
     result = run(runner, data, "check")
     summary = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()
                if line.split()[:1] in (["Partitions"], ["Segments"], ["Batches"])}
-    assert summary == {"Partitions": "2", "Segments": "2", "Batches": "2"}
+    assert (summary["Partitions"], summary["Segments"]) == ("2", "2")
+    assert int(summary["Batches"]) >= 2  # one a partition, more if the linger flusher wrote part early
     assert "GB/s" in result.stdout and "OK: no damage" in result.stdout
 
 
