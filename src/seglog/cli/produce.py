@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -45,7 +46,7 @@ def produce(data: DataDir, topic: str, value: str | None, key: str | None, parti
     Lines are sent as bytes, without their line ending; an empty line is an empty message. Every message
     gets the same --key, --partition and --property values.
     """
-    stdin = click.get_binary_stream("stdin")
+    stdin = sys.stdin.buffer  # click.get_binary_stream is deprecated from click 8.5
     with data.open() as log:
         handle = log.topic(topic)
         if partition is not None:
