@@ -1,0 +1,202 @@
+"""Appending 1M values of 100 B: seglog's producer against the plain ways to put the same bytes on disk.
+
+Group "append: python objects" (the values are a list of bytes):
+  baselines  python loop    `f.write(struct.pack('<I', len(v)) + v)` per value into a buffered file
+             sqlite3        executemany into (offset INTEGER PRIMARY KEY, value BLOB), 10,000 rows per
+                            transaction; WAL, synchronous=OFF, so like seglog (fsync='never') it hands
+                            the data to the page cache without waiting for the disk
+  seglog     send_batch(list) in chunks of 64k, 1 GiB segments  >= 4x python loop, >= 10x sqlite3
+             the same with 64 MiB segments (shows the cost of rolling)
+             send(v) per value, then flush()                     >= 2x python loop
+
+Group "append: pyarrow array" (the values are one Arrow binary array, sliced into chunks):
+  baselines  memcpy, fresh map     create a file, posix_fallocate 1 GiB, mmap it, copy the payload in
+                                   with numpy: the physical limit of an append into a new segment
+             memcpy, mapped pages  the copy alone into pages already faulted in (memory bandwidth)
+  seglog     send_batch(arrow), 1 GiB and 64 MiB segments   >= 70% of "memcpy, fresh map"
+
+Every round starts from a fresh data directory (or file), made outside the timing; the timing covers the
+producer's whole life: opening the partition (segment allocated and mapped), the sends, and close().
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import sqlite3
+import struct
+from itertools import count
+
+import numpy as np
+import pytest
+
+import seglog
+
+OBJECTS = "append: python objects"
+ARROW = "append: pyarrow array"
+GiB = 1 << 30
+MiB = 1 << 20
+SQLITE_TRANSACTION_ROWS = 10_000
+
+
+@pytest.fixture
+def fresh_path(tmp_path):
+    """A new path per call (per round), under the test's tmp_path."""
+    numbers = count()
+    return lambda suffix="": tmp_path / f"round-{next(numbers)}{suffix}"
+
+
+@pytest.fixture
+def fresh_topic(fresh_path):
+    """setup/teardown pair for bench.run: a new log and topic per round, checked and deleted after it."""
+    def make(payload, segment_size):
+        def setup():
+            path = fresh_path()
+            log = seglog.open(path, segment_size=segment_size)
+            return log, log.create_topic("bench")
+
+        def teardown(log, topic):
+            end = topic.end_offset()
+            log.close()
+            shutil.rmtree(log.path)
+            assert end == payload.n, f"{end} messages stored, {payload.n} sent"
+        return setup, teardown
+    return make
+
+
+# ---------------------------------------------------------------------------------------------------------
+# append: python objects
+
+def test_python_loop(bench, payload, fresh_path):
+    values = payload.values
+
+    def write(path):
+        with open(path, "wb") as f:
+            for v in values:  # noqa: FURB122 (this per-value loop is the baseline)
+                f.write(struct.pack('<I', len(v)) + v)
+
+    bench.baseline(OBJECTS, "python loop", messages=payload.n, nbytes=payload.nbytes)
+    bench.run(write, setup=lambda: (fresh_path(".bin"),), teardown=os.unlink)
+
+
+def test_sqlite3(bench, payload, fresh_path):
+    rows = list(enumerate(payload.values))
+    transactions = [rows[i:i + SQLITE_TRANSACTION_ROWS] for i in range(0, len(rows), SQLITE_TRANSACTION_ROWS)]
+
+    def setup():
+        path = fresh_path(".sqlite")
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=OFF")
+        connection.execute('CREATE TABLE log ("offset" INTEGER PRIMARY KEY, value BLOB)')
+        return connection, path
+
+    def insert(connection, path):
+        for transaction in transactions:
+            connection.execute("BEGIN")
+            connection.executemany('INSERT INTO log ("offset", value) VALUES (?, ?)', transaction)
+            connection.execute("COMMIT")
+
+    def teardown(connection, path):
+        stored = connection.execute("SELECT count(*) FROM log").fetchone()[0]
+        connection.close()
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(f"{path}{suffix}"):
+                os.unlink(f"{path}{suffix}")
+        assert stored == payload.n
+
+    bench.baseline(OBJECTS, "sqlite3", messages=payload.n, nbytes=payload.nbytes)
+    bench.run(insert, setup=setup, teardown=teardown)
+
+
+def size_name(size):
+    return f"{size // GiB} GiB" if size >= GiB else f"{size // MiB} MiB"
+
+
+def send_chunks(chunks):
+    def send(log, topic):
+        with topic.producer() as producer:
+            for chunk in chunks:
+                producer.send_batch(chunk)
+    return send
+
+
+@pytest.mark.parametrize("segment_size", [GiB, 64 * MiB], ids=["1GiB", "64MiB"])
+def test_send_batch_list(bench, payload, fresh_topic, segment_size):
+    label = f"send_batch(list), {size_name(segment_size)} segments"
+    bench.seglog(OBJECTS, label, messages=payload.n, nbytes=payload.nbytes,
+                 at_least={"python loop": 4, "sqlite3": 10})
+    setup, teardown = fresh_topic(payload, segment_size)
+    bench.run(send_chunks(payload.list_chunks), setup=setup, teardown=teardown)
+
+
+def test_send_loop(bench, payload, fresh_topic):
+    values = payload.values
+
+    def send_each(log, topic):
+        with topic.producer() as producer:
+            send = producer.send
+            for v in values:
+                send(v)
+            producer.flush()
+
+    bench.seglog(OBJECTS, "send(v) loop + flush()", messages=payload.n, nbytes=payload.nbytes,
+                 at_least={"python loop": 2})
+    setup, teardown = fresh_topic(payload, GiB)
+    bench.run(send_each, setup=setup, teardown=teardown)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# append: pyarrow array
+
+def copy_in_chunks(view, payload):
+    """The payload copied into a mapped view with numpy, one slice assignment per producer chunk."""
+    step = payload.chunk * payload.value_bytes
+    for start in range(0, payload.nbytes, step):
+        stop = min(start + step, payload.nbytes)
+        view[start:stop] = payload.raw[start:stop]
+
+
+def map_new_file(path, size):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def test_memcpy_fresh_map(bench, payload, fresh_path):
+    def append(path):
+        mapped = map_new_file(path, GiB)
+        copy_in_chunks(np.frombuffer(mapped, dtype=np.uint8), payload)
+        mapped.close()
+
+    bench.baseline(ARROW, "memcpy, fresh map", messages=payload.n, nbytes=payload.nbytes)
+    bench.run(append, setup=lambda: (fresh_path(".seg"),), teardown=os.unlink)
+
+
+def test_memcpy_mapped_pages(bench, payload, fresh_path):
+    def setup():
+        path = fresh_path(".seg")
+        mapped = map_new_file(path, payload.nbytes)
+        view = np.frombuffer(mapped, dtype=np.uint8)
+        view[:] = 0xA5  # every page allocated, dirty and mapped writable
+        return view, mapped, path
+
+    def teardown(view, mapped, path):
+        assert np.array_equal(view, payload.raw)
+        os.unlink(path)  # unmapped when the round's arguments are dropped (the view pins the map till then)
+
+    bench.baseline(ARROW, "memcpy, mapped pages", messages=payload.n, nbytes=payload.nbytes)
+    bench.run(lambda view, mapped, path: copy_in_chunks(view, payload), setup=setup, teardown=teardown)
+
+
+@pytest.mark.parametrize("segment_size", [GiB, 64 * MiB], ids=["1GiB", "64MiB"])
+def test_send_batch_arrow(bench, payload, fresh_topic, segment_size):
+    label = f"send_batch(arrow), {size_name(segment_size)} segments"
+    bench.seglog(ARROW, label, messages=payload.n, nbytes=payload.nbytes,
+                 at_least={"memcpy, fresh map": 0.7})
+    setup, teardown = fresh_topic(payload, segment_size)
+    bench.run(send_chunks(payload.arrow_chunks), setup=setup, teardown=teardown)

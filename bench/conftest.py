@@ -1,0 +1,345 @@
+"""The benchmark convention: every seglog figure is printed next to a baseline measured in the same run.
+
+This machine is shared and noisy, so absolute numbers drift between runs while ratios hold. Each benchmark
+group therefore holds one or more *baselines* (a plain-Python or physical-limit way to do the same work)
+and the *seglog* benchmarks, each of which states its targets against those baselines:
+
+    def test_python_loop(bench):
+        bench.baseline(GROUP, "python loop", messages=n, nbytes=n * 100)
+        bench.run(write_loop, setup=fresh_file)
+
+    def test_send_batch(bench):
+        bench.seglog(GROUP, "send_batch(list)", messages=n, nbytes=n * 100,
+                     at_least={"python loop": 4})      # >= 4x the baseline labelled "python loop"
+        bench.run(send_all, setup=fresh_log, teardown=close_log)
+
+Targets: `at_least={baseline label: ratio}` (throughput ratio), `min_rate=` (messages/s),
+`min_gbps=` (1e9 bytes/s), `max_extra_seconds={baseline label: s}` (round time above the baseline's),
+`at_most={extra_info key: limit}` (a figure the test records itself, e.g. memory growth).
+A seglog benchmark without targets is reported for information.
+
+Throughput is `messages` (or `nbytes`) divided by the best (minimum) round time, and ratios compare the
+best rounds of benchmarks of the same group: other processes on a shared machine only ever add time, and
+they do not hit the baseline and the seglog benchmark alike, so the least disturbed round of each is the
+fairest pair (`--seglog-stat=median` compares medians instead). At the end of the session the ratios
+and verdicts (MET / MISSED) are written into each benchmark's `extra_info` before pytest-benchmark saves
+its JSON, and printed after its tables.
+
+Sizes: `scale(real, quick)` gives `quick` when benchmarks are disabled (`--benchmark-disable`: CI runs each
+body once, so every file must finish in seconds), otherwise `real` times `--seglog-scale` (default 1).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+ROUNDS = 7
+WARMUP_ROUNDS = 1
+VALUE_BYTES = 100
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--seglog-scale", type=float, default=1.0,
+                     help="multiply the benchmark sizes of bench/ by this factor (default 1; e.g. 0.1 for a "
+                          "quick look). Ignored with --benchmark-disable, which uses the small CI sizes.")
+    parser.addoption("--seglog-stat", choices=("min", "median"), default="min",
+                     help="the round time that throughputs and ratios of bench/ are computed from (default: "
+                          "min, the least disturbed round)")
+
+
+def benchmarks_disabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("benchmark_disable")) and not config.getoption("benchmark_enable")
+
+
+class Scale:
+    """`scale(real, quick)`: the size to use in this session (see the module docstring)."""
+
+    def __init__(self, quick: bool, factor: float) -> None:
+        self.quick = quick
+        self.factor = factor
+
+    def __call__(self, real: int, quick: int) -> int:
+        return quick if self.quick else max(quick, int(real * self.factor))
+
+
+@pytest.fixture(scope="session")
+def scale(request: pytest.FixtureRequest) -> Scale:
+    return Scale(benchmarks_disabled(request.config), request.config.getoption("seglog_scale"))
+
+
+class Bench:
+    """The `benchmark` fixture plus the group, role, work size and targets of one benchmark."""
+
+    def __init__(self, benchmark: Any) -> None:
+        self.benchmark = benchmark
+
+    def baseline(self, group: str, label: str, *, messages: int | None = None, nbytes: int | None = None,
+                 unit: str = "msg") -> Bench:
+        return self._describe(group, label, "baseline", messages, nbytes, unit, {})
+
+    def seglog(self, group: str, label: str, *, messages: int | None = None, nbytes: int | None = None,
+               unit: str = "msg", at_least: dict[str, float] | None = None, min_rate: float | None = None,
+               min_gbps: float | None = None, max_extra_seconds: dict[str, float] | None = None,
+               at_most: dict[str, float] | None = None) -> Bench:
+        targets = {"at_least": at_least, "min_rate": min_rate, "min_gbps": min_gbps,
+                   "max_extra_seconds": max_extra_seconds, "at_most": at_most}
+        return self._describe(group, label, "seglog", messages, nbytes, unit,
+                              {k: v for k, v in targets.items() if v is not None})
+
+    def _describe(self, group, label, role, messages, nbytes, unit, targets) -> Bench:
+        self.benchmark.group = group
+        info = self.benchmark.extra_info
+        info.update(role=role, label=label, unit=unit)
+        if messages is not None:
+            info["messages"] = messages
+        if nbytes is not None:
+            info["bytes"] = nbytes
+        if targets:
+            info["targets"] = targets
+        return self
+
+    def run(self, function: Callable[..., Any], *, setup: Callable[[], Any] | None = None,
+            teardown: Callable[..., Any] | None = None, rounds: int = ROUNDS,
+            warmup_rounds: int = WARMUP_ROUNDS) -> Any:
+        """benchmark.pedantic: `setup` (untimed) returns the arguments of `function`, as a tuple, or None;
+        `teardown` (untimed) gets the same arguments. With benchmarks disabled the body runs once, and so
+        does `teardown` (pedantic would skip it, leaving files behind and its checks unchecked)."""
+        def arguments():
+            made = setup() if setup else None
+            return (made if made is not None else ()), {}
+
+        if self.benchmark.disabled and teardown is not None:
+            function, teardown = _with_teardown(function, teardown), None
+        return self.benchmark.pedantic(function, setup=arguments, teardown=teardown, rounds=rounds,
+                                       warmup_rounds=warmup_rounds)
+
+    def record(self, key: str, value: Any) -> None:
+        """A figure the test measured itself (saved in the JSON; `at_most` targets check it)."""
+        self.benchmark.extra_info[key] = value
+
+    def note(self, text: str) -> None:
+        """A short remark printed under the benchmark in the summary (and saved in the JSON)."""
+        self.record("note", text)
+
+
+def _with_teardown(function: Callable[..., Any], teardown: Callable[..., Any]) -> Callable[..., Any]:
+    def body(*args):
+        try:
+            return function(*args)
+        finally:
+            teardown(*args)
+    return body
+
+
+@pytest.fixture
+def bench(benchmark: Any) -> Bench:
+    return Bench(benchmark)
+
+
+class Payload:
+    """`n` random values of VALUE_BYTES bytes each, as a list of bytes and as a pyarrow binary array over
+    one buffer (`raw`), plus the chunks a producer sends them in (one send_batch call per chunk)."""
+
+    def __init__(self, n: int, chunk: int) -> None:
+        self.n, self.chunk, self.value_bytes = n, chunk, VALUE_BYTES
+        self.nbytes = n * VALUE_BYTES
+        self.raw = np.random.default_rng(0x5E6).integers(0, 256, self.nbytes, dtype=np.uint8)
+        self.values = [bytes(v) for v in self.raw.reshape(n, VALUE_BYTES)]
+        offsets = np.arange(0, self.nbytes + 1, VALUE_BYTES, dtype=np.int32)
+        self.arrow = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(self.raw)])
+        self.list_chunks = [self.values[i:i + chunk] for i in range(0, n, chunk)]
+        self.arrow_chunks = [self.arrow.slice(i, chunk) for i in range(0, n, chunk)]
+
+    def __repr__(self) -> str:
+        return f"{self.n:,} x {VALUE_BYTES} B values in chunks of {self.chunk:,}"
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    """A directory for one module's data, deleted when the module is done: logs of a GiB or two must not
+    pile up in the temporary directories pytest keeps from earlier sessions."""
+    path = tmp_path_factory.mktemp(request.module.__name__)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def payload(scale: Scale) -> Payload:
+    """The messages of the append and read scenarios: 1M values of 100 B, sent in chunks of 64k."""
+    return Payload(scale(1_000_000, 20_000), scale(65_536, 4_096))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ratios and verdicts, computed once every benchmark has run.
+
+@dataclass
+class Entry:
+    group: str
+    label: str
+    role: str
+    seconds: float  # the round time compared: the minimum or the median, see --seglog-stat
+    info: dict[str, Any]
+
+    @property
+    def rate(self) -> float | None:
+        messages = self.info.get("messages")
+        return messages / self.seconds if messages else None
+
+    @property
+    def gbps(self) -> float | None:
+        nbytes = self.info.get("bytes")
+        return nbytes / self.seconds / 1e9 if nbytes else None
+
+    def speedup_over(self, baseline: Entry) -> float:
+        """Throughput ratio (or time ratio when either side did not state its work)."""
+        for mine, theirs in ((self.rate, baseline.rate), (self.gbps, baseline.gbps)):
+            if mine and theirs:
+                return mine / theirs
+        return baseline.seconds / self.seconds
+
+
+@dataclass
+class Verdict:
+    text: str           # e.g. "3.37x python loop (target >= 4x)"
+    met: bool | None    # None: the baseline did not run
+
+
+@dataclass
+class GroupReport:
+    name: str
+    baselines: list[Entry] = field(default_factory=list)
+    seglog: list[tuple[Entry, list[Verdict]]] = field(default_factory=list)
+
+
+def evaluate(entry: Entry, baselines: dict[str, Entry]) -> list[Verdict]:
+    """Check one seglog benchmark's targets; records ratios and verdicts in its extra_info."""
+    targets = entry.info.get("targets", {})
+    ratios = {label: round(entry.speedup_over(b), 3) for label, b in baselines.items()}
+    verdicts: list[Verdict] = []
+    for label, wanted in targets.get("at_least", {}).items():
+        if label not in baselines:
+            verdicts.append(Verdict(f"target >= {wanted:g}x {label}: baseline did not run", None))
+            continue
+        got = ratios[label]
+        verdicts.append(Verdict(f"{got:.2f}x {label} (target >= {wanted:g}x)", got >= wanted))
+    if "min_rate" in targets:
+        wanted, got = targets["min_rate"], entry.rate or 0.0
+        verdicts.append(Verdict(f"{_si(got)} {entry.info['unit']}/s (target >= {_si(wanted)}/s)", got >= wanted))
+    if "min_gbps" in targets:
+        wanted, got = targets["min_gbps"], entry.gbps or 0.0
+        verdicts.append(Verdict(f"{got:.2f} GB/s (target >= {wanted:g} GB/s)", got >= wanted))
+    for label, wanted in targets.get("max_extra_seconds", {}).items():
+        if label not in baselines:
+            verdicts.append(Verdict(f"target <= {wanted:g} s over {label}: baseline did not run", None))
+            continue
+        got = entry.seconds - baselines[label].seconds
+        verdicts.append(Verdict(f"{got:.3f} s over {label} (target <= {wanted:g} s)", got <= wanted))
+    for key, wanted in targets.get("at_most", {}).items():
+        got = entry.info.get(key)
+        verdicts.append(Verdict(f"{key} {got} (target <= {wanted:g})", got is not None and got <= wanted))
+    entry.info["ratios"] = ratios
+    entry.info["verdicts"] = {v.text: _verdict_word(v.met) for v in verdicts}
+    return verdicts
+
+
+def collect(benchmarks: list[Any], stat: str) -> list[GroupReport]:
+    """Our benchmarks by group, each seglog one with its verdicts; also stores throughputs in extra_info."""
+    entries: dict[str, list[Entry]] = {}
+    for bench in benchmarks:
+        info = bench.extra_info
+        if "role" not in info or not bench.stats or bench.has_error:
+            continue  # not one of ours (e.g. bench_page_faults.py), or it failed
+        entry = Entry(bench.group, info["label"], info["role"], getattr(bench.stats, stat), info)
+        info["compared"] = f"{stat} round"
+        if entry.rate:
+            info["msg/s"] = round(entry.rate)
+        if entry.gbps:
+            info["GB/s"] = round(entry.gbps, 3)
+        entries.setdefault(bench.group, []).append(entry)
+    reports = []
+    for group, members in entries.items():
+        report = GroupReport(group, [e for e in members if e.role == "baseline"])
+        by_label = {b.label: b for b in report.baselines}
+        report.seglog = [(e, evaluate(e, by_label)) for e in members if e.role == "seglog"]
+        reports.append(report)
+    return reports
+
+
+_REPORTS = pytest.StashKey[list]()
+_COLOURS = {True: {"green": True}, False: {"red": True, "bold": True}, None: {"yellow": True}}
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
+    # Runs before pytest-benchmark's own sessionfinish saves the JSON, so the ratios land in it.
+    config = session.config
+    bench_session = getattr(config, "_benchmarksession", None)
+    if bench_session is not None and not bench_session.disabled:
+        config.stash[_REPORTS] = collect(bench_session.benchmarks, config.getoption("seglog_stat"))
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_terminal_summary(terminalreporter: Any):
+    # After pytest-benchmark's tables, and also when --benchmark-compare-fail makes them raise.
+    try:
+        return (yield)
+    finally:
+        write_summary(terminalreporter)
+
+
+def write_summary(terminalreporter: Any) -> None:
+    reports = terminalreporter.config.stash.get(_REPORTS, None)
+    if not reports:
+        return
+    write = terminalreporter.write_line
+    stat = terminalreporter.config.getoption("seglog_stat")
+    terminalreporter.section(f"seglog vs baselines measured in this run ({stat} round)")
+    tally = {True: 0, False: 0, None: 0}
+    for report in reports:
+        write("")
+        write(report.name, bold=True)
+        for entry in report.baselines:
+            write(f"  baseline  {_figures(entry)}")
+            _write_note(write, entry)
+        for entry, verdicts in report.seglog:
+            write(f"  seglog    {_figures(entry)}")
+            for verdict in verdicts:
+                tally[verdict.met] += 1
+                write(f"{'':14}{verdict.text:<60} {_verdict_word(verdict.met)}", **_COLOURS[verdict.met])
+            _write_note(write, entry)
+    write("")
+    write(f"targets: {tally[True]} MET, {tally[False]} MISSED" +
+          (f", {tally[None]} without baseline" if tally[None] else ""), bold=True)
+
+
+def _figures(entry: Entry) -> str:
+    parts = [f"{entry.label:<44}"]
+    parts.append(f"{_si(entry.rate):>8} {entry.info['unit']}/s" if entry.rate else f"{entry.seconds:>9.4f} s")
+    if entry.gbps:
+        parts.append(f"{entry.gbps:7.3f} GB/s")
+    return "  ".join(parts)
+
+
+def _write_note(write: Callable[..., None], entry: Entry) -> None:
+    if entry.info.get("note"):
+        write(f"{'':14}({entry.info['note']})")
+
+
+def _verdict_word(met: bool | None) -> str:
+    return {True: "MET", False: "MISSED", None: "NO BASELINE"}[met]
+
+
+def _si(value: float | None) -> str:
+    if not value:
+        return "0"
+    exponent = min(int(math.log10(abs(value)) // 3), 3) if abs(value) >= 1 else 0
+    return f"{value / 1000 ** exponent:.3g}{' kMG'[exponent].strip()}"
