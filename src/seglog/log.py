@@ -19,6 +19,7 @@ from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.linger import LingerFlusher
 from seglog.metadata import Metadata
 from seglog.names import TopicName
+from seglog.reader import PartitionView
 from seglog.topic import Topic
 from seglog.lock import writer_locks
 from seglog.segment import LOCK_FILE
@@ -43,6 +44,7 @@ class Log:
         self._writer_users: dict[str, int] = {}
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
+        self._partition_views: dict[Path, PartitionView] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -81,6 +83,8 @@ class Log:
             if self._writer_users.get(str(topic_name)):
                 raise InvalidArgumentError("topic", str(topic_name), "a topic without open producers")
         directory = self._topic_directory(topic_name)
+        for partition_directory in [d for d in self._partition_views if d.parent == directory]:
+            del self._partition_views[partition_directory]  # batches already read keep their maps alive
         trash = self.path / "trash" / uuid.uuid4().hex
         # A writer in another process holds its partitions' locks: refuse rather than pull files from under it.
         with writer_locks(d / LOCK_FILE for d in sorted(directory.glob("*")) if d.is_dir()):
@@ -92,6 +96,14 @@ class Log:
 
     def _topic_directory(self, name: TopicName) -> Path:
         return self.path.joinpath("topics", *name.path_parts())
+
+    def _partition_view(self, directory: Path) -> PartitionView:
+        """The shared read-side view of a partition (readers, offsets, storage size)."""
+        self._check_open()
+        view = self._partition_views.get(directory)
+        if view is None:
+            view = self._partition_views[directory] = PartitionView(directory)
+        return view
 
     def _acquire_writers(self, topic: Topic) -> list[PartitionWriter]:
         self._check_open()
@@ -138,6 +150,7 @@ class Log:
                 writer.close()
             self._writers.clear()
             self._writer_users.clear()
+        self._partition_views.clear()
         self._metadata.close()
 
     def _check_open(self) -> None:

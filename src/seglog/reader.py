@@ -48,7 +48,9 @@ class SegmentView:
         self.data: mmap.mmap | None = None
         self.whole: pa.Buffer | None = None
         self.index: IndexView
-        self._verified_position = -1
+        self._verified = bytearray()  # 1 per index entry whose batch passed its CRC check in this process
+        self._index_identity: tuple | None = None  # (inode, size) of both index files as mapped
+        self.settled = False  # a newer segment exists: no writer will append here again
         self._map_data()
         self._map_index()
         if next_base is not None or (directory / CLEAN_MARKER).exists():
@@ -59,28 +61,42 @@ class SegmentView:
         self.whole = pa.py_buffer(self.data) if self.data is not None else None
 
     def _map_index(self) -> None:
+        self._index_identity = self._current_identity()
         try:
             offsets_map = map_file(self.paths.index, writable=False)
             times_map = map_file(self.paths.timeindex, writable=False)
         except FileNotFoundError:
             offsets_map = times_map = None
         offsets, times = index_arrays(offsets_map), index_arrays(times_map)
-        if len(offsets) == len(times):
+        if len(offsets) == len(times) and self._index_identity is not None:
             self.index = IndexView(offsets, times, self.base_offset)
         else:
             self.index = self._scanned_index()
+            self._index_identity = None  # not the file's: look again at the next refresh
 
     def _scanned_index(self) -> IndexView:
         self._ensure_mapped(os.path.getsize(self.paths.log))
         return in_memory_index(scan_log(self.data, self.base_offset, verify_crc=False), self.base_offset)
 
     def refresh(self) -> int:
-        """Pick up entries the writer has published since; returns the entry count."""
+        """Pick up entries the writer has published since; returns the entry count.
+
+        While a writer may still append, the index file is remapped when it is no longer the one mapped:
+        re-extended after a clean close, replaced by a recovering writer, or created after this view."""
         count = self.index.refresh()
-        if self.index.full and _size(self.paths.index) > self.index.capacity * ENTRY_BYTES:
-            self._map_index()  # the writer re-extended a trimmed index (reopened after a clean close)
+        if not self.settled and (self._index_identity is None
+                                 or self._current_identity() != self._index_identity):
+            self._map_index()
             count = self.index.refresh()
         return count
+
+    def _current_identity(self) -> tuple | None:
+        """(inode, size) of .index and .timeindex; None unless both exist with the same size, since a
+        writer creating a segment or a recovery rewriting its index has not finished with them yet."""
+        index, timeindex = _identity(self.paths.index), _identity(self.paths.timeindex)
+        if index is None or timeindex is None or index[1] != timeindex[1]:
+            return None
+        return index + timeindex
 
     def settle(self, next_base: int | None) -> None:
         """No writer appends here now: a newer segment exists (created after this one's last entry), or,
@@ -88,6 +104,7 @@ class SegmentView:
         covers the log, else index the log in memory as far as it is sound. A sound index that ends past
         the end of the file is kept: the log was cut short, and reading the missing batch reports it."""
         self.refresh()
+        self.settled = next_base is not None  # a cleanly closed partition may get a writer again
         index = self.index
         size = os.path.getsize(self.paths.log)
         if _index_sound(index, size):
@@ -96,6 +113,7 @@ class SegmentView:
             if index.end_position > size:
                 return
         self.index = self._scanned_index()
+        self._verified = bytearray()  # entries are renumbered
 
     def damage_at_end(self) -> CorruptLogError | None:
         """Why the log goes on past the last indexed batch of this settled segment, if it does."""
@@ -119,16 +137,19 @@ class SegmentView:
         if self.data is None or len(self.data) < end:
             raise CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
                                   "the end of the file (the log was cut short)")
-        if verify and start != self._verified_position:
+        if verify and (entry >= len(self._verified) or not self._verified[entry]):
             status = _format.verify_batch(self.data, start, end)
             if status != ScanStatus.SCAN_END:
                 raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
-            self._verified_position = start
+            if entry >= len(self._verified):
+                self._verified.extend(bytes(max(entry + 1, 2 * len(self._verified)) - len(self._verified)))
+            self._verified[entry] = 1
         return start, base, next_offset - base
 
 
 class PartitionView:
-    """The segments of one partition, as a reader sees them."""
+    """The segments of one partition, as readers see them. One per partition per open log, shared by its
+    readers, so a segment is mapped, faulted in and validated once per process, not once per reader."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -191,10 +212,10 @@ class Reader:
     Use `read_batch()` for pyarrow RecordBatches over the log's own memory (zero copy), or iterate for
     Message objects. A reader sees messages as soon as the writer publishes them, in any process."""
 
-    def __init__(self, directory: Path, partition: int, start: Any, *, verify_crc: bool = True) -> None:
+    def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True) -> None:
         self.partition = partition
         self.verify_crc = verify_crc
-        self._view = PartitionView(directory)
+        self._view = segments
         self._offset = self._start_offset(start)
         self._closed = False
 
@@ -307,9 +328,9 @@ class Reader:
         return view, position, batch_base, count
 
     def close(self) -> None:
-        """Release this reader's maps; batches it returned stay valid."""
+        """Stop reading. The segment maps belong to the log and are released when it closes; batches
+        returned stay valid after both."""
         self._closed = True
-        self._view.views.clear()
 
     def __enter__(self) -> Reader:
         return self
@@ -333,11 +354,12 @@ def _index_sound(index: IndexView, log_size: int) -> bool:
                 and (ends[:-1] <= log_size).all() and starts[-1] < log_size)
 
 
-def _size(path: Path) -> int:
+def _identity(path: Path) -> tuple[int, int] | None:
     try:
-        return os.path.getsize(path)
+        status = os.stat(path)
     except FileNotFoundError:
-        return 0
+        return None
+    return status.st_ino, status.st_size
 
 
 def _is_int(value: Any) -> bool:

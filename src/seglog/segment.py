@@ -65,16 +65,25 @@ class SegmentPaths:
 
 
 def map_file(path: Path, *, writable: bool, size: int | None = None) -> mmap.mmap | None:
-    """Map a whole file (None if it is empty). `size` extends the file first (writer only)."""
+    """Map a whole file (None if it is empty). `size` extends the file first (writer only).
+
+    A read-only map is taken at the size the file has when mapped; a writer trimming it between our
+    fstat and mmap makes the kernel refuse the length, so that is retried with the new size."""
     flags = os.O_RDWR if writable else os.O_RDONLY
     fd = os.open(path, flags | (os.O_CREAT if writable else 0), 0o644)
     try:
         if size is not None and os.fstat(fd).st_size < size:
             os.posix_fallocate(fd, 0, size)
-        length = os.fstat(fd).st_size
-        if length == 0:
-            return None
-        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        for _ in range(100):
+            length = os.fstat(fd).st_size
+            if length == 0:
+                return None
+            try:
+                return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+            except ValueError:  # "mmap length is greater than file size": it shrank meanwhile
+                if writable:
+                    raise
+        raise OSError(f"{path}: the file kept changing size while being mapped")
     finally:
         os.close(fd)  # the map keeps its own descriptor
 
@@ -129,21 +138,21 @@ def scan_log(data: mmap.mmap | None, base_offset: int, *, verify_crc: bool, slot
 
 
 def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, slots: int) -> None:
-    """Replace a segment's index files with the entries of a scan, pre-sized to `slots`."""
-    for path in (paths.index, paths.timeindex):
-        if path.exists():
-            truncate_file(path, 0)
-    offsets_map = map_file(paths.index, writable=True, size=slots * ENTRY_BYTES)
-    times_map = map_file(paths.timeindex, writable=True, size=slots * ENTRY_BYTES)
-    offsets, times = index_arrays(offsets_map), index_arrays(times_map)
-    n = scan.count
-    offsets[:n, 1] = scan.end_positions
-    times[:n, 0] = scan.max_timestamps
-    times[:n, 1] = scan.next_offsets
-    offsets[:n, 0] = scan.next_offsets
-    del offsets, times
-    offsets_map.close()
-    times_map.close()
+    """Replace a segment's index files with the entries of a scan, pre-sized to `slots`.
+
+    Written beside and renamed over the old files: a reader in another process may have the old ones
+    mapped, and truncating a mapped file under it would make its next look a SIGBUS."""
+    for path, columns in ((paths.index, (scan.next_offsets, scan.end_positions)),
+                          (paths.timeindex, (scan.max_timestamps, scan.next_offsets))):
+        staging = path.with_name(path.name + ".tmp")
+        staging.unlink(missing_ok=True)
+        mapped = map_file(staging, writable=True, size=slots * ENTRY_BYTES)
+        entries = index_arrays(mapped)
+        entries[:scan.count, 1] = columns[1]
+        entries[:scan.count, 0] = columns[0]
+        del entries
+        mapped.close()
+        os.replace(staging, path)
 
 
 def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:

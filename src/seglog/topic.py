@@ -9,10 +9,12 @@ from seglog.config import TopicConfig
 from seglog.errors import InvalidArgumentError
 from seglog.names import TopicName
 from seglog.producer import Producer
-from seglog.reader import PartitionView, Reader
+from seglog.reader import Reader
+
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.reader import PartitionView
     from seglog.writer import PartitionWriter
 
 
@@ -44,26 +46,32 @@ class Topic:
         """A reader of one partition from `start`: 'earliest', 'latest', an offset, or {'timestamp': ms}
         (the first message whose timestamp is >= it). CRC checks follow the log's `verify_crc` setting."""
         verify = self._log.config.verify_crc if verify_crc is None else verify_crc
-        return Reader(self.partition_directory(partition), partition, start, verify_crc=verify)
+        return Reader(self._segments(partition), partition, start, verify_crc=verify)
 
     def earliest_offset(self, partition: int = 0) -> int:
         """The first offset still stored in the partition."""
-        return PartitionView(self.partition_directory(partition)).earliest_offset()
+        segments = self._segments(partition)
+        segments.rescan()
+        return segments.earliest_offset()
 
     def end_offset(self, partition: int = 0) -> int:
         """The offset the next message written to the partition will get."""
-        return PartitionView(self.partition_directory(partition)).end_offset()
+        return self._segments(partition).end_offset()
 
     def storage_size(self) -> int:
         """Bytes the topic's segments and indexes hold (pre-allocated space not yet written not counted)."""
         total = 0
         for partition in range(self.partitions):
-            view = PartitionView(self.partition_directory(partition))
+            view = self._segments(partition)
+            view.rescan()
             for base in view.bases:
                 index = view.view(base).index
                 index.refresh()
                 total += index.end_position + 2 * 16 * index.count
         return total
+
+    def _segments(self, partition: int) -> PartitionView:
+        return self._log._partition_view(self.partition_directory(partition))
 
     def _acquire_writers(self) -> list[PartitionWriter]:
         return self._log._acquire_writers(self)

@@ -149,6 +149,10 @@ cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end)
     return SCAN_END
 
 
+cdef enum:
+    POPULATE_MIN_BYTES = 64 * 1024
+
+
 def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     """Check the header and CRC32C of the batch at `position`; a SCAN_* code, SCAN_END when sound.
 
@@ -168,9 +172,10 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     if status != SCAN_END:
         return status
     with nogil:
-        first_page = (<uintptr_t>&view[position]) & ~(<uintptr_t>4095)
-        last = <uintptr_t>&view[position] + HEADER_SIZE + h.body_length
-        seglog_populate_read(<const void *>first_page, last - first_page)
+        if h.body_length >= POPULATE_MIN_BYTES:  # a small batch spans a few pages: faults beat a syscall
+            first_page = (<uintptr_t>&view[position]) & ~(<uintptr_t>4095)
+            last = <uintptr_t>&view[position] + HEADER_SIZE + h.body_length
+            seglog_populate_read(<const void *>first_page, last - first_page)
         crc = seglog_crc32c(0, &view[position + CRC_START], HEADER_SIZE - CRC_START + h.body_length)
     return SCAN_END if crc == h.crc else SCAN_BAD_CRC
 
