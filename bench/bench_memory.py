@@ -36,17 +36,11 @@ def rss_anon() -> int:
 
 
 @pytest.fixture(scope="module")
-def big_topic(scratch, payload, scale):
+def big_topic(scratch, fill_topic, scale):
     """(log, topic, segment files, total size) of a topic of about 2 GiB, written with send_batch."""
     target = scale(2 * GiB, 64 * MiB)
     with seglog.open(scratch) as log:
-        topic = log.create_topic("bench")
-        with topic.producer() as producer:
-            written = 0
-            while written < target:
-                for chunk in payload.arrow_chunks:
-                    producer.send_batch(chunk)
-                written += payload.nbytes
+        topic = fill_topic(log, target)
         files = sorted(p for d in partition_directories(log.path) for p in d.glob("*.log"))
         yield topic, files, sum(p.stat().st_size for p in files), topic.end_offset()
 

@@ -23,17 +23,11 @@ READ_CHUNK = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def stored_log(scratch, payload, scale):
+def stored_log(scratch, fill_topic, scale):
     """(data directory, segment files, their total size) of a topic holding about 1 GiB."""
     target = scale(GiB, 16 << 20)
     with seglog.open(scratch) as log:
-        topic = log.create_topic("bench")
-        with topic.producer() as producer:
-            written = 0
-            while written < target:
-                for chunk in payload.arrow_chunks:
-                    producer.send_batch(chunk)
-                written += payload.nbytes
+        fill_topic(log, target)
     files = sorted(p for d in partition_directories(scratch) for p in d.glob("*.log"))
     return scratch, files, sum(p.stat().st_size for p in files)
 

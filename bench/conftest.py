@@ -177,6 +177,23 @@ def payload(scale: Scale) -> Payload:
     return Payload(scale(1_000_000, 20_000), scale(65_536, 4_096))
 
 
+@pytest.fixture(scope="session")
+def fill_topic(payload: Payload) -> Callable[[Any, int], Any]:
+    """fill_topic(log, target_bytes): a topic "bench" holding at least that much payload (send_batch)."""
+    return lambda log, target_bytes: _fill_topic(log, payload, target_bytes)
+
+
+def _fill_topic(log: Any, payload: Payload, target_bytes: int) -> Any:
+    topic = log.create_topic("bench")
+    with topic.producer() as producer:
+        written = 0
+        while written < target_bytes:
+            for chunk in payload.arrow_chunks:
+                producer.send_batch(chunk)
+            written += payload.nbytes
+    return topic
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Ratios and verdicts, computed once every benchmark has run.
 

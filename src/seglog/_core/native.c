@@ -146,38 +146,32 @@ static inline uint64_t load64(const uint8_t *p) {
     return word;
 }
 
+/* Three streams over the next 3 * `block` bytes, folded into c0. Inlined per block size, so the loop
+ * bound is a constant. */
+CRC_TARGET static inline uint64_t crc_three_streams(uint64_t c0, const uint8_t *p, size_t block,
+                                                    uint32_t shift[4][256]) {
+    uint64_t c1 = 0, c2 = 0;
+    for (const uint8_t *end = p + block; p < end; p += 8) {
+        c0 = CRC_U64(c0, load64(p));
+        c1 = CRC_U64(c1, load64(p + block));
+        c2 = CRC_U64(c2, load64(p + 2 * block));
+    }
+    c0 = crc_shift(shift, (uint32_t)c0) ^ (uint32_t)c1;
+    return crc_shift(shift, (uint32_t)c0) ^ (uint32_t)c2;
+}
+
 CRC_TARGET static uint32_t crc32c_hardware(uint32_t crc, const void *data, size_t length) {
     const uint8_t *p = (const uint8_t *)data;
-    uint64_t c0 = ~crc, c1, c2;
+    uint64_t c0 = ~crc;
     if (!crc_shift_ready) build_crc_shift_tables();
     while (length && ((uintptr_t)p & 7)) {
         c0 = CRC_U8(c0, *p++);
         length--;
     }
-    while (length >= 3 * CRC_LONG) {
-        c1 = c2 = 0;
-        for (const uint8_t *end = p + CRC_LONG; p < end; p += 8) {
-            c0 = CRC_U64(c0, load64(p));
-            c1 = CRC_U64(c1, load64(p + CRC_LONG));
-            c2 = CRC_U64(c2, load64(p + 2 * CRC_LONG));
-        }
-        c0 = crc_shift(crc_shift_long, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = crc_shift(crc_shift_long, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * CRC_LONG;
-        length -= 3 * CRC_LONG;
-    }
-    while (length >= 3 * CRC_SHORT) {
-        c1 = c2 = 0;
-        for (const uint8_t *end = p + CRC_SHORT; p < end; p += 8) {
-            c0 = CRC_U64(c0, load64(p));
-            c1 = CRC_U64(c1, load64(p + CRC_SHORT));
-            c2 = CRC_U64(c2, load64(p + 2 * CRC_SHORT));
-        }
-        c0 = crc_shift(crc_shift_short, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = crc_shift(crc_shift_short, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * CRC_SHORT;
-        length -= 3 * CRC_SHORT;
-    }
+    for (; length >= 3 * CRC_LONG; p += 3 * CRC_LONG, length -= 3 * CRC_LONG)
+        c0 = crc_three_streams(c0, p, CRC_LONG, crc_shift_long);
+    for (; length >= 3 * CRC_SHORT; p += 3 * CRC_SHORT, length -= 3 * CRC_SHORT)
+        c0 = crc_three_streams(c0, p, CRC_SHORT, crc_shift_short);
     while (length >= 8) {
         c0 = CRC_U64(c0, load64(p));
         p += 8;
