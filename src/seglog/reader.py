@@ -31,6 +31,8 @@ from seglog.segment import (CLEAN_MARKER, MIN_BATCH_BYTES, SegmentPaths, in_memo
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
+# A reader's first touch of a segment's pages is faulted in with one madvise per range at least this big.
+_POPULATE_MIN_BYTES = 64 * 1024
 _POLL_START_S = 0.0002
 _POLL_MAX_S = 0.01
 
@@ -48,7 +50,6 @@ class SegmentView:
         self.data: mmap.mmap | None = None
         self.whole: pa.Buffer | None = None
         self.index: IndexView
-        self._verified = bytearray()  # 1 per index entry whose batch passed its CRC check in this process
         self._index_identity: tuple | None = None  # (inode, size) of both index files as mapped
         self.settled = False  # a newer segment exists: no writer will append here again
         self._map_data()
@@ -59,6 +60,7 @@ class SegmentView:
     def _map_data(self) -> None:
         self.data = map_file(self.paths.log, writable=False)
         self.whole = pa.py_buffer(self.data) if self.data is not None else None
+        self._populated_end = 0  # pages below this are faulted in (see batch_at)
 
     def _map_index(self) -> None:
         self._index_identity = self._current_identity()
@@ -113,7 +115,6 @@ class SegmentView:
             if index.end_position > size:
                 return
         self.index = self._scanned_index()
-        self._verified = bytearray()  # entries are renumbered
 
     def damage_at_end(self) -> CorruptLogError | None:
         """Why the log goes on past the last indexed batch of this settled segment, if it does."""
@@ -130,21 +131,23 @@ class SegmentView:
         if self.data is None or len(self.data) < end:
             self._map_data()
 
-    def batch_at(self, entry: int, verify: bool) -> tuple[int, int, int]:
-        """(position, base_offset, count) of indexed batch `entry`, its CRC checked once if `verify`."""
+    def batch_at(self, entry: int) -> tuple[int, int, int, int]:
+        """(position, end, base_offset, count) of indexed batch `entry`."""
         base, next_offset, start, end = self.index.entry(entry)
         self._ensure_mapped(end)
         if self.data is None or len(self.data) < end:
             raise CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
                                   "the end of the file (the log was cut short)")
-        if verify and (entry >= len(self._verified) or not self._verified[entry]):
-            status = _format.verify_batch(self.data, start, end)
-            if status != ScanStatus.SCAN_END:
-                raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
-            if entry >= len(self._verified):
-                self._verified.extend(bytes(max(entry + 1, 2 * len(self._verified)) - len(self._verified)))
-            self._verified[entry] = 1
-        return start, base, next_offset - base
+        if end - self._populated_end >= _POPULATE_MIN_BYTES:  # small ranges: faults beat a syscall
+            _format.populate_read(self.data, max(start, self._populated_end), end)
+            self._populated_end = end
+        return start, end, base, next_offset - base
+
+    def verify(self, start: int, end: int) -> None:
+        """Check the header and CRC32C of the batch at [start, end); CorruptLogError names file and byte."""
+        status = _format.verify_batch(self.data, start, end)
+        if status != ScanStatus.SCAN_END:
+            raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
 
 
 class PartitionView:
@@ -199,7 +202,7 @@ class PartitionView:
             entry = view.index.find_timestamp(timestamp)
             if entry < 0:
                 continue
-            position, batch_base, count = view.batch_at(entry, verify=False)
+            position, _, batch_base, count = view.batch_at(entry)
             for message in messages_from_batch(view.data, position, 0, 0, count):
                 if message.timestamp >= timestamp:
                     return message.offset
@@ -216,6 +219,7 @@ class Reader:
         self.partition = partition
         self.verify_crc = verify_crc
         self._view = segments
+        self._verified: tuple[SegmentView, int] | None = None  # the last batch this reader checked
         self._offset = self._start_offset(start)
         self._closed = False
 
@@ -324,7 +328,10 @@ class Reader:
                 raise view.damage_at_end() or CorruptLogError(
                     str(view.paths.log), view.index.end_position,
                     f"offsets {view.index.next_offset} to {next_base - 1} are missing")
-        position, batch_base, count = view.batch_at(entry, self.verify_crc)
+        position, end, batch_base, count = view.batch_at(entry)
+        if self.verify_crc and self._verified != (view, position):  # once per batch, however it is sliced
+            view.verify(position, end)
+            self._verified = (view, position)
         return view, position, batch_base, count
 
     def close(self) -> None:

@@ -149,20 +149,27 @@ cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end)
     return SCAN_END
 
 
-cdef enum:
-    POPULATE_MIN_BYTES = 64 * 1024
+def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
+    """Fault in the pages of [start, end) of a mapping with one madvise (MADV_POPULATE_READ), far cheaper
+    than a fault per 4 KiB when a reader first touches a segment. Does nothing where unsupported."""
+    cdef const uint8_t[::1] view = buffer
+    cdef uintptr_t first_page, last
+    if end > view.shape[0]:
+        end = view.shape[0]
+    if start >= end:
+        return
+    with nogil:
+        first_page = (<uintptr_t>&view[start]) & ~(<uintptr_t>4095)
+        last = <uintptr_t>&view[0] + end
+        seglog_populate_read(<const void *>first_page, last - first_page)
 
 
 def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
-    """Check the header and CRC32C of the batch at `position`; a SCAN_* code, SCAN_END when sound.
-
-    The batch's pages are faulted in with one madvise first: a reader's first touch of a segment would
-    otherwise take a page fault per 4 KiB, which costs more than the checksum itself."""
+    """Check the header and CRC32C of the batch at `position`; a SCAN_* code, SCAN_END when sound."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     cdef int status
     cdef uint32_t crc
-    cdef uintptr_t first_page, last
     if end > view.shape[0]:
         end = view.shape[0]
     if position + HEADER_SIZE > end:
@@ -172,10 +179,6 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     if status != SCAN_END:
         return status
     with nogil:
-        if h.body_length >= POPULATE_MIN_BYTES:  # a small batch spans a few pages: faults beat a syscall
-            first_page = (<uintptr_t>&view[position]) & ~(<uintptr_t>4095)
-            last = <uintptr_t>&view[position] + HEADER_SIZE + h.body_length
-            seglog_populate_read(<const void *>first_page, last - first_page)
         crc = seglog_crc32c(0, &view[position + CRC_START], HEADER_SIZE - CRC_START + h.body_length)
     return SCAN_END if crc == h.crc else SCAN_BAD_CRC
 
