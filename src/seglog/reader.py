@@ -194,7 +194,8 @@ class PartitionView:
         return view.index.next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> int:
-        """The first offset whose timestamp is >= `timestamp` (the end offset if none is)."""
+        """The first offset whose timestamp is >= `timestamp` (the end offset if none is): the index finds
+        the first batch whose running maximum reaches it, its timestamp column the record."""
         self.rescan()
         for base in self.bases:
             view = self.view(base)
@@ -203,9 +204,9 @@ class PartitionView:
             if entry < 0:
                 continue
             position, _, batch_base, count = view.batch_at(entry)
-            for message in messages_from_batch(view.data, position, 0, 0, count):
-                if message.timestamp >= timestamp:
-                    return message.offset
+            column = _format.batch_layout(view.data, position)["timestamps"]
+            stamps = np.frombuffer(view.data, dtype=np.int64, count=count, offset=position + column)
+            return batch_base + int(np.argmax(stamps >= timestamp))
         return self.end_offset()
 
 
