@@ -9,8 +9,14 @@ import pytest
 
 import seglog
 from seglog._core import _format
-from seglog.errors import (ClosedError, InvalidArgumentError, InvalidNameError, SeglogError, TopicExistsError,
-                           TopicNotFoundError)
+from seglog.errors import (
+    ClosedError,
+    InvalidArgumentError,
+    InvalidNameError,
+    SeglogError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 
 
 def test_bare_names_live_in_public_default_and_namespaces_are_created(log):

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog._core import _format
-from seglog.errors import InvalidArgumentError
 from seglog.batch import HEADER, SCHEMA, make_source, to_record_batch
+from seglog.errors import InvalidArgumentError
 
 NOW = 1_700_000_000_000
 

@@ -11,10 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from seglog.segment import SegmentPaths, list_segments, map_file, scan_log
-from seglog.segment import CLEAN_MARKER, LOCK_FILE
-from seglog.writer import _close_map, _index_consistent, recover_partition
 from seglog.lock import writer_locks
+from seglog.segment import (
+    CLEAN_MARKER,
+    LOCK_FILE,
+    SegmentPaths,
+    close_map,
+    index_file_matches_log,
+    list_segments,
+    map_file,
+    scan_log,
+)
+from seglog.writer import recover_partition
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,7 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
             scan = scan_log(data, base, verify_crc=True)
             size = len(data) if data is not None else 0
         finally:
-            _close_map(data)
+            close_map(data)
         last = i == len(bases) - 1
         report.batches += scan.count
         report.bytes_checked += scan.stop_position
@@ -69,7 +77,7 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
             progress(size)
         if not scan.clean or (not last and scan.stop_position != size):
             report.problems.append(Problem(str(paths.log), scan.stop_position, scan.reason))
-        elif not _index_consistent(paths, base, None if last else bases[i + 1]) and not (
+        elif not index_file_matches_log(paths, base, None if last else bases[i + 1]) and not (
                 last and not (directory / CLEAN_MARKER).exists()):
             report.problems.append(Problem(str(paths.index), 0, "index does not match its log "
                                                                  "(rebuilt by `seglog repair` or the next writer)"))

@@ -17,12 +17,12 @@ from seglog.clock import Clock, system_clock
 from seglog.config import BrokerConfig
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.linger import LingerFlusher
+from seglog.lock import writer_locks
 from seglog.metadata import Metadata
 from seglog.names import TopicName
 from seglog.reader import PartitionView
-from seglog.topic import Topic
-from seglog.lock import writer_locks
 from seglog.segment import LOCK_FILE
+from seglog.topic import Topic
 from seglog.writer import PartitionWriter
 
 MAX_PARTITIONS = 10_000

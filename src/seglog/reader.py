@@ -20,13 +20,21 @@ import pyarrow as pa
 
 from seglog._core import _format
 from seglog._core._format import ScanStatus
-from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._index import IndexView
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
-from seglog.config import MAX_SEGMENT_SIZE
-from seglog.segment import (CLEAN_MARKER, MIN_BATCH_BYTES, SegmentPaths, in_memory_index, index_arrays, list_segments, map_file,
-                            scan_log)
+from seglog.segment import (
+    CLEAN_MARKER,
+    SegmentPaths,
+    in_memory_index,
+    index_arrays,
+    index_matches_log,
+    index_sound,
+    list_segments,
+    map_file,
+    scan_log,
+)
 
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
@@ -107,13 +115,11 @@ class SegmentView:
         the end of the file is kept: the log was cut short, and reading the missing batch reports it."""
         self.refresh()
         self.settled = next_base is not None  # a cleanly closed partition may get a writer again
-        index = self.index
         size = os.path.getsize(self.paths.log)
-        if _index_sound(index, size):
-            if index.end_position == size and next_base in (None, index.next_offset):
-                return
-            if index.end_position > size:
-                return
+        if index_matches_log(self.index, size, next_base):
+            return
+        if index_sound(self.index, size) and self.index.end_position > size:
+            return
         self.index = self._scanned_index()
 
     def damage_at_end(self) -> CorruptLogError | None:
@@ -345,21 +351,6 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _index_sound(index: IndexView, log_size: int) -> bool:
-    """Whether the entries can describe real batches: each at least a header and one record long, at most
-    2 GiB, holding between one record and one per 8 body bytes, and all but the last inside the file (a
-    log cut short leaves its last batch past the end)."""
-    if index.count == 0:
-        return True
-    next_offsets, ends, _ = index.arrays()
-    starts = np.concatenate(([0], ends[:-1]))
-    lengths = ends - starts
-    records = next_offsets - np.concatenate(([index.base_offset], next_offsets[:-1]))
-    return bool((lengths >= MIN_BATCH_BYTES).all() and (lengths <= MAX_SEGMENT_SIZE).all()
-                and (records >= 1).all() and (records * 8 <= lengths - _format.HEADER_BYTES).all()
-                and (ends[:-1] <= log_size).all() and starts[-1] < log_size)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -30,6 +30,7 @@ _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 # An index slot per batch; a batch is at least a header and one 8-byte timestamp. The cap keeps a huge
 # segment's index at 16 MiB per file; a segment whose index fills up rolls early, as Kafka's does.
 MIN_BATCH_BYTES = _format.HEADER_BYTES + 8
+MAX_BATCH_BYTES = 1 << 31  # data offsets are int32, as in Arrow's binary arrays
 MAX_INDEX_SLOTS = 1 << 20
 
 
@@ -86,6 +87,15 @@ def map_file(path: Path, *, writable: bool, size: int | None = None) -> mmap.mma
         raise OSError(f"{path}: the file kept changing size while being mapped")
     finally:
         os.close(fd)  # the map keeps its own descriptor
+
+
+def close_map(mapped: mmap.mmap | None) -> None:
+    """Unmap now, or, while a view still points into the map, when the last view is gone."""
+    if mapped is not None:
+        try:
+            mapped.close()
+        except BufferError:
+            pass
 
 
 def truncate_file(path: Path, size: int) -> None:
@@ -153,6 +163,48 @@ def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, s
         del entries
         mapped.close()
         os.replace(staging, path)
+
+
+def index_sound(index: IndexView, log_size: int) -> bool:
+    """Whether the entries can describe real batches: each at least a header and one record long, at most
+    2 GiB, holding between one record and one per 8 body bytes, and all but the last inside the file (a
+    log cut short leaves its last batch past the end)."""
+    if index.count == 0:
+        return True
+    next_offsets, ends, _ = index.arrays()
+    starts = np.concatenate(([0], ends[:-1]))
+    lengths = ends - starts
+    records = next_offsets - np.concatenate(([index.base_offset], next_offsets[:-1]))
+    return bool((lengths >= MIN_BATCH_BYTES).all() and (lengths <= MAX_BATCH_BYTES).all()
+                and (records >= 1).all() and (records * 8 <= lengths - _format.HEADER_BYTES).all()
+                and (ends[:-1] <= log_size).all() and starts[-1] < log_size)
+
+
+def index_matches_log(index: IndexView, log_size: int, next_base: int | None) -> bool:
+    """The index can be trusted for a segment no writer appends to: sound, ending exactly at the end of
+    the log and (when a newer segment exists) at its base offset."""
+    return (index_sound(index, log_size) and index.end_position == log_size
+            and (index.count > 0 or log_size == 0)
+            and (next_base is None or index.next_offset == next_base))
+
+
+def index_file_matches_log(paths: SegmentPaths, base_offset: int, next_base: int | None) -> bool:
+    """index_matches_log for the index files on disk; False if they are missing or of unequal size."""
+    if not (paths.index.exists() and paths.timeindex.exists()):
+        return False
+    offsets_map = map_file(paths.index, writable=False)
+    times_map = map_file(paths.timeindex, writable=False)
+    try:
+        offsets, times = index_arrays(offsets_map), index_arrays(times_map)
+        if len(offsets) != len(times):
+            return False
+        view = IndexView(offsets, times, base_offset)
+        matches = index_matches_log(view, paths.log.stat().st_size, next_base)
+        del view, offsets, times
+        return matches
+    finally:
+        close_map(offsets_map)
+        close_map(times_map)
 
 
 def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:

@@ -11,7 +11,6 @@ from seglog.names import TopicName
 from seglog.producer import Producer
 from seglog.reader import Reader
 
-
 if TYPE_CHECKING:
     from seglog.log import Log
     from seglog.reader import PartitionView

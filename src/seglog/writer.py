@@ -9,8 +9,6 @@ their size and rebuilt from the log when not."""
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -25,19 +23,22 @@ from seglog.batch import make_source
 from seglog.clock import Clock
 from seglog.config import TopicConfig
 from seglog.lock import WriterLock
-from seglog.segment import (CLEAN_MARKER, LOCK_FILE, SegmentPaths, index_arrays, index_slots, list_segments, map_file, scan_log,
-                            truncate_file, write_index_files)
+from seglog.segment import (
+    CLEAN_MARKER,
+    LOCK_FILE,
+    SegmentPaths,
+    close_map,
+    index_arrays,
+    index_file_matches_log,
+    index_slots,
+    list_segments,
+    map_file,
+    scan_log,
+    truncate_file,
+    write_index_files,
+)
 
 log = logging.getLogger("seglog.writer")
-
-
-def _close_map(mapped: mmap.mmap | None) -> None:
-    """Unmap now, or, while a view still points into the map, when the last view is gone."""
-    if mapped is not None:
-        try:
-            mapped.close()
-        except BufferError:
-            pass
 
 
 class ActiveSegment:
@@ -99,7 +100,7 @@ class ActiveSegment:
         self.index = None
         self._prefaulter.target(None)
         for mapped in (self.data, self._offsets_map, self._times_map):
-            _close_map(mapped)
+            close_map(mapped)
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
         truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
@@ -127,14 +128,14 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
         paths = SegmentPaths.of(directory, base)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
         last = next_base is None
-        consistent = _index_consistent(paths, base, next_base)
+        consistent = index_file_matches_log(paths, base, next_base)
         if consistent and trust_clean and (clean or not last):
             continue
         data = map_file(paths.log, writable=False)
         try:
             scan = scan_log(data, base, verify_crc=True)
         finally:
-            _close_map(data)
+            close_map(data)
         log_size = paths.log.stat().st_size
         torn_tail = last and not scan.clean
         if torn_tail:
@@ -149,28 +150,6 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
             write_index_files(paths, base, scan, scan.count + 1)
             report.rebuilt_indexes += 1
     return report
-
-
-def _index_consistent(paths: SegmentPaths, base: int, next_base: int | None) -> bool:
-    """A sealed segment's index is trusted when its last entry ends exactly at the end of the log and at
-    the next segment's base offset; anything else (missing, short, stale) gets it rebuilt."""
-    if not (paths.index.exists() and paths.timeindex.exists()):
-        return False
-    offsets_map = map_file(paths.index, writable=False)
-    times_map = map_file(paths.timeindex, writable=False)
-    try:
-        offsets, times = index_arrays(offsets_map), index_arrays(times_map)
-        if len(offsets) != len(times):
-            return False
-        view = IndexView(offsets, times, base)
-        log_size = paths.log.stat().st_size
-        consistent = (view.end_position == log_size and (view.count > 0 or log_size == 0)
-                      and (next_base is None or view.next_offset == next_base))
-        del view, offsets, times
-        return consistent
-    finally:
-        _close_map(offsets_map)
-        _close_map(times_map)
 
 
 class PartitionWriter:
