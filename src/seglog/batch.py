@@ -203,8 +203,3 @@ def to_record_batch(whole: pa.Buffer, mapped: Any, position: int) -> pa.RecordBa
     else:
         properties = pa.nulls(n, PROPERTIES_TYPE)
     return pa.RecordBatch.from_arrays([offsets, timestamps, keys, values, properties], schema=SCHEMA)
-
-
-def read_header(mapped: Any, position: int) -> tuple:
-    return HEADER.unpack_from(mapped, position)
-

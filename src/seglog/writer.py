@@ -189,15 +189,15 @@ class PartitionWriter:
         slots = index_slots(capacity, self.config.segment_max_messages)
         created = self.clock()
         if reopen and size:
-            created = _format.read_header(memoryview(paths.log.read_bytes()[:_format.HEADER_BYTES]), 0)[6]
+            with open(paths.log, "rb") as log_file:  # the first batch's header, not the whole segment
+                created = _format.read_header(log_file.read(_format.HEADER_BYTES), 0)[6]
         return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter)
 
     def append(self, values, keys=None, timestamps=None, properties=None) -> int:
         """Write one send_batch call; returns the base offset. Messages queued by send() go first."""
         with self.write_lock:
             self.flush_pending()
-            source = make_source(values, keys, timestamps, properties, now=self.clock(),
-                                 log_append_time=self.config.log_append_time)
+            source = self._source(values, keys, timestamps, properties)
             base = self.accumulator.next_offset
             self.accumulator.next_offset = base + source.count  # send() during the copy numbers after it
             self._write(source, base)
@@ -210,10 +210,14 @@ class PartitionWriter:
             if drained is None:
                 return 0
             base, values, keys, timestamps, properties = drained
-            source = make_source(values, keys, timestamps, properties, now=self.clock(),
-                                 log_append_time=self.config.log_append_time)
+            source = self._source(values, keys, timestamps, properties)
             self._write(source, base)
             return source.count
+
+    def _source(self, values, keys, timestamps, properties) -> BatchSource:
+        """The encoder's view of one batch, stamped with the append time where timestamps are needed."""
+        return make_source(values, keys, timestamps, properties, now=self.clock(),
+                           log_append_time=self.config.log_append_time)
 
     def _write(self, source: BatchSource, base: int) -> None:
         try:

@@ -65,11 +65,6 @@ def crc32c_software(data, uint32_t crc=0) -> int:
     return crc
 
 
-def hardware_crc32c() -> bool:
-    """Whether this CPU computes CRC32C in hardware (SSE4.2 or ARMv8 CRC)."""
-    return seglog_crc32c_hardware_available() != 0
-
-
 def murmur2(data) -> int:
     """Kafka's murmur2 hash of a key (a signed 32-bit int, as Kafka's Utils.murmur2 returns)."""
     cdef const uint8_t[::1] view = memoryview(data).cast("B")
@@ -86,11 +81,6 @@ cpdef int partition_for_key(key, int partitions) except -1:
         return (seglog_murmur2(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % partitions
     view = memoryview(key).cast("B")
     return (seglog_murmur2(&view[0] if view.shape[0] else NULL, view.shape[0]) & 0x7FFFFFFF) % partitions
-
-
-def release_fence() -> None:
-    """Order the batch bytes written so far before the index entry that publishes them."""
-    seglog_release_fence()
 
 
 cdef class Prefaulter:

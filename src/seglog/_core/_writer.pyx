@@ -34,14 +34,6 @@ cdef class Column:
     def count(self) -> int:
         return self.raw.count
 
-    @property
-    def data_length(self) -> int:
-        if self.raw.width:
-            return self.raw.count * self.raw.width
-        if self.raw.prefix32 != NULL:
-            return self.raw.prefix32[self.raw.count]
-        return self.raw.prefix64[self.raw.count]
-
     @staticmethod
     def from_list(list items, str argument, bint allow_null=False):
         """A column over a list of bytes (str is encoded as UTF-8; None allowed only if `allow_null`).
@@ -198,10 +190,6 @@ cdef class BatchSource:
     @property
     def count(self) -> int:
         return self.columns.count
-
-    @property
-    def flags(self) -> int:
-        return self.columns.flags
 
     def size(self, Py_ssize_t start, Py_ssize_t stop) -> int:
         """Encoded bytes of records [start, stop) as one batch, header included."""
