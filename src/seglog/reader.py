@@ -73,8 +73,8 @@ class SegmentView:
     def _map_index(self) -> None:
         self._index_identity = self._current_identity()
         try:
-            offsets_map = map_file(self.paths.index, writable=False)
-            times_map = map_file(self.paths.timeindex, writable=False)
+            offsets_map = map_file(self.paths.index, writable=False, random_access=True)
+            times_map = map_file(self.paths.timeindex, writable=False, random_access=True)
         except FileNotFoundError:
             offsets_map = times_map = None
         offsets, times = index_arrays(offsets_map), index_arrays(times_map)

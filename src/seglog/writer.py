@@ -54,8 +54,9 @@ class ActiveSegment:
         self.capacity = capacity
         self.created_ms = created_ms
         # Index files first: readers find segments by their .log, and must never find one without its index.
-        self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES)
-        self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES)
+        self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES, random_access=True)
+        self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
+                                   random_access=True)
         self.data = map_file(self.paths.log, writable=True, size=capacity)
         self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
                                writable=True)
