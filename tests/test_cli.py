@@ -157,7 +157,8 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
     assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segment_size": 64 << 20,
                           "segment_roll_time": 3_600_000, "segment_max_messages": 1000,
-                          "timestamp_type": "log_append_time", "fsync": "100ms"}
+                          "timestamp_type": "log_append_time", "fsync": "100ms",
+                          "retention_time": None, "max_partition_size": None, "retention_min_timestamp": 0}
 
     run(runner, data, "produce", "events", "--partition", "2", input="a\nb\nc\n")
     described = run(runner, data, "topic", "describe", "events").output

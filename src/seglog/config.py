@@ -1,15 +1,19 @@
 """Topic and broker settings: their names, defaults, accepted forms and validation.
 
-A topic's settings are the broker's defaults (given to `seglog.open`) overridden by what `create_topic`
-was given; both go through the same parsers, so `segment_size='10 MiB'` and `segment_size=10485760` are
-the same setting and a bad value is refused with the setting's name and the accepted forms."""
+A topic's settings are the broker's defaults (given to `seglog.open` or written in the data directory's
+`broker.conf`) overridden by what `create_topic` or `admin.topics.set_config` was given; all go through
+the same parsers, so `segment_size='10 MiB'` and `segment_size=10485760` are the same setting and a bad
+value is refused with the setting's name and the accepted forms."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
+from pathlib import Path
+
 from seglog.errors import InvalidArgumentError
+from seglog.policies import QUOTA_POLICIES, BacklogQuota, Policies, Retention
 from seglog.units import parse_duration, parse_size
 
 GiB = 1 << 30
@@ -35,12 +39,30 @@ def _optional_duration(name: str) -> Callable[[Any], int | None]:
 
 def _optional_count(name: str) -> Callable[[Any], int | None]:
     def parse(value: Any) -> int | None:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # from broker.conf
+            value = int(value)
         if value is None or value in (-1, 0):
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidArgumentError(name, value, "a positive int, or None / -1 for no limit")
         return value
     return parse
+
+
+def _optional_size(name: str) -> Callable[[Any], int | None]:
+    def parse(value: Any) -> int | None:
+        if value is None or value in (-1, "-1"):
+            return None
+        return parse_size(value, argument=name)
+    return parse
+
+
+def _min_timestamp(value: Any) -> int:
+    if isinstance(value, str) and value.isdigit():  # from broker.conf
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError("retention_min_timestamp", value, "ms since the epoch as an int, 0 for off")
+    return value
 
 
 def _timestamp_type(value: Any) -> str:
@@ -69,6 +91,10 @@ class TopicConfig:
     segment_max_messages: int | None = None
     timestamp_type: str = "create_time"
     fsync: str = "never"
+    # Fluvio's segment eviction and Kafka's minimum-timestamp retention (LIFECYCLE.md, 5 and 6)
+    retention_time: int | None = None
+    max_partition_size: int | None = None
+    retention_min_timestamp: int = 0
 
     @property
     def fsync_interval_ms(self) -> int | None:
@@ -83,7 +109,13 @@ class TopicConfig:
 
     def updated(self, options: Mapping[str, Any]) -> TopicConfig:
         """A copy with `options` parsed and applied; unknown names are refused with the accepted ones."""
-        return replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))
+        config = replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))
+        if config.max_partition_size is not None and config.max_partition_size < config.segment_size:
+            raise InvalidArgumentError("max_partition_size", options.get("max_partition_size",
+                                                                         config.max_partition_size),
+                                       f"a size of at least the segment_size ({config.segment_size} bytes)",
+                                       detail="a partition always keeps its active segment")
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,31 +127,133 @@ TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "segment_max_messages": _optional_count("segment_max_messages"),
     "timestamp_type": _timestamp_type,
     "fsync": _fsync,
+    "retention_time": _optional_duration("retention_time"),
+    "max_partition_size": _optional_size("max_partition_size"),
+    "retention_min_timestamp": _min_timestamp,
 }
 assert set(TOPIC_SETTINGS) == {f.name for f in fields(TopicConfig)}
 
 
 def _verify_crc(value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):  # from broker.conf
+        return value.lower() == "true"
     if not isinstance(value, bool):
         raise InvalidArgumentError("verify_crc", value, "True or False")
     return value
 
 
+def _int_setting(name: str, accepted: str) -> Callable[[Any], int]:
+    """An int setting that broker.conf may also give as text; -1 means no limit."""
+    def parse(value: Any) -> int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise InvalidArgumentError(name, value, accepted)
+        return value
+    return parse
+
+
+def _quota_policy(value: Any) -> str:
+    if value not in QUOTA_POLICIES:
+        raise InvalidArgumentError("backlog_quota_default_retention_policy", value,
+                                   ", ".join(map(repr, QUOTA_POLICIES)))
+    return value
+
+
+def _interval(name: str) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        ms = parse_duration(value, argument=name)
+        if ms <= 0:
+            raise InvalidArgumentError(name, value, "a duration greater than 0, e.g. '60s' or 60000 (ms)")
+        return ms
+    return parse
+
+
+BROKER_FILE = "broker.conf"
+WEEK_MINUTES = 7 * 24 * 60
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
-    """Settings of an opened data directory: the defaults of its topics and of its readers."""
+    """Settings of an opened data directory: the defaults of its topics, its readers and its policies.
+
+    The policy defaults carry Pulsar's broker.conf names in snake case. seglog keeps acknowledged data 7
+    days by default (Kafka's and Fluvio's period), not Pulsar's 0/0: see LIFECYCLE.md, section 2."""
     topic_defaults: TopicConfig = TopicConfig()
     verify_crc: bool = True
+    default_retention_time_minutes: int = WEEK_MINUTES
+    default_retention_size_mb: int = -1
+    ttl_duration_default_seconds: int = 0
+    backlog_quota_default_limit_bytes: int = -1
+    backlog_quota_default_limit_seconds: int = -1
+    backlog_quota_default_retention_policy: str = "producer_request_hold"
+    maintenance_interval: int = 60_000
+    cursor_persist_interval: int = 1_000
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> BrokerConfig:
         topic_options = {k: v for k, v in options.items() if k in TOPIC_SETTINGS}
         own = parse_options({k: v for k, v in options.items() if k not in TOPIC_SETTINGS},
                             BROKER_SETTINGS, "broker setting", also=TOPIC_SETTINGS)
-        return cls(topic_defaults=TopicConfig().updated(topic_options), **own)
+        config = cls(topic_defaults=TopicConfig().updated(topic_options), **own)
+        config.policies()  # refuse a retention of 0 with a limit (and so on) now, not at the first topic
+        return config
+
+    @classmethod
+    def load(cls, directory: Path, options: Mapping[str, Any]) -> BrokerConfig:
+        """The settings of `directory/broker.conf` (Pulsar's `key=value` lines, `#` comments) overridden
+        by `options` (the keyword arguments of seglog.open)."""
+        return cls.from_options({**read_broker_file(directory / BROKER_FILE), **options})
+
+    def policies(self) -> Policies:
+        """The broker level of the policies: the default of every namespace and topic."""
+        quotas = {}
+        if self.backlog_quota_default_limit_bytes > 0:
+            quotas["destination_storage"] = BacklogQuota("destination_storage",
+                                                         self.backlog_quota_default_limit_bytes,
+                                                         self.backlog_quota_default_retention_policy)
+        if self.backlog_quota_default_limit_seconds > 0:
+            quotas["message_age"] = BacklogQuota("message_age", self.backlog_quota_default_limit_seconds * 1000,
+                                                 self.backlog_quota_default_retention_policy)
+        minutes, mb = self.default_retention_time_minutes, self.default_retention_size_mb
+        retention = Retention.parse(time=minutes if minutes == -1 else minutes * 60,
+                                    size=mb if mb == -1 else mb * (1 << 20))
+        return Policies(retention, max(self.ttl_duration_default_seconds, 0) * 1000, quotas)
 
 
-BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {"verify_crc": _verify_crc}
+BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "verify_crc": _verify_crc,
+    "default_retention_time_minutes": _int_setting("default_retention_time_minutes",
+                                                   "minutes as an int, -1 for no limit, 0 for none"),
+    "default_retention_size_mb": _int_setting("default_retention_size_mb", "MB as an int, -1 for no limit, 0 for none"),
+    "ttl_duration_default_seconds": _int_setting("ttl_duration_default_seconds", "seconds as an int, 0 for no TTL"),
+    "backlog_quota_default_limit_bytes": _int_setting("backlog_quota_default_limit_bytes",
+                                                      "bytes as an int, -1 for no quota"),
+    "backlog_quota_default_limit_seconds": _int_setting("backlog_quota_default_limit_seconds",
+                                                        "seconds as an int, -1 for no quota"),
+    "backlog_quota_default_retention_policy": _quota_policy,
+    "maintenance_interval": _interval("maintenance_interval"),
+    "cursor_persist_interval": _interval("cursor_persist_interval"),
+}
+assert set(BROKER_SETTINGS) == {f.name for f in fields(BrokerConfig)} - {"topic_defaults"}
+
+
+def read_broker_file(path: Path) -> dict[str, str]:
+    """`key=value` lines of a broker.conf; blank lines and `#` comments skipped. Missing file: no settings."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    settings = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, equals, value = line.partition("=")
+        if not equals or not key.strip():
+            raise InvalidArgumentError(f"{path} line {number}", line, "'name=value' lines and # comments")
+        settings[key.strip()] = value.strip()
+    return settings
 
 
 def parse_options(options: Mapping[str, Any], settings: Mapping[str, Callable[[Any], Any]], what: str,

@@ -71,3 +71,36 @@ class ClosedError(SeglogError):
 
 class MessageTooLargeError(InvalidArgumentError):
     """A single message cannot fit any segment of this topic."""
+
+
+class NotFoundError(SeglogError, KeyError):
+    """A tenant, namespace or subscription named in a call does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class AlreadyExistsError(SeglogError):
+    """A tenant or namespace to be created exists already."""
+
+
+class NotEmptyError(SeglogError):
+    """A tenant or namespace to be deleted still holds namespaces or topics."""
+
+
+class ProducerBlockedQuotaExceededError(SeglogError):
+    """A send was refused: the topic's backlog is at or above its backlog quota (Pulsar's
+    ProducerBlockedQuotaExceededException). Names the quota, its limit and the backlog."""
+
+
+class ProducerSendTimeoutError(ProducerBlockedQuotaExceededError, TimeoutError):
+    """A send held by a `producer_request_hold` backlog quota found no room within the send timeout."""
+
+
+class ReceiveTimeoutError(SeglogError, TimeoutError):
+    """`receive(timeout)` found no message within the timeout."""
+
+
+class ConsumerBusyError(SeglogError):
+    """A subscription refused a consumer: exclusive and already consumed, of another type, or (across
+    processes) opened by another process."""

@@ -1,7 +1,8 @@
 """The log: an opened data directory with its topics, and the process's partition writers.
 
 Layout of a data directory:
-    meta.sqlite                                      tenants, namespaces, topics (metadata.py)
+    broker.conf                                      optional broker settings, `name=value` lines (config.py)
+    meta.sqlite                                      tenants, namespaces, topics and policies (metadata.py)
     topics/<tenant>/<namespace>/<topic>/<partition>/ segments: 00000000000000000000.log, .index, .timeindex
     trash/                                           topics being deleted (removed at the next open)"""
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from seglog.clock import Clock, system_clock
-from seglog.config import BrokerConfig
+from seglog.admin import Admin
+from seglog.config import BrokerConfig, TopicConfig
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.linger import LingerFlusher
 from seglog.lock import writer_locks
@@ -34,9 +36,9 @@ class Log:
     def __init__(self, path: str | Path, *, clock: Clock | None = None, **broker_config: Any) -> None:
         if clock is not None and not callable(clock):
             raise InvalidArgumentError("clock", clock, "a callable returning ms since the epoch")
-        self.config = BrokerConfig.from_options(broker_config)
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self.config = BrokerConfig.load(self.path, broker_config)
         self.clock: Clock = clock or system_clock
         shutil.rmtree(self.path / "trash", ignore_errors=True)
         self._metadata = Metadata(self.path / "meta.sqlite")
@@ -46,6 +48,7 @@ class Log:
         self._linger = LingerFlusher()
         self._partition_views: dict[Path, PartitionView] = {}
         self._closed = False
+        self.admin = Admin(self)
 
     def __repr__(self) -> str:
         return f"seglog.Log({str(self.path)!r})"
@@ -68,6 +71,24 @@ class Log:
         self._check_open()
         record = self._metadata.topic(TopicName.parse(name))
         return Topic(self, record.name, record.partitions, self.config.topic_defaults.updated(record.config))
+
+    def _set_topic_config(self, name: str, changes: dict[str, Any]) -> TopicConfig:
+        """Apply setting changes to a topic (validated as a whole first); its open writers take them too."""
+        self._check_open()
+        topic_name = TopicName.parse(name)
+        record = self._metadata.topic(topic_name)
+        config = self.config.topic_defaults.updated({**record.config, **changes})
+        given = {key: getattr(config, key) for key in {**record.config, **changes}}
+        self._metadata.set_topic_config(topic_name, given)
+        with self._writers_lock:
+            for (writer_topic, _), writer in self._writers.items():
+                if writer_topic == str(topic_name):
+                    writer.config = config
+        return config
+
+    def _metadata_store(self) -> Metadata:
+        self._check_open()
+        return self._metadata
 
     def list_topics(self) -> list[str]:
         """Full names ('tenant/namespace/topic') of every topic, sorted."""

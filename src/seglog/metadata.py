@@ -1,7 +1,10 @@
-"""Tenants, namespaces and topics of a data directory, in SQLite (`meta.sqlite`, WAL mode).
+"""Tenants, namespaces and topics of a data directory, with their settings and policies, in SQLite
+(`meta.sqlite`, WAL mode).
 
 SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
-`public/default` always exists; creating a topic creates its tenant and namespace if needed."""
+`public/default` always exists; creating a topic creates its tenant and namespace if needed. A
+namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
+`policies` the policies set on it (JSON, see policies.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seglog.errors import TopicExistsError, TopicNotFoundError
-from seglog.names import TopicName
+from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotEmptyError, NotFoundError, \
+    TopicExistsError, TopicNotFoundError
+from seglog.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceName, TopicName
+from seglog.policies import Policies
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
@@ -23,6 +28,9 @@ CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
 """
+# Columns added after the first release of the schema: (table, column, definition).
+MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
+DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,10 @@ class Metadata:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)
-            self._ensure_namespace("public", "default")
+            for table, column, definition in MIGRATIONS:
+                if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+            self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
 
     def _ensure_namespace(self, tenant: str, namespace: str) -> None:
         self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
@@ -53,7 +64,8 @@ class Metadata:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._ensure_namespace(name.tenant, name.namespace)
-                self._db.execute("INSERT INTO topics VALUES (?, ?, ?, ?, ?)",
+                self._db.execute(
+                    "INSERT INTO topics(name, namespace, partitions, config, created_ms) VALUES (?, ?, ?, ?, ?)",
                                  (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
             except sqlite3.IntegrityError:
                 self._db.execute("ROLLBACK")
@@ -80,6 +92,118 @@ class Metadata:
             deleted = self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount
         if not deleted:
             raise TopicNotFoundError(f"topic {name} does not exist")
+
+    def set_topic_config(self, name: TopicName, config: dict[str, Any]) -> None:
+        self._update_json("topics", "config", str(name), config)
+
+    def topic_policies(self, name: TopicName) -> Policies:
+        return Policies.from_json(self._read_json("topics", "policies", str(name)))
+
+    def set_topic_policies(self, name: TopicName, policies: Policies) -> None:
+        self._update_json("topics", "policies", str(name), policies.to_json())
+
+    # tenants and namespaces
+
+    def create_tenant(self, tenant: str, config: dict[str, Any]) -> None:
+        with self._lock:
+            try:
+                self._db.execute("INSERT INTO tenants VALUES (?, ?)", (tenant, json.dumps(config)))
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"tenant {tenant} already exists") from None
+
+    def tenants(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT name FROM tenants ORDER BY name")]
+
+    def tenant_config(self, tenant: str) -> dict[str, Any]:
+        return self._read_json("tenants", "config", tenant)
+
+    def delete_tenant(self, tenant: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                namespaces = [r[0] for r in self._db.execute(
+                    "SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))]
+                if tenant == DEFAULT_TENANT:
+                    raise InvalidArgumentError("tenant", tenant, "a tenant other than 'public', which always exists")
+                if namespaces:
+                    raise NotEmptyError(f"tenant {tenant} still has namespaces: {', '.join(namespaces)}; "
+                                        "delete them first")
+                if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
+                    raise NotFoundError(f"tenant {tenant} does not exist")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def create_namespace(self, name: NamespaceName) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name.tenant,)).fetchone():
+                    raise NotFoundError(f"tenant {name.tenant} does not exist; create it first")
+                self._db.execute("INSERT INTO namespaces(name, tenant) VALUES (?, ?)", (str(name), name.tenant))
+            except sqlite3.IntegrityError:
+                self._db.execute("ROLLBACK")
+                raise AlreadyExistsError(f"namespace {name} already exists") from None
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def namespaces(self, tenant: str | None = None) -> list[str]:
+        with self._lock:
+            if tenant is None:
+                rows = self._db.execute("SELECT name FROM namespaces ORDER BY name")
+            else:
+                if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (tenant,)).fetchone():
+                    raise NotFoundError(f"tenant {tenant} does not exist")
+                rows = self._db.execute("SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))
+            return [row[0] for row in rows]
+
+    def delete_namespace(self, name: NamespaceName) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if str(name) == DEFAULT:
+                    raise InvalidArgumentError("namespace", str(name), f"a namespace other than {DEFAULT!r}, "
+                                               "which always exists")
+                topics = [r[0] for r in self._db.execute(
+                    "SELECT name FROM topics WHERE namespace = ? ORDER BY name", (str(name),))]
+                if topics:
+                    raise NotEmptyError(f"namespace {name} still has topics: {', '.join(topics)}; delete them first")
+                if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
+                    raise NotFoundError(f"namespace {name} does not exist")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def namespace_policies(self, name: NamespaceName | str) -> Policies:
+        return Policies.from_json(self._read_json("namespaces", "config", str(name)))
+
+    def set_namespace_policies(self, name: NamespaceName, policies: Policies) -> None:
+        self._update_json("namespaces", "config", str(name), policies.to_json())
+
+    def _read_json(self, table: str, column: str, key: str) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute(f"SELECT {column} FROM {table} WHERE name = ?", (key,)).fetchone()
+        if row is None:
+            raise self._missing(table, key)
+        return json.loads(row[0])
+
+    def _update_json(self, table: str, column: str, key: str, value: dict[str, Any]) -> None:
+        with self._lock:
+            updated = self._db.execute(f"UPDATE {table} SET {column} = ? WHERE name = ?",
+                                       (json.dumps(value), key)).rowcount
+        if not updated:
+            raise self._missing(table, key)
+
+    @staticmethod
+    def _missing(table: str, key: str) -> Exception:
+        if table == "topics":
+            return TopicNotFoundError(f"topic {key} does not exist")
+        return NotFoundError(f"{table[:-1]} {key} does not exist")
 
     def close(self) -> None:
         with self._lock:

@@ -9,10 +9,13 @@ their size and rebuilt from the log when not."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
@@ -48,11 +51,14 @@ class ActiveSegment:
     prefaulted ahead of the writer by a C thread: bench/bench_page_faults.py measured the alternatives."""
 
     def __init__(self, directory: Path, base_offset: int, capacity: int, slots: int, created_ms: int,
-                 prefaulter: Prefaulter) -> None:
+                 prefaulter: Prefaulter, last_write_ms: int | None = None) -> None:
         self.paths = SegmentPaths.of(directory, base_offset)
         self.base_offset = base_offset
         self.capacity = capacity
         self.created_ms = created_ms
+        # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
+        # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
+        self.last_write_ms = last_write_ms
         # Index files first: readers find segments by their .log, and must never find one without its index.
         self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES, random_access=True)
         self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
@@ -105,11 +111,14 @@ class ActiveSegment:
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
         truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
+        if self.last_write_ms is not None:
+            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2)
 
 
 @dataclass
 class RecoveryReport:
     """What opening a partition for writing found and repaired."""
+    clean: bool = False  # the last writer closed the partition cleanly
     truncated_bytes: int = 0
     rebuilt_indexes: int = 0
     damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason) in sealed segments
@@ -122,9 +131,9 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
     corrupt tail is cut off; a sealed segment whose index does not match its log is re-indexed from it.
     With `trust_clean=False` (repair) every segment is scanned with CRC checks. Damage inside a sealed
     segment is reported, never skipped or cut: reads stop there with its position."""
-    report = RecoveryReport(damaged=[])
-    bases = list_segments(directory)
     clean = trust_clean and (directory / CLEAN_MARKER).exists()
+    report = RecoveryReport(clean=clean, damaged=[])
+    bases = list_segments(directory)
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
@@ -188,11 +197,21 @@ class PartitionWriter:
         size = paths.log.stat().st_size if reopen else 0
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
-        created = self.clock()
+        created, last_write = self.clock(), None
         if reopen and size:
             with open(paths.log, "rb") as log_file:  # the first batch's header, not the whole segment
                 created = _format.read_header(log_file.read(_format.HEADER_BYTES), 0)[6]
-        return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter)
+            last_write = self._reopened_last_write(paths)
+        return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter, last_write)
+
+    def _reopened_last_write(self, paths: SegmentPaths) -> int:
+        """After a clean close the file's mtime is its last write by the log's clock (ActiveSegment.close);
+        after a crash, fall back on the newest timestamp it holds, as Kafka's time retention does."""
+        if self.recovery.clean:
+            return paths.log.stat().st_mtime_ns // 1_000_000
+        times = np.fromfile(paths.timeindex, dtype=np.int64).reshape(-1, 2)
+        written = times[times[:, 1] != 0]
+        return int(written[-1, 0]) if len(written) else self.clock()
 
     def append(self, values, keys=None, timestamps=None, properties=None) -> int:
         """Write one send_batch call; returns the base offset. Messages queued by send() go first."""
@@ -250,6 +269,7 @@ class PartitionWriter:
                 self._roll()
                 continue
             segment.write(source, start, stop, base + start)
+            segment.last_write_ms = self.clock()
             start = stop
 
     def _segment_for_write(self) -> ActiveSegment:

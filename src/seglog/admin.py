@@ -1,0 +1,181 @@
+"""`log.admin`: tenants, namespaces and the policies of namespaces and topics, as pulsar-admin has them.
+
+Answers use Pulsar's JSON names and units (retentionTimeInMinutes, retentionSizeInMB, seconds for TTLs),
+so scripts written against pulsar-admin read the same figures. Every setter validates everything before it
+changes anything: a refused call leaves the policies as they were."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from seglog.errors import InvalidArgumentError
+from seglog.names import NamespaceName, TopicName, validate_part
+from seglog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
+
+if TYPE_CHECKING:
+    from seglog.log import Log
+
+
+class Admin:
+    """The admin API of an open log: `tenants`, `namespaces` and `topics`."""
+
+    def __init__(self, log: Log) -> None:
+        self.tenants = Tenants(log)
+        self.namespaces = Namespaces(log)
+        self.topics = Topics(log)
+
+
+class Tenants:
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
+        """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None)."""
+        validate_part(name, kind="tenant name")
+        if allowed_clusters is not None and (
+                isinstance(allowed_clusters, str) or not all(isinstance(c, str) for c in allowed_clusters)):
+            raise InvalidArgumentError("allowed_clusters", allowed_clusters, "a list of cluster names, or None")
+        self._log._metadata_store().create_tenant(
+            name, {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None})
+
+    def list(self) -> list[str]:
+        return self._log._metadata_store().tenants()
+
+    def get(self, name: str) -> dict[str, Any]:
+        """{'allowedClusters': [...] or None}, as pulsar-admin tenants get."""
+        return {"allowedClusters": self._log._metadata_store().tenant_config(validate_part(name, kind="tenant name"))
+                .get("allowed_clusters")}
+
+    def delete(self, name: str) -> None:
+        """Delete an empty tenant (NotEmptyError while it has namespaces; 'public' always exists)."""
+        self._log._metadata_store().delete_tenant(validate_part(name, kind="tenant name"))
+
+
+class _PolicyLevel:
+    """The policy getters and setters namespaces and topics share; subclasses say where policies live."""
+
+    def _read(self, name: str) -> Policies:
+        raise NotImplementedError
+
+    def _write(self, name: str, policies: Policies) -> None:
+        raise NotImplementedError
+
+    def _update(self, name: str, **changes: Any) -> None:
+        self._write(name, replace(self._read(name), **changes))
+
+    def set_retention(self, name: str, *, size: Any, time: Any) -> None:
+        """Retention of acknowledged messages: size ('10G', bytes as int, -1 no limit, 0) and time ('3h',
+        seconds as int, -1 no limit, 0). Both are required; 0 with a limit is refused, as in Pulsar."""
+        retention = Retention.parse(size=size, time=time)
+        self._update(name, retention=retention)
+
+    def get_retention(self, name: str) -> dict[str, int] | None:
+        """{'retentionTimeInMinutes': .., 'retentionSizeInMB': ..} set at this level, or None."""
+        retention = self._read(name).retention
+        return retention.to_admin() if retention else None
+
+    def remove_retention(self, name: str) -> None:
+        self._update(name, retention=None)
+
+    def set_message_ttl(self, name: str, seconds: Any) -> None:
+        """Acknowledge messages unacknowledged for longer than this (seconds as int, or '2h'); 0: no TTL."""
+        self._update(name, message_ttl_ms=parse_ttl(seconds))
+
+    def get_message_ttl(self, name: str) -> int | None:
+        """The TTL set at this level in seconds, or None."""
+        ttl = self._read(name).message_ttl_ms
+        return None if ttl is None else ttl // 1000
+
+    def remove_message_ttl(self, name: str) -> None:
+        self._update(name, message_ttl_ms=None)
+
+    def set_backlog_quota(self, name: str, limit: Any = None, limit_time: Any = None,
+                          policy: str = "producer_request_hold", type: str = "destination_storage") -> None:  # noqa: A002
+        """A backlog quota: type 'destination_storage' with `limit` (bytes, '2G') or 'message_age' with
+        `limit_time` (seconds, '1h'); policy 'producer_request_hold', 'producer_exception' or
+        'consumer_backlog_eviction'."""
+        quota = BacklogQuota.parse(type=type, limit=limit, limit_time=limit_time, policy=policy)
+        quotas = dict(self._read(name).backlog_quotas or {})
+        quotas[type] = quota
+        self._update(name, backlog_quotas=quotas)
+
+    def get_backlog_quotas(self, name: str) -> dict[str, dict[str, Any]]:
+        """The quotas set at this level by type: {'destination_storage': {'limit': .., 'policy': ..},
+        'message_age': {'limitTime': .., 'policy': ..}}."""
+        return {t: q.to_admin() for t, q in (self._read(name).backlog_quotas or {}).items()}
+
+    def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
+        if type not in QUOTA_TYPES:
+            raise InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
+        quotas = dict(self._read(name).backlog_quotas or {})
+        quotas.pop(type, None)
+        self._update(name, backlog_quotas=quotas or None)
+
+
+class Namespaces(_PolicyLevel):
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def create(self, name: str) -> None:
+        """Create 'tenant/namespace' in an existing tenant."""
+        self._log._metadata_store().create_namespace(NamespaceName.parse(name))
+
+    def list(self, tenant: str | None = None) -> list[str]:
+        """Every namespace ('tenant/namespace'), or those of `tenant`."""
+        if tenant is not None:
+            validate_part(tenant, kind="tenant name")
+        return self._log._metadata_store().namespaces(tenant)
+
+    def delete(self, name: str) -> None:
+        """Delete an empty namespace (NotEmptyError while it has topics; 'public/default' always exists)."""
+        self._log._metadata_store().delete_namespace(NamespaceName.parse(name))
+
+    def clear_backlog(self, name: str, subscription: str | None = None) -> None:
+        """Acknowledge everything on every topic of the namespace, for one subscription or all."""
+        prefix = f"{NamespaceName.parse(name)}/"
+        for topic in self._log.list_topics():
+            if topic.startswith(prefix):
+                self._log.topic(topic)._clear_backlog(subscription)
+
+    def _read(self, name: str) -> Policies:
+        return self._log._metadata_store().namespace_policies(NamespaceName.parse(name))
+
+    def _write(self, name: str, policies: Policies) -> None:
+        self._log._metadata_store().set_namespace_policies(NamespaceName.parse(name), policies)
+
+
+class Topics(_PolicyLevel):
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def set_config(self, topic: str, **topic_config: Any) -> None:
+        """Change topic settings (segment_size, retention_time, max_partition_size, retention_min_timestamp,
+        ...); the rest keep their values. Validated as a whole before anything changes."""
+        self._log._set_topic_config(topic, topic_config)
+
+    def get_config(self, topic: str) -> dict[str, Any]:
+        """Every setting of the topic in force (sizes in bytes, durations in ms, None for off)."""
+        return self._log.topic(topic).config.to_dict()
+
+    def stats(self, topic: str) -> dict[str, Any]:
+        return self._log.topic(topic).stats()
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        return self._log.topic(topic).internal_stats()
+
+    def explain_retention(self, topic: str) -> dict[str, Any]:
+        """Why each segment is kept, or which rule deletes it next and when (see retention.py)."""
+        return self._log.topic(topic).explain_retention()
+
+    def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
+        self._log.topic(topic)._clear_backlog(subscription)
+
+    def _read(self, name: str) -> Policies:
+        return self._log._metadata_store().topic_policies(TopicName.parse(name))
+
+    def _write(self, name: str, policies: Policies) -> None:
+        self._log._metadata_store().set_topic_policies(TopicName.parse(name), policies)
+
+
+__all__ = ["Admin"]

@@ -1,0 +1,172 @@
+"""Lifecycle policies (retention, message TTL, backlog quotas): their values, units and levels.
+
+As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
+namespace's over the broker's default, and removing one falls back to the next level (../shared/LIFECYCLE.md).
+Values are kept exactly (ms and bytes); the admin API reports them in Pulsar's units (minutes, MB, seconds).
+
+Input forms follow pulsar-admin: a retention time or TTL given as a bare number is seconds ('3h', '2d 10s',
+120), a size given as a bare number is bytes ('10G' is 10 GiB, '1 GB' 10**9 bytes), -1 means no limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from seglog.errors import InvalidArgumentError
+from seglog.units import parse_duration, parse_size
+
+MINUTE_MS = 60_000
+MB = 1 << 20
+
+QUOTA_TYPES = ("destination_storage", "message_age")
+QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+# Where a policy in force was set, weakest first.
+LEVELS = ("broker", "namespace", "topic")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long acknowledged messages are kept: time in ms and size in bytes, -1 for no limit, 0 for none.
+
+    Both limits always exist. 0/0 keeps nothing; with both > 0 whichever is reached first deletes."""
+    time_ms: int
+    size_bytes: int
+
+    @classmethod
+    def parse(cls, *, size: Any, time: Any) -> Retention:
+        retention = cls(parse_duration(time, argument="retention time", allow_infinite=True, unit="s"),
+                        parse_size(size, argument="retention size", allow_infinite=True))
+        if (retention.time_ms == 0) != (retention.size_bytes == 0):
+            raise InvalidArgumentError(
+                "retention", {"size": size, "time": time},
+                "both limits 0 (keep nothing), or neither: -1 (no limit) or a positive value for each",
+                detail="a limit of 0 with the other limit set is refused, as in Pulsar")
+        return retention
+
+    @property
+    def infinite(self) -> bool:
+        return self.time_ms == -1 and self.size_bytes == -1
+
+    def to_admin(self) -> dict[str, int]:
+        """Pulsar's RetentionPolicies: whole minutes and MB, -1 for no limit."""
+        return {"retentionTimeInMinutes": self.time_ms if self.time_ms == -1 else self.time_ms // MINUTE_MS,
+                "retentionSizeInMB": self.size_bytes if self.size_bytes == -1 else self.size_bytes // MB}
+
+    def to_json(self) -> dict[str, int]:
+        return {"time_ms": self.time_ms, "size_bytes": self.size_bytes}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, int]) -> Retention:
+        return cls(data["time_ms"], data["size_bytes"])
+
+
+@dataclass(frozen=True)
+class BacklogQuota:
+    """A limit on the backlog of a topic's slowest subscription, and what happens at it.
+
+    `limit` is bytes for `destination_storage`, ms of age of the oldest unacknowledged message for
+    `message_age`."""
+    type: str
+    limit: int
+    policy: str
+
+    @classmethod
+    def parse(cls, *, type: Any, limit: Any, limit_time: Any, policy: Any) -> BacklogQuota:  # noqa: A002
+        if type not in QUOTA_TYPES:
+            raise InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
+        if policy not in QUOTA_POLICIES:
+            raise InvalidArgumentError("policy", policy, ", ".join(map(repr, QUOTA_POLICIES)))
+        if type == "destination_storage":
+            if limit is None or limit_time is not None:
+                raise InvalidArgumentError("limit", limit, "a size for type 'destination_storage' (and no "
+                                           "limit_time), e.g. '2G' or 2147483648")
+            value = parse_size(limit, argument="limit")
+        else:
+            if limit_time is None or limit is not None:
+                raise InvalidArgumentError("limit_time", limit_time, "a duration for type 'message_age' (and "
+                                           "no limit), e.g. 3600 (seconds) or '1h'")
+            value = parse_duration(limit_time, argument="limit_time", unit="s")
+        if value <= 0:
+            raise InvalidArgumentError("limit" if type == "destination_storage" else "limit_time",
+                                       limit if limit is not None else limit_time, "a limit greater than 0")
+        return cls(type, value, policy)
+
+    def to_admin(self) -> dict[str, Any]:
+        """As pulsar-admin's get-backlog-quotas shows it: bytes, or whole seconds for message_age."""
+        if self.type == "destination_storage":
+            return {"limit": self.limit, "policy": self.policy}
+        return {"limitTime": self.limit // 1000, "policy": self.policy}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "limit": self.limit, "policy": self.policy}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BacklogQuota:
+        return cls(data["type"], data["limit"], data["policy"])
+
+
+def parse_ttl(seconds: Any) -> int:
+    """A message TTL in ms; 0 means none (as in Pulsar)."""
+    return parse_duration(seconds, argument="message TTL", unit="s")
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The policies set at one level (namespace or topic); None where that level sets nothing."""
+    retention: Retention | None = None
+    message_ttl_ms: int | None = None
+    backlog_quotas: Mapping[str, BacklogQuota] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.retention is not None:
+            data["retention"] = self.retention.to_json()
+        if self.message_ttl_ms is not None:
+            data["message_ttl_ms"] = self.message_ttl_ms
+        if self.backlog_quotas:
+            data["backlog_quotas"] = {t: q.to_json() for t, q in self.backlog_quotas.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Policies:
+        retention = data.get("retention")
+        quotas = data.get("backlog_quotas") or {}
+        return cls(Retention.from_json(retention) if retention else None, data.get("message_ttl_ms"),
+                   {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None)
+
+
+@dataclass(frozen=True)
+class InForce:
+    """A policy value in force for a topic and the level that set it ('broker', 'namespace', 'topic', or
+    'topic (retention_time / max_partition_size)' where Fluvio's limits act as retention)."""
+    value: Any
+    level: str
+
+
+@dataclass(frozen=True)
+class EffectivePolicies:
+    """Every lifecycle policy in force for one topic."""
+    retention: InForce
+    message_ttl_ms: InForce  # value 0: no TTL
+    backlog_quotas: Mapping[str, InForce]  # by type; only the types that have a quota
+
+    @classmethod
+    def resolve(cls, broker: Policies, namespace: Policies, topic: Policies, *,
+                retention_time: int | None, max_partition_size: int | None) -> EffectivePolicies:
+        """Topic over namespace over broker. A topic's `retention_time` / `max_partition_size` act as its
+        retention (-1 where unset) unless the topic sets a retention policy itself (LIFECYCLE.md, 5)."""
+        levels = (("topic", topic), ("namespace", namespace), ("broker", broker))
+        if topic.retention is None and (retention_time is not None or max_partition_size is not None):
+            retention = InForce(Retention(retention_time if retention_time is not None else -1,
+                                          max_partition_size if max_partition_size is not None else -1),
+                                "topic (retention_time / max_partition_size)")
+        else:
+            retention = next(InForce(p.retention, level) for level, p in levels if p.retention is not None)
+        ttl = next(InForce(p.message_ttl_ms, level) for level, p in levels if p.message_ttl_ms is not None)
+        quotas = {}
+        for quota_type in QUOTA_TYPES:
+            for level, p in levels:
+                if p.backlog_quotas and quota_type in p.backlog_quotas:
+                    quotas[quota_type] = InForce(p.backlog_quotas[quota_type], level)
+                    break
+        return cls(retention, ttl, quotas)

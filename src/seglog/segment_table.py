@@ -1,0 +1,123 @@
+"""What the lifecycle rules know about a partition's segments, as arrays: one row per segment.
+
+A maintenance pass looks at every segment of every partition, so the facts are cheap to gather: a sealed
+segment never changes, and its row is read once (three stats and a 32-byte read of its time index, with
+no mapping) and cached until it is deleted; only the active segment is looked at again on every pass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from seglog._core._index import ENTRY_BYTES
+from seglog.reader import PartitionView
+from seglog.segment import SegmentPaths
+
+# A sealed segment whose time index cannot be read keeps its data: no minimum-timestamp rule deletes it.
+UNKNOWN_TIMESTAMP = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    size: int           # bytes of the log and its two index files
+    last_write_ms: int  # by the log's clock (the writer sets the file's mtime to it when it seals)
+    max_timestamp: int  # newest message timestamp in the segment
+
+
+@dataclass(frozen=True)
+class SegmentTable:
+    """The segments of one partition, oldest first; the last one is the active segment.
+
+    `next_offsets[i]` is the offset after segment i (the next segment's base; the end offset for the last).
+    All arrays are int64."""
+    bases: np.ndarray
+    next_offsets: np.ndarray
+    sizes: np.ndarray
+    last_write_ms: np.ndarray
+    max_timestamps: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.bases)
+
+    @property
+    def end_offset(self) -> int:
+        return int(self.next_offsets[-1]) if len(self.bases) else 0
+
+    @property
+    def earliest_offset(self) -> int:
+        return int(self.bases[0]) if len(self.bases) else 0
+
+    @property
+    def total_size(self) -> int:
+        return int(self.sizes.sum())
+
+
+class SegmentFacts:
+    """Builds a partition's SegmentTable, remembering the rows of sealed segments between calls."""
+
+    def __init__(self, view: PartitionView) -> None:
+        self.view = view
+        self._sealed: dict[int, SegmentRow] = {}
+
+    def table(self) -> SegmentTable:
+        view = self.view
+        view.rescan()
+        bases = view.bases
+        for base in [b for b in self._sealed if b not in set(bases)]:
+            del self._sealed[base]
+        rows = [self._sealed_row(base) for base in bases[:-1]]
+        next_offsets = bases[1:]
+        if bases:
+            active = view.view(bases[-1])
+            active.refresh()
+            index = active.index
+            last_write = _mtime_ms(active.paths.log)
+            rows.append(SegmentRow(index.end_position + 2 * ENTRY_BYTES * index.count, last_write,
+                                   index.max_timestamp if index.count else UNKNOWN_TIMESTAMP))
+            next_offsets = [*next_offsets, index.next_offset]
+        return SegmentTable(np.array(bases, dtype=np.int64), np.array(next_offsets, dtype=np.int64),
+                            np.array([r.size for r in rows], dtype=np.int64),
+                            np.array([r.last_write_ms for r in rows], dtype=np.int64),
+                            np.array([r.max_timestamp for r in rows], dtype=np.int64))
+
+    def _sealed_row(self, base: int) -> SegmentRow:
+        row = self._sealed.get(base)
+        if row is None:
+            row = self._sealed[base] = _read_sealed_row(SegmentPaths.of(self.view.directory, base))
+        return row
+
+
+def _read_sealed_row(paths: SegmentPaths) -> SegmentRow:
+    log_status = os.stat(paths.log)
+    size = log_status.st_size
+    max_timestamp = UNKNOWN_TIMESTAMP
+    for path in (paths.index, paths.timeindex):
+        try:
+            size += os.stat(path).st_size
+        except FileNotFoundError:
+            pass
+    try:
+        max_timestamp = _last_time_entry(paths.timeindex)
+    except (FileNotFoundError, ValueError):
+        pass
+    return SegmentRow(size, log_status.st_mtime_ns // 1_000_000, max_timestamp)
+
+
+def _last_time_entry(path: Path) -> int:
+    """The running maximum timestamp of the last entry of a sealed segment's .timeindex, which the writer
+    trimmed to its entries plus one zero slot (read from the end: the file is not mapped)."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size < 2 * ENTRY_BYTES:
+            raise ValueError(f"{path}: no entries")
+        tail = np.frombuffer(os.pread(file.fileno(), 2 * ENTRY_BYTES, size - 2 * ENTRY_BYTES), dtype=np.int64)
+    if tail[1] == 0 or tail[3] != 0:
+        raise ValueError(f"{path}: not trimmed after its last entry")
+    return int(tail[0])
+
+
+def _mtime_ms(path: Path) -> int:
+    return os.stat(path).st_mtime_ns // 1_000_000
