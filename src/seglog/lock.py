@@ -10,13 +10,16 @@ import fcntl
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from seglog.errors import PartitionLockedError
 
 
 class WriterLock:
-    def __init__(self, path: Path) -> None:
+    """An flock held by one process. `busy` makes the error raised when another process holds it, from
+    the lock's path and the holder's pid (default: PartitionLockedError; subscriptions use their own)."""
+
+    def __init__(self, path: Path, busy: Callable[[str, int | None], Exception] = PartitionLockedError) -> None:
         self.path = path
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -24,7 +27,7 @@ class WriterLock:
         except BlockingIOError:
             holder = _read_pid(fd)
             os.close(fd)
-            raise PartitionLockedError(str(path), holder) from None
+            raise busy(str(path), holder) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd: int | None = fd

@@ -4,6 +4,7 @@ Layout of a data directory:
     broker.conf                                      optional broker settings, `name=value` lines (config.py)
     meta.sqlite                                      tenants, namespaces, topics and policies (metadata.py)
     topics/<tenant>/<namespace>/<topic>/<partition>/ segments: 00000000000000000000.log, .index, .timeindex
+    subscriptions/<tenant>/<namespace>/<topic>/      cursors: <name>.cursor, <name>.lock (cursor_file.py)
     trash/                                           topics being deleted (removed at the next open)"""
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from typing import Any
 
 from seglog.clock import Clock, system_clock
 from seglog.admin import Admin
+from seglog.maintenance import Housekeeper, MaintenanceReport, run_pass
+from seglog.policies import EffectivePolicies
+from seglog.segment_table import SegmentFacts
+from seglog.subscription import Subscriptions
 from seglog.config import BrokerConfig, TopicConfig
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.linger import LingerFlusher
@@ -46,9 +51,13 @@ class Log:
         self._writer_users: dict[str, int] = {}
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
+        self._maintenance_lock = threading.Lock()
         self._partition_views: dict[Path, PartitionView] = {}
+        self._segment_tables: dict[Path, SegmentFacts] = {}
+        self._subscriptions = Subscriptions(self)
         self._closed = False
         self.admin = Admin(self)
+        self._housekeeper = Housekeeper(self)
 
     def __repr__(self) -> str:
         return f"seglog.Log({str(self.path)!r})"
@@ -86,6 +95,29 @@ class Log:
                     writer.config = config
         return config
 
+    def _effective_policies(self, topic: Topic) -> EffectivePolicies:
+        """The retention, TTL and backlog quotas in force for `topic`, each with the level that set it."""
+        config = topic.config
+        return EffectivePolicies.resolve(self.config.policies(),
+                                         self._metadata.namespace_policies(topic.topic_name.namespace_name),
+                                         self._metadata.topic_policies(topic.topic_name),
+                                         retention_time=config.retention_time,
+                                         max_partition_size=config.max_partition_size)
+
+    def _segment_facts(self, view: PartitionView) -> SegmentFacts:
+        facts = self._segment_tables.get(view.directory)
+        if facts is None or facts.view is not view:
+            facts = self._segment_tables[view.directory] = SegmentFacts(view)
+        return facts
+
+    def run_maintenance(self) -> MaintenanceReport:
+        """Apply every lifecycle rule now, synchronously: message TTL, backlog-quota eviction, retention,
+        segment eviction and minimum-timestamp retention (the background thread does this every
+        `maintenance_interval`). Returns what was deleted, expired and evicted."""
+        self._check_open()
+        with self._maintenance_lock:
+            return run_pass(self)
+
     def _metadata_store(self) -> Metadata:
         self._check_open()
         return self._metadata
@@ -106,12 +138,19 @@ class Log:
         directory = self._topic_directory(topic_name)
         for partition_directory in [d for d in self._partition_views if d.parent == directory]:
             del self._partition_views[partition_directory]  # batches already read keep their maps alive
+            self._segment_tables.pop(partition_directory, None)
+        topic = self.topic(name)
+        self._subscriptions.forget_topic(topic)
+        subscriptions = self._subscriptions.directory(topic)
         trash = self.path / "trash" / uuid.uuid4().hex
         # A writer in another process holds its partitions' locks: refuse rather than pull files from under it.
         with writer_locks(d / LOCK_FILE for d in sorted(directory.glob("*")) if d.is_dir()):
             if directory.exists():
                 trash.parent.mkdir(exist_ok=True)
                 directory.rename(trash)  # atomic: a crash now leaves no half-deleted topic behind
+            if subscriptions.exists():
+                trash.mkdir(parents=True, exist_ok=True)
+                subscriptions.rename(trash / "subscriptions")
             self._metadata.delete_topic(topic_name)
         shutil.rmtree(trash, ignore_errors=True)
 
@@ -165,7 +204,9 @@ class Log:
         if self._closed:
             return
         self._closed = True
+        self._housekeeper.stop()
         self._linger.stop()
+        self._subscriptions.close()
         with self._writers_lock:
             for writer in self._writers.values():
                 writer.close()

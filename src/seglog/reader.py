@@ -227,20 +227,9 @@ class Reader:
         self.verify_crc = verify_crc
         self._view = segments
         self._verified: tuple[SegmentView, int] | None = None  # the last batch this reader checked
-        self._offset = self._start_offset(start)
+        self._offset = start_offset(segments, start)
         self._closed = False
-
-    def _start_offset(self, start: Any) -> int:
-        if start == "earliest":
-            return self._view.earliest_offset()
-        if start == "latest":
-            return self._view.end_offset()
-        if isinstance(start, dict) and set(start) == {"timestamp"} and _is_int(start["timestamp"]):
-            return self._view.offset_for_timestamp(start["timestamp"])
-        if _is_int(start) and start >= 0:
-            return start
-        raise InvalidArgumentError("start", start, "'earliest', 'latest', an offset (int >= 0) or "
-                                   "{'timestamp': ms since the epoch}")
+        self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
 
     @property
     def offset(self) -> int:
@@ -294,7 +283,15 @@ class Reader:
         deadline = None if not timeout else time.monotonic() + timeout
         delay = _POLL_START_S
         while True:
-            located = self._locate(self._offset)
+            try:
+                located = self.locate(self._offset)
+            except OffsetOutOfRangeError:
+                # Deleted by the lifecycle rules under us: go on at the earliest retained offset, as a Kafka
+                # consumer with auto.offset.reset=earliest does (LIFECYCLE.md, section 7).
+                earliest = self._view.earliest_offset()
+                self.skipped += earliest - self._offset
+                self._offset = earliest
+                continue
             if located is not None or deadline is None:
                 return located
             remaining = deadline - time.monotonic()
@@ -303,9 +300,10 @@ class Reader:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, _POLL_MAX_S)
 
-    def _locate(self, offset: int):
-        """(segment view, position, base offset, count) of the batch holding `offset`, or None if it is not
-        written yet. Raises OffsetOutOfRangeError for an offset no longer retained."""
+    def locate(self, offset: int):
+        """(segment view, position, base offset, count) of the stored batch holding `offset`, its CRC checked
+        (when this reader checks CRCs), or None if it is not written yet. Raises OffsetOutOfRangeError for
+        an offset no longer retained."""
         segments = self._view
         base = segments.segment_for(offset)
         if base is None:
@@ -325,7 +323,7 @@ class Reader:
             # Past this segment's entries: the offset is not written yet, or a newer segment holds it.
             segments.rescan()
             if segments.segment_for(offset) != base:
-                return self._locate(offset)
+                return self.locate(offset)
             next_base = segments.next_base(base)
             if next_base is None:
                 return None
@@ -351,6 +349,21 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def start_offset(view: PartitionView, start: Any) -> int:
+    """The offset a read (or a subscription's seek) starts at: 'earliest', 'latest', an offset, or
+    {'timestamp': ms}, the first message whose timestamp is >= it."""
+    if start == "earliest":
+        return view.earliest_offset()
+    if start == "latest":
+        return view.end_offset()
+    if isinstance(start, dict) and set(start) == {"timestamp"} and _is_int(start["timestamp"]):
+        return view.offset_for_timestamp(start["timestamp"])
+    if _is_int(start) and start >= 0:
+        return start
+    raise InvalidArgumentError("start", start, "'earliest', 'latest', an offset (int >= 0) or "
+                               "{'timestamp': ms since the epoch}")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -225,3 +225,21 @@ def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:
     times[:scan.count, 0] = scan.max_timestamps
     times[:scan.count, 1] = scan.next_offsets
     return IndexView(offsets, times, base_offset)
+
+
+def delete_segments(directory: Path, bases: list[int]) -> None:
+    """Delete whole segments, oldest first (the caller holds the partition's writer lock).
+
+    The .log goes first: readers find segments by it, and one that still has a segment mapped keeps
+    reading it. Index files left by a crash between the unlinks have no .log; they are swept here too."""
+    for base in bases:
+        paths = SegmentPaths.of(directory, base)
+        paths.log.unlink(missing_ok=True)
+        paths.index.unlink(missing_ok=True)
+        paths.timeindex.unlink(missing_ok=True)
+    logs = set(list_segments(directory))
+    for name in os.listdir(directory):
+        stem, _, suffix = name.partition(".")
+        if suffix in ("index", "timeindex") and stem.isdigit() and int(stem) not in logs \
+                and (not logs or int(stem) < min(logs)):
+            (directory / name).unlink(missing_ok=True)

@@ -22,7 +22,8 @@ UNKNOWN_TIMESTAMP = np.iinfo(np.int64).max
 
 @dataclass(frozen=True)
 class SegmentRow:
-    size: int           # bytes of the log and its two index files
+    size: int           # logical bytes of the log and its two index files (their entries)
+    log_size: int       # bytes of the log: the record batches
     last_write_ms: int  # by the log's clock (the writer sets the file's mtime to it when it seals)
     max_timestamp: int  # newest message timestamp in the segment
 
@@ -36,6 +37,7 @@ class SegmentTable:
     bases: np.ndarray
     next_offsets: np.ndarray
     sizes: np.ndarray
+    log_sizes: np.ndarray
     last_write_ms: np.ndarray
     max_timestamps: np.ndarray
 
@@ -75,11 +77,12 @@ class SegmentFacts:
             active.refresh()
             index = active.index
             last_write = _mtime_ms(active.paths.log)
-            rows.append(SegmentRow(index.end_position + 2 * ENTRY_BYTES * index.count, last_write,
+            rows.append(SegmentRow(index.end_position + 2 * ENTRY_BYTES * index.count, index.end_position, last_write,
                                    index.max_timestamp if index.count else UNKNOWN_TIMESTAMP))
             next_offsets = [*next_offsets, index.next_offset]
         return SegmentTable(np.array(bases, dtype=np.int64), np.array(next_offsets, dtype=np.int64),
                             np.array([r.size for r in rows], dtype=np.int64),
+                            np.array([r.log_size for r in rows], dtype=np.int64),
                             np.array([r.last_write_ms for r in rows], dtype=np.int64),
                             np.array([r.max_timestamp for r in rows], dtype=np.int64))
 
@@ -96,14 +99,14 @@ def _read_sealed_row(paths: SegmentPaths) -> SegmentRow:
     max_timestamp = UNKNOWN_TIMESTAMP
     for path in (paths.index, paths.timeindex):
         try:
-            size += os.stat(path).st_size
+            size += max(os.stat(path).st_size - ENTRY_BYTES, 0)  # trimmed to its entries and one zero slot
         except FileNotFoundError:
             pass
     try:
         max_timestamp = _last_time_entry(paths.timeindex)
     except (FileNotFoundError, ValueError):
         pass
-    return SegmentRow(size, log_status.st_mtime_ns // 1_000_000, max_timestamp)
+    return SegmentRow(size, log_status.st_size, log_status.st_mtime_ns // 1_000_000, max_timestamp)
 
 
 def _last_time_entry(path: Path) -> int:

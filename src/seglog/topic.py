@@ -1,4 +1,4 @@
-"""A topic: its partitions, settings and the handles to write and read them."""
+"""A topic: its partitions, settings, and the handles to write, read and consume them; its stats."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seglog.config import TopicConfig
+from seglog.consumer import Consumer
 from seglog.errors import InvalidArgumentError
 from seglog.names import TopicName
 from seglog.producer import Producer
-from seglog.reader import Reader
+from seglog.reader import Reader, start_offset
 
 if TYPE_CHECKING:
     from seglog.log import Log
@@ -47,6 +48,62 @@ class Topic:
         verify = self._log.config.verify_crc if verify_crc is None else verify_crc
         return Reader(self._segments(partition), partition, start, verify_crc=verify)
 
+    def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
+                  consumer_name: str | None = None, ack_timeout: Any = None,
+                  negative_ack_redelivery_delay: Any = 60) -> Consumer:
+        """A consumer of the durable subscription `name` (created at `initial_position`, 'latest' or
+        'earliest', if it does not exist). subscription_type: 'exclusive' (one consumer), 'failover' (one
+        active consumer per partition), 'shared' (messages spread over the consumers), 'key_shared' (each
+        key's messages to one consumer). ack_timeout: seconds after which an unacknowledged message is
+        redelivered (None: never); negative_ack_redelivery_delay: seconds before a negatively acknowledged
+        message is redelivered (Pulsar's default, 60). Both are measured by the log's clock."""
+        subscription = self._log._subscriptions.open(self, name, subscription_type, initial_position)
+        try:
+            return Consumer(self, subscription, subscription_type=subscription_type, consumer_name=consumer_name,
+                            ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay)
+        except BaseException:
+            if not subscription.consumers:
+                self._log._subscriptions.release(subscription)
+            raise
+
+    def subscriptions(self) -> list[str]:
+        """The names of the topic's subscriptions."""
+        return self._log._subscriptions.names(self)
+
+    def _start_offset(self, position: Any, partition: int) -> int:
+        return start_offset(self._segments(partition), position)
+
+    def stats(self) -> dict[str, Any]:
+        """Pulsar-style topic stats: storage (logical and on disk), backlog per subscription, the policies
+        in force with their levels, and the backlog quotas' limits and usage (see stats.py)."""
+        from seglog.stats import topic_stats
+        return topic_stats(self)
+
+    def internal_stats(self) -> dict[str, Any]:
+        """Segments (base offset, messages, size, last write) and cursors (mark-delete position, acked
+        ranges) of every partition."""
+        from seglog.stats import internal_stats
+        return internal_stats(self)
+
+    def explain_retention(self) -> dict[str, Any]:
+        """Why each segment is kept, or which rule deletes it next and when."""
+        from seglog.stats import explain_retention
+        return explain_retention(self)
+
+    def _clear_backlog(self, subscription: str | None) -> None:
+        """Acknowledge every message written so far, on one subscription or all (Pulsar's clear-backlog)."""
+        names = self.subscriptions() if subscription is None else [subscription]
+        if subscription is not None and subscription not in self.subscriptions():
+            raise InvalidArgumentError("subscription", subscription, f"a subscription of {self.name}: "
+                                       f"{', '.join(self.subscriptions()) or 'it has none'}")
+        for name in names:
+            with self._log._subscriptions.modify(self, name) as live:
+                if live is None:
+                    raise InvalidArgumentError("subscription", name, "a subscription not consumed by another "
+                                               "process (clear its backlog there)")
+                for partition in range(self.partitions):
+                    live.skip_to(partition, self.end_offset(partition))
+
     def earliest_offset(self, partition: int = 0) -> int:
         """The first offset still stored in the partition."""
         segments = self._segments(partition)
@@ -59,15 +116,7 @@ class Topic:
 
     def storage_size(self) -> int:
         """Bytes the topic's segments and indexes hold (pre-allocated space not yet written not counted)."""
-        total = 0
-        for partition in range(self.partitions):
-            view = self._segments(partition)
-            view.rescan()
-            for base in view.bases:
-                index = view.view(base).index
-                index.refresh()
-                total += index.end_position + 2 * 16 * index.count
-        return total
+        return sum(self._log._segment_facts(self._segments(p)).table().total_size for p in range(self.partitions))
 
     def _segments(self, partition: int) -> PartitionView:
         return self._log._partition_view(self.partition_directory(partition))

@@ -1,0 +1,252 @@
+"""Consumer: receives a subscription's messages and acknowledges them (Pulsar's consumer API).
+
+`receive()` gives one Message, `receive_batch()` a pyarrow RecordBatch over the segment's memory (the
+partition is in its schema metadata, so `ack(batch)` needs nothing else). Acks take a Message, a
+MessageId, a RecordBatch, or offsets (an int, a numpy array or a pyarrow array) with `partition=`; a whole
+batch or array is acknowledged in one call of the Cython AckSet. Timeouts are seconds of real time;
+`ack_timeout` and `negative_ack_redelivery_delay` are ages measured by the log's clock."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from itertools import count
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from seglog._core._messages import Message, MessageId
+from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
+from seglog.subscription import Pending, Piece, Subscription, wait_until
+from seglog.units import parse_duration
+
+if TYPE_CHECKING:
+    from seglog.topic import Topic
+
+RECEIVER_QUEUE_SIZE = 1000  # messages one receive() prefetches, as Pulsar's receiverQueueSize
+_consumer_numbers = count()
+
+
+class Consumer:
+    """One consumer of a subscription. Close it (or use it as a context manager) to hand what it received
+    and did not acknowledge back to the subscription."""
+
+    def __init__(self, topic: Topic, subscription: Subscription, *, subscription_type: str,
+                 consumer_name: str | None, ack_timeout: Any, negative_ack_redelivery_delay: Any) -> None:
+        self.topic = topic
+        self.subscription = subscription
+        self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
+        self.ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
+        self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
+        self.queue: deque[Piece] = deque()      # key_shared: messages routed to this consumer by others
+        self.pending: deque[Pending] = deque()  # delivered, not yet known to be acknowledged
+        self._messages: deque[Message] = deque()  # prefetched by receive()
+        self._cursors = subscription.cursors
+        self._ends = [0] * len(subscription.cursors)
+        self._closed = False
+        subscription.attach(self, subscription_type)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.topic.name!r}, subscription={self.subscription.name!r}, name={self.name!r})"
+
+    # receiving
+
+    def receive(self, timeout: float | None = None) -> Message:
+        """The next message; waits up to `timeout` seconds (None: forever), then ReceiveTimeoutError."""
+        self._check_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        message = wait_until(deadline, self._next_message)
+        if message is None:
+            raise ReceiveTimeoutError(f"no message on subscription {self.subscription.name!r} of "
+                                      f"{self.topic.name} within {timeout} s")
+        return message
+
+    def _next_message(self) -> Message | None:
+        messages, subscription = self._messages, self.subscription
+        while True:
+            while messages:
+                message = messages.popleft()
+                if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
+                    return message
+            pieces = subscription.next_delivery(self, RECEIVER_QUEUE_SIZE)
+            if not pieces:
+                return None
+            for piece in pieces:
+                messages.extend(piece.messages())
+
+    def receive_batch(self, max_messages: int | None = None, timeout: float | None = 0) -> pa.RecordBatch | None:
+        """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
+        unless acknowledged messages had to be left out), or None when there are none. Returns at once
+        unless given a `timeout` in seconds to wait for messages (None: forever)."""
+        self._check_open()
+        if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
+                                         or max_messages < 1):
+            raise InvalidArgumentError("max_messages", max_messages, "an int >= 1, or None for a whole stored batch")
+        if self._messages:  # receive() prefetched these: hand them over first
+            return self._prefetched_batch(max_messages)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pieces = wait_until(deadline, lambda: self.subscription.next_delivery(self, max_messages))
+        if not pieces:
+            return None
+        batches = [piece.record_batch() for piece in pieces]
+        if len(batches) == 1:
+            return batches[0]
+        return pa.Table.from_batches(batches).combine_chunks().to_batches()[0].replace_schema_metadata(
+            batches[0].schema.metadata)
+
+    def _prefetched_batch(self, max_messages: int | None) -> pa.RecordBatch:
+        taken = []
+        while self._messages and (max_messages is None or len(taken) < max_messages):
+            message = self._messages.popleft()
+            if taken and message.partition != taken[0].partition:
+                self._messages.appendleft(message)
+                break
+            taken.append(message)
+        partition = taken[0].partition
+        rows = {"offset": [m.offset for m in taken], "timestamp": [m.timestamp for m in taken],
+                "key": [m.key for m in taken], "value": [m.value for m in taken],
+                "properties": [list(m.properties.items()) if m.properties else None for m in taken]}
+        from seglog.batch import SCHEMA
+        return pa.RecordBatch.from_pydict(rows, schema=SCHEMA).replace_schema_metadata(
+            {b"partition": str(partition).encode()})
+
+    def drop_prefetched(self, partition: int | None = None) -> None:
+        """Forget prefetched and routed messages (the subscription rewound or was reset)."""
+        if partition is None:
+            self._messages.clear()
+            self.queue.clear()
+            self.pending.clear()
+            return
+        self._messages = deque(m for m in self._messages if m.partition != partition)
+        self.queue = deque(p for p in self.queue if p.partition != partition)
+        self.pending = deque(p for p in self.pending if p.partition != partition)
+
+    # acknowledging
+
+    def ack(self, target: Any, partition: int | None = None) -> None:
+        """Acknowledge a Message, a MessageId, a RecordBatch from receive_batch, or offsets (an int, a
+        numpy or pyarrow array) of `partition` (default 0)."""
+        if type(target) is Message:
+            self._ack_one(target.partition, target.offset)
+            return
+        if type(target) is MessageId:
+            self._ack_one(target.partition, target.offset)
+            return
+        partition, offsets = self._offsets(target, partition)
+        if isinstance(offsets, int):
+            self._ack_one(partition, offsets)
+            return
+        if len(offsets):
+            self._check_written(partition, int(offsets.max()))
+            self._cursors[partition].acks.ack_many(offsets)
+            self.subscription.dirty = True
+
+    def _ack_one(self, partition: int, offset: int) -> None:
+        if offset >= self._ends[partition]:
+            self._check_written(partition, offset)
+        self._cursors[partition].acks.ack(offset)
+        self.subscription.dirty = True
+
+    def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
+        """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,
+        RecordBatch: its last message, or an offset). Refused on shared and key_shared subscriptions."""
+        if self.subscription.type in ("shared", "key_shared"):
+            raise InvalidArgumentError("ack_cumulative", self.subscription.type,
+                                       "exclusive or failover subscriptions (as in Pulsar, a cumulative ack "
+                                       "would acknowledge other consumers' messages)")
+        partition, offsets = self._offsets(target, partition)
+        last = offsets if isinstance(offsets, int) else int(offsets.max())
+        self._check_written(partition, last)
+        self._cursors[partition].acks.ack_cumulative(last)
+        self.subscription.dirty = True
+
+    def negative_ack(self, target: Any, partition: int | None = None) -> None:
+        """Ask for redelivery of messages (after `negative_ack_redelivery_delay`)."""
+        partition, offsets = self._offsets(target, partition)
+        offsets = np.array([offsets], dtype=np.int64) if isinstance(offsets, int) else offsets
+        self.subscription.negative_ack(partition, offsets, self.nack_delay_ms)
+
+    def _offsets(self, target: Any, partition: int | None) -> tuple[int, Any]:
+        if isinstance(target, (Message, MessageId)):
+            return target.partition, target.offset
+        if isinstance(target, tuple) and len(target) == 2:
+            return self._partition(target[0]), _offset(target[1])
+        if isinstance(target, pa.RecordBatch):
+            metadata = target.schema.metadata or {}
+            if partition is None and b"partition" in metadata:
+                partition = int(metadata[b"partition"])
+            return self._partition(partition or 0), np.asarray(target.column("offset"))
+        if isinstance(target, (np.ndarray, pa.Array, pa.ChunkedArray)):
+            offsets = np.asarray(target)
+            if offsets.ndim != 1 or offsets.dtype.kind not in "iu":
+                raise InvalidArgumentError("offsets", f"{offsets.dtype} array of shape {offsets.shape}",
+                                           "a 1-D array of integer offsets")
+            return self._partition(partition or 0), offsets.astype(np.int64, copy=False)
+        return self._partition(partition or 0), _offset(target)
+
+    def _partition(self, partition: Any) -> int:
+        return self.topic._check_partition(partition)
+
+    def _check_written(self, partition: int, offset: int) -> None:
+        if offset >= self._ends[partition]:
+            self._ends[partition] = self.topic.end_offset(partition)
+            if offset >= self._ends[partition]:
+                raise InvalidArgumentError("offset", offset, f"an offset of a message written to partition "
+                                           f"{partition} (below its end offset {self._ends[partition]})")
+
+    # position
+
+    def seek(self, position: Any, partition: int | None = None) -> None:
+        """Reset the subscription to `position`: 'earliest', 'latest', an offset, {'timestamp': ms} or a
+        MessageId; everything before it counts as acknowledged, everything from it on as not. Without
+        `partition` (and for anything but a MessageId) every partition is reset."""
+        self._check_open()
+        if isinstance(position, MessageId):
+            partitions, position = [position.partition], position.offset
+        else:
+            partitions = [self._partition(partition)] if partition is not None else range(self.topic.partitions)
+        for p in partitions:
+            self.subscription.seek(p, self.topic._start_offset(position, p))
+
+    # lifecycle
+
+    def close(self) -> None:
+        """Leave the subscription: unacknowledged messages given to this consumer go to the others (or to
+        the next consumer). The subscription's state is persisted when its last consumer leaves."""
+        if self._closed:
+            return
+        self._closed = True
+        self.subscription.detach(self)
+        self._messages.clear()
+        if not self.subscription.consumers:
+            self.topic._log._subscriptions.release(self.subscription)
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription (refused while other consumers are attached): its backlog no longer
+        keeps messages."""
+        self._check_open()
+        self._closed = True
+        self.subscription.detach(self)
+        self.topic._log._subscriptions.unsubscribe(self.subscription)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("consumer is closed")
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _offset(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InvalidArgumentError("offset", value, "an int >= 0, a Message, a MessageId, a RecordBatch or an "
+                                   "array of offsets")
+    return int(value)
+
+
+def _seconds(name: str, value: Any) -> int:
+    return parse_duration(value, argument=name, unit="s")

@@ -1,0 +1,181 @@
+"""The maintenance pass: the lifecycle rules turned into cursor moves and segment deletions
+(../shared/LIFECYCLE.md, section 7), and the background thread that runs it.
+
+Per partition, in order: message TTL (cursors skip expired messages), backlog-quota eviction (the slowest
+cursors skip their oldest messages), then segment deletion (retention.py decides). Only the process that
+holds a partition's writer deletes its segments: a writer of this process, or the writer lock taken for
+the deletion; a partition written by another process is left to that process's own pass. A subscription
+consumed by another process is likewise moved by that process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from seglog.backlog import first_offset_at_or_after, offset_within_bytes, partition_backlog
+from seglog.errors import PartitionLockedError
+from seglog.lock import WriterLock
+from seglog.policies import EffectivePolicies
+from seglog.retention import Backlog, Limits, deletable_prefix
+from seglog.segment import LOCK_FILE, delete_segments
+from seglog.segment_table import SegmentTable
+
+if TYPE_CHECKING:
+    from seglog.log import Log
+    from seglog.topic import Topic
+
+log = logging.getLogger("seglog.maintenance")
+
+EVICTION_TARGET = 0.9  # consumer_backlog_eviction brings a size backlog down to 90% of the limit (Pulsar)
+
+
+@dataclass
+class MaintenanceReport:
+    """What one pass did."""
+    deleted_segments: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, base)
+    freed_bytes: int = 0
+    expired: int = 0   # messages acknowledged by message TTL
+    evicted: int = 0   # messages skipped by backlog-quota eviction or segment deletion
+    skipped_partitions: list[tuple[str, int, str]] = field(default_factory=list)  # (topic, partition, why)
+
+
+def limits_of(topic: Topic, policies: EffectivePolicies) -> Limits:
+    config = topic.config
+    return Limits(policies.retention, config.retention_time, config.max_partition_size,
+                  config.retention_min_timestamp)
+
+
+def acked_until(topic: Topic, partition: int, table: SegmentTable) -> Backlog:
+    """How far every subscription of the topic has acknowledged the partition (cursor files of other
+    processes as last persisted: they can only be behind, which keeps more, never less)."""
+    floors = [(record.partitions[partition].acks.floor, name)
+              for name, record, _ in topic._log._subscriptions.states(topic)]
+    if not floors:
+        return Backlog(table.end_offset, None)
+    floor, name = min(floors)
+    return Backlog(floor, name)
+
+
+def run_pass(log_: Log) -> MaintenanceReport:
+    report = MaintenanceReport()
+    for name in log_.list_topics():
+        topic = log_.topic(name)
+        policies = log_._effective_policies(topic)
+        for partition in range(topic.partitions):
+            _maintain_partition(topic, partition, policies, report)
+    return report
+
+
+def _maintain_partition(topic: Topic, partition: int, policies: EffectivePolicies, report: MaintenanceReport) -> None:
+    log_ = topic._log
+    view = topic._segments(partition)
+    table = log_._segment_facts(view).table()
+    if not len(table):
+        return
+    now = log_.clock()
+    ttl = policies.message_ttl_ms.value
+    if ttl:
+        report.expired += _skip_older(topic, partition, first_offset_at_or_after(view, table, now - ttl), "expired")
+    for quota_in_force in policies.backlog_quotas.values():
+        quota = quota_in_force.value
+        if quota.policy == "consumer_backlog_eviction":
+            report.evicted += _evict(topic, partition, table, quota.type, quota.limit, now)
+    limits = limits_of(topic, policies)
+    count = deletable_prefix(table, limits, now, acked_until(topic, partition, table))
+    if count:
+        _delete(topic, partition, [int(b) for b in table.bases[:count]], report)
+        report.freed_bytes += int(table.sizes[:count].sum())
+        report.evicted += _skip_older(topic, partition, int(table.bases[count]), "evicted")
+
+
+def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
+    """Move every subscription's cursor on `partition` to at least `offset`; count what it skipped
+    unacknowledged on the subscription as `counter` ('expired' or 'evicted')."""
+    total = 0
+    registry = topic._log._subscriptions
+    for name, record, _ in list(registry.states(topic)):
+        if record.partitions[partition].acks.floor >= offset:
+            continue
+        with registry.modify(topic, name) as subscription:
+            if subscription is None:
+                continue
+            skipped = subscription.skip_to(partition, offset)
+            cursor = subscription.cursors[partition]
+            setattr(cursor, counter, getattr(cursor, counter) + skipped)
+            total += skipped
+    return total
+
+
+def _evict(topic: Topic, partition: int, table: SegmentTable, quota_type: str, limit: int, now: int) -> int:
+    """consumer_backlog_eviction: the cursors at or over the limit skip their oldest messages."""
+    view = topic._segments(partition)
+    evicted = 0
+    registry = topic._log._subscriptions
+    for name, record, _ in list(registry.states(topic)):
+        backlog = partition_backlog(view, table, record.partitions[partition].acks)
+        if quota_type == "destination_storage" and backlog.bytes >= limit:
+            target = offset_within_bytes(view, table, int(limit * EVICTION_TARGET))
+        elif quota_type == "message_age" and backlog.oldest_timestamp is not None \
+                and now - backlog.oldest_timestamp >= limit:
+            target = first_offset_at_or_after(view, table, now - limit + 1)
+        else:
+            continue
+        with registry.modify(topic, name) as subscription:
+            if subscription is not None:
+                skipped = subscription.skip_to(partition, target)
+                subscription.cursors[partition].evicted += skipped
+                evicted += skipped
+    return evicted
+
+
+def _delete(topic: Topic, partition: int, bases: list[int], report: MaintenanceReport) -> None:
+    log_ = topic._log
+    directory = topic.partition_directory(partition)
+    writer = log_._writers.get((topic.name, partition))
+    if writer is not None:
+        with writer.write_lock:
+            bases = [b for b in bases if b != writer.active.base_offset]
+            delete_segments(directory, bases)
+    else:
+        try:
+            lock = WriterLock(directory / LOCK_FILE)
+        except PartitionLockedError as error:
+            report.skipped_partitions.append((topic.name, partition, str(error)))
+            return
+        try:
+            delete_segments(directory, bases)
+        finally:
+            lock.release()
+    for base in bases:
+        report.deleted_segments.append((topic.name, partition, base))
+        log.info("%s partition %d: deleted segment %d", topic.name, partition, base)
+
+
+class Housekeeper:
+    """A daemon thread: persists changed cursors every `cursor_persist_interval` and runs the maintenance
+    pass every `maintenance_interval` (the first one interval after open)."""
+
+    def __init__(self, log_: Log) -> None:
+        self._log = log_
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="seglog-housekeeper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        config = self._log.config
+        next_pass = time.monotonic() + config.maintenance_interval / 1000
+        while not self._stop.wait(config.cursor_persist_interval / 1000):
+            try:
+                self._log._subscriptions.persist_dirty()
+                if time.monotonic() >= next_pass:
+                    self._log.run_maintenance()
+                    next_pass = time.monotonic() + config.maintenance_interval / 1000
+            except Exception:  # keep the thread alive; the next round tries again
+                log.exception("%s: background maintenance failed", self._log.path)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
