@@ -55,6 +55,8 @@ class Tenants:
 class _PolicyLevel:
     """The policy getters and setters namespaces and topics share; subclasses say where policies live."""
 
+    _log: Log
+
     def _read(self, name: str) -> Policies:
         raise NotImplementedError
 
@@ -63,6 +65,7 @@ class _PolicyLevel:
 
     def _update(self, name: str, **changes: Any) -> None:
         self._write(name, replace(self._read(name), **changes))
+        self._log._policies_changed()
 
     def set_retention(self, name: str, *, size: Any, time: Any) -> None:
         """Retention of acknowledged messages: size ('10G', bytes as int, -1 no limit, 0) and time ('3h',

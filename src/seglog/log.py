@@ -19,6 +19,7 @@ from seglog.clock import Clock, system_clock
 from seglog.admin import Admin
 from seglog.maintenance import Housekeeper, MaintenanceReport, run_pass
 from seglog.policies import EffectivePolicies
+from seglog.quota import QuotaGuard
 from seglog.segment_table import SegmentFacts
 from seglog.subscription import Subscriptions
 from seglog.config import BrokerConfig, TopicConfig
@@ -52,6 +53,8 @@ class Log:
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
         self._maintenance_lock = threading.Lock()
+        self._policy_version = 0  # bumped when this process changes a policy or a topic setting
+        self._quota_guards: dict[str, QuotaGuard] = {}
         self._partition_views: dict[Path, PartitionView] = {}
         self._segment_tables: dict[Path, SegmentFacts] = {}
         self._subscriptions = Subscriptions(self)
@@ -89,6 +92,7 @@ class Log:
         config = self.config.topic_defaults.updated({**record.config, **changes})
         given = {key: getattr(config, key) for key in {**record.config, **changes}}
         self._metadata.set_topic_config(topic_name, given)
+        self._policies_changed()
         with self._writers_lock:
             for (writer_topic, _), writer in self._writers.items():
                 if writer_topic == str(topic_name):
@@ -103,6 +107,15 @@ class Log:
                                          self._metadata.topic_policies(topic.topic_name),
                                          retention_time=config.retention_time,
                                          max_partition_size=config.max_partition_size)
+
+    def _quota_guard(self, topic: Topic) -> QuotaGuard:
+        guard = self._quota_guards.get(topic.name)
+        if guard is None or guard.topic.partitions != topic.partitions:
+            guard = self._quota_guards[topic.name] = QuotaGuard(topic)
+        return guard
+
+    def _policies_changed(self) -> None:
+        self._policy_version += 1
 
     def _segment_facts(self, view: PartitionView) -> SegmentFacts:
         facts = self._segment_tables.get(view.directory)
@@ -139,6 +152,7 @@ class Log:
         for partition_directory in [d for d in self._partition_views if d.parent == directory]:
             del self._partition_views[partition_directory]  # batches already read keep their maps alive
             self._segment_tables.pop(partition_directory, None)
+        self._quota_guards.pop(str(topic_name), None)
         topic = self.topic(name)
         self._subscriptions.forget_topic(topic)
         subscriptions = self._subscriptions.directory(topic)

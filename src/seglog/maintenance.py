@@ -82,7 +82,7 @@ def _maintain_partition(topic: Topic, partition: int, policies: EffectivePolicie
     for quota_in_force in policies.backlog_quotas.values():
         quota = quota_in_force.value
         if quota.policy == "consumer_backlog_eviction":
-            report.evicted += _evict(topic, partition, table, quota.type, quota.limit, now)
+            report.evicted += evict(topic, partition, table, quota.type, quota.limit, now)
     limits = limits_of(topic, policies)
     count = deletable_prefix(table, limits, now, acked_until(topic, partition, table))
     if count:
@@ -109,7 +109,7 @@ def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
     return total
 
 
-def _evict(topic: Topic, partition: int, table: SegmentTable, quota_type: str, limit: int, now: int) -> int:
+def evict(topic: Topic, partition: int, table: SegmentTable, quota_type: str, limit: int, now: int) -> int:
     """consumer_backlog_eviction: the cursors at or over the limit skip their oldest messages."""
     view = topic._segments(partition)
     evicted = 0

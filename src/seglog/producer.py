@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+
 from seglog._core._accumulator import SendPath
 from seglog._core._messages import MessageId
 from seglog.errors import ClosedError, InvalidArgumentError
@@ -28,10 +31,11 @@ class Producer(SendPath):
     visible to readers once written. `send_batch` writes at once."""
 
     def __init__(self, topic: Topic, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
-                 linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"]) -> None:
+                 linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0) -> None:
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
+        self.send_timeout_ms = _send_timeout(send_timeout)
         if self.batch_size <= 0:
             raise InvalidArgumentError("batch_size", batch_size, "a positive size, e.g. 1048576 or '1 MiB'")
         self._writers = topic._acquire_writers()
@@ -39,6 +43,12 @@ class Producer(SendPath):
         self._next_batch_partition = 0
         self._closed = False
         self._init_send_path([w.accumulator for w in self._writers], self.batch_size)
+        self._quota_guard = topic._log._quota_guard(topic)
+        self._quota_gate = self._check_quota
+
+    def _check_quota(self, partition: int, nbytes: int) -> None:
+        """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
+        self._quota_guard.check(partition, nbytes, self.send_timeout_ms)
 
     def _first_pending(self, partition: int) -> None:
         self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
@@ -63,6 +73,7 @@ class Producer(SendPath):
         else:
             partition = self._next_batch_partition % self._partitions
             self._next_batch_partition += 1
+        self._check_quota(partition, _payload_bytes(values))
         base = self._writers[partition].append(values, keys, timestamps, properties)
         return MessageId(partition, base)
 
@@ -70,6 +81,7 @@ class Producer(SendPath):
         from seglog.partitioning import split_by_key
         first = None
         for partition, parts in split_by_key(self._partitions, values, keys, timestamps, properties):
+            self._check_quota(partition, _payload_bytes(parts[0]))
             base = self._writers[partition].append(*parts)
             first = first or MessageId(partition, base)
         return first
@@ -97,3 +109,19 @@ class Producer(SendPath):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _payload_bytes(values: Any) -> int:
+    """The bytes of a send_batch's values, for the backlog-quota margin."""
+    if isinstance(values, (np.ndarray, pa.Array, pa.ChunkedArray)):
+        return int(values.nbytes)
+    return sum(map(len, values))
+
+
+def _send_timeout(value: Any) -> int:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise InvalidArgumentError("send_timeout", value, "seconds >= 0 (an int or float) or a duration such "
+                                       "as '30s'")
+        return int(value * 1000)
+    return parse_duration(value, argument="send_timeout", unit="s")

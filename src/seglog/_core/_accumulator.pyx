@@ -85,6 +85,7 @@ cdef class SendPath:
     cdef int _partitions
     cdef Py_ssize_t _batch_size
     cdef unsigned int _next_partition
+    cdef public object _quota_gate  # called as gate(partition, value bytes) before a message is queued
 
     def _init_send_path(self, list accumulators, Py_ssize_t batch_size):
         self._accumulators = accumulators
@@ -121,6 +122,8 @@ cdef class SendPath:
             timestamp = _check_timestamp(timestamp)
         if properties is not None:
             properties = _check_properties(properties)
+        if self._quota_gate is not None:
+            self._quota_gate(p, PyBytes_GET_SIZE(value))
         acc = <Accumulator>self._accumulators[p]
         if not acc.values:
             self._first_pending(p)

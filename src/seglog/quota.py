@@ -1,0 +1,144 @@
+"""Backlog quotas on the send path (../shared/LIFECYCLE.md, section 4).
+
+As in Pulsar, a send is refused while the backlog of the topic's slowest subscription is at or above the
+limit and accepted while it is below, even if that send takes it over; and as in Pulsar, where each
+partition of a partitioned topic is a topic of its own, the backlog compared is the partition's.
+
+The check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
+margin in bytes that each send uses up, and a time until the oldest unacknowledged message reaches the age
+limit. The backlog is computed again only when the margin or the time runs out, or, while the partition is
+at its limit, when some subscription's cursor has moved since the last computation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from seglog.backlog import partition_backlog
+from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
+from seglog.maintenance import evict
+from seglog.policies import BacklogQuota
+from seglog.subscription import wait_until
+from seglog.units import format_duration, format_size
+
+if TYPE_CHECKING:
+    from seglog.topic import Topic
+
+POLICY_REFRESH_S = 1.0  # policies changed by another process are seen within this time
+
+
+@dataclass
+class _PartitionState:
+    margin: int = -1          # bytes that may still be sent before the size limit must be checked again
+    age_deadline: int = -1    # clock time at which the oldest unacknowledged message reaches the age limit
+    cursors: tuple = ()       # the subscriptions' cursors when last computed (names, floors, ack counts)
+    refusal: str | None = None
+
+
+class QuotaGuard:
+    """The backlog quotas of one topic, checked by its producers before each send."""
+
+    def __init__(self, topic: Topic) -> None:
+        self.topic = topic
+        self._lock = threading.Lock()
+        self._quotas: list[BacklogQuota] = []
+        self._version = -1
+        self._refreshed = 0.0
+        self._states = [_PartitionState() for _ in range(topic.partitions)]
+        self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
+
+    def check(self, partition: int, nbytes: int, send_timeout_ms: int) -> None:
+        """Return if `partition` may take `nbytes` more now; else apply the quota's policy: raise
+        (producer_exception), wait up to the send timeout (producer_request_hold), or evict."""
+        log = self.topic._log
+        if self._version != log._policy_version or time.monotonic() - self._refreshed > POLICY_REFRESH_S:
+            self._refresh_policies()
+        if not self._quotas:
+            return
+        state = self._states[partition]
+        if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
+            state.margin -= nbytes
+            return
+        with self._lock:
+            refusal = self._evaluate(partition)
+            if refusal is None:
+                state.margin -= nbytes
+                return
+            quota = refusal
+            if quota.policy == "consumer_backlog_eviction":
+                self._evict(partition, quota)
+                return
+            if quota.policy == "producer_exception":
+                raise ProducerBlockedQuotaExceededError(state.refusal)
+        deadline = time.monotonic() + send_timeout_ms / 1000
+        if wait_until(deadline, lambda: self._evaluate_locked(partition) is None):
+            return
+        raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
+                                       f"{send_timeout_ms / 1000:g} s (policy producer_request_hold)")
+
+    def _refresh_policies(self) -> None:
+        log = self.topic._log
+        self._version = log._policy_version
+        self._refreshed = time.monotonic()
+        policies = log._effective_policies(self.topic)
+        self._quotas = [q.value for q in policies.backlog_quotas.values()]
+        self._states = [_PartitionState() for _ in range(self.topic.partitions)]
+
+    def _evaluate_locked(self, partition: int) -> BacklogQuota | None:
+        with self._lock:
+            return self._evaluate(partition)
+
+    def _evaluate(self, partition: int) -> BacklogQuota | None:
+        """The quota the partition is at or over (None if below all), updating the partition's state."""
+        topic, log = self.topic, self.topic._log
+        state = self._states[partition]
+        states = list(log._subscriptions.states(topic))
+        cursors = tuple((name, r.partitions[partition].acks.floor, r.partitions[partition].acks.individual_count)
+                        for name, r, _ in states)
+        now = log.clock()
+        if state.refusal is not None and cursors == state.cursors:  # no cursor moved: only sends happened
+            return self._over(state, now)
+        view = topic._segments(partition)
+        table = log._segment_facts(view).table()
+        largest, oldest, slowest = 0, None, None
+        for name, record, _ in states:
+            backlog = partition_backlog(view, table, record.partitions[partition].acks)
+            if backlog.bytes >= largest:
+                largest, slowest = backlog.bytes, name
+            if backlog.oldest_timestamp is not None and (oldest is None or backlog.oldest_timestamp < oldest[0]):
+                oldest = (backlog.oldest_timestamp, name)
+        state.cursors = cursors
+        state.margin = 1 << 62
+        state.age_deadline = 1 << 62
+        state.refusal = None
+        self._last = (largest, slowest, oldest)
+        for quota in self._quotas:
+            if quota.type == "destination_storage":
+                state.margin = min(state.margin, quota.limit - largest)
+            else:  # without a backlog, the next message is at least as new as now
+                state.age_deadline = min(state.age_deadline, (oldest[0] if oldest else now) + quota.limit)
+        return self._over(state, now)
+
+    def _over(self, state: _PartitionState, now: int) -> BacklogQuota | None:
+        largest, slowest, oldest = self._last
+        for quota in self._quotas:
+            if quota.type == "destination_storage" and state.margin <= 0:
+                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {slowest!r} has a "
+                                 f"backlog of {format_size(largest)}, at or above the destination_storage limit "
+                                 f"of {format_size(quota.limit)}")
+                return quota
+            if quota.type == "message_age" and oldest is not None and now >= state.age_deadline:
+                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {oldest[1]!r} has an "
+                                 f"unacknowledged message {format_duration(now - oldest[0])} old, at or above "
+                                 f"the message_age limit of {format_duration(quota.limit)}")
+                return quota
+        state.refusal = None
+        return None
+
+    def _evict(self, partition: int, quota: BacklogQuota) -> None:
+        topic = self.topic
+        table = topic._log._segment_facts(topic._segments(partition)).table()
+        evict(topic, partition, table, quota.type, quota.limit, topic._log.clock())
+        self._states[partition] = _PartitionState()

@@ -1,0 +1,340 @@
+"""Subscriptions, consumers and acks; backlog quotas on the send path."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import seglog
+from seglog.errors import (
+    ConsumerBusyError,
+    InvalidArgumentError,
+    ProducerBlockedQuotaExceededError,
+    ProducerSendTimeoutError,
+    ReceiveTimeoutError,
+)
+
+
+def produce(topic, n, *, start=0, **kw):
+    with topic.producer() as producer:
+        producer.send_batch([f"m{i}".encode() for i in range(start, start + n)], **kw)
+
+
+def drain(consumer, limit=10_000):
+    got = []
+    while len(got) < limit:
+        batch = consumer.receive_batch()
+        if batch is None:
+            return got
+        got.extend(batch.column("offset").to_pylist())
+        consumer.ack(batch)
+    return got
+
+
+def test_initial_position_latest_and_earliest(log):
+    topic = log.create_topic("t")
+    produce(topic, 5)
+    latest = topic.subscribe("late")
+    earliest = topic.subscribe("early", initial_position="earliest")
+    produce(topic, 3, start=5)
+    assert latest.receive(timeout=1).offset == 5
+    assert earliest.receive(timeout=1).offset == 0
+
+
+def test_receive_timeout_and_receive_batch_returns_at_once(log):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s")
+    with pytest.raises(ReceiveTimeoutError, match="within 0.05 s"):
+        consumer.receive(timeout=0.05)
+    started = time.monotonic()
+    assert consumer.receive_batch(10) is None
+    assert time.monotonic() - started < 0.05
+
+
+def test_receive_waits_for_a_message_from_another_thread(log):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s")
+    threading.Timer(0.05, lambda: produce(topic, 1)).start()
+    assert consumer.receive(timeout=5).value == b"m0"
+
+
+def test_receive_batch_is_zero_copy_and_carries_its_partition(log):
+    topic = log.create_topic("t", partitions=2)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with topic.producer() as producer:
+        producer.send_batch([b"x" * 100] * 10, partition=1)
+    batch = consumer.receive_batch()
+    assert batch.schema.metadata[b"partition"] == b"1"
+    whole = topic._segments(1).view(0).whole  # the segment's map as one Arrow buffer
+    for buffer in (batch.column("value").buffers()[2], batch.column("value").buffers()[1]):
+        assert whole.address <= buffer.address < whole.address + whole.size
+    consumer.ack(batch)
+    assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+def test_individual_acks_survive_a_clean_close(tmp_path, clock):
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.create_topic("t")
+        produce(topic, 10)
+        consumer = topic.subscribe("s", initial_position="earliest")
+        for message in [consumer.receive(timeout=1) for _ in range(10)]:
+            if message.offset in (0, 1, 4, 7):
+                consumer.ack(message)
+        consumer.close()
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.topic("t")
+        assert topic.internal_stats()["partitions"]["0"]["cursors"]["s"]["markDeletePosition"] == 1
+        assert topic.internal_stats()["partitions"]["0"]["cursors"]["s"]["ackedRanges"] == [[4, 5], [7, 8]]
+        consumer = topic.subscribe("s")
+        assert drain(consumer) == [2, 3, 5, 6, 8, 9]
+
+
+def test_ack_numpy_array_and_arrow_batch_in_one_call(log):
+    topic = log.create_topic("t")
+    produce(topic, 1000)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    consumer.ack(np.arange(0, 1000, 2))
+    assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 500
+    assert drain(consumer) == list(range(1, 1000, 2))
+
+
+def test_acks_of_unwritten_offsets_and_bad_targets_are_refused(log):
+    topic = log.create_topic("t")
+    produce(topic, 3)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with pytest.raises(InvalidArgumentError, match="below its end offset 3"):
+        consumer.ack(3)
+    with pytest.raises(InvalidArgumentError, match="offset"):
+        consumer.ack("x")
+    with pytest.raises(InvalidArgumentError, match="1-D array of integer"):
+        consumer.ack(np.array([1.5]))
+    assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 3
+
+
+def test_cumulative_ack_and_refusal_on_shared(log):
+    topic = log.create_topic("t")
+    produce(topic, 10)
+    exclusive = topic.subscribe("e", initial_position="earliest")
+    exclusive.ack_cumulative(6)
+    assert topic.stats()["subscriptions"]["e"]["msgBacklog"] == 3
+    for kind in ("shared", "key_shared"):
+        consumer = topic.subscribe(kind, subscription_type=kind, initial_position="earliest")
+        with pytest.raises(InvalidArgumentError, match="exclusive or failover"):
+            consumer.ack_cumulative(5)
+
+
+def test_exclusive_refuses_a_second_consumer_and_type_changes(log):
+    topic = log.create_topic("t")
+    first = topic.subscribe("s")
+    with pytest.raises(ConsumerBusyError, match="exclusive"):
+        topic.subscribe("s")
+    with pytest.raises(ConsumerBusyError, match="shared"):
+        topic.subscribe("s", subscription_type="shared")
+    first.close()
+    topic.subscribe("s", subscription_type="shared").close()  # no consumers: the type may change
+
+
+def test_shared_spreads_messages_and_redelivers_on_close(log):
+    topic = log.create_topic("t")
+    a = topic.subscribe("s", subscription_type="shared", initial_position="earliest")
+    b = topic.subscribe("s", subscription_type="shared")
+    for i in range(4):
+        produce(topic, 5, start=5 * i)
+    from_a = a.receive_batch()
+    from_b = b.receive_batch()
+    assert set(from_a.column("offset").to_pylist()).isdisjoint(from_b.column("offset").to_pylist())
+    a.close()  # a never acknowledged: its messages go to b
+    got = from_b.column("offset").to_pylist()
+    b.ack(from_b)
+    got += drain(b)
+    assert sorted(got) == list(range(20))
+
+
+def test_key_shared_keeps_each_key_on_one_consumer(log):
+    topic = log.create_topic("t")
+    consumers = [topic.subscribe("s", subscription_type="key_shared", initial_position="earliest",
+                                 consumer_name=f"c{i}") for i in range(3)]
+    keys = [f"k{i % 7}".encode() for i in range(300)]
+    with topic.producer() as producer:
+        producer.send_batch([b"v"] * 300, keys=keys)
+    owner = {}
+    for index, consumer in enumerate(consumers * 3):
+        while (batch := consumer.receive_batch()) is not None:
+            for key in batch.column("key").to_pylist():
+                assert owner.setdefault(key, consumer.name) == consumer.name
+            consumer.ack(batch)
+    assert len(owner) == 7 and topic.stats()["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+def test_failover_has_one_active_consumer_and_fails_over(log):
+    topic = log.create_topic("t")
+    a = topic.subscribe("s", subscription_type="failover", consumer_name="a", initial_position="earliest")
+    b = topic.subscribe("s", subscription_type="failover", consumer_name="b")
+    produce(topic, 5)
+    assert b.receive_batch() is None  # standby
+    assert a.receive(timeout=1).offset == 0
+    a.close()
+    assert b.receive(timeout=1).offset == 0  # unacknowledged: redelivered to the new active consumer
+
+
+def test_negative_ack_and_ack_timeout_redeliver_by_the_log_clock(log, clock):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", initial_position="earliest", ack_timeout=30, negative_ack_redelivery_delay=5)
+    produce(topic, 3)
+    first = consumer.receive(timeout=1)
+    consumer.negative_ack(first)
+    second, third = consumer.receive(timeout=1), consumer.receive(timeout=1)
+    consumer.ack(second)
+    assert consumer.receive_batch() is None
+    clock.advance(seconds=5)
+    assert consumer.receive(timeout=1).offset == first.offset
+    clock.advance(seconds=30)  # `third` and the redelivered first were never acknowledged
+    assert sorted(drain(consumer)) == [first.offset, third.offset]
+
+
+def test_seek_resets_the_cursor(log, clock):
+    topic = log.create_topic("t")
+    produce(topic, 10)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    drain(consumer)
+    consumer.seek(4)
+    assert consumer.receive(timeout=1).offset == 4
+    consumer.seek("earliest")
+    assert consumer.receive(timeout=1).offset == 0
+
+
+def test_unsubscribe_removes_the_backlog(log):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    produce(topic, 3)
+    consumer.unsubscribe()
+    assert topic.subscriptions() == [] and topic.stats()["subscriptions"] == {}
+
+
+def test_clear_backlog(log):
+    topic = log.create_topic("t")
+    topic.subscribe("a", initial_position="earliest").close()
+    topic.subscribe("b", initial_position="earliest").close()
+    produce(topic, 4)
+    log.admin.topics.clear_backlog("t", subscription="a")
+    assert topic.stats()["subscriptions"]["a"]["msgBacklog"] == 0
+    assert topic.stats()["subscriptions"]["b"]["msgBacklog"] == 4
+    log.admin.namespaces.clear_backlog("public/default")
+    assert topic.stats()["subscriptions"]["b"]["msgBacklog"] == 0
+
+
+def test_a_subscription_is_consumed_by_one_process(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t")
+        log.topic("t").subscribe("s").close()
+    script = textwrap.dedent(f"""
+        import seglog, sys, time
+        log = seglog.open({str(tmp_path)!r})
+        consumer = log.topic("t").subscribe("s")
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            with seglog.open(tmp_path) as log:
+                with pytest.raises(ConsumerBusyError, match=f"process {child.pid}"):
+                    log.topic("t").subscribe("s")
+        finally:
+            child.kill()
+
+
+@pytest.mark.slow
+def test_sigkill_resumes_at_the_persisted_cursor_without_skipping(tmp_path):
+    with seglog.open(tmp_path) as log:
+        topic = log.create_topic("t")
+        produce(topic, 20_000)
+    script = textwrap.dedent(f"""
+        import seglog, sys
+        log = seglog.open({str(tmp_path)!r}, cursor_persist_interval=20)
+        consumer = log.topic("t").subscribe("s", initial_position="earliest")
+        while True:
+            message = consumer.receive()
+            consumer.ack(message)
+            print(message.offset, flush=True)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
+        acked = [int(child.stdout.readline()) for _ in range(5000)]
+        os.kill(child.pid, signal.SIGKILL)
+    with seglog.open(tmp_path) as log:
+        topic = log.topic("t")
+        cursor = topic.internal_stats()["partitions"]["0"]["cursors"]["s"]
+        consumer = topic.subscribe("s")
+        first = consumer.receive(timeout=1).offset
+    assert first == cursor["markDeletePosition"] + 1
+    assert first <= acked[-1] + 1  # never skips an unacknowledged message
+
+
+# backlog quotas on the send path
+
+
+def quota(log, policy, **limits):
+    log.admin.namespaces.set_backlog_quota("public/default", policy=policy, **limits)
+
+
+def test_producer_exception_refuses_at_or_above_the_limit(log):
+    quota(log, "producer_exception", limit="10 KiB")
+    topic = log.create_topic("q")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with topic.producer() as producer:
+        producer.send_batch([b"x" * 1000] * 9)  # below: accepted
+        producer.send_batch([b"x" * 1000] * 9)  # still below before it: accepted, takes it over
+        with pytest.raises(ProducerBlockedQuotaExceededError, match="destination_storage"):
+            producer.send(b"x")
+        with pytest.raises(ProducerBlockedQuotaExceededError):
+            producer.send_batch([b"y"])
+        drain(consumer)
+        producer.send(b"after acks")  # room again
+    assert topic.end_offset() == 19
+
+
+def test_producer_request_hold_waits_for_acks_or_times_out(log):
+    quota(log, "producer_request_hold", limit="4 KiB")
+    topic = log.create_topic("q")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with topic.producer(send_timeout=0.1) as producer:
+        producer.send_batch([b"x" * 1000] * 5)
+        started = time.monotonic()
+        with pytest.raises(ProducerSendTimeoutError, match="send timeout of 0.1 s"):
+            producer.send(b"held")
+        assert time.monotonic() - started >= 0.1
+    with topic.producer(send_timeout=10) as producer:
+        threading.Timer(0.1, lambda: drain(consumer)).start()
+        producer.send(b"released")
+    assert topic.end_offset() == 6
+
+
+def test_message_age_quota_by_the_log_clock(log, clock):
+    quota(log, "producer_exception", limit_time=60, type="message_age")
+    topic = log.create_topic("q")
+    topic.subscribe("s", initial_position="earliest")
+    with topic.producer() as producer:
+        producer.send(b"old")
+        producer.flush()
+        clock.advance(seconds=59)
+        producer.send(b"ok")
+        clock.advance(seconds=1)
+        with pytest.raises(ProducerBlockedQuotaExceededError, match="message_age"):
+            producer.send(b"refused")
+
+
+def test_consumer_backlog_eviction_at_send_never_fails(log):
+    quota(log, "consumer_backlog_eviction", limit="10 KiB")
+    topic = log.create_topic("q")
+    topic.subscribe("s", initial_position="earliest")
+    with topic.producer() as producer:
+        for _ in range(10):
+            producer.send_batch([b"x" * 1000] * 5)
+    stats = topic.stats()["subscriptions"]["s"]
+    assert stats["msgEvicted"] > 0 and stats["backlogSize"] < 16 * 1024
