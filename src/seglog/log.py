@@ -53,7 +53,6 @@ class Log:
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
         self._maintenance_lock = threading.Lock()
-        self._policy_version = 0  # bumped when this process changes a policy or a topic setting
         self._quota_guards: dict[str, QuotaGuard] = {}
         self._partition_views: dict[Path, PartitionView] = {}
         self._segment_tables: dict[Path, SegmentFacts] = {}
@@ -112,10 +111,13 @@ class Log:
         guard = self._quota_guards.get(topic.name)
         if guard is None or guard.topic.partitions != topic.partitions:
             guard = self._quota_guards[topic.name] = QuotaGuard(topic)
+            guard.refresh()
         return guard
 
     def _policies_changed(self) -> None:
-        self._policy_version += 1
+        """Policies or topic settings changed (here, or seen from another process): re-arm the quotas."""
+        for guard in list(self._quota_guards.values()):
+            guard.refresh()
 
     def _segment_facts(self, view: PartitionView) -> SegmentFacts:
         facts = self._segment_tables.get(view.directory)

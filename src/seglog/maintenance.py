@@ -170,6 +170,7 @@ class Housekeeper:
         while not self._stop.wait(config.cursor_persist_interval / 1000):
             try:
                 self._log._subscriptions.persist_dirty()
+                self._log._policies_changed()  # another process may have changed them
                 if time.monotonic() >= next_pass:
                     self._log.run_maintenance()
                     next_pass = time.monotonic() + config.maintenance_interval / 1000

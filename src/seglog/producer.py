@@ -44,7 +44,7 @@ class Producer(SendPath):
         self._closed = False
         self._init_send_path([w.accumulator for w in self._writers], self.batch_size)
         self._quota_guard = topic._log._quota_guard(topic)
-        self._quota_gate = self._check_quota
+        self._quota_guard.register(self)  # arms `_quota_gate` only while the topic has backlog quotas
 
     def _check_quota(self, partition: int, nbytes: int) -> None:
         """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
@@ -73,7 +73,8 @@ class Producer(SendPath):
         else:
             partition = self._next_batch_partition % self._partitions
             self._next_batch_partition += 1
-        self._check_quota(partition, _payload_bytes(values))
+        if self._quota_gate is not None:
+            self._check_quota(partition, _payload_bytes(values))
         base = self._writers[partition].append(values, keys, timestamps, properties)
         return MessageId(partition, base)
 
@@ -81,7 +82,8 @@ class Producer(SendPath):
         from seglog.partitioning import split_by_key
         first = None
         for partition, parts in split_by_key(self._partitions, values, keys, timestamps, properties):
-            self._check_quota(partition, _payload_bytes(parts[0]))
+            if self._quota_gate is not None:
+                self._check_quota(partition, _payload_bytes(parts[0]))
             base = self._writers[partition].append(*parts)
             first = first or MessageId(partition, base)
         return first

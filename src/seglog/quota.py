@@ -4,7 +4,9 @@ As in Pulsar, a send is refused while the backlog of the topic's slowest subscri
 limit and accepted while it is below, even if that send takes it over; and as in Pulsar, where each
 partition of a partitioned topic is a topic of its own, the backlog compared is the partition's.
 
-The check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
+A topic without backlog quotas costs its producers nothing: their quota gate is None, set again whenever
+this process changes a policy, and every `cursor_persist_interval` by the housekeeper for changes made by
+other processes. With quotas, the check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
 margin in bytes that each send uses up, and a time until the oldest unacknowledged message reaches the age
 limit. The backlog is computed again only when the margin or the time runs out, or, while the partition is
 at its limit, when some subscription's cursor has moved since the last computation."""
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,9 +27,8 @@ from seglog.subscription import wait_until
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
+    from seglog.producer import Producer
     from seglog.topic import Topic
-
-POLICY_REFRESH_S = 1.0  # policies changed by another process are seen within this time
 
 
 @dataclass
@@ -44,8 +46,7 @@ class QuotaGuard:
         self.topic = topic
         self._lock = threading.Lock()
         self._quotas: list[BacklogQuota] = []
-        self._version = -1
-        self._refreshed = 0.0
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
         self._states = [_PartitionState() for _ in range(topic.partitions)]
         self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
 
@@ -53,10 +54,6 @@ class QuotaGuard:
         """Return if `partition` may take `nbytes` more now; else apply the quota's policy: raise
         (producer_exception), wait up to the send timeout (producer_request_hold), or evict."""
         log = self.topic._log
-        if self._version != log._policy_version or time.monotonic() - self._refreshed > POLICY_REFRESH_S:
-            self._refresh_policies()
-        if not self._quotas:
-            return
         state = self._states[partition]
         if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
             state.margin -= nbytes
@@ -78,13 +75,22 @@ class QuotaGuard:
         raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
                                        f"{send_timeout_ms / 1000:g} s (policy producer_request_hold)")
 
-    def _refresh_policies(self) -> None:
-        log = self.topic._log
-        self._version = log._policy_version
-        self._refreshed = time.monotonic()
-        policies = log._effective_policies(self.topic)
-        self._quotas = [q.value for q in policies.backlog_quotas.values()]
-        self._states = [_PartitionState() for _ in range(self.topic.partitions)]
+    def register(self, producer: Producer) -> None:
+        self._producers.add(producer)
+        self._set_gate(producer)
+
+    def refresh(self) -> None:
+        """Read the topic's quotas again and arm or disarm its producers' gates."""
+        with self._lock:
+            quotas = [q.value for q in self.topic._log._effective_policies(self.topic).backlog_quotas.values()]
+            if quotas != self._quotas:
+                self._quotas = quotas
+                self._states = [_PartitionState() for _ in range(self.topic.partitions)]
+        for producer in list(self._producers):
+            self._set_gate(producer)
+
+    def _set_gate(self, producer: Producer) -> None:
+        producer._quota_gate = producer._check_quota if self._quotas else None
 
     def _evaluate_locked(self, partition: int) -> BacklogQuota | None:
         with self._lock:
