@@ -71,9 +71,10 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
+    topic_commands = [("create",), ("delete",), ("describe",), ("list",)]
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("produce",),
-                                      ("repair",), ("topic",), ("topic", "create"), ("topic", "delete"),
-                                      ("topic", "describe"), ("topic", "list")]
+                                      ("repair",), ("topic",), *[("topic", *c) for c in topic_commands],
+                                      ("topics",), *[("topics", *c) for c in topic_commands]]
 
 
 @pytest.mark.parametrize("path", all_commands(), ids=lambda path: " ".join(path) or "seglog")
@@ -149,10 +150,11 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     run(runner, data, "topic", "create", "acme/billing/invoices")
 
     listed = run(runner, data, "topic", "list").output
-    assert ["NAME", "PARTITIONS", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == listed.splitlines()[0].split()
+    assert ["NAME", "PARTITIONS", "RETENTION", "TIME", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == (
+        listed.splitlines()[0].split())
     rows = [line.split() for line in listed.splitlines()[1:]]
-    assert rows == [["acme/billing/invoices", "1", "1", "GiB", "create_time"],
-                    ["public/default/events", "3", "64", "MiB", "log_append_time"]]
+    assert rows == [["acme/billing/invoices", "1", "-", "1", "GiB", "create_time"],
+                    ["public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
 
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
     assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segment_size": 64 << 20,
@@ -175,6 +177,44 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert not (data / "topics" / "public" / "default" / "events").exists()
 
 
+def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path) -> None:
+    result = run(runner, data, "topic", "create", "kept", "--retention-time", "1d 2h 3m 4s",
+                 "--max-partition-size", "10 GB", "--retention-min-timestamp", "1700000000000")
+    assert "Created topic public/default/kept" in result.output
+    run(runner, data, "topic", "create", "weekly", "--retention-time", "7 days", "--max-partition-size", "20G")
+    run(runner, data, "topic", "create", "off", "--retention-time", "-1", "--max-partition-size", "-1")
+    with seglog.open(data) as log:
+        assert log.topic("kept").config.to_dict() == {
+            **log.topic("off").config.to_dict(), "retention_time": 93_784_000,
+            "max_partition_size": 10**10, "retention_min_timestamp": 1_700_000_000_000}
+        assert (log.topic("weekly").config.retention_time, log.topic("weekly").config.max_partition_size) == (
+            7 * 86_400_000, 20 << 30)
+        assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
+            None, None)
+
+    listed = run(runner, data, "topics", "list").output  # pulsar-admin's plural
+    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    assert rows.keys() == {"public/default/kept", "public/default/off", "public/default/weekly"}
+    assert " 1day 2h 3m 4s " in rows["public/default/kept"]
+    assert " 7days " in rows["public/default/weekly"]
+    assert rows["public/default/off"].split()[:3] == ["public/default/off", "1", "-"]
+    as_json = {t["name"]: t for t in json.loads(run(runner, data, "topics", "list", "--json").output)}
+    assert as_json["public/default/kept"]["retention_time"] == 93_784_000
+    assert as_json["public/default/kept"]["max_partition_size"] == 10**10
+    assert as_json["public/default/kept"]["retention_min_timestamp"] == 1_700_000_000_000
+    assert as_json["public/default/off"]["retention_time"] is None
+
+
+def test_topics_is_the_topic_group_under_pulsar_admins_name(runner: CliRunner, data: Path) -> None:
+    assert main.commands["topics"] is main.commands["topic"]
+    assert "Created topic public/default/t" in run(runner, data, "topics", "create", "t").output
+    assert run(runner, data, "topics", "describe", "t", "--json").output == (
+        run(runner, data, "topic", "describe", "t", "--json").output)
+    assert run(runner, None, "topics", "list", "--help").output.startswith("Usage: seglog topics list")
+    run(runner, data, "topics", "delete", "t")
+    assert json.loads(run(runner, data, "topic", "list", "--json").output) == []
+
+
 BAD_CREATE_OPTIONS = [
     (["--segment-size", "lots"], "'--segment-size'", "'10 MiB'"),
     (["--segment-size", "100"], "'--segment-size'", "a size from 1 KiB to 2 GiB"),
@@ -184,6 +224,12 @@ BAD_CREATE_OPTIONS = [
     (["--timestamp-type", "wall_clock"], "'--timestamp-type'", "'create_time' or 'log_append_time'"),
     (["--fsync", "sometimes"], "'--fsync'", "'never', 'always', or an interval such as '100ms'"),
     (["--partitions", "0"], "'--partitions'", "1<=x<=10000"),
+    (["--retention-time", "a week"], "'--retention-time'", "'2d 10s', '7 days'"),
+    (["--retention-time", "-5s"], "'--retention-time'", "a duration such as '1h'"),
+    (["--max-partition-size", "huge"], "'--max-partition-size'", "'2 Ki', '10 MiB', '1 GB', 10G, 1T"),
+    (["--max-partition-size", "1M"], "'--max-partition-size'", "a size of at least the segment_size"),
+    (["--retention-min-timestamp", "-1"], "'--retention-min-timestamp'", "ms since the epoch as an int"),
+    (["--retention-min-timestamp", "yesterday"], "'--retention-min-timestamp'", "is not a valid integer"),
 ]
 
 

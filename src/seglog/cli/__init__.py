@@ -46,3 +46,4 @@ def main(ctx: click.Context, data: Path) -> None:
 
 for command in (demo, bench, topic, produce, consume, check, repair):
     main.add_command(command)
+main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group
