@@ -73,7 +73,8 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 def test_the_commands() -> None:
     topic_commands = [("create",), ("delete",), ("describe",), ("list",)]
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("produce",),
-                                      ("repair",), ("topic",), *[("topic", *c) for c in topic_commands],
+                                      ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
+                                      ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
                                       ("topics",), *[("topics", *c) for c in topic_commands]]
 
 
@@ -122,7 +123,8 @@ def test_data_option_wins_over_environment_which_wins_over_default(runner: CliRu
 
 
 @pytest.mark.parametrize("command", [["topic", "list"], ["topic", "describe", "t"], ["topic", "delete", "t"],
-                                     ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"]])
+                                     ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"],
+                                     ["tenants", "list"], ["tenants", "delete", "acme"]])
 def test_commands_that_need_data_refuse_a_missing_directory_and_create_nothing(
         runner: CliRunner, data: Path, command: list[str]) -> None:
     result = run(runner, data, *command, code=2)
@@ -271,6 +273,44 @@ def test_topic_errors_on_existing_and_missing_topics(runner: CliRunner, data: Pa
         result = run(runner, data, *command, code=2)
         assert "public/default/nope does not exist" in result.output
         assert "Traceback" not in result.output
+
+
+# --- tenants ---------------------------------------------------------------------------------------------------
+
+def test_tenants_create_list_delete(runner: CliRunner, data: Path) -> None:
+    assert "Created tenant acme" in run(runner, data, "tenants", "create", "acme").output  # creates the directory
+    run(runner, data, "tenants", "create", "geo", "--allowed-clusters", "us-east, eu-west")
+    assert run(runner, data, "tenants", "list").stdout == "acme\ngeo\npublic\n"
+    with seglog.open(data) as log:
+        listed = log.admin.tenants.list()
+        assert log.admin.tenants.get("geo") == {"allowedClusters": ["us-east", "eu-west"]}
+        assert log.admin.tenants.get("acme") == {"allowedClusters": None}
+    assert json.loads(run(runner, data, "tenants", "list", "--json").output) == listed == ["acme", "geo", "public"]
+
+    assert "Deleted tenant geo" in run(runner, data, "tenants", "delete", "geo").output
+    with seglog.open(data) as log:
+        assert log.admin.tenants.list() == ["acme", "public"]
+
+
+def test_tenants_refusals(runner: CliRunner, data: Path) -> None:
+    message = one_line(run(runner, data, "tenants", "create", "no spaces", code=2).output)
+    assert "Error: Invalid value for 'NAME': invalid tenant name 'no spaces'" in message
+    assert "accepted: 1 to 255 characters" in message
+    message = one_line(run(runner, data, "tenants", "create", "acme", "-c", "a,,b", code=2).output)
+    assert "Invalid value for '--allowed-clusters' / '-c': 'a,,b' is not a comma-separated list" in message
+    assert not data.exists()
+
+    run(runner, data, "tenants", "create", "acme")
+    assert "Error: tenant acme already exists" in run(runner, data, "tenants", "create", "acme", code=2).output
+    assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "delete", "nope", code=2).output
+    message = one_line(run(runner, data, "tenants", "delete", "public", code=2).output)
+    assert "Invalid value for 'NAME'" in message and "a tenant other than 'public'" in message
+    with seglog.open(data) as log:
+        log.admin.namespaces.create("acme/billing")
+    message = one_line(run(runner, data, "tenants", "delete", "acme", code=2).output)
+    assert "Error: tenant acme still has namespaces: acme/billing; delete them first" in message
+    assert "Traceback" not in message
+    assert run(runner, data, "tenants", "list").stdout == "acme\npublic\n"
 
 
 # --- produce and consume --------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
     seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
+    seglog [--data DIR] tenants create|list|delete
 
 One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
 
@@ -19,6 +20,7 @@ from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
 from seglog.cli.demo import demo
 from seglog.cli.produce import produce
 from seglog.cli.repair import repair
+from seglog.cli.tenants import tenants
 from seglog.cli.topic import topic
 
 __all__ = ["main"]
@@ -44,6 +46,6 @@ def main(ctx: click.Context, data: Path) -> None:
     ctx.obj = DataDir(data)
 
 
-for command in (demo, bench, topic, produce, consume, check, repair):
+for command in (demo, bench, topic, produce, consume, check, repair, tenants):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

@@ -22,7 +22,7 @@ EXIT_DAMAGE = EXIT_FAILURE
 EXIT_USAGE = 2
 
 # Library argument names that are not simply the parameter's name with '_' for ' '.
-_PARAMETER_ALIASES = {"topic name": ("name", "topic")}
+_PARAMETER_ALIASES = {"topic name": ("name", "topic"), "tenant name": ("name", "tenant"), "tenant": ("name", "tenant")}
 
 
 def show_error(message: str) -> None:
