@@ -41,6 +41,12 @@ def run(runner: CliRunner, data: Path | None, *args: str, input: str | bytes | N
     return result
 
 
+def make_data(data: Path) -> None:
+    """An empty data directory (commands other than create refuse a missing one)."""
+    with seglog.open(data):
+        pass
+
+
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -71,9 +77,15 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
-    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("produce",),
-                                      ("repair",), ("topic",), ("topic", "create"), ("topic", "delete"),
-                                      ("topic", "describe"), ("topic", "list")]
+    topic_commands = [("create",), ("delete",), ("describe",), ("list",)]
+    namespace_commands = ["clear-backlog", "create", "delete", "get-backlog-quotas", "get-message-ttl",
+                          "get-retention", "list", "remove-backlog-quota", "remove-message-ttl", "set-backlog-quota",
+                          "set-message-ttl", "set-retention"]
+    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("namespaces",),
+                                      *[("namespaces", c) for c in namespace_commands], ("produce",),
+                                      ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
+                                      ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
+                                      ("topics",), *[("topics", *c) for c in topic_commands]]
 
 
 @pytest.mark.parametrize("path", all_commands(), ids=lambda path: " ".join(path) or "seglog")
@@ -121,7 +133,12 @@ def test_data_option_wins_over_environment_which_wins_over_default(runner: CliRu
 
 
 @pytest.mark.parametrize("command", [["topic", "list"], ["topic", "describe", "t"], ["topic", "delete", "t"],
-                                     ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"]])
+                                     ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"],
+                                     ["tenants", "list"], ["tenants", "delete", "acme"], ["namespaces", "list"],
+                                     ["namespaces", "delete", "public/ns"],
+                                     ["namespaces", "get-retention", "public/default"],
+                                     ["namespaces", "set-message-ttl", "public/default", "--messageTTL", "60"],
+                                     ["namespaces", "clear-backlog", "public/default", "-f"]])
 def test_commands_that_need_data_refuse_a_missing_directory_and_create_nothing(
         runner: CliRunner, data: Path, command: list[str]) -> None:
     result = run(runner, data, *command, code=2)
@@ -149,10 +166,11 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     run(runner, data, "topic", "create", "acme/billing/invoices")
 
     listed = run(runner, data, "topic", "list").output
-    assert ["NAME", "PARTITIONS", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == listed.splitlines()[0].split()
+    assert ["NAME", "PARTITIONS", "RETENTION", "TIME", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == (
+        listed.splitlines()[0].split())
     rows = [line.split() for line in listed.splitlines()[1:]]
-    assert rows == [["acme/billing/invoices", "1", "1", "GiB", "create_time"],
-                    ["public/default/events", "3", "64", "MiB", "log_append_time"]]
+    assert rows == [["acme/billing/invoices", "1", "-", "1", "GiB", "create_time"],
+                    ["public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
 
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
     assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segment_size": 64 << 20,
@@ -175,6 +193,44 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert not (data / "topics" / "public" / "default" / "events").exists()
 
 
+def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path) -> None:
+    result = run(runner, data, "topic", "create", "kept", "--retention-time", "1d 2h 3m 4s",
+                 "--max-partition-size", "10 GB", "--retention-min-timestamp", "1700000000000")
+    assert "Created topic public/default/kept" in result.output
+    run(runner, data, "topic", "create", "weekly", "--retention-time", "7 days", "--max-partition-size", "20G")
+    run(runner, data, "topic", "create", "off", "--retention-time", "-1", "--max-partition-size", "-1")
+    with seglog.open(data) as log:
+        assert log.topic("kept").config.to_dict() == {
+            **log.topic("off").config.to_dict(), "retention_time": 93_784_000,
+            "max_partition_size": 10**10, "retention_min_timestamp": 1_700_000_000_000}
+        assert (log.topic("weekly").config.retention_time, log.topic("weekly").config.max_partition_size) == (
+            7 * 86_400_000, 20 << 30)
+        assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
+            None, None)
+
+    listed = run(runner, data, "topics", "list").output  # pulsar-admin's plural
+    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    assert rows.keys() == {"public/default/kept", "public/default/off", "public/default/weekly"}
+    assert " 1day 2h 3m 4s " in rows["public/default/kept"]
+    assert " 7days " in rows["public/default/weekly"]
+    assert rows["public/default/off"].split()[:3] == ["public/default/off", "1", "-"]
+    as_json = {t["name"]: t for t in json.loads(run(runner, data, "topics", "list", "--json").output)}
+    assert as_json["public/default/kept"]["retention_time"] == 93_784_000
+    assert as_json["public/default/kept"]["max_partition_size"] == 10**10
+    assert as_json["public/default/kept"]["retention_min_timestamp"] == 1_700_000_000_000
+    assert as_json["public/default/off"]["retention_time"] is None
+
+
+def test_topics_is_the_topic_group_under_pulsar_admins_name(runner: CliRunner, data: Path) -> None:
+    assert main.commands["topics"] is main.commands["topic"]
+    assert "Created topic public/default/t" in run(runner, data, "topics", "create", "t").output
+    assert run(runner, data, "topics", "describe", "t", "--json").output == (
+        run(runner, data, "topic", "describe", "t", "--json").output)
+    assert run(runner, None, "topics", "list", "--help").output.startswith("Usage: seglog topics list")
+    run(runner, data, "topics", "delete", "t")
+    assert json.loads(run(runner, data, "topic", "list", "--json").output) == []
+
+
 BAD_CREATE_OPTIONS = [
     (["--segment-size", "lots"], "'--segment-size'", "'10 MiB'"),
     (["--segment-size", "100"], "'--segment-size'", "a size from 1 KiB to 2 GiB"),
@@ -184,6 +240,12 @@ BAD_CREATE_OPTIONS = [
     (["--timestamp-type", "wall_clock"], "'--timestamp-type'", "'create_time' or 'log_append_time'"),
     (["--fsync", "sometimes"], "'--fsync'", "'never', 'always', or an interval such as '100ms'"),
     (["--partitions", "0"], "'--partitions'", "1<=x<=10000"),
+    (["--retention-time", "a week"], "'--retention-time'", "'2d 10s', '7 days'"),
+    (["--retention-time", "-5s"], "'--retention-time'", "a duration such as '1h'"),
+    (["--max-partition-size", "huge"], "'--max-partition-size'", "'2 Ki', '10 MiB', '1 GB', 10G, 1T"),
+    (["--max-partition-size", "1M"], "'--max-partition-size'", "a size of at least the segment_size"),
+    (["--retention-min-timestamp", "-1"], "'--retention-min-timestamp'", "ms since the epoch as an int"),
+    (["--retention-min-timestamp", "yesterday"], "'--retention-min-timestamp'", "is not a valid integer"),
 ]
 
 
@@ -225,6 +287,312 @@ def test_topic_errors_on_existing_and_missing_topics(runner: CliRunner, data: Pa
         result = run(runner, data, *command, code=2)
         assert "public/default/nope does not exist" in result.output
         assert "Traceback" not in result.output
+
+
+# --- tenants ---------------------------------------------------------------------------------------------------
+
+def test_tenants_create_list_delete(runner: CliRunner, data: Path) -> None:
+    assert "Created tenant acme" in run(runner, data, "tenants", "create", "acme").output  # creates the directory
+    run(runner, data, "tenants", "create", "geo", "--allowed-clusters", "us-east, eu-west")
+    assert run(runner, data, "tenants", "list").stdout == "acme\ngeo\npublic\n"
+    with seglog.open(data) as log:
+        listed = log.admin.tenants.list()
+        assert log.admin.tenants.get("geo") == {"allowedClusters": ["us-east", "eu-west"]}
+        assert log.admin.tenants.get("acme") == {"allowedClusters": None}
+    assert json.loads(run(runner, data, "tenants", "list", "--json").output) == listed == ["acme", "geo", "public"]
+
+    assert "Deleted tenant geo" in run(runner, data, "tenants", "delete", "geo").output
+    with seglog.open(data) as log:
+        assert log.admin.tenants.list() == ["acme", "public"]
+
+
+def test_tenants_refusals(runner: CliRunner, data: Path) -> None:
+    message = one_line(run(runner, data, "tenants", "create", "no spaces", code=2).output)
+    assert "Error: Invalid value for 'NAME': invalid tenant name 'no spaces'" in message
+    assert "accepted: 1 to 255 characters" in message
+    message = one_line(run(runner, data, "tenants", "create", "acme", "-c", "a,,b", code=2).output)
+    assert "Invalid value for '--allowed-clusters' / '-c': 'a,,b' is not a comma-separated list" in message
+    assert not data.exists()
+
+    run(runner, data, "tenants", "create", "acme")
+    assert "Error: tenant acme already exists" in run(runner, data, "tenants", "create", "acme", code=2).output
+    assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "delete", "nope", code=2).output
+    message = one_line(run(runner, data, "tenants", "delete", "public", code=2).output)
+    assert "Invalid value for 'NAME'" in message and "a tenant other than 'public'" in message
+    with seglog.open(data) as log:
+        log.admin.namespaces.create("acme/billing")
+    message = one_line(run(runner, data, "tenants", "delete", "acme", code=2).output)
+    assert "Error: tenant acme still has namespaces: acme/billing; delete them first" in message
+    assert "Traceback" not in message
+    assert run(runner, data, "tenants", "list").stdout == "acme\npublic\n"
+
+
+# --- namespaces ------------------------------------------------------------------------------------------------
+
+def test_namespaces_create_list_delete(runner: CliRunner, data: Path) -> None:
+    assert "Created namespace public/events" in run(runner, data, "namespaces", "create", "public/events").output
+    run(runner, data, "tenants", "create", "acme")
+    run(runner, data, "namespaces", "create", "acme/billing")
+    run(runner, data, "namespaces", "create", "acme/ops")
+    assert run(runner, data, "namespaces", "list").stdout == (
+        "acme/billing\nacme/ops\npublic/default\npublic/events\n")
+    assert run(runner, data, "namespaces", "list", "acme").stdout == "acme/billing\nacme/ops\n"
+    with seglog.open(data) as log:
+        every, of_acme = log.admin.namespaces.list(), log.admin.namespaces.list("acme")
+    assert json.loads(run(runner, data, "namespaces", "list", "--json").output) == every
+    assert json.loads(run(runner, data, "namespaces", "list", "acme", "--json").output) == of_acme
+
+    assert "Deleted namespace acme/ops" in run(runner, data, "namespaces", "delete", "acme/ops").output
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.list("acme") == ["acme/billing"]
+
+
+def test_namespaces_refusals(runner: CliRunner, data: Path) -> None:
+    message = one_line(run(runner, data, "namespaces", "create", "billing", code=2).output)
+    assert "Error: Invalid value for 'TENANT/NAMESPACE': invalid namespace name 'billing'" in message
+    assert "accepted: 'tenant/namespace'" in message
+    message = one_line(run(runner, data, "namespaces", "create", "acme/billing", code=2).output)
+    assert "Error: tenant acme does not exist; create it first" in message
+    assert not data.exists()
+
+    run(runner, data, "namespaces", "create", "public/ns")
+    assert "Error: namespace public/ns already exists" in one_line(
+        run(runner, data, "namespaces", "create", "public/ns", code=2).output)
+    assert "Error: tenant acme does not exist; create it first" in one_line(
+        run(runner, data, "namespaces", "create", "acme/billing", code=2).output)
+    assert "Error: tenant acme does not exist" in run(runner, data, "namespaces", "list", "acme", code=2).output
+    message = one_line(run(runner, data, "namespaces", "list", "no such", code=2).output)
+    assert "Invalid value for '[TENANT]': invalid tenant name 'no such'" in message
+    message = one_line(run(runner, data, "namespaces", "delete", "public/default", code=2).output)
+    assert "Invalid value for 'TENANT/NAMESPACE'" in message and "a namespace other than 'public/default'" in message
+    assert "Error: namespace public/nope does not exist" in run(
+        runner, data, "namespaces", "delete", "public/nope", code=2).output
+    run(runner, data, "topic", "create", "public/ns/t")
+    message = one_line(run(runner, data, "namespaces", "delete", "public/ns", code=2).output)
+    assert "Error: namespace public/ns still has topics: public/ns/t; delete them first" in message
+    for command in (["get-retention"], ["set-retention", "--size", "1G", "--time", "1h"], ["get-backlog-quotas"],
+                    ["set-message-ttl", "--messageTTL", "60"], ["get-message-ttl"], ["remove-message-ttl"],
+                    ["remove-backlog-quota"], ["clear-backlog", "-f"]):
+        result = run(runner, data, "namespaces", command[0], "public/nope", *command[1:], code=2)
+        assert "Error: namespace public/nope does not exist" in result.output
+        assert "Traceback" not in result.output
+    assert run(runner, data, "namespaces", "list").stdout == "public/default\npublic/ns\n"
+
+
+@pytest.mark.parametrize(("size", "time", "expected"), [
+    ("10G", "3h", {"retentionTimeInMinutes": 180, "retentionSizeInMB": 10240}),
+    ("10 MiB", "2d 10s", {"retentionTimeInMinutes": 2880, "retentionSizeInMB": 10}),
+    ("1 GB", "7 days", {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 953}),
+    ("1T", "3600", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1 << 20}),
+    ("2 Ki", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": 0}),
+    ("-1", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}),
+    ("0", "0", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}),
+])
+def test_namespace_retention(runner: CliRunner, data: Path, size: str, time: str, expected: dict) -> None:
+    run(runner, data, "namespaces", "create", "public/ns")
+    assert json.loads(run(runner, data, "namespaces", "get-retention", "public/ns").output) is None
+    result = run(runner, data, "namespaces", "set-retention", "public/ns", "--size", size, "--time", time)
+    assert "Set retention of public/ns: size " in result.output
+    got = json.loads(run(runner, data, "namespaces", "get-retention", "public/ns").output)
+    with seglog.open(data) as log:
+        assert got == log.admin.namespaces.get_retention("public/ns") == expected
+    run(runner, data, "namespaces", "set-retention", "public/ns", "-s", "-1", "-t", "-1")  # pulsar-admin's flags
+    assert json.loads(run(runner, data, "namespaces", "get-retention", "public/ns").output) == {
+        "retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+
+
+def test_set_retention_shows_what_it_understood(runner: CliRunner, data: Path) -> None:
+    make_data(data)
+    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1.5K", "--time", "90m")
+    assert "Set retention of public/default: size 1.5 KiB, time 1h 30m" in result.output
+    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "-1", "--time", "-1")
+    assert "size infinite, time infinite" in result.output
+
+
+BAD_RETENTION = [
+    (["--size", "lots", "--time", "3h"], "'--size' / '-s'", "'2 Ki', '10 MiB', '1 GB', 10G, 1T"),
+    (["--size", "-5", "--time", "3h"], "'--size' / '-s'", "or -1 for no limit"),
+    (["--size", "1.5B", "--time", "3h"], "'--size' / '-s'", "not a whole number of bytes"),
+    (["--size", "10G", "--time", "3 fortnights"], "'--time' / '-t'", "'1h', '2d 10s', '7 days'"),
+    (["--size", "10G", "--time", "-2h"], "'--time' / '-t'", "seconds as an int, or a duration"),
+    (["--size", "0", "--time", "3h"], "'--size' / '-s' and '--time' / '-t'", "both limits 0 (keep nothing)"),
+    (["--size", "10G"], "", "Missing option '--time' / '-t'"),
+    (["--time", "3h"], "", "Missing option '--size' / '-s'"),
+]
+
+
+@pytest.mark.parametrize(("options", "named", "accepted"), BAD_RETENTION)
+def test_set_retention_refuses_bad_values_and_changes_nothing(runner: CliRunner, data: Path, options: list[str],
+                                                              named: str, accepted: str) -> None:
+    make_data(data)
+    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1G", "--time", "1d")
+    before = run(runner, data, "namespaces", "get-retention", "public/default").output
+    message = one_line(run(runner, data, "namespaces", "set-retention", "public/default", *options, code=2).output)
+    if named:
+        assert f"Error: Invalid value for {named}: " in message
+    assert accepted in message and "Traceback" not in message
+    assert run(runner, data, "namespaces", "get-retention", "public/default").output == before
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_retention("public/default") == {
+            "retentionTimeInMinutes": 1440, "retentionSizeInMB": 1024}
+
+
+def test_namespace_backlog_quotas(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "namespaces", "create", "public/ns")
+    assert json.loads(run(runner, data, "namespaces", "get-backlog-quotas", "public/ns").output) == {}
+    result = run(runner, data, "namespaces", "set-backlog-quota", "public/ns", "--limit", "2G", "--policy",
+                 "producer_request_hold")
+    assert "Set backlog quota destination_storage of public/ns: limit 2 GiB, policy producer_request_hold" in (
+        result.output)
+    result = run(runner, data, "namespaces", "set-backlog-quota", "public/ns", "-lt", "3600", "-p",
+                 "consumer_backlog_eviction", "-t", "message_age")
+    assert "Set backlog quota message_age of public/ns: limit 1h, policy consumer_backlog_eviction" in result.output
+    expected = {"destination_storage": {"limit": 2147483648, "policy": "producer_request_hold"},
+                "message_age": {"limitTime": 3600, "policy": "consumer_backlog_eviction"}}
+    got = json.loads(run(runner, data, "namespaces", "get-backlog-quotas", "public/ns").output)
+    with seglog.open(data) as log:
+        assert got == log.admin.namespaces.get_backlog_quotas("public/ns") == expected
+
+    run(runner, data, "namespaces", "set-backlog-quota", "public/ns", "--limitTime", "2d 1s", "--policy",
+        "producer_exception", "--type", "message_age")
+    run(runner, data, "namespaces", "set-backlog-quota", "public/ns", "--limit", "1 GB", "--policy",
+        "producer_exception", "--type", "destination_storage")
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_backlog_quotas("public/ns") == {
+            "destination_storage": {"limit": 10**9, "policy": "producer_exception"},
+            "message_age": {"limitTime": 172_801, "policy": "producer_exception"}}
+
+    result = run(runner, data, "namespaces", "remove-backlog-quota", "public/ns", "--type", "message_age")
+    assert "Removed backlog quota message_age of public/ns" in result.output
+    assert list(json.loads(run(runner, data, "namespaces", "get-backlog-quotas", "public/ns").output)) == [
+        "destination_storage"]
+    run(runner, data, "namespaces", "remove-backlog-quota", "public/ns")  # destination_storage, as pulsar-admin
+    assert json.loads(run(runner, data, "namespaces", "get-backlog-quotas", "public/ns").output) == {}
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_backlog_quotas("public/ns") == {}
+
+
+BAD_BACKLOG_QUOTA = [
+    (["--limit", "2G", "--policy", "drop"], "'--policy' / '-p'",
+     "'producer_request_hold', 'producer_exception', 'consumer_backlog_eviction'"),
+    (["--limit", "2G", "--policy", "producer_exception", "--type", "size"], "'--type' / '-t'",
+     "'destination_storage' or 'message_age'"),
+    (["--limit", "lots", "--policy", "producer_exception"], "'--limit' / '-l'", "'2 Ki', '10 MiB', '1 GB', 10G"),
+    (["--limit", "0", "--policy", "producer_exception"], "'--limit' / '-l'", "a limit greater than 0"),
+    (["--limit", "-1", "--policy", "producer_exception"], "'--limit' / '-l'", "-1 (no limit) is not accepted"),
+    (["--limitTime", "soon", "--policy", "producer_exception", "--type", "message_age"], "'--limitTime' / '-lt'",
+     "seconds as an int, or a duration such as '1h'"),
+    (["--limitTime", "0", "--policy", "producer_exception", "--type", "message_age"], "'--limitTime' / '-lt'",
+     "a limit greater than 0"),
+    (["--limitTime", "1h", "--policy", "producer_exception"], "'--limitTime' / '-lt'",
+     "--type destination_storage takes --limit"),
+    (["--limit", "2G", "--policy", "producer_exception", "--type", "message_age"], "'--limit' / '-l'",
+     "--type message_age takes --limitTime"),
+    (["--policy", "producer_exception", "--type", "message_age"], "", "Missing option '--limitTime' / '-lt'"),
+    (["--policy", "producer_exception"], "", "Missing option '--limit' / '-l'"),
+    (["--limit", "2G"], "", "Missing option '--policy' / '-p'"),
+]
+
+
+@pytest.mark.parametrize(("options", "named", "accepted"), BAD_BACKLOG_QUOTA)
+def test_set_backlog_quota_refuses_bad_values_and_changes_nothing(runner: CliRunner, data: Path,
+                                                                  options: list[str], named: str,
+                                                                  accepted: str) -> None:
+    make_data(data)
+    run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-l", "5G", "-p", "producer_exception")
+    before = run(runner, data, "namespaces", "get-backlog-quotas", "public/default").output
+    message = one_line(run(runner, data, "namespaces", "set-backlog-quota", "public/default", *options,
+                           code=2).output)
+    if named:
+        assert f"Error: Invalid value for {named}: " in message
+    assert accepted in message and "Traceback" not in message
+    assert run(runner, data, "namespaces", "get-backlog-quotas", "public/default").output == before
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_backlog_quotas("public/default") == {
+            "destination_storage": {"limit": 5 << 30, "policy": "producer_exception"}}
+
+
+def test_remove_backlog_quota_refuses_a_bad_type(runner: CliRunner, data: Path) -> None:
+    make_data(data)
+    run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-l", "5G", "-p", "producer_exception")
+    message = one_line(run(runner, data, "namespaces", "remove-backlog-quota", "public/default", "--type", "all",
+                           code=2).output)
+    assert "Error: Invalid value for '--type' / '-t': invalid type 'all'" in message
+    assert "'destination_storage' or 'message_age'" in message
+    with seglog.open(data) as log:
+        assert list(log.admin.namespaces.get_backlog_quotas("public/default")) == ["destination_storage"]
+
+
+@pytest.mark.parametrize(("given", "seconds", "shown"), [
+    ("120", 120, "2m"), ("2h", 7200, "2h"), ("1d 1h", 90_000, "1day 1h"), ("7 days", 604_800, "7days"),
+    ("0", 0, "0s"),
+])
+def test_namespace_message_ttl(runner: CliRunner, data: Path, given: str, seconds: int, shown: str) -> None:
+    make_data(data)
+    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) is None
+    result = run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", given)
+    assert f"Set message TTL of public/default: {shown}" in result.output
+    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) == seconds
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_message_ttl("public/default") == seconds
+    run(runner, data, "namespaces", "set-message-ttl", "public/default", "-ttl", "60")  # pulsar-admin's flag
+    assert run(runner, data, "namespaces", "get-message-ttl", "public/default").output == "60\n"
+    result = run(runner, data, "namespaces", "remove-message-ttl", "public/default")
+    assert "Removed message TTL of public/default" in result.output
+    assert run(runner, data, "namespaces", "get-message-ttl", "public/default").output == "null\n"
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_message_ttl("public/default") is None
+
+
+@pytest.mark.parametrize(("value", "detail"), [("soon", "expected a number"), ("-1", "-1 (no limit) is not accepted"),
+                                               ("5 fortnights", "unknown unit 'fortnights'"), ("", "it is empty")])
+def test_set_message_ttl_refuses_bad_values_and_changes_nothing(runner: CliRunner, data: Path, value: str,
+                                                                detail: str) -> None:
+    make_data(data)
+    run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", "1h")
+    message = one_line(run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", value,
+                           code=2).output)
+    assert "Error: Invalid value for '--messageTTL' / '-ttl': invalid message TTL" in message
+    assert detail in message and "accepted: seconds as an int, or a duration such as '1h', '2d 10s'" in message
+    with seglog.open(data) as log:
+        assert log.admin.namespaces.get_message_ttl("public/default") == 3600
+
+
+CLEAR_PROMPT = "Are you sure you want to clear the backlog? [y/N]: "
+
+
+def test_clear_backlog_asks_first(runner: CliRunner, data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(runner, data, "namespaces", "create", "public/ns")
+    cleared = []
+    monkeypatch.setattr(seglog.admin.Namespaces, "clear_backlog",
+                        lambda self, name, subscription=None: cleared.append((name, subscription)))
+    for answer in ("n\n", "\n", ""):  # no, the default (no), and no answer at all (stdin closed)
+        result = run(runner, data, "namespaces", "clear-backlog", "public/ns", input=answer, code=1)
+        assert result.stdout.startswith(CLEAR_PROMPT) and "Cleared" not in result.stdout
+        assert result.stderr.strip() == "Aborted!"
+    assert cleared == []
+
+    result = run(runner, data, "namespaces", "clear-backlog", "public/ns", input="y\n")
+    assert result.stdout.startswith(CLEAR_PROMPT)
+    assert "Cleared the backlog of every subscription on the topics of public/ns" in result.output
+    result = run(runner, data, "namespaces", "clear-backlog", "public/ns", "-f", "-s", "audit")
+    assert CLEAR_PROMPT not in result.output
+    assert "Cleared the backlog of subscription audit on the topics of public/ns" in result.output
+    run(runner, data, "namespaces", "clear-backlog", "public/ns", "--force", "--sub", "audit")
+    assert cleared == [("public/ns", None), ("public/ns", "audit"), ("public/ns", "audit")]
+
+    result = run(runner, data, "namespaces", "clear-backlog", "public/nope", input="y\n", code=2)
+    assert CLEAR_PROMPT not in result.output and "Error: namespace public/nope does not exist" in result.output
+    assert len(cleared) == 3
+
+
+def test_clear_backlog_of_a_namespace_without_topics(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "namespaces", "create", "public/empty")
+    result = run(runner, data, "namespaces", "clear-backlog", "public/empty", input="n\n", code=1)
+    assert "Aborted!" in result.output
+    assert "Cleared the backlog" in run(runner, data, "namespaces", "clear-backlog", "public/empty", "-f").output
+    assert "Cleared the backlog" in run(runner, data, "namespaces", "clear-backlog", "public/empty",
+                                        input="y\n").output
 
 
 # --- produce and consume --------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
     seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
+    seglog [--data DIR] tenants create|list|delete
+    seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
 
 One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
 
@@ -17,8 +19,10 @@ from seglog.cli.check import check
 from seglog.cli.consume import consume
 from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
 from seglog.cli.demo import demo
+from seglog.cli.namespaces import namespaces
 from seglog.cli.produce import produce
 from seglog.cli.repair import repair
+from seglog.cli.tenants import tenants
 from seglog.cli.topic import topic
 
 __all__ = ["main"]
@@ -40,9 +44,11 @@ def main(ctx: click.Context, data: Path) -> None:
       printf 'a\\nb\\n' | seglog --data ./d produce events --key user-1
       seglog --data ./d consume events --partition 0 --format json --follow
       seglog --data ./d check
+      seglog --data ./d namespaces set-retention public/default --size 10G --time 3h
     """
     ctx.obj = DataDir(data)
 
 
-for command in (demo, bench, topic, produce, consume, check, repair):
+for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces):
     main.add_command(command)
+main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

@@ -21,8 +21,17 @@ EXIT_FAILURE = 1
 EXIT_DAMAGE = EXIT_FAILURE
 EXIT_USAGE = 2
 
-# Library argument names that are not simply the parameter's name with '_' for ' '.
-_PARAMETER_ALIASES = {"topic name": ("name", "topic")}
+# Library argument names that are not simply the parameter's name with '_' for ' ': the parameters they may be
+# (a command has one of them), or that together make the value (retention: --size and --time).
+_PARAMETER_ALIASES = {
+    "topic name": ("name", "topic"),
+    "tenant name": ("name", "tenant"),
+    "tenant": ("name", "tenant"),
+    "namespace name": ("namespace",),
+    "message TTL": ("message_ttl",),
+    "type": ("quota_type",),
+    "retention": ("retention_size", "retention_time"),
+}
 
 
 def show_error(message: str) -> None:
@@ -65,9 +74,10 @@ def as_usage_problem(error: click.UsageError, ctx: click.Context) -> click.Usage
 def from_library(error: SeglogError, ctx: click.Context) -> click.ClickException:
     """The CLI form of a library error raised while running the command of `ctx`."""
     if isinstance(error, InvalidArgumentError):
-        param = _parameter_for(ctx, error.argument)
-        if param is not None:
-            return UsageProblem(f"Invalid value for {param.get_error_hint(ctx)}: {error}", ctx)
+        params = _parameters_for(ctx, error.argument)
+        if params:
+            hint = " and ".join(param.get_error_hint(ctx) for param in params)
+            return UsageProblem(f"Invalid value for {hint}: {error}", ctx)
         return UsageProblem(str(error), ctx)
     if isinstance(error, CorruptLogError):
         return CliError(f"{error} (run `seglog check` for a full report, `seglog repair` to fix what can be)",
@@ -75,12 +85,9 @@ def from_library(error: SeglogError, ctx: click.Context) -> click.ClickException
     return CliError(str(error), EXIT_USAGE)
 
 
-def _parameter_for(ctx: click.Context, argument: str) -> click.Parameter | None:
+def _parameters_for(ctx: click.Context, argument: str) -> list[click.Parameter]:
     names = _PARAMETER_ALIASES.get(argument, (argument.replace(" ", "_"),))
-    for param in ctx.command.params:
-        if param.name in names:
-            return param
-    return None
+    return [param for param in ctx.command.params if param.name in names]
 
 
 def from_os_error(error: OSError) -> click.ClickException | OSError:

@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from seglog.config import TopicConfig
-from seglog.names import TopicName
+from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.units import parse_size
 
 
 def topic_name(name: str) -> str:
     """The full name 'tenant/namespace/topic' of `name`; InvalidNameError names what is wrong."""
     return str(TopicName.parse(name))
+
+
+def tenant_name(name: str) -> str:
+    """`name` if it may be a tenant's name; InvalidNameError names what is wrong."""
+    return validate_part(name, kind="tenant name")
+
+
+def namespace_name(name: str) -> str:
+    """The name 'tenant/namespace' of `name`; InvalidNameError names what is wrong."""
+    return str(NamespaceName.parse(name))
 
 
 def message_size(text: str) -> int:

@@ -1,4 +1,5 @@
-"""`seglog topic create|list|describe|delete`: managing the topics of a data directory."""
+"""`seglog topic create|list|describe|delete`: managing the topics of a data directory (also `seglog topics`,
+pulsar-admin's plural)."""
 
 from __future__ import annotations
 
@@ -43,14 +44,28 @@ def topic() -> None:
 @click.option("--fsync", metavar="never|always|INTERVAL",
               help="When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every "
                    "INTERVAL, e.g. '100ms'. [default: never]")
+@click.option("--retention-time", metavar="DURATION",
+              help="Delete a sealed segment once it was last written this long ago, acknowledged or not "
+                   "(Fluvio's retention-time): '1d 2h', '7 days'; a bare number is ms; -1 for off. "
+                   "[default: off]")
+@click.option("--max-partition-size", metavar="SIZE",
+              help="Delete a partition's oldest sealed segments while it is larger than this (Fluvio's "
+                   "max-partition-size), at least --segment-size: '10 GB', '20G'; -1 for off. [default: off]")
+@click.option("--retention-min-timestamp", type=int, metavar="MS",
+              help="Delete sealed segments whose newest timestamp is below MS (ms since the epoch), as Kafka's "
+                   "retention minimum timestamp. "
+                   "[default: 0, off]")
 @pass_data
 def create(data: DataDir, name: str, partitions: int, segment_size: str | None, segment_roll_time: str | None,
-           segment_max_messages: int | None, timestamp_type: str | None, fsync: str | None) -> None:
+           segment_max_messages: int | None, timestamp_type: str | None, fsync: str | None,
+           retention_time: str | None, max_partition_size: str | None,
+           retention_min_timestamp: int | None) -> None:
     """Create topic NAME. Settings not given follow the data directory's defaults."""
     full_name = topic_name(name)
     settings = topic_settings(segment_size=segment_size, segment_roll_time=segment_roll_time,
                               segment_max_messages=segment_max_messages, timestamp_type=timestamp_type,
-                              fsync=fsync)
+                              fsync=fsync, retention_time=retention_time, max_partition_size=max_partition_size,
+                              retention_min_timestamp=retention_min_timestamp)
     with data.open(create=True) as log:
         created = log.create_topic(name, partitions=partitions, **settings)
         out().print(f"[green]Created topic[/] {full_name} with {created.partitions} partition"
@@ -61,15 +76,22 @@ def create(data: DataDir, name: str, partitions: int, segment_size: str | None, 
 @click.option("--json", "as_json", is_flag=True, help="Print the topics and their settings as JSON.")
 @pass_data
 def list_topics(data: DataDir, as_json: bool) -> None:
-    """List the topics with their partitions and main settings."""
+    """List the topics with their partitions and main settings.
+
+    RETENTION TIME is the topic's own --retention-time, '-' when it has none (the retention policies of its
+    namespace and of the data directory still apply to acknowledged messages).
+    """
     with data.open() as log:
         topics = [log.topic(name) for name in log.list_topics()]
     if as_json:
         print_json([_settings(t) for t in topics])
         return
-    table = Table("NAME", "PARTITIONS", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None, header_style="bold")
+    table = Table("NAME", "PARTITIONS", "RETENTION TIME", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None,
+                  header_style="bold")
     for t in topics:
-        table.add_row(t.name, str(t.partitions), format_size(t.config.segment_size), t.config.timestamp_type)
+        retention = t.config.retention_time
+        table.add_row(t.name, str(t.partitions), "-" if retention is None else format_duration(retention),
+                      format_size(t.config.segment_size), t.config.timestamp_type)
     out().print(table)
 
 
