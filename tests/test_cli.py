@@ -77,11 +77,13 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
-    topic_commands = [("create",), ("delete",), ("describe",), ("list",)]
+    topic_commands = [("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
+                      ("stats",)]
     namespace_commands = ["clear-backlog", "create", "delete", "get-backlog-quotas", "get-message-ttl",
                           "get-retention", "list", "remove-backlog-quota", "remove-message-ttl", "set-backlog-quota",
                           "set-message-ttl", "set-retention"]
-    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("namespaces",),
+    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
+                                      ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
                                       ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
                                       ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
@@ -833,3 +835,38 @@ def test_demo_and_bench_refuse_bad_sizes(runner: CliRunner, data: Path, command:
     message = one_line(run(runner, data, command, "--messages", "0", code=2).output)
     assert "Invalid value for '--messages'" in message
     assert not data.exists()
+
+
+# --- lifecycle: stats, explain, maintenance, metrics, clear-backlog -----------------------------------------
+
+def test_topics_stats_explain_maintenance_and_metrics_agree_with_the_api(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--segment-size", "1 KiB", "--retention-time", "1h")
+    with seglog.open(data) as log:
+        topic = log.topic("t")
+        topic.subscribe("s", initial_position="earliest").close()
+        with topic.producer() as producer:
+            for _ in range(5):
+                producer.send_batch([b"x" * 300] * 2)
+        api_stats = topic.stats()
+    stats = json.loads(run(runner, data, "topics", "stats", "t").output)
+    assert stats["subscriptions"]["s"]["msgBacklog"] == api_stats["subscriptions"]["s"]["msgBacklog"] == 10
+    internal = json.loads(run(runner, data, "topics", "internal-stats", "t").output)
+    assert internal["partitions"]["0"]["cursors"]["s"]["markDeletePosition"] == -1
+    explained = run(runner, data, "topics", "explain", "t").output
+    assert "backlog" in explained and "active" in explained
+    assert "Deleted 0 segments" in run(runner, data, "maintenance").output
+    metrics = run(runner, data, "metrics").output
+    assert 'pulsar_subscription_back_log{namespace="default",subscription="s",tenant="public",topic="t"} 10.0' \
+        in metrics
+
+
+def test_clear_backlog_of_a_namespace_with_a_subscribed_topic(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    with seglog.open(data) as log:
+        topic = log.topic("t")
+        topic.subscribe("s", initial_position="earliest").close()
+        with topic.producer() as producer:
+            producer.send_batch([b"x"] * 3)
+    run(runner, data, "namespaces", "clear-backlog", "public/default", "-f")
+    stats = json.loads(run(runner, data, "topics", "stats", "t").output)
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 0

@@ -3,6 +3,7 @@
     seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
+    seglog [--data DIR] topics stats|internal-stats|explain NAME | maintenance | metrics
 
 One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
 
@@ -19,6 +20,7 @@ from seglog.cli.check import check
 from seglog.cli.consume import consume
 from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
 from seglog.cli.demo import demo
+from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
 from seglog.cli.produce import produce
 from seglog.cli.repair import repair
@@ -49,6 +51,6 @@ def main(ctx: click.Context, data: Path) -> None:
     ctx.obj = DataDir(data)
 
 
-for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces):
+for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

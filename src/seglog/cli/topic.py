@@ -1,5 +1,5 @@
-"""`seglog topic create|list|describe|delete`: managing the topics of a data directory (also `seglog topics`,
-pulsar-admin's plural)."""
+"""`seglog topic create|list|describe|delete|stats|internal-stats|explain`: managing the topics of a data
+directory (also `seglog topics`, pulsar-admin's plural)."""
 
 from __future__ import annotations
 
@@ -147,3 +147,45 @@ def _settings(t: Topic) -> dict[str, Any]:
 
 def _off(value: int | None, show: Any) -> str:
     return "off" if value is None else show(value)
+
+
+@topic.command()
+@click.argument("name")
+@pass_data
+def stats(data: DataDir, name: str) -> None:
+    """Topic stats as JSON, as pulsar-admin topics stats: storage, backlog per subscription, quotas."""
+    with data.open() as log:
+        print_json(log.admin.topics.stats(name))
+
+
+@topic.command(name="internal-stats")
+@click.argument("name")
+@pass_data
+def internal_stats(data: DataDir, name: str) -> None:
+    """Segments and cursors of every partition as JSON, as pulsar-admin topics stats-internal."""
+    with data.open() as log:
+        print_json(log.admin.topics.internal_stats(name))
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@pass_data
+def explain(data: DataDir, name: str, as_json: bool) -> None:
+    """Why disk is not freed: for each segment, the rule that keeps it, or the rule that deletes it next
+    and when."""
+    with data.open() as log:
+        explained = log.admin.topics.explain_retention(name)
+    if as_json:
+        print_json(explained)
+        return
+    table = Table("PARTITION", "BASE OFFSET", "SIZE", "NEXT PASS", "RULE", "DELETED AT", "WHY", box=None,
+                  header_style="bold")
+    now = explained["nowMs"]
+    for partition, fates in explained["partitions"].items():
+        for fate in fates:
+            at = fate["deletedAtMs"]
+            when = "-" if at is None else ("now" if at <= now else f"in {format_duration(at - now)}")
+            table.add_row(partition, str(fate["baseOffset"]), format_size(fate["size"]),
+                          "delete" if fate["deletedNextPass"] else "keep", fate["rule"], when, fate["reason"])
+    out().print(table)

@@ -1,0 +1,30 @@
+"""`seglog maintenance` (run every lifecycle rule now) and `seglog metrics` (Prometheus text)."""
+
+from __future__ import annotations
+
+import click
+
+from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.output import out
+from seglog.metrics import prometheus_text
+from seglog.units import format_size
+
+
+@click.command()
+@pass_data
+def maintenance(data: DataDir) -> None:
+    """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
+    with data.open() as log:
+        report = log.run_maintenance()
+    out().print(f"Deleted {len(report.deleted_segments)} segments ({format_size(report.freed_bytes)}), "
+                f"expired {report.expired} and evicted {report.evicted} messages")
+    for topic, partition, reason in report.skipped_partitions:
+        out().print(f"[yellow]Skipped[/] {topic} partition {partition}: {reason}")
+
+
+@click.command()
+@pass_data
+def metrics(data: DataDir) -> None:
+    """Every topic's stats in Prometheus text format."""
+    with data.open() as log:
+        click.echo(prometheus_text(log), nl=False)
