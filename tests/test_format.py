@@ -1,6 +1,7 @@
 """The record-batch format: what is encoded is what is decoded, byte for byte, through every input
 form; the header fields and CRC match docs/FORMAT.md; the checksum and hash match their references."""
 
+import random
 import re
 import struct
 
@@ -50,6 +51,83 @@ def test_crc32c_unaligned_and_chained(data, skew):
     assert _format.crc32c(view) == crc32c_reference.crc32c(data)
     half = len(data) // 2
     assert _format.crc32c(data[half:], _format.crc32c(data[:half])) == crc32c_reference.crc32c(data)
+
+
+# Every CRC32C implementation this CPU can run (the dispatcher picks one; the others must agree with it).
+CRC_TIERS = _format.crc32c_tiers()
+# Lengths where the implementations change strategy: the vector tiers' minimum (256) and their 64-, 128- and
+# 256-byte rounds, the three-stream path's short and long blocks (3 x 256, 3 x 8192), plus alignment prefixes
+# of up to 63 bytes in front of each.
+CRC_EDGE_LENGTHS = sorted(set(range(0, 1100)) | {n + d for n in (3 * 8192, 6 * 8192, 4096, 8192, 16384)
+                                                  for d in range(-80, 80)})
+
+
+def aligned_view(data: bytes, alignment: int) -> memoryview:
+    """`data` copied to an address that is `alignment` bytes past a 64-byte boundary."""
+    base = np.zeros(len(data) + 128, dtype=np.uint8)
+    start = (-base.ctypes.data) % 64 + alignment
+    base[start:start + len(data)] = np.frombuffer(data, dtype=np.uint8)
+    view = memoryview(base)[start:start + len(data)]
+    assert (np.frombuffer(view, dtype=np.uint8).ctypes.data % 64) == alignment
+    return view
+
+
+def test_crc32c_tiers_are_known_and_the_fastest_is_used():
+    assert CRC_TIERS[0] == "software"
+    assert set(CRC_TIERS) <= {"software", "sse42", "pclmul", "avx512", "armv8"}
+    assert _format.crc32c_selected_tier() in CRC_TIERS
+    data = bytes(range(256)) * 40
+    assert _format.crc32c(data) == _format.crc32c_tier(_format.crc32c_selected_tier(), data)
+    with pytest.raises(ValueError, match="no CRC32C tier"):
+        _format.crc32c_tier("abacus", b"")
+
+
+@pytest.mark.parametrize("tier", CRC_TIERS)
+@settings(max_examples=300, deadline=None)
+@given(length=st.integers(0, 5000), seed=st.integers(0, 2**32 - 1), alignment=st.integers(0, 63),
+       crc=st.integers(0, 2**32 - 1))
+def test_crc32c_tier_matches_reference(tier, length, seed, alignment, crc):
+    data = random.Random(seed).randbytes(length)
+    view = aligned_view(data, alignment)
+    assert _format.crc32c_tier(tier, view) == crc32c_reference.crc32c(data)
+    assert _format.crc32c_tier(tier, view, crc) == crc32c_reference.crc32c(data, crc)
+
+
+@pytest.mark.parametrize("tier", CRC_TIERS)
+def test_crc32c_tier_at_every_edge_length_and_alignment(tier):
+    data = random.Random(7).randbytes(CRC_EDGE_LENGTHS[-1])
+    wrong = []
+    for alignment in (0, 1, 7, 8, 15, 16, 33, 63):
+        view = aligned_view(data, alignment)
+        wrong += [(length, alignment) for length in CRC_EDGE_LENGTHS
+                  if _format.crc32c_tier(tier, view[:length]) != crc32c_reference.crc32c(data[:length])]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("tier", CRC_TIERS)
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(min_size=0, max_size=3000), cuts=st.lists(st.integers(0, 3000), max_size=3),
+       other=st.sampled_from(CRC_TIERS))
+def test_crc32c_tier_chained(tier, data, cuts, other):
+    """A CRC continued from a previous call, in pieces cut anywhere, by this tier or mixed with another."""
+    bounds = [0, *sorted(min(c, len(data)) for c in cuts), len(data)]
+    crc = 0
+    for i, (start, stop) in enumerate(zip(bounds, bounds[1:])):
+        crc = _format.crc32c_tier(tier if i % 2 == 0 else other, data[start:stop], crc)
+    assert crc == crc32c_reference.crc32c(data)
+
+
+@pytest.fixture(scope="module")
+def random_64_mib():
+    return np.random.default_rng(64).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("tier", CRC_TIERS)
+def test_crc32c_tier_on_64_mib(tier, random_64_mib):
+    expected = crc32c_reference.crc32c(random_64_mib)
+    assert _format.crc32c_tier(tier, random_64_mib) == expected
+    odd = memoryview(random_64_mib)[5:-3]
+    assert _format.crc32c_tier(tier, odd) == crc32c_reference.crc32c(odd)
 
 
 @pytest.mark.parametrize("key, expected", [  # Kafka's UtilsTest.testMurmur2

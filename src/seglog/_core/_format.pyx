@@ -65,6 +65,33 @@ def crc32c_software(data, uint32_t crc=0) -> int:
     return crc
 
 
+# The CRC32C implementations this CPU can run, by name, slowest first (see native.h).
+cdef dict CRC_TIERS = {seglog_crc32c_tier_name(t).decode(): t for t in range(seglog_crc32c_tier_count())
+                       if seglog_crc32c_tier_available(t)}
+
+
+def crc32c_tiers() -> list:
+    """The CRC32C implementations this CPU can run, slowest first ("software", then e.g. "pclmul", "sse42",
+    "avx512"); `crc32c` uses the last. For tests and benchmarks."""
+    return list(CRC_TIERS)
+
+
+def crc32c_selected_tier() -> str:
+    """The CRC32C implementation that `crc32c` and the read and write paths use on this CPU."""
+    return seglog_crc32c_tier_name(seglog_crc32c_selected_tier()).decode()
+
+
+def crc32c_tier(str name, data, uint32_t crc=0) -> int:
+    """`crc32c` computed by the named implementation; ValueError if this CPU cannot run it."""
+    cdef int tier = CRC_TIERS.get(name, -1)
+    if tier < 0:
+        raise ValueError(f"no CRC32C tier {name!r} on this CPU (have {crc32c_tiers()})")
+    cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    with nogil:
+        crc = seglog_crc32c_tier(tier, crc, &view[0] if view.shape[0] else NULL, view.shape[0])
+    return crc
+
+
 def murmur2(data) -> int:
     """Kafka's murmur2 hash of a key (a signed 32-bit int, as Kafka's Utils.murmur2 returns)."""
     cdef const uint8_t[::1] view = memoryview(data).cast("B")

@@ -11,6 +11,16 @@ uint32_t seglog_crc32c(uint32_t crc, const void *data, size_t length);
 uint32_t seglog_crc32c_software(uint32_t crc, const void *data, size_t length);
 int seglog_crc32c_hardware_available(void);
 
+/* The implementations ("tiers") of seglog_crc32c in this build, slowest first, so tests and benchmarks can
+ * run each one the CPU has: tier 0 is "software"; x86-64 adds "pclmul", "sse42", "avx512", ARMv8 "armv8".
+ * seglog_crc32c runs the selected one, the fastest available. seglog_crc32c_tier runs tier 0 in place of a
+ * tier the CPU lacks. */
+int seglog_crc32c_tier_count(void);
+const char *seglog_crc32c_tier_name(int tier); /* NULL past the count */
+int seglog_crc32c_tier_available(int tier);
+int seglog_crc32c_selected_tier(void);
+uint32_t seglog_crc32c_tier(int tier, uint32_t crc, const void *data, size_t length);
+
 /* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), so a key lands on the same partition
  * as with Kafka's default partitioner, in every process and every version. */
 int32_t seglog_murmur2(const void *data, size_t length);
