@@ -15,7 +15,7 @@ from setuptools import Extension, setup
 
 DEBUG = os.environ.get("SEGLOG_DEBUG") == "1"
 CORE = "src/seglog/_core"
-KERNEL_MODULES = ["_format", "_writer", "_index", "_messages", "_accumulator"]
+KERNEL_MODULES = ["_format", "_writer", "_index", "_messages", "_accumulator", "_acks"]
 
 
 def compile_args() -> list[str]:
