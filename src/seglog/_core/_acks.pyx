@@ -58,7 +58,6 @@ cdef const char *MAGIC = b"SGAK"
 cdef uint64_t ALL = ~(<uint64_t>0)
 cdef int64_t LIMIT = WINDOW_LIMIT
 cdef int64_t LARGEST = INT64_MAX - 1  # so that the floor after it, offset + 1, is an int64
-LARGEST_OFFSET = LARGEST
 
 OFFSETS_ACCEPTED = ("a 1-D array of integer offsets >= 0: a numpy integer array, a buffer of int64 or a pyarrow "
                     "integer array without nulls")
@@ -200,7 +199,7 @@ cdef class AckSet:
 
         Live words (from the floor's to the high's) move to the front when that leaves a third of the
         window free, otherwise into a window at least twice as large: either way the next move is at least
-        as many words of progress away as this one copies, so each ack pays O(1) amortised."""
+        half as many words of progress away as this one copies, so each ack pays O(1) amortised."""
         cdef Py_ssize_t first, used, needed, capacity
         cdef uint64_t *words
         if last - self.floor > LIMIT:
@@ -215,6 +214,7 @@ cdef class AckSet:
         needed = ((last - self.base) >> 6) + 1 - first
         if needed + needed // 2 <= self.capacity:
             memmove(self.words, self.words + first, used * sizeof(uint64_t))
+            memset(self.words + used, 0, first * sizeof(uint64_t))  # the words the move left behind
         else:
             capacity = max(2 * self.capacity, needed + needed // 2)
             words = <uint64_t *>calloc(capacity, sizeof(uint64_t))
@@ -267,38 +267,40 @@ cdef class AckSet:
         """Acknowledge the offsets of a 1-D integer array, in any order, duplicates allowed; returns how
         many were not acknowledged before. Takes numpy integer arrays, buffers of int64 and pyarrow integer
         arrays without nulls (int64 ones without a copy). The whole array is checked before anything
-        changes, so a bad offset leaves the set as it was."""
+        changes, so a bad offset leaves the set as it was. The GIL is released while the array is read:
+        it must not change during the call (if it does, the set stays memory-safe but may be wrong)."""
         cdef const int64_t[::1] values = _offsets_array(offsets)
         cdef const int64_t *p = &values[0] if values.shape[0] else NULL
         cdef Py_ssize_t i, n = values.shape[0]
-        cdef int64_t o, lo = INT64_MAX, hi = -1, floor = self.floor, base
-        cdef int64_t newly = 0
-        cdef uint64_t d
+        cdef int64_t lo = INT64_MAX, hi = -1, floor, newly = 0
+        cdef uint64_t d, span, shift
         cdef uint64_t *words
-        self._writable()
         if n == 0:
             return 0
         with nogil:
             for i in range(n):
-                o = p[i]
-                lo = min(lo, o)
-                hi = max(hi, o)
+                lo = min(lo, p[i])
+                hi = max(hi, p[i])
+        self._writable()
         if lo < 0:
             from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"an array holding {lo}", OFFSETS_ACCEPTED)
         if hi > LARGEST:
             from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"an array holding {hi}", f"offsets up to {LARGEST}")
+        floor = self.floor
         if hi < floor:
             return 0
         self._reach(hi, "offsets", f"an array holding {hi}")
-        base, words = self.base, self.words
+        # One unsigned comparison keeps [floor, hi] and drops offsets below the floor; it also keeps the
+        # writes inside the window should another thread change the array meanwhile.
+        span, shift, words = <uint64_t>(hi - floor), <uint64_t>(floor - self.base), self.words
         self.writing = True
         with nogil:
             for i in range(n):
-                o = p[i]
-                if o >= floor:
-                    d = <uint64_t>(o - base)
+                d = <uint64_t>p[i] - <uint64_t>floor
+                if d <= span:
+                    d += shift
                     newly += ((words[d >> 6] >> (d & 63)) & 1) ^ 1
                     words[d >> 6] |= (<uint64_t>1) << (d & 63)
         self.writing = False
@@ -332,8 +334,8 @@ cdef class AckSet:
         """Acknowledge every offset <= offset (Pulsar's cumulative ack); returns how many were not
         acknowledged before. Costs O(1) plus a popcount of the bitmap words it drops."""
         cdef int64_t o = _offset(offset, "offset", LARGEST)
-        self._writable()
         cdef int64_t newly
+        self._writable()
         if o < self.floor:
             return 0
         newly = o + 1 - self.floor
