@@ -68,7 +68,8 @@ class SegmentFacts:
         view = self.view
         view.rescan()
         bases = view.bases
-        for base in [b for b in self._sealed if b not in set(bases)]:
+        present = set(bases)
+        for base in [b for b in self._sealed if b not in present]:
             del self._sealed[base]
         rows = [self._sealed_row(base) for base in bases[:-1]]
         next_offsets = bases[1:]
