@@ -56,12 +56,11 @@ def test_crc32c_unaligned_and_chained(data, skew):
 # Every CRC32C implementation this CPU can run (the dispatcher picks one; the others must agree with it).
 CRC_TIERS = _format.crc32c_tiers()
 # Lengths where the implementations change strategy: the avx512 tier's minimum (64) and its 64- and 256-byte
-# rounds, the fused pieces of the pclmul (5120 bytes) and avx512 (5632) tiers, the three-stream path's short
-# and long blocks (3 x 256, 3 x 8192).
-CRC_PIECES = (5120, 5632)
+# rounds, the pclmul tier's pieces (5120 bytes), the three-stream path's short and long blocks (3 x 256,
+# 3 x 8192).
 CRC_EDGE_LENGTHS = sorted(set(range(0, 1100)) | {n + d for n in (3 * 8192, 6 * 8192, 4096, 8192, 16384)
                                                   for d in range(-80, 80)}
-                          | {k * n + d for n in CRC_PIECES for k in (1, 2, 3) for d in range(-300, 300)})
+                          | {k * 5120 + d for k in (1, 2, 3) for d in range(-300, 300)})
 
 
 def aligned_view(data: bytes, alignment: int) -> memoryview:
