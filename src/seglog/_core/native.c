@@ -142,7 +142,14 @@ static inline uint32_t crc_shift(uint32_t table[4][256], uint32_t crc) {
 #if defined(SEGLOG_X86)
 #define CRC_U8(c, b) _mm_crc32_u8((uint32_t)(c), (b))
 #define CRC_U64(c, w) _mm_crc32_u64((c), (w))
-#define CRC_TARGET __attribute__((target("sse4.2")))
+/* clang 18 and later want the crc32 feature named beside sse4.2 in a target attribute; GCC and clang 14
+ * to 17 accept the name, older clang does not know it. */
+#if defined(__clang__) && __clang_major__ < 14
+#define CRC_FEATURES "sse4.2"
+#else
+#define CRC_FEATURES "sse4.2,crc32"
+#endif
+#define CRC_TARGET __attribute__((target(CRC_FEATURES)))
 #elif defined(SEGLOG_ARM_CRC)
 #define CRC_U8(c, b) __crc32cb((uint32_t)(c), (b))
 #define CRC_U64(c, w) __crc32cd((uint32_t)(c), (w))
@@ -248,7 +255,7 @@ typedef struct {
  * The avx512 tier does not do this: beside 512-bit folding the streams took 58 GB/s to 70 in cache, but from
  * memory 28 down to 13 (20 with prefetching), and reads of a log mostly come from memory. */
 #define PCLMUL_ROUNDS 16
-#define PCLMUL_STREAM_QWORDS 8 /* per stream and round, beside 128 vector bytes */
+#define PCLMUL_STREAM_QWORDS 8 /* per stream and round, beside 128 vector bytes: one per lane */
 #define PCLMUL_STREAM (PCLMUL_ROUNDS * 8 * PCLMUL_STREAM_QWORDS)
 #define PCLMUL_VECTOR (PCLMUL_ROUNDS * 128)
 #define PCLMUL_PIECE (3 * PCLMUL_STREAM + PCLMUL_VECTOR)
@@ -293,7 +300,7 @@ CRC_TARGET static inline uint64_t crc_of_lane(uint64_t low, uint64_t high) {
     return CRC_U64(CRC_U64(0, low), high);
 }
 
-#define PCLMUL_TARGET __attribute__((target("sse4.2,pclmul")))
+#define PCLMUL_TARGET __attribute__((target(CRC_FEATURES ",pclmul")))
 
 /* Below these many bytes the vector tiers call the sse42 path: set-up and final reduction cost more than
  * they save. The loads are unaligned: on Zen 4 that measured as fast as aligning the start with crc32 on
@@ -349,9 +356,15 @@ PCLMUL_TARGET static inline uint64_t crc_piece_pclmul(const uint8_t *p) {
         for (int line = 0; line < PCLMUL_PREFETCH_LINES; line++)
             _mm_prefetch((const char *)ahead + 64 * line, _MM_HINT_T0);
         ahead += PCLMUL_PIECE / PCLMUL_ROUNDS;
-        CRC_STREAMS_ROUND(c0, c1, c2, s, PCLMUL_STREAM, PCLMUL_STREAM_QWORDS)
         v += 128;
-        for (int i = 0; i < 8; i++) x[i] = fold_128(x[i], d1024, load128(v + 16 * i));
+        /* One qword of each stream beside each lane's fold: interleaved in the source, clang schedules
+         * the loop 7% faster (GCC the same). */
+        for (int i = 0; i < 8; i++, s += 8) {
+            x[i] = fold_128(x[i], d1024, load128(v + 16 * i));
+            c0 = CRC_U64(c0, load64(s));
+            c1 = CRC_U64(c1, load64(s + PCLMUL_STREAM));
+            c2 = CRC_U64(c2, load64(s + 2 * PCLMUL_STREAM));
+        }
     }
     CRC_STREAMS_ROUND(c0, c1, c2, s, PCLMUL_STREAM, PCLMUL_STREAM_QWORDS)
 
@@ -380,9 +393,9 @@ PCLMUL_TARGET static uint32_t crc32c_pclmul(uint32_t crc, const void *data, size
 /* 512-bit vectors need the "evex512" feature named in clang 18 to 21 (setup.py finds out whether the
  * compiler wants it); the AVX-512 tier is left out when the compiler cannot build it. */
 #if defined(SEGLOG_TARGET_EVEX512)
-#define AVX512_TARGET __attribute__((target("sse4.2,pclmul,avx2,avx512f,avx512vl,vpclmulqdq,evex512")))
+#define AVX512_TARGET __attribute__((target(CRC_FEATURES ",pclmul,avx2,avx512f,avx512vl,vpclmulqdq,evex512")))
 #else
-#define AVX512_TARGET __attribute__((target("sse4.2,pclmul,avx2,avx512f,avx512vl,vpclmulqdq")))
+#define AVX512_TARGET __attribute__((target(CRC_FEATURES ",pclmul,avx2,avx512f,avx512vl,vpclmulqdq")))
 #endif
 
 #if !defined(SEGLOG_NO_AVX512)
