@@ -71,7 +71,7 @@ cdef dict CRC_TIERS = {seglog_crc32c_tier_name(t).decode(): t for t in range(seg
 
 
 def crc32c_tiers() -> list:
-    """The CRC32C implementations this CPU can run, slowest first ("software", then e.g. "pclmul", "sse42",
+    """The CRC32C implementations this CPU can run, slowest first ("software", then e.g. "sse42", "pclmul",
     "avx512"); `crc32c` uses the last. For tests and benchmarks."""
     return list(CRC_TIERS)
 

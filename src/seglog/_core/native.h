@@ -12,7 +12,7 @@ uint32_t seglog_crc32c_software(uint32_t crc, const void *data, size_t length);
 int seglog_crc32c_hardware_available(void);
 
 /* The implementations ("tiers") of seglog_crc32c in this build, slowest first, so tests and benchmarks can
- * run each one the CPU has: tier 0 is "software"; x86-64 adds "pclmul", "sse42", "avx512", ARMv8 "armv8".
+ * run each one the CPU has: tier 0 is "software"; x86-64 adds "sse42", "pclmul", "avx512", ARMv8 "armv8".
  * seglog_crc32c runs the selected one, the fastest available. seglog_crc32c_tier runs tier 0 in place of a
  * tier the CPU lacks. */
 int seglog_crc32c_tier_count(void);
