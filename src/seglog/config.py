@@ -37,10 +37,16 @@ def _optional_duration(name: str) -> Callable[[Any], int | None]:
     return parse
 
 
+def _int_from_text(value: Any) -> Any:
+    """broker.conf gives every value as text: '-1' or '1000' become ints, anything else is left as it is."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
 def _optional_count(name: str) -> Callable[[Any], int | None]:
     def parse(value: Any) -> int | None:
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # from broker.conf
-            value = int(value)
+        value = _int_from_text(value)
         if value is None or value in (-1, 0):
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -58,8 +64,7 @@ def _optional_size(name: str) -> Callable[[Any], int | None]:
 
 
 def _min_timestamp(value: Any) -> int:
-    if isinstance(value, str) and value.isdigit():  # from broker.conf
-        value = int(value)
+    value = _int_from_text(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError("retention_min_timestamp", value, "ms since the epoch as an int, 0 for off")
     return value
@@ -145,8 +150,7 @@ def _verify_crc(value: Any) -> bool:
 def _int_setting(name: str, accepted: str) -> Callable[[Any], int]:
     """An int setting that broker.conf may also give as text; -1 means no limit."""
     def parse(value: Any) -> int:
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
+        value = _int_from_text(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < -1:
             raise InvalidArgumentError(name, value, accepted)
         return value

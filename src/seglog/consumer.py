@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from seglog._core._messages import Message, MessageId
+from seglog.batch import SCHEMA
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscription import Pending, Piece, Subscription, wait_until
 from seglog.units import parse_duration
@@ -107,7 +108,6 @@ class Consumer:
         rows = {"offset": [m.offset for m in taken], "timestamp": [m.timestamp for m in taken],
                 "key": [m.key for m in taken], "value": [m.value for m in taken],
                 "properties": [list(m.properties.items()) if m.properties else None for m in taken]}
-        from seglog.batch import SCHEMA
         return pa.RecordBatch.from_pydict(rows, schema=SCHEMA).replace_schema_metadata(
             {b"partition": str(partition).encode()})
 
@@ -127,10 +127,8 @@ class Consumer:
     def ack(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge a Message, a MessageId, a RecordBatch from receive_batch, or offsets (an int, a
         numpy or pyarrow array) of `partition` (default 0)."""
-        if type(target) is Message:
-            self._ack_one(target.partition, target.offset)
-            return
-        if type(target) is MessageId:
+        kind = type(target)
+        if kind is Message or kind is MessageId:  # the per-message path: no isinstance chain
             self._ack_one(target.partition, target.offset)
             return
         partition, offsets = self._offsets(target, partition)

@@ -67,7 +67,10 @@ def deletable_prefix(table: SegmentTable, limits: Limits, now: int, backlog: Bac
     """How many of the oldest segments this pass deletes."""
     if len(table) < 2:
         return 0
-    verdict = deletable(table, limits, now, backlog)
+    return _prefix(deletable(table, limits, now, backlog))
+
+
+def _prefix(verdict: np.ndarray) -> int:
     return int(np.argmin(verdict))  # the active segment is never deletable, so a False exists
 
 
@@ -92,8 +95,8 @@ class SegmentFate:
 def explain(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -> list[SegmentFate]:
     """For each segment, the rule that deletes it at the next pass, or the rule that keeps it and when a
     time rule will delete it."""
-    prefix = deletable_prefix(table, limits, now, backlog)
     verdict = deletable(table, limits, now, backlog) if len(table) > 1 else np.zeros(len(table), dtype=bool)
+    prefix = _prefix(verdict) if len(table) > 1 else 0
     fates = []
     for i in range(len(table)):
         rule, reason = (_why_deleted if i < prefix else _why_kept)(table, limits, now, backlog, i, verdict)
@@ -129,8 +132,8 @@ def _why_deleted(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
 
 def _why_kept(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
     if i == len(table) - 1:
-        return "active", "the active segment takes the writes and is never deleted; it starts to age when a " \
-                         "newer segment takes over"
+        return "active", ("the active segment takes the writes and is never deleted; it starts to age when a "
+                          "newer segment takes over")
     if verdict[i]:
         rule, reason = _why_deleted(table, limits, now, backlog, i, verdict)
         return "older segment kept", (f"{rule} would delete it ({reason}), but deletion goes oldest first and "

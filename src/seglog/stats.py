@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from seglog.backlog import PartitionBacklog, partition_backlog
+from seglog.backlog import partition_backlog
 from seglog.maintenance import acked_until, limits_of
 from seglog.retention import explain
 from seglog.segment import list_segments
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def _tables(topic: Topic):
-    log = topic._log
-    return [(topic._segments(p), log._segment_facts(topic._segments(p)).table()) for p in range(topic.partitions)]
+    views = [topic._segments(p) for p in range(topic.partitions)]
+    return [(view, topic._log._segment_facts(view).table()) for view in views]
 
 
 def physical_size(topic: Topic) -> int:
@@ -123,6 +123,3 @@ def explain_retention(topic: Topic) -> dict[str, Any]:
     return {"topic": topic.name, "nowMs": now, "policies": _policies(topic),
             "retention_time": config.retention_time, "max_partition_size": config.max_partition_size,
             "retention_min_timestamp": config.retention_min_timestamp, "partitions": partitions}
-
-
-__all__ = ["PartitionBacklog", "explain_retention", "internal_stats", "topic_stats"]

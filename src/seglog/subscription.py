@@ -12,10 +12,9 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -223,11 +222,10 @@ class Subscription:
 
     def _take_redeliveries(self, partition: int, max_messages: int | None) -> list[Piece]:
         dispatch, acks = self.dispatch[partition], self.cursors[partition].acks
-        due = sorted(o for o in dispatch.redeliver if not acks.is_acked(o))
-        if max_messages is not None:
-            due = due[:max_messages]
-        dispatch.redeliver.difference_update(due)
-        dispatch.redeliver = {o for o in dispatch.redeliver if not acks.is_acked(o)}
+        waiting = sorted(o for o in dispatch.redeliver if not acks.is_acked(o))  # acked ones are dropped
+        cut = len(waiting) if max_messages is None else max_messages
+        due = waiting[:cut]
+        dispatch.redeliver = set(waiting[cut:])
         pieces: list[Piece] = []
         reader = dispatch.reader
         for offset in due:
@@ -490,7 +488,7 @@ class _Modify:
             return None
         return self._subscription
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._subscription is not None:
             self.registry.release(self._subscription)
 
