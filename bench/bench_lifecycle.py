@@ -34,6 +34,11 @@ Group "maintenance: 10,000 segments, 100 subscriptions":
   pass evaluate every rule and act on none: namespace retention -1/-1, a message TTL of 1 h and
   consumer_backlog_eviction quotas of 1 GiB and 1 h (the clock does not move, so nothing expires), topic
   retention_time 30 d and max_partition_size 1 GiB. Each round checks that nothing was deleted or skipped.
+Groups "consume: whole stored batches" and "consume: 1000 messages per call" (information):
+  baseline  Reader.read_batch()             verify_crc=False: dispatch hands out the mapped batches
+                                            unchecked too
+  seglog    Consumer.receive_batch()        one consumer of a shared subscription, reset before each
+                                            round, not acknowledging (its pending list grows)
 
 With --benchmark-disable (CI) the sizes shrink to 20k messages, 200 segments and 10 subscriptions.
 """
@@ -54,6 +59,8 @@ ACK_ARRAY = "ack: 1M offsets, one array"
 ACK_ONE = "ack: one Message per call"
 BACKLOG = "backlog: 1M scattered acks of 2M"
 MAINTENANCE = "maintenance: 10,000 segments, 100 subscriptions"
+CONSUME_WHOLE = "consume: whole stored batches"
+CONSUME_1000 = "consume: 1000 messages per call"
 NAMESPACE = "public/default"
 RECORD_BYTES = 8
 BACKLOG_CALLS = 200
@@ -280,3 +287,37 @@ def test_maintenance_cold(bench, maintained):
     bench.note("the first pass of a newly opened log: every sealed segment's facts read once")
     _check_untouched(bench.run(lambda fresh: fresh.run_maintenance(), setup=fresh_log,
                                teardown=lambda fresh: fresh.close()))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. Consuming a shared subscription against reading the same topic
+
+@pytest.mark.parametrize("group, max_messages", [(CONSUME_WHOLE, None), (CONSUME_1000, 1000)])
+def test_reader_read_batch(bench, acks_log, group, max_messages):
+    _, topic, _ = acks_log
+
+    def read_all(reader):
+        total = 0
+        while (batch := reader.read_batch(max_messages)) is not None:
+            total += batch.num_rows
+        return total
+
+    bench.baseline(group, "Reader.read_batch(), verify_crc=False", messages=topic.end_offset())
+    assert bench.run(read_all, setup=lambda: (topic.reader("earliest", verify_crc=False),),
+                     teardown=lambda reader: reader.close()) == topic.end_offset()
+
+
+@pytest.mark.parametrize("group, max_messages", [(CONSUME_WHOLE, None), (CONSUME_1000, 1000)])
+def test_receive_batch_shared(bench, acks_log, group, max_messages):
+    _, topic, _ = acks_log
+    consumer = _consumer(topic, "shared", "shared")
+
+    def receive_all():
+        total = 0
+        while (batch := consumer.receive_batch(max_messages)) is not None:
+            total += batch.num_rows
+        return total
+
+    bench.seglog(group, "Consumer.receive_batch(), shared subscription", messages=topic.end_offset())
+    assert bench.run(receive_all, setup=lambda: _reset(consumer)) == topic.end_offset()
+    consumer.close()
