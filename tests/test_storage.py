@@ -144,3 +144,69 @@ def test_fsync_policies_write_and_read_back(log, policy):
             producer.send_batch(values(10))
     assert read_all(topic) == values(10) * 5
     assert topic.config.fsync == ("always" if policy == "always" else policy)
+
+
+def test_segment_listing_ignores_other_names(tmp_path):
+    for name in ["00000000000000000007.log", "00000000000000000003.log", "00000000000000000003.index",
+                 "0000000000000000003.log", "000000000000000000031.log", "0000000000000000000x.log",
+                 "0000000000000000000\u00b2.log", "00000000000000000009.log.tmp", "notes.log"]:
+        (tmp_path / name).touch()
+    assert list_segments(tmp_path) == [3, 7]
+    assert list_segments(tmp_path / "missing") == []
+
+
+def _set_directory_mtime(directory, mtime_ns):
+    os.utime(directory, ns=(mtime_ns, mtime_ns))
+
+
+def test_partition_view_lists_again_after_a_change_in_the_same_clock_tick(log):
+    """A listing made while the directory's mtime is recent is not trusted: a segment created in the same
+    tick leaves the mtime as it was, and must still be seen."""
+    topic = log.create_topic("t", segment_max_messages=1)
+    with topic.producer() as producer:
+        producer.send(b"a")
+        producer.flush()
+        view = topic._segments(0)
+        view.rescan()
+        directory = topic.partition_directory(0)
+        same_tick = os.stat(directory).st_mtime_ns
+        producer.send(b"b")
+        producer.flush()  # rolls: segment 1 is created
+        _set_directory_mtime(directory, same_tick)
+        view.rescan()
+        assert view.bases == [0, 1]
+
+
+def test_partition_view_skips_the_listing_while_a_settled_directory_is_unchanged(log, monkeypatch):
+    from seglog import reader
+    topic = log.create_topic("t", segment_max_messages=1)
+    with topic.producer() as producer:
+        producer.send(b"a")
+        producer.flush()
+        directory = topic.partition_directory(0)
+        an_hour_ago = os.stat(directory).st_mtime_ns - 3600 * 10**9
+        _set_directory_mtime(directory, an_hour_ago)
+        view = topic._segments(0)
+        view.rescan()
+        listings = []
+        monkeypatch.setattr(reader, "list_segments", lambda d: listings.append(d) or list_segments(d))
+        view.rescan()
+        assert listings == []
+        producer.send(b"b")
+        producer.flush()  # a roll changes the directory's mtime
+        view.rescan()
+        assert len(listings) == 1 and view.bases == [0, 1]
+
+
+def test_reading_many_segments_keeps_a_bounded_number_mapped(log, monkeypatch):
+    """Each mapped segment holds file descriptors; a long partition read from start to end must let the
+    old ones go (10,000 segments used to end in EMFILE)."""
+    from seglog import reader
+    monkeypatch.setattr(reader, "MAX_OPEN_SEGMENTS", 4)
+    topic = log.create_topic("t", segment_max_messages=1)
+    with topic.producer() as producer:
+        producer.send_batch(values(60))
+    descriptors = len(os.listdir("/proc/self/fd"))
+    assert [m.value for m in topic.reader("earliest")] == values(60)
+    assert len(topic._segments(0).views) <= 4
+    assert len(os.listdir("/proc/self/fd")) <= descriptors + 4 * 3

@@ -15,16 +15,17 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from seglog.backlog import first_offset_at_or_after, offset_within_bytes, partition_backlog
+from seglog.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
 from seglog.errors import PartitionLockedError
 from seglog.lock import WriterLock
-from seglog.policies import EffectivePolicies
+from seglog.policies import BacklogQuota, EffectivePolicies
 from seglog.retention import Backlog, Limits, deletable_prefix
 from seglog.segment import LOCK_FILE, delete_segments
 from seglog.segment_table import SegmentTable
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.reader import PartitionView
     from seglog.topic import Topic
 
 log = logging.getLogger("seglog.maintenance")
@@ -79,10 +80,9 @@ def _maintain_partition(topic: Topic, partition: int, policies: EffectivePolicie
     ttl = policies.message_ttl_ms.value
     if ttl:
         report.expired += _skip_older(topic, partition, first_offset_at_or_after(view, table, now - ttl), "expired")
-    for quota_in_force in policies.backlog_quotas.values():
-        quota = quota_in_force.value
-        if quota.policy == "consumer_backlog_eviction":
-            report.evicted += evict(topic, partition, table, quota.type, quota.limit, now)
+    evicting = [q.value for q in policies.backlog_quotas.values() if q.value.policy == "consumer_backlog_eviction"]
+    if evicting:
+        report.evicted += evict(topic, partition, table, evicting, now)
     limits = limits_of(topic, policies)
     count = deletable_prefix(table, limits, now, acked_until(topic, partition, table))
     if count:
@@ -109,19 +109,17 @@ def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
     return total
 
 
-def evict(topic: Topic, partition: int, table: SegmentTable, quota_type: str, limit: int, now: int) -> int:
-    """consumer_backlog_eviction: the cursors at or over the limit skip their oldest messages."""
+def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[BacklogQuota], now: int) -> int:
+    """consumer_backlog_eviction: the cursors at or over any of `quotas` skip their oldest messages, far
+    enough for all of them."""
     view = topic._segments(partition)
     evicted = 0
     registry = topic._log._subscriptions
     for name, record, _ in list(registry.states(topic)):
         backlog = partition_backlog(view, table, record.partitions[partition].acks)
-        if quota_type == "destination_storage" and backlog.bytes >= limit:
-            target = offset_within_bytes(view, table, int(limit * EVICTION_TARGET))
-        elif quota_type == "message_age" and backlog.oldest_timestamp is not None \
-                and now - backlog.oldest_timestamp >= limit:
-            target = first_offset_at_or_after(view, table, now - limit + 1)
-        else:
+        targets = [_eviction_target(view, table, backlog, quota, now) for quota in quotas]
+        target = max((t for t in targets if t is not None), default=None)
+        if target is None:
             continue
         with registry.modify(topic, name) as subscription:
             if subscription is not None:
@@ -129,6 +127,17 @@ def evict(topic: Topic, partition: int, table: SegmentTable, quota_type: str, li
                 subscription.cursors[partition].evicted += skipped
                 evicted += skipped
     return evicted
+
+
+def _eviction_target(view: PartitionView, table: SegmentTable, backlog: PartitionBacklog, quota: BacklogQuota,
+                     now: int) -> int | None:
+    """The offset a cursor with `backlog` skips to under `quota`, or None if it is within it."""
+    if quota.type == "destination_storage" and backlog.bytes >= quota.limit:
+        return offset_within_bytes(view, table, int(quota.limit * EVICTION_TARGET))
+    if quota.type == "message_age" and backlog.oldest_timestamp is not None \
+            and now - backlog.oldest_timestamp >= quota.limit:
+        return first_offset_at_or_after(view, table, now - quota.limit + 1)
+    return None
 
 
 def _delete(topic: Topic, partition: int, bases: list[int], report: MaintenanceReport) -> None:

@@ -146,5 +146,5 @@ class QuotaGuard:
     def _evict(self, partition: int, quota: BacklogQuota) -> None:
         topic = self.topic
         table = topic._log._segment_facts(topic._segments(partition)).table()
-        evict(topic, partition, table, quota.type, quota.limit, topic._log.clock())
+        evict(topic, partition, table, [quota], topic._log.clock())
         self._states[partition] = _PartitionState()

@@ -12,6 +12,7 @@ import bisect
 import mmap
 import os
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -42,6 +43,10 @@ _ITERATION_CHUNK = 1024
 # A reader's first touch of a segment's pages is faulted in with one madvise per range at least this big.
 _POPULATE_MIN_BYTES = 64 * 1024
 _POLL_START_S = 0.0002
+# Segments a PartitionView keeps mapped (three maps, three file descriptors each), and how old a
+# directory's mtime must be before an unchanged mtime proves an unchanged directory (see rescan).
+MAX_OPEN_SEGMENTS = 256
+MTIME_SETTLED_NS = 1_000_000_000
 _POLL_MAX_S = 0.01
 
 
@@ -158,24 +163,48 @@ class SegmentView:
 
 class PartitionView:
     """The segments of one partition, as readers see them. One per partition per open log, shared by its
-    readers, so a segment is mapped, faulted in and validated once per process, not once per reader."""
+    readers, so a segment is mapped, faulted in and validated once per process, not once per reader.
+
+    At most MAX_OPEN_SEGMENTS segments stay mapped, the least recently used are let go: each map holds a
+    file descriptor, and reading a partition of 10,000 segments from start to end would run out of them."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.bases: list[int] = []
-        self.views: dict[int, SegmentView] = {}
+        self.views: OrderedDict[int, SegmentView] = OrderedDict()
+        self._listed_mtime_ns: int | None = None  # the directory's mtime when its listing can be trusted
         self.rescan()
 
     def rescan(self) -> None:
-        self.bases = list_segments(self.directory)
-        for base in list(self.views):
-            if base not in self.bases:
-                del self.views[base]  # deleted: batches already returned keep their own map alive
+        """List the segments again, unless the directory is unchanged since a listing that can be trusted.
+
+        A file created or deleted sets the directory's mtime, but only to a coarse clock: a change in
+        the same tick as the listing would leave it as it was. So a listing is trusted only when the mtime
+        it saw was already older than MTIME_SETTLED_NS (git's "racy" rule)."""
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            mtime = None
+        if mtime is not None and mtime == self._listed_mtime_ns:
+            return
+        listed_at = time.time_ns()
+        bases = list_segments(self.directory)
+        if bases != self.bases:  # the same list object while unchanged lets SegmentFacts reuse its arrays
+            self.bases = bases
+        settled = mtime is not None and listed_at - mtime > MTIME_SETTLED_NS
+        self._listed_mtime_ns = mtime if settled else None
+        present = set(self.bases)
+        for base in [base for base in self.views if base not in present]:
+            del self.views[base]  # deleted: batches already returned keep their own map alive
 
     def view(self, base: int) -> SegmentView:
         view = self.views.get(base)
         if view is None:
             view = self.views[base] = SegmentView(self.directory, base, self.next_base(base))
+            if len(self.views) > MAX_OPEN_SEGMENTS:
+                self.views.popitem(last=False)  # a reader still on it keeps its own reference
+        else:
+            self.views.move_to_end(base)
         return view
 
     def next_base(self, base: int) -> int | None:

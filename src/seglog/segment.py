@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,6 @@ CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed 
 LOCK_FILE = ".lock"  # in a partition directory: the writer lock (lock.py)
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 
 # An index slot per batch; a batch is at least a header and one 8-byte timestamp. The cap keeps a huge
 # segment's index at 16 MiB per file; a segment whose index fills up rolls early, as Kafka's does.
@@ -44,7 +42,11 @@ def list_segments(directory: Path) -> list[int]:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    return sorted(int(m.group(1)) for m in map(_SEGMENT_FILE.match, names) if m)
+    # String tests rather than a regex: a partition of 10,000 segments has 30,000 names to sift.
+    stem = len(segment_stem(0))
+    return sorted(int(name[:stem]) for name in names
+                  if len(name) == stem + len(LOG_SUFFIX) and name.endswith(LOG_SUFFIX)
+                  and name[:stem].isascii() and name[:stem].isdigit())
 
 
 def index_slots(capacity: int, max_messages: int | None) -> int:

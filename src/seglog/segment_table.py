@@ -63,29 +63,39 @@ class SegmentFacts:
     def __init__(self, view: PartitionView) -> None:
         self.view = view
         self._sealed: dict[int, SegmentRow] = {}
+        # The sealed rows as arrays, for the listing they were built from: the view keeps its `bases`
+        # list while the directory is unchanged, and only the active segment's row is built again.
+        self._sealed_arrays: tuple[list[int], tuple[np.ndarray, ...]] | None = None
 
     def table(self) -> SegmentTable:
         view = self.view
         view.rescan()
         bases = view.bases
+        if not bases:
+            return SegmentTable(*(np.zeros(0, dtype=np.int64) for _ in range(6)))
+        active = view.view(bases[-1])
+        active.refresh()
+        index = active.index
+        active_row = np.array([[bases[-1], index.next_offset, index.end_position + 2 * ENTRY_BYTES * index.count,
+                                index.end_position, _mtime_ms(active.paths.log),
+                                index.max_timestamp if index.count else UNKNOWN_TIMESTAMP]], dtype=np.int64)
+        columns = np.concatenate((self._sealed_columns(bases), active_row.T), axis=1)
+        return SegmentTable(*columns)
+
+    def _sealed_columns(self, bases: list[int]) -> np.ndarray:
+        """(bases, next offsets, sizes, log sizes, last writes, max timestamps) of the sealed segments, as
+        the rows of one int64 array."""
+        if self._sealed_arrays is not None and self._sealed_arrays[0] is bases:
+            return self._sealed_arrays[1]
         present = set(bases)
         for base in [b for b in self._sealed if b not in present]:
             del self._sealed[base]
         rows = [self._sealed_row(base) for base in bases[:-1]]
-        next_offsets = bases[1:]
-        if bases:
-            active = view.view(bases[-1])
-            active.refresh()
-            index = active.index
-            last_write = _mtime_ms(active.paths.log)
-            rows.append(SegmentRow(index.end_position + 2 * ENTRY_BYTES * index.count, index.end_position, last_write,
-                                   index.max_timestamp if index.count else UNKNOWN_TIMESTAMP))
-            next_offsets = [*next_offsets, index.next_offset]
-        return SegmentTable(np.array(bases, dtype=np.int64), np.array(next_offsets, dtype=np.int64),
-                            np.array([r.size for r in rows], dtype=np.int64),
-                            np.array([r.log_size for r in rows], dtype=np.int64),
-                            np.array([r.last_write_ms for r in rows], dtype=np.int64),
-                            np.array([r.max_timestamp for r in rows], dtype=np.int64))
+        columns = np.array([bases[:-1], bases[1:], [r.size for r in rows], [r.log_size for r in rows],
+                            [r.last_write_ms for r in rows], [r.max_timestamp for r in rows]],
+                           dtype=np.int64).reshape(6, len(rows))
+        self._sealed_arrays = (bases, columns)
+        return columns
 
     def _sealed_row(self, base: int) -> SegmentRow:
         row = self._sealed.get(base)

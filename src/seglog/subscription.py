@@ -10,6 +10,7 @@ that left) go first. Ack timeout and negative-ack delay are ages, measured by th
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -357,7 +358,7 @@ class Subscriptions:
         self._log = log
         self._open: dict[tuple[str, str], Subscription] = {}
         self._lock = threading.RLock()
-        self._file_cache: dict[Path, tuple[tuple[int, int], CursorRecord]] = {}
+        self._file_cache: dict[str, tuple[tuple[int, int], CursorRecord]] = {}
 
     def directory(self, topic: Topic) -> Path:
         return self._log.path.joinpath("subscriptions", *topic.topic_name.path_parts())
@@ -408,20 +409,21 @@ class Subscriptions:
     def states(self, topic: Topic) -> Iterator[tuple[str, CursorRecord, Subscription | None]]:
         """Every subscription of `topic` with its cursor state: live for those consumed in this process,
         else as last persisted (read again only when the file changed)."""
-        for name in self.names(topic):
+        directory = str(self.directory(topic))  # plain strings: a pass reads every cursor file's status
+        for name in subscription_names(directory):
             live = self.live(topic, name)
             if live is not None:
                 yield name, live.record, live
                 continue
-            path = self.directory(topic) / f"{name}{CURSOR_SUFFIX}"
+            path = os.path.join(directory, name + CURSOR_SUFFIX)
             try:
-                status = path.stat()
+                status = os.stat(path)
             except FileNotFoundError:
                 continue  # unsubscribed meanwhile
             identity = (status.st_mtime_ns, status.st_size)
             cached = self._file_cache.get(path)
             if cached is None or cached[0] != identity:
-                cached = self._file_cache[path] = (identity, load(path))
+                cached = self._file_cache[path] = (identity, load(Path(path)))
             yield name, cached[1], None
 
     def modify(self, topic: Topic, name: str):
