@@ -77,16 +77,17 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
-    topic_commands = [("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
-                      ("stats",)]
-    namespace_commands = ["clear-backlog", "create", "delete", "get-backlog-quotas", "get-message-ttl",
-                          "get-retention", "list", "remove-backlog-quota", "remove-message-ttl", "set-backlog-quota",
-                          "set-message-ttl", "set-retention"]
+    policy_commands = ["get-backlog-quotas", "get-message-ttl", "get-retention", "remove-backlog-quota",
+                       "remove-message-ttl", "remove-retention", "set-backlog-quota", "set-message-ttl",
+                       "set-retention"]
+    topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
+                             ("stats",), *[(c,) for c in policy_commands]])
+    namespace_commands = sorted(["clear-backlog", "create", "delete", "list", *policy_commands])
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
                                       ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
-                                      ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
+                                      ("tenants", "get"), ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
                                       ("topics",), *[("topics", *c) for c in topic_commands]]
 
 
@@ -221,6 +222,20 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     assert as_json["public/default/kept"]["max_partition_size"] == 10**10
     assert as_json["public/default/kept"]["retention_min_timestamp"] == 1_700_000_000_000
     assert as_json["public/default/off"]["retention_time"] is None
+
+    run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-lt", "1h", "-p", "producer_exception",
+        "-t", "message_age")
+    described = {line.split("  ")[0].strip(): line.split("  ", 1)[1].strip()
+                 for line in run(runner, data, "topic", "describe", "kept").output.splitlines()[:16] if line.strip()}
+    assert described["Retention time"] == "1day 2h 3m 4s"
+    assert described["Max partition size"] == "10 GB"
+    assert described["Retention min timestamp"].startswith("1700000000000 (2023-11-14T22:13:20.000+00:00")
+    assert described["Retention"].startswith("time 1day 2h 3m 4s, size 10 GB (topic")  # Fluvio's limits act
+    assert described["Message TTL"] == "off (broker)"
+    assert described["Backlog quota message_age"] == "1h, producer_exception (namespace)"
+    policies = json.loads(run(runner, data, "topic", "describe", "kept", "--json").output)["policies"]
+    with seglog.open(data) as log:
+        assert policies == log.topic("kept").stats()["policies"]
 
 
 def test_topics_is_the_topic_group_under_pulsar_admins_name(runner: CliRunner, data: Path) -> None:
@@ -558,6 +573,74 @@ def test_set_message_ttl_refuses_bad_values_and_changes_nothing(runner: CliRunne
     assert detail in message and "accepted: seconds as an int, or a duration such as '1h', '2d 10s'" in message
     with seglog.open(data) as log:
         assert log.admin.namespaces.get_message_ttl("public/default") == 3600
+
+
+def test_topic_policies_override_the_namespace_and_fall_back_when_removed(runner: CliRunner, data: Path) -> None:
+    """The same commands at topic level (pulsar-admin topics set-retention ...): the CLI, the API and the
+    policies in force in stats agree at each step."""
+    run(runner, data, "topic", "create", "events")
+
+    def in_force() -> dict:
+        with seglog.open(data) as log:
+            return log.topic("events").stats()["policies"]
+
+    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1G", "--time", "1d")
+    run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", "1h")
+    assert json.loads(run(runner, data, "topics", "get-retention", "events").output) is None
+    result = run(runner, data, "topics", "set-retention", "events", "--size", "10G", "--time", "3h")
+    assert "Set retention of public/default/events: size 10 GiB, time 3h" in result.output
+    run(runner, data, "topics", "set-message-ttl", "events", "--messageTTL", "120")
+    run(runner, data, "topics", "set-backlog-quota", "events", "-l", "2G", "-p", "producer_exception")
+    cli = {command: json.loads(run(runner, data, "topics", command, "events").output)
+           for command in ("get-retention", "get-message-ttl", "get-backlog-quotas")}
+    assert cli == {"get-retention": {"retentionTimeInMinutes": 180, "retentionSizeInMB": 10240},
+                   "get-message-ttl": 120,
+                   "get-backlog-quotas": {"destination_storage": {"limit": 2 << 30, "policy": "producer_exception"}}}
+    with seglog.open(data) as log:
+        topics = log.admin.topics
+        assert cli == {"get-retention": topics.get_retention("events"),
+                       "get-message-ttl": topics.get_message_ttl("events"),
+                       "get-backlog-quotas": topics.get_backlog_quotas("events")}
+    policies = in_force()
+    assert policies["retention"] == {"retentionTimeInMinutes": 180, "retentionSizeInMB": 10240, "level": "topic"}
+    assert policies["messageTTLInSeconds"] == {"value": 120, "level": "topic"}
+
+    assert "Removed retention of public/default/events" in run(runner, data, "topics", "remove-retention",
+                                                               "events").output
+    run(runner, data, "topics", "remove-message-ttl", "events")
+    run(runner, data, "topics", "remove-backlog-quota", "events")
+    assert json.loads(run(runner, data, "topics", "get-retention", "events").output) is None
+    assert json.loads(run(runner, data, "topics", "get-backlog-quotas", "events").output) == {}
+    policies = in_force()
+    assert policies["retention"] == {"retentionTimeInMinutes": 1440, "retentionSizeInMB": 1024, "level": "namespace"}
+    assert policies["messageTTLInSeconds"] == {"value": 3600, "level": "namespace"}
+    assert policies["backlogQuotas"] == {}
+
+    result = run(runner, data, "namespaces", "remove-retention", "public/default")
+    assert "Removed retention of public/default" in result.output
+    assert json.loads(run(runner, data, "namespaces", "get-retention", "public/default").output) is None
+    assert in_force()["retention"] == {"retentionTimeInMinutes": 10080, "retentionSizeInMB": -1, "level": "broker"}
+
+
+def test_topic_policy_commands_refuse_a_missing_topic_and_bad_values(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "events")
+    message = one_line(run(runner, data, "topics", "set-retention", "nope", "-s", "1G", "-t", "1h", code=2).output)
+    assert "Error: topic public/default/nope does not exist" in message
+    message = one_line(run(runner, data, "topics", "set-retention", "events", "-s", "1G", "-t", "0", code=2).output)
+    assert "Error: Invalid value for '--size' / '-s' and '--time' / '-t'" in message and "Traceback" not in message
+    message = one_line(run(runner, data, "topics", "set-backlog-quota", "events", "-lt", "1h", "-p",
+                           "producer_exception", code=2).output)
+    assert "--type destination_storage takes --limit" in message
+    with seglog.open(data) as log:
+        assert log.admin.topics.get_retention("events") is None
+        assert log.admin.topics.get_backlog_quotas("events") == {}
+
+
+def test_tenants_get(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "tenants", "create", "geo", "-c", "us-east,eu-west")
+    assert json.loads(run(runner, data, "tenants", "get", "geo").output) == {"allowedClusters": ["us-east", "eu-west"]}
+    assert json.loads(run(runner, data, "tenants", "get", "public").output) == {"allowedClusters": None}
+    assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "get", "nope", code=2).output
 
 
 CLEAR_PROMPT = "Are you sure you want to clear the backlog? [y/N]: "

@@ -147,7 +147,11 @@ def test_parse_size_allow_infinite_still_refuses_other_negatives(value: int | st
     (1152, "1152 B"),  # 1.125 KiB needs three decimals
     (int(1.75 * GiB), "1.75 GiB"),
     (GiB + MiB, "1025 MiB"),
-    (10**9, "976562.5 KiB"),
+    (10**9, "1 GB"),  # decimal where it is shorter than binary (976562.5 KiB)
+    (25 * 10**6, "25 MB"),
+    (1000, "1 KB"),
+    (1500, "1.5 KB"),
+    (1024000, "1000 KiB"),  # a tie with '1024 KB': binary
     (TiB, "1 TiB"),
     (PiB, "1 PiB"),
     (4096 * PiB, "4096 PiB"),
@@ -171,11 +175,16 @@ def test_format_size_round_trips(n: int) -> None:
 @given(st.integers(min_value=1, max_value=1023), st.sampled_from([KiB, MiB, GiB, TiB, PiB]),
        st.sampled_from([0, 25, 50, 75]))
 def test_format_size_uses_the_largest_exact_unit(whole: int, unit: int, hundredths: int) -> None:
+    """The largest binary unit, unless a decimal unit shows the size in fewer characters."""
     n = whole * unit + hundredths * unit // 100
     text = format_size(n)
     number, name = text.split(" ")
-    assert name == {KiB: "KiB", MiB: "MiB", GiB: "GiB", TiB: "TiB", PiB: "PiB"}[unit]
-    assert number == str(whole) + {0: "", 25: ".25", 50: ".5", 75: ".75"}[hundredths]
+    binary = str(whole) + {0: "", 25: ".25", 50: ".5", 75: ".75"}[hundredths]
+    if name.endswith("iB"):
+        assert name == {KiB: "KiB", MiB: "MiB", GiB: "GiB", TiB: "TiB", PiB: "PiB"}[unit]
+        assert number == binary
+    else:
+        assert name in ("KB", "MB", "GB", "TB", "PB") and len(number) < len(binary)
     assert parse_size(text) == n
 
 

@@ -64,7 +64,7 @@ def run_pass(log_: Log) -> MaintenanceReport:
     report = MaintenanceReport()
     for name in log_.list_topics():
         topic = log_.topic(name)
-        policies = log_._effective_policies(topic)
+        policies = topic.policies()
         for partition in range(topic.partitions):
             _maintain_partition(topic, partition, policies, report)
     return report

@@ -82,7 +82,7 @@ class QuotaGuard:
     def refresh(self) -> None:
         """Read the topic's quotas again and arm or disarm its producers' gates."""
         with self._lock:
-            quotas = [q.value for q in self.topic._log._effective_policies(self.topic).backlog_quotas.values()]
+            quotas = [q.value for q in self.topic.policies().backlog_quotas.values()]
             if quotas != self._quotas:
                 self._quotas = quotas
                 self._states = [_PartitionState() for _ in range(self.topic.partitions)]

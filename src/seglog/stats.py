@@ -36,7 +36,7 @@ def physical_size(topic: Topic) -> int:
 
 
 def _policies(topic: Topic) -> dict[str, Any]:
-    policies = topic._log._effective_policies(topic)
+    policies = topic.policies()
     retention = policies.retention
     quotas = {t: {**q.value.to_admin(), "level": q.level} for t, q in policies.backlog_quotas.items()}
     return {"retention": {**retention.value.to_admin(), "level": retention.level},
@@ -63,7 +63,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
             "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
             "consumers": [c.name for c in live.consumers] if live is not None else [],
         }
-    policies = log._effective_policies(topic)
+    policies = topic.policies()
     slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
     ages = [(s["oldestUnackedMessageAgeSeconds"], n) for n, s in subscriptions.items()
             if s["oldestUnackedMessageAgeSeconds"] is not None]
@@ -113,7 +113,7 @@ def internal_stats(topic: Topic) -> dict[str, Any]:
 def explain_retention(topic: Topic) -> dict[str, Any]:
     log = topic._log
     now = log.clock()
-    policies = log._effective_policies(topic)
+    policies = topic.policies()
     limits = limits_of(topic, policies)
     partitions = {}
     for p, (_, table) in enumerate(_tables(topic)):

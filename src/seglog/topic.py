@@ -14,6 +14,7 @@ from seglog.reader import Reader, start_offset
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.policies import EffectivePolicies
     from seglog.reader import PartitionView
     from seglog.writer import PartitionWriter
 
@@ -69,6 +70,11 @@ class Topic:
     def subscriptions(self) -> list[str]:
         """The names of the topic's subscriptions."""
         return self._log._subscriptions.names(self)
+
+    def policies(self) -> EffectivePolicies:
+        """The retention, message TTL and backlog quotas in force on this topic, each with the level that set
+        it: the topic's own policy, else its namespace's, else the broker default."""
+        return self._log._effective_policies(self)
 
     def _start_offset(self, position: Any, partition: int) -> int:
         return start_offset(self._segments(partition), position)

@@ -51,6 +51,7 @@ _SIZE_ACCEPTED = ("bytes as an int, or a number with a unit: 2048, '2 Ki', '10 M
                   "(K/M/G/T/P and KiB.. are binary, KB/MB/GB.. decimal)")
 # Largest first; format_size uses the largest in which the size is exact to two decimals.
 _SIZE_FORMAT = ((_PIB, "PiB"), (_TIB, "TiB"), (_GIB, "GiB"), (_MIB, "MiB"), (_KIB, "KiB"))
+_DECIMAL_SIZE_FORMAT = ((10**15, "PB"), (10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "KB"))
 
 _SECOND = 1000
 _MINUTE = 60 * _SECOND
@@ -85,19 +86,28 @@ def parse_size(value: int | str, *, argument: str = "size", allow_infinite: bool
 
 
 def format_size(n: int) -> str:
-    """Return `n` bytes in a binary unit: 10485760 -> '10 MiB', 1536 -> '1.5 KiB', 100 -> '100 B', -1 -> 'infinite'.
+    """Return `n` bytes in the unit that shows it shortest: 10485760 -> '10 MiB', 1536 -> '1.5 KiB',
+    25000000 -> '25 MB', 100 -> '100 B', -1 -> 'infinite'.
 
-    The result is exact, never rounded: the largest unit in which `n` has at most two decimals is used, down
-    to bytes (1025 -> '1025 B'), so parse_size(format_size(n)) == n."""
+    The result is exact, never rounded: a unit is used only where `n` has at most two decimals in it, the
+    largest such binary unit and the largest such decimal one compete (binary wins a tie), down to bytes
+    (1025 -> '1025 B'), so parse_size(format_size(n)) == n."""
     _check_formattable(n, argument="size", accepted="bytes as an int >= 0, or -1 for no limit")
     if n == -1:
         return "infinite"
-    for unit, name in _SIZE_FORMAT:
+    candidates = [_exactly_in(n, _SIZE_FORMAT), _exactly_in(n, _DECIMAL_SIZE_FORMAT), (str(n), "B")]
+    number, name = min((c for c in candidates if c is not None), key=lambda c: len(c[0]))
+    return f"{number} {name}"
+
+
+def _exactly_in(n: int, units: tuple[tuple[int, str], ...]) -> tuple[str, str] | None:
+    """(number, unit name) of `n` in the largest of `units` where it has at most two decimals, if any."""
+    for unit, name in units:
         if n >= unit and n * 100 % unit == 0:
             whole, hundredths = divmod(n * 100 // unit, 100)
             decimals = f".{hundredths:02d}".rstrip("0") if hundredths else ""
-            return f"{whole}{decimals} {name}"
-    return f"{n} B"
+            return f"{whole}{decimals}", name
+    return None
 
 
 def parse_duration(value: int | str, *, argument: str = "duration", allow_infinite: bool = False,

@@ -1,4 +1,4 @@
-"""`seglog tenants create|list|delete`: the tenants of a data directory, as pulsar-admin has them."""
+"""`seglog tenants create|list|get|delete`: the tenants of a data directory, as pulsar-admin has them."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _clusters(ctx: click.Context, param: click.Parameter, given: str | None) -> 
 
 @click.group(cls=SeglogGroup)
 def tenants() -> None:
-    """Create, list and delete tenants: the first part of 'tenant/namespace/topic'.
+    """Create, list, show and delete tenants: the first part of 'tenant/namespace/topic'.
 
     The tenant 'public' always exists.
     """
@@ -63,3 +63,13 @@ def delete(data: DataDir, name: str) -> None:
     with data.open() as log:
         log.admin.tenants.delete(name)
     out().print(f"[green]Deleted tenant[/] {name}")
+
+
+@tenants.command()
+@click.argument("name")
+@pass_data
+def get(data: DataDir, name: str) -> None:
+    """Print tenant NAME's configuration as Pulsar's JSON: allowedClusters (null: any)."""
+    tenant_name(name)
+    with data.open() as log:
+        print_json(log.admin.tenants.get(name))

@@ -1,8 +1,9 @@
 """`seglog topic create|list|describe|delete|stats|internal-stats|explain`: managing the topics of a data
-directory (also `seglog topics`, pulsar-admin's plural)."""
+directory (also `seglog topics`, pulsar-admin's plural), and a topic's own policies (policy_commands.py)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import click
@@ -12,8 +13,10 @@ from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import topic_name, topic_settings
 from seglog.cli.output import out, print_json
+from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
 from seglog.config import TIMESTAMP_TYPES
 from seglog.log import MAX_PARTITIONS
+from seglog.policies import EffectivePolicies
 from seglog.topic import Topic
 from seglog.units import format_duration, format_size
 
@@ -106,9 +109,11 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
         partitions = [{"partition": p, "earliest_offset": t.earliest_offset(p), "end_offset": t.end_offset(p)}
                       for p in range(t.partitions)]
         storage = t.storage_size()
-    if as_json:
-        print_json({**_settings(t), "storage_bytes": storage, "partition_offsets": partitions})
-        return
+        if as_json:  # the policies in force as stats shows them: Pulsar's JSON with the levels
+            print_json({**_settings(t), "storage_bytes": storage, "partition_offsets": partitions,
+                        "policies": t.stats()["policies"]})
+            return
+        policies = t.policies()
     config = t.config
     settings = Table(box=None, show_header=False)
     settings.add_column(style="bold")
@@ -118,6 +123,10 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
             ("Segment roll time", _off(config.segment_roll_time, format_duration)),
             ("Segment max messages", _off(config.segment_max_messages, "{:,}".format)),
             ("Timestamp type", config.timestamp_type), ("Fsync", config.fsync),
+            ("Retention time", _off(config.retention_time, format_duration)),
+            ("Max partition size", _off(config.max_partition_size, format_size)),
+            ("Retention min timestamp", _min_timestamp(config.retention_min_timestamp)),
+            *_policy_rows(policies),
             ("Storage size", f"{format_size(storage)} ({storage:,} bytes)")):
         settings.add_row(label, value)
     offsets = Table("PARTITION", "EARLIEST OFFSET", "END OFFSET", "MESSAGES", box=None, header_style="bold")
@@ -147,6 +156,25 @@ def _settings(t: Topic) -> dict[str, Any]:
 
 def _off(value: int | None, show: Any) -> str:
     return "off" if value is None else show(value)
+
+
+def _min_timestamp(ms: int) -> str:
+    if not ms:
+        return "off"
+    return f"{ms} ({datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec='milliseconds')})"
+
+
+def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
+    """The policies in force, each with the level it comes from."""
+    retention, ttl = policies.retention, policies.message_ttl_ms
+    rows = [("Retention", f"time {format_duration(retention.value.time_ms)}, size "
+                          f"{format_size(retention.value.size_bytes)} ({retention.level})"),
+            ("Message TTL", f"{_off(ttl.value or None, format_duration)} ({ttl.level})")]
+    for quota_type, quota in policies.backlog_quotas.items():
+        limit = format_size if quota_type == "destination_storage" else format_duration
+        rows.append((f"Backlog quota {quota_type}", f"{limit(quota.value.limit)}, {quota.value.policy} "
+                                                    f"({quota.level})"))
+    return rows
 
 
 @topic.command()
@@ -189,3 +217,8 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
             table.add_row(partition, str(fate["baseOffset"]), format_size(fate["size"]),
                           "delete" if fate["deletedNextPass"] else "keep", fate["rule"], when, fate["reason"])
     out().print(table)
+
+
+add_policy_commands(topic, PolicyLevel("topic", "NAME", topic_name, lambda log: log.admin.topics,
+                                       "the topic falls back to its namespace's policy, else the data "
+                                       "directory's default"))

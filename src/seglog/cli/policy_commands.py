@@ -1,0 +1,175 @@
+"""pulsar-admin's policy commands (retention, backlog quotas, message TTL) for one level of policies:
+`seglog namespaces set-retention NS ...` and `seglog topics set-retention NAME ...`, where a topic's own
+policy overrides its namespace's. Same command and option names as pulsar-admin, so its command lines carry
+over; the getters print the JSON pulsar-admin prints (Pulsar's names and units), which is what
+log.admin.namespaces and log.admin.topics return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import click
+
+from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.errors import UsageProblem
+from seglog.cli.output import out, print_json
+from seglog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
+from seglog.units import format_duration, format_size
+
+if TYPE_CHECKING:
+    from seglog.admin import _PolicyLevel
+    from seglog.log import Log
+
+
+@dataclass(frozen=True)
+class PolicyLevel:
+    """Where the commands set policies: a namespace, or a topic."""
+    noun: str                                # 'namespace' or 'topic', as the help texts say it
+    metavar: str                             # the name argument in usage lines
+    parse_name: Callable[[str], str]         # the full name, or InvalidNameError naming what is wrong
+    admin: Callable[[Log], _PolicyLevel]     # log.admin.namespaces or log.admin.topics
+    fallback: str                            # what applies once a policy is removed, as a clause
+
+
+def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
+    """Add set-/get-/remove- retention, backlog quota and message TTL to `group`, for `level`."""
+    name_argument = click.argument("name", metavar=level.metavar)
+    noun = level.noun
+
+    @group.command(name="set-retention", short_help="Keep acknowledged messages up to --size and --time.",
+                   help=f"Set the retention of the {noun}'s acknowledged messages: deleted once older than "
+                        "--time or beyond --size.\n\nBoth 0 keeps nothing acknowledged; 0 for only one of "
+                        "them is refused, as in Pulsar.")
+    @name_argument
+    @click.option("--size", "-s", "retention_size", required=True, metavar="SIZE",
+                  help="Acknowledged data to keep per topic: '10G', '500 MiB', bytes as an int; -1 for no limit.")
+    @click.option("--time", "-t", "retention_time", required=True, metavar="DURATION",
+                  help="How long to keep acknowledged messages: '3h', '7 days', seconds as an int; "
+                       "-1 for no limit.")
+    @pass_data
+    def set_retention(data: DataDir, name: str, retention_size: str, retention_time: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            level.admin(log).set_retention(name, size=retention_size, time=retention_time)
+        retention = Retention.parse(size=retention_size, time=retention_time)
+        out().print(f"[green]Set retention[/] of {name}: size {format_size(retention.size_bytes)}, "
+                    f"time {format_duration(retention.time_ms)}")
+
+    @group.command(name="get-retention", short_help="Print the retention as Pulsar's JSON (or null).",
+                   help=f"Print the retention set on the {noun} as Pulsar's JSON (minutes and MB, -1 for no "
+                        "limit), or null.")
+    @name_argument
+    @pass_data
+    def get_retention(data: DataDir, name: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            print_json(level.admin(log).get_retention(name))
+
+    @group.command(name="remove-retention", short_help="Remove the retention.",
+                   help=f"Remove the retention of the {noun}: {level.fallback}.")
+    @name_argument
+    @pass_data
+    def remove_retention(data: DataDir, name: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            level.admin(log).remove_retention(name)
+        out().print(f"[green]Removed retention[/] of {name}")
+
+    @group.command(name="set-backlog-quota", short_help="Limit the backlog by size or by age.",
+                   help=f"Set a backlog quota of the {noun}: a limit on the backlog of each topic's slowest "
+                        "subscription, of one --type.\n\n--type destination_storage takes --limit, "
+                        "--type message_age takes --limitTime.")
+    @name_argument
+    @click.option("--limit", "-l", metavar="SIZE",
+                  help="For --type destination_storage: the backlog size limit, '2G', '500 MiB', bytes as an int.")
+    @click.option("--limitTime", "-lt", "limit_time", metavar="DURATION",
+                  help="For --type message_age: the age limit of the oldest unacknowledged message, seconds as "
+                       "an int or '1h', '2d'.")
+    @click.option("--policy", "-p", required=True, metavar="|".join(QUOTA_POLICIES),
+                  help="What happens at the limit: hold producers' sends, fail them, or evict the oldest backlog.")
+    @click.option("--type", "-t", "quota_type", default=QUOTA_TYPES[0], show_default=True,
+                  metavar="|".join(QUOTA_TYPES), help="Limit the backlog's size or the age of its oldest message.")
+    @pass_data
+    @click.pass_context
+    def set_backlog_quota(ctx: click.Context, data: DataDir, name: str, limit: str | None, limit_time: str | None,
+                          policy: str, quota_type: str) -> None:
+        name = level.parse_name(name)
+        _check_quota_limit(ctx, quota_type, limit, limit_time)
+        with data.open() as log:
+            level.admin(log).set_backlog_quota(name, limit=limit, limit_time=limit_time, policy=policy,
+                                               type=quota_type)
+        quota = BacklogQuota.parse(type=quota_type, limit=limit, limit_time=limit_time, policy=policy)
+        shown = format_size(quota.limit) if quota_type == "destination_storage" else format_duration(quota.limit)
+        out().print(f"[green]Set backlog quota[/] {quota_type} of {name}: limit {shown}, policy {policy}")
+
+    @group.command(name="get-backlog-quotas", short_help="Print the backlog quotas as Pulsar's JSON.",
+                   help=f"Print the backlog quotas set on the {noun} as Pulsar's JSON, by type (limit in bytes, "
+                        "limitTime in seconds).")
+    @name_argument
+    @pass_data
+    def get_backlog_quotas(data: DataDir, name: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            print_json(level.admin(log).get_backlog_quotas(name))
+
+    @group.command(name="remove-backlog-quota", short_help="Remove the backlog quota of one --type.",
+                   help=f"Remove a backlog quota of the {noun}: {level.fallback}.")
+    @name_argument
+    @click.option("--type", "-t", "quota_type", default=QUOTA_TYPES[0], show_default=True,
+                  metavar="|".join(QUOTA_TYPES), help="The quota to remove.")
+    @pass_data
+    def remove_backlog_quota(data: DataDir, name: str, quota_type: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            level.admin(log).remove_backlog_quota(name, type=quota_type)
+        out().print(f"[green]Removed backlog quota[/] {quota_type} of {name}")
+
+    @group.command(name="set-message-ttl", short_help="Acknowledge messages unacknowledged for longer than "
+                                                      "--messageTTL.",
+                   help=f"Set the message TTL of the {noun}'s topics.")
+    @name_argument
+    @click.option("--messageTTL", "-ttl", "message_ttl", required=True, metavar="DURATION",
+                  help="Acknowledge messages left unacknowledged this long: seconds as an int, or '2h', '1d'; "
+                       "0 for no TTL.")
+    @pass_data
+    def set_message_ttl(data: DataDir, name: str, message_ttl: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            level.admin(log).set_message_ttl(name, message_ttl)
+            seconds = level.admin(log).get_message_ttl(name)
+        out().print(f"[green]Set message TTL[/] of {name}: {format_duration(seconds * 1000)}")
+
+    @group.command(name="get-message-ttl", short_help="Print the message TTL in seconds (or null).",
+                   help=f"Print the message TTL set on the {noun} in seconds, or null.")
+    @name_argument
+    @pass_data
+    def get_message_ttl(data: DataDir, name: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            print_json(level.admin(log).get_message_ttl(name))
+
+    @group.command(name="remove-message-ttl", short_help="Remove the message TTL.",
+                   help=f"Remove the message TTL of the {noun}: {level.fallback}.")
+    @name_argument
+    @pass_data
+    def remove_message_ttl(data: DataDir, name: str) -> None:
+        name = level.parse_name(name)
+        with data.open() as log:
+            level.admin(log).remove_message_ttl(name)
+        out().print(f"[green]Removed message TTL[/] of {name}")
+
+
+def _check_quota_limit(ctx: click.Context, quota_type: str, limit: str | None, limit_time: str | None) -> None:
+    """The limit option a --type takes, named as on the command line (the library names its arguments)."""
+    if quota_type not in QUOTA_TYPES:
+        return  # refused by the library, with the accepted types
+    options = {param.name: param for param in ctx.command.params}
+    wanted, other = ("limit", "limit_time") if quota_type == "destination_storage" else ("limit_time", "limit")
+    given = {"limit": limit, "limit_time": limit_time}
+    example = "a size such as '2G'" if wanted == "limit" else "seconds as an int, or a duration such as '1h'"
+    takes = f"--type {quota_type} takes {options[wanted].opts[0]}: {example}"
+    if given[other] is not None:
+        raise UsageProblem(f"Invalid value for {options[other].get_error_hint(ctx)}: {takes}", ctx)
+    if given[wanted] is None:
+        raise UsageProblem(f"Missing option {options[wanted].get_error_hint(ctx)}: {takes}", ctx)
