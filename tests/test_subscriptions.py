@@ -9,9 +9,11 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import seglog
+from seglog.batch import SCHEMA
 from seglog.errors import (
     ConsumerBusyError,
     InvalidArgumentError,
@@ -24,6 +26,18 @@ from seglog.errors import (
 def produce(topic, n, *, start=0, **kw):
     with topic.producer() as producer:
         producer.send_batch([f"m{i}".encode() for i in range(start, start + n)], **kw)
+
+
+def drain_batches(consumer, *, ack=True):
+    """Every batch the consumer gets now, as one RecordBatch (acknowledged unless `ack` is False)."""
+    batches = []
+    while (batch := consumer.receive_batch()) is not None:
+        batches.append(batch)
+        if ack:
+            consumer.ack(batch)
+    return pa.Table.from_batches(batches, schema=SCHEMA).combine_chunks().to_batches()[0] if batches else (
+        SCHEMA.empty_table().to_batches()[0] if SCHEMA.empty_table().to_batches() else
+        pa.RecordBatch.from_pylist([], schema=SCHEMA))
 
 
 def drain(consumer, limit=10_000):
@@ -170,6 +184,75 @@ def test_key_shared_keeps_each_key_on_one_consumer(log):
                 assert owner.setdefault(key, consumer.name) == consumer.name
             consumer.ack(batch)
     assert len(owner) == 7 and topic.stats()["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+def test_key_shared_ring_moves_only_the_keys_of_the_consumer_that_came_or_went():
+    from seglog.key_shared import KEY_HASH_SLOTS, HashRing
+    slots = np.arange(KEY_HASH_SLOTS)
+    names = ["a", "b", "c"]
+    before = np.array(names)[HashRing(names).owners(slots)]
+    shares = {name: np.count_nonzero(before == name) / KEY_HASH_SLOTS for name in names}
+    assert all(0.2 < share < 0.5 for share in shares.values()), shares  # 100 points each: roughly even
+    joined = np.array(names + ["d"])[HashRing(names + ["d"]).owners(slots)]
+    moved = before != joined
+    assert set(joined[moved]) == {"d"} and 0.1 < moved.mean() < 0.4
+    left = np.array(["a", "c"])[HashRing(["a", "c"]).owners(slots)]
+    moved = before != left
+    assert set(before[moved]) == {"b"} and np.array_equal(moved, before == "b")
+
+
+def _deliveries_in_key_order(deliveries):
+    """Each key's messages were delivered in offset order, whichever consumer got them."""
+    last = {}
+    for key, offset in deliveries:
+        assert offset > last.get(key, -1), (key, offset, last[key])
+        last[key] = offset
+
+
+def test_key_shared_holds_back_a_joining_consumer_until_earlier_messages_are_acknowledged(log):
+    topic = log.create_topic("t")
+    keys = [f"k{i % 10}".encode() for i in range(100)]
+    a = topic.subscribe("s", subscription_type="key_shared", consumer_name="a", initial_position="earliest")
+    with topic.producer() as producer:
+        producer.send_batch([b"v"] * 100, keys=keys)
+        first = a.receive_batch()
+        assert len(first) == 100  # a holds all of them, unacknowledged
+        b = topic.subscribe("s", subscription_type="key_shared", consumer_name="b")
+        producer.send_batch([b"v"] * 100, keys=keys)
+    deliveries = list(zip(first.column("key").to_pylist(), first.column("offset").to_pylist()))
+    from_a = a.receive_batch()  # the keys a still owns
+    deliveries += zip(from_a.column("key").to_pylist(), from_a.column("offset").to_pylist())
+    b_keys = set(keys) - set(from_a.column("key").to_pylist())
+    assert b_keys and b.receive_batch() is None  # b's keys have messages before 100 unacknowledged
+    a.ack(first)
+    received = drain_batches(b)
+    assert sorted(received.column("offset").to_pylist()) == [100 + i for i in range(100) if keys[i] in b_keys]
+    deliveries += zip(received.column("key").to_pylist(), received.column("offset").to_pylist())
+    _deliveries_in_key_order(deliveries)
+
+
+def test_key_shared_consumer_leaving_hands_its_keys_over_in_order(log):
+    topic = log.create_topic("t")
+    keys = [f"k{i % 20}".encode() for i in range(200)]
+    consumers = [topic.subscribe("s", subscription_type="key_shared", consumer_name=name,
+                                 initial_position="earliest") for name in ("a", "b", "c")]
+    produce_keys = lambda: producer.send_batch([b"v"] * 200, keys=keys)  # noqa: E731
+    with topic.producer() as producer:
+        produce_keys()
+        got = {c.name: drain_batches(c, ack=False) for c in consumers}
+        assert all(len(batch) for batch in got.values())
+        consumers[0].ack(got["a"])
+        consumers[2].ack(got["c"])
+        consumers[1].close()  # b leaves without acknowledging: its keys go to a and c
+        produce_keys()
+    offsets = []
+    for name, consumer in (("a", consumers[0]), ("c", consumers[2])):
+        batch = drain_batches(consumer)  # in the order received: b's redelivered messages come first
+        _deliveries_in_key_order(zip(batch.column("key").to_pylist(), batch.column("offset").to_pylist()))
+        keys_before = set(got[name].column("key").to_pylist()) | set(got["b"].column("key").to_pylist())
+        assert set(batch.column("key").to_pylist()) <= keys_before
+        offsets += batch.column("offset").to_pylist()
+    assert sorted(offsets) == sorted(got["b"].column("offset").to_pylist()) + list(range(200, 400))
 
 
 def test_failover_has_one_active_consumer_and_fails_over(log):

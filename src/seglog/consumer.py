@@ -42,6 +42,10 @@ class Consumer:
         self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
         self.queue: deque[Piece] = deque()      # key_shared: messages routed to this consumer by others
         self.pending: deque[Pending] = deque()  # delivered, not yet known to be acknowledged
+        # key_shared, a consumer that joined others: per partition, the read position when it joined,
+        # until everything before it is acknowledged; meanwhile its messages from there on are held
+        self.joined_at: list[int | None] | None = None
+        self.held: deque[Piece] = deque()
         self._messages: deque[Message] = deque()  # prefetched by receive()
         self._cursors = subscription.cursors
         self._ends = [0] * len(subscription.cursors)
@@ -117,10 +121,15 @@ class Consumer:
             self._messages.clear()
             self.queue.clear()
             self.pending.clear()
+            self.held.clear()
+            self.joined_at = None
             return
         self._messages = deque(m for m in self._messages if m.partition != partition)
         self.queue = deque(p for p in self.queue if p.partition != partition)
         self.pending = deque(p for p in self.pending if p.partition != partition)
+        self.held = deque(p for p in self.held if p.partition != partition)
+        if self.joined_at is not None:
+            self.joined_at[partition] = None  # the partition starts again for every consumer
 
     # acknowledging
 

@@ -13,6 +13,7 @@ import heapq
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -22,8 +23,7 @@ import pyarrow as pa
 
 from seglog._core._acks import AckSet
 from seglog._core._messages import Message, messages_from_batch
-from seglog._core._writer import key_partitions
-from seglog.batch import binary_column, to_record_batch
+from seglog.batch import to_record_batch
 from seglog.cursor_file import (
     CURSOR_SUFFIX,
     LOCK_SUFFIX,
@@ -35,6 +35,7 @@ from seglog.cursor_file import (
     subscription_names,
 )
 from seglog.errors import ConsumerBusyError, InvalidArgumentError, OffsetOutOfRangeError
+from seglog.key_shared import HashRing, key_slots
 from seglog.lock import WriterLock
 from seglog.names import validate_part
 from seglog.reader import Reader, SegmentView
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from seglog.log import Log
     from seglog.topic import Topic
 
-KEY_HASH_SLOTS = 65536  # Pulsar's key_shared hash range, split evenly among the consumers
 
 
 @dataclass
@@ -56,6 +56,10 @@ class Piece:
     base: int
     count: int  # messages in the stored batch
     offsets: np.ndarray
+
+    def with_offsets(self, offsets: np.ndarray) -> Piece:
+        """The same stored batch, other messages of it."""
+        return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
 
     @property
     def contiguous(self) -> bool:
@@ -117,6 +121,7 @@ class Subscription:
                          for p, c in enumerate(self.cursors)]
         self._next_partition = 0
         self._nack_sequence = 0
+        self._ring: HashRing | None = None  # key_shared: the consumers' points, made again when they change
         self.dirty = False
         self.closed = False
 
@@ -137,7 +142,10 @@ class Subscription:
             if subscription_type != self.type:  # no consumers: the type may change, as in Pulsar
                 self.record.subscription_type = subscription_type
                 self.dirty = True
+            if self.type == "key_shared" and self.consumers:  # held back: see key_shared.py
+                consumer.joined_at = [dispatch.reader.offset for dispatch in self.dispatch]
             self.consumers.append(consumer)
+            self._ring = None
             if self.type == "failover":
                 self._rewind()
 
@@ -145,15 +153,15 @@ class Subscription:
         """A consumer left: what it was given and did not acknowledge goes to the others."""
         with self.mutex:
             self.consumers.remove(consumer)
+            self._ring = None
             if self.type in ("exclusive", "failover"):
                 self._rewind()
                 return
-            for pending in consumer.pending:
-                self._redeliver(pending.partition, pending.offsets)
-            for piece in consumer.queue:
+            for piece in [*consumer.pending, *consumer.queue, *consumer.held]:
                 self._redeliver(piece.partition, piece.offsets)
             consumer.pending.clear()
             consumer.queue.clear()
+            consumer.held.clear()
 
     def _rewind(self) -> None:
         """Start dispatch again at each mark-delete position (acknowledged messages are left out), as
@@ -175,25 +183,42 @@ class Subscription:
     # dispatch
 
     def next_delivery(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
-        """The next messages for `consumer`: redeliveries first, then new messages; [] if none now."""
+        """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
+        none now. Each is pending on the consumer until acknowledged."""
         with self.mutex:
             now = self.topic._log.clock()
             self._expire_pending(now)
-            if consumer.queue:
-                return [consumer.queue.popleft()]
-            partitions = self.partitions_for(consumer)
-            for i in range(len(partitions)):
-                partition = partitions[(self._next_partition + i) % len(partitions)]
-                pieces = self._take(partition, max_messages)
-                if self.type == "key_shared":
-                    pieces = self._route_by_key(consumer, pieces)
-                if pieces:
-                    self._next_partition = (self._next_partition + i + 1) % max(len(partitions), 1)
-                    deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
-                    for piece in pieces:
-                        consumer.pending.append(Pending(deadline, piece.partition, piece.offsets))
-                    return pieces
+            if consumer.joined_at is not None:
+                self._release_held(consumer)
+            pieces = self._routed_to(consumer, max_messages) or self._dispatch_to(consumer, max_messages)
+            deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
+            for piece in pieces:
+                consumer.pending.append(Pending(deadline, piece.partition, piece.offsets))
+            return pieces
+
+    @staticmethod
+    def _routed_to(consumer: Consumer, max_messages: int | None) -> list[Piece]:
+        """key_shared: the oldest messages another consumer's dispatch routed to this one."""
+        if not consumer.queue:
             return []
+        piece = consumer.queue.popleft()
+        if max_messages is not None and len(piece.offsets) > max_messages:
+            consumer.queue.appendleft(piece.with_offsets(piece.offsets[max_messages:]))
+            piece = piece.with_offsets(piece.offsets[:max_messages])
+        return [piece]
+
+    def _dispatch_to(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
+        """Redeliveries or new messages of the consumer's partitions, taken in turn."""
+        partitions = self.partitions_for(consumer)
+        for i in range(len(partitions)):
+            partition = partitions[(self._next_partition + i) % len(partitions)]
+            pieces = self._take(partition, max_messages)
+            if self.type == "key_shared":
+                pieces = self._route_by_key(consumer, pieces)
+            if pieces:
+                self._next_partition = (self._next_partition + i + 1) % max(len(partitions), 1)
+                return pieces
+        return []
 
     def _take(self, partition: int, max_messages: int | None) -> list[Piece]:
         dispatch = self.dispatch[partition]
@@ -244,24 +269,42 @@ class Subscription:
         return pieces
 
     def _route_by_key(self, consumer: Consumer, pieces: list[Piece]) -> list[Piece]:
-        """key_shared: each message goes to the consumer owning its key's hash slot; the others' share
-        waits in their queues."""
+        """key_shared: each message goes to the consumer owning its key on the hash ring; the others'
+        share waits in their queues, and a recently joined consumer's share at or after its join
+        position waits in its held list (key_shared.py)."""
+        if self._ring is None:
+            self._ring = HashRing([c.name for c in self.consumers])
         mine = []
         for piece in pieces:
             keys = to_record_batch(piece.view.whole, piece.view.data, piece.position).column("key")
-            keys = keys.take(pa.array(piece.offsets - piece.base))
-            slots = key_partitions(binary_column(keys, "keys", allow_null=True, count=len(keys)), KEY_HASH_SLOTS)
-            owners = slots.astype(np.int64) * len(self.consumers) // KEY_HASH_SLOTS
+            owners = self._ring.owners(key_slots(keys.take(pa.array(piece.offsets - piece.base))))
             for index, owner in enumerate(self.consumers):
                 chosen = piece.offsets[owners == index]
+                joined_at = owner.joined_at[piece.partition] if owner.joined_at is not None else None
+                if joined_at is not None and len(chosen) and chosen[-1] >= joined_at:
+                    later = chosen >= joined_at
+                    owner.held.append(piece.with_offsets(chosen[later]))
+                    chosen = chosen[~later]
                 if not len(chosen):
                     continue
-                share = Piece(piece.partition, piece.view, piece.position, piece.base, piece.count, chosen)
+                share = piece.with_offsets(chosen)
                 if owner is consumer:
                     mine.append(share)
                 else:
                     owner.queue.append(share)
         return mine
+
+    def _release_held(self, consumer: Consumer) -> None:
+        """A recently joined key_shared consumer gets what was held for it on each partition where every
+        message before its join position is acknowledged; then it is held back no more there."""
+        joined_at = consumer.joined_at
+        for partition, position in enumerate(joined_at):
+            if position is not None and self.cursors[partition].acks.floor >= position:
+                joined_at[partition] = None
+                consumer.queue.extend(p for p in consumer.held if p.partition == partition)
+                consumer.held = deque(p for p in consumer.held if p.partition != partition)
+        if all(position is None for position in joined_at):
+            consumer.joined_at = None
 
     def _expire_pending(self, now: int) -> None:
         for consumer in self.consumers:

@@ -167,13 +167,13 @@ def _min_timestamp(ms: int) -> str:
 def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
     """The policies in force, each with the level it comes from."""
     retention, ttl = policies.retention, policies.message_ttl_ms
-    rows = [("Retention", f"time {format_duration(retention.value.time_ms)}, size "
-                          f"{format_size(retention.value.size_bytes)} ({retention.level})"),
+    kept = f"time {format_duration(retention.value.time_ms)}, size {format_size(retention.value.size_bytes)}"
+    rows = [("Retention", f"{kept} ({retention.level})"),
             ("Message TTL", f"{_off(ttl.value or None, format_duration)} ({ttl.level})")]
     for quota_type, quota in policies.backlog_quotas.items():
         limit = format_size if quota_type == "destination_storage" else format_duration
-        rows.append((f"Backlog quota {quota_type}", f"{limit(quota.value.limit)}, {quota.value.policy} "
-                                                    f"({quota.level})"))
+        shown = f"{limit(quota.value.limit)}, {quota.value.policy} ({quota.level})"
+        rows.append((f"Backlog quota {quota_type}", shown))
     return rows
 
 
