@@ -38,6 +38,36 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
     name_argument = click.argument("name", metavar=level.metavar)
     noun = level.noun
 
+    def add_getter(method: str, short_help: str, help_text: str) -> None:
+        @group.command(name=method.replace("_", "-"), short_help=short_help, help=help_text)
+        @name_argument
+        @pass_data
+        def get(data: DataDir, name: str) -> None:
+            name = level.parse_name(name)
+            with data.open() as log:
+                print_json(getattr(level.admin(log), method)(name))
+
+    def add_remover(method: str, what: str) -> None:
+        @group.command(name=method.replace("_", "-"), short_help=f"Remove the {what}.",
+                       help=f"Remove the {what} of the {noun}: {level.fallback}.")
+        @name_argument
+        @pass_data
+        def remove(data: DataDir, name: str) -> None:
+            name = level.parse_name(name)
+            with data.open() as log:
+                getattr(level.admin(log), method)(name)
+            out().print(f"[green]Removed {what}[/] of {name}")
+
+    add_getter("get_retention", "Print the retention as Pulsar's JSON (or null).",
+               f"Print the retention set on the {noun} as Pulsar's JSON (minutes and MB, -1 for no limit), or null.")
+    add_remover("remove_retention", "retention")
+    add_getter("get_backlog_quotas", "Print the backlog quotas as Pulsar's JSON.",
+               f"Print the backlog quotas set on the {noun} as Pulsar's JSON, by type (limit in bytes, limitTime "
+               "in seconds).")
+    add_getter("get_message_ttl", "Print the message TTL in seconds (or null).",
+               f"Print the message TTL set on the {noun} in seconds, or null.")
+    add_remover("remove_message_ttl", "message TTL")
+
     @group.command(name="set-retention", short_help="Keep acknowledged messages up to --size and --time.",
                    help=f"Set the retention of the {noun}'s acknowledged messages: deleted once older than "
                         "--time or beyond --size.\n\nBoth 0 keeps nothing acknowledged; 0 for only one of "
@@ -56,26 +86,6 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
         retention = Retention.parse(size=retention_size, time=retention_time)
         out().print(f"[green]Set retention[/] of {name}: size {format_size(retention.size_bytes)}, "
                     f"time {format_duration(retention.time_ms)}")
-
-    @group.command(name="get-retention", short_help="Print the retention as Pulsar's JSON (or null).",
-                   help=f"Print the retention set on the {noun} as Pulsar's JSON (minutes and MB, -1 for no "
-                        "limit), or null.")
-    @name_argument
-    @pass_data
-    def get_retention(data: DataDir, name: str) -> None:
-        name = level.parse_name(name)
-        with data.open() as log:
-            print_json(level.admin(log).get_retention(name))
-
-    @group.command(name="remove-retention", short_help="Remove the retention.",
-                   help=f"Remove the retention of the {noun}: {level.fallback}.")
-    @name_argument
-    @pass_data
-    def remove_retention(data: DataDir, name: str) -> None:
-        name = level.parse_name(name)
-        with data.open() as log:
-            level.admin(log).remove_retention(name)
-        out().print(f"[green]Removed retention[/] of {name}")
 
     @group.command(name="set-backlog-quota", short_help="Limit the backlog by size or by age.",
                    help=f"Set a backlog quota of the {noun}: a limit on the backlog of each topic's slowest "
@@ -104,16 +114,6 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
         shown = format_size(quota.limit) if quota_type == "destination_storage" else format_duration(quota.limit)
         out().print(f"[green]Set backlog quota[/] {quota_type} of {name}: limit {shown}, policy {policy}")
 
-    @group.command(name="get-backlog-quotas", short_help="Print the backlog quotas as Pulsar's JSON.",
-                   help=f"Print the backlog quotas set on the {noun} as Pulsar's JSON, by type (limit in bytes, "
-                        "limitTime in seconds).")
-    @name_argument
-    @pass_data
-    def get_backlog_quotas(data: DataDir, name: str) -> None:
-        name = level.parse_name(name)
-        with data.open() as log:
-            print_json(level.admin(log).get_backlog_quotas(name))
-
     @group.command(name="remove-backlog-quota", short_help="Remove the backlog quota of one --type.",
                    help=f"Remove a backlog quota of the {noun}: {level.fallback}.")
     @name_argument
@@ -140,25 +140,6 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
             level.admin(log).set_message_ttl(name, message_ttl)
             seconds = level.admin(log).get_message_ttl(name)
         out().print(f"[green]Set message TTL[/] of {name}: {format_duration(seconds * 1000)}")
-
-    @group.command(name="get-message-ttl", short_help="Print the message TTL in seconds (or null).",
-                   help=f"Print the message TTL set on the {noun} in seconds, or null.")
-    @name_argument
-    @pass_data
-    def get_message_ttl(data: DataDir, name: str) -> None:
-        name = level.parse_name(name)
-        with data.open() as log:
-            print_json(level.admin(log).get_message_ttl(name))
-
-    @group.command(name="remove-message-ttl", short_help="Remove the message TTL.",
-                   help=f"Remove the message TTL of the {noun}: {level.fallback}.")
-    @name_argument
-    @pass_data
-    def remove_message_ttl(data: DataDir, name: str) -> None:
-        name = level.parse_name(name)
-        with data.open() as log:
-            level.admin(log).remove_message_ttl(name)
-        out().print(f"[green]Removed message TTL[/] of {name}")
 
 
 def _check_quota_limit(ctx: click.Context, quota_type: str, limit: str | None, limit_time: str | None) -> None:
