@@ -92,6 +92,21 @@ def test_receive_batch_is_zero_copy_and_carries_its_partition(log):
     assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 0
 
 
+def test_receive_then_receive_batch_hands_over_the_rest_zero_copy(log):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with topic.producer() as producer:
+        producer.send_batch([b"x%d" % i for i in range(10)])
+    assert [consumer.receive(timeout=1).offset for _ in range(3)] == [0, 1, 2]
+    batch = consumer.receive_batch(max_messages=4)
+    assert batch.column("offset").to_pylist() == [3, 4, 5, 6] and batch.schema.metadata[b"partition"] == b"0"
+    whole = topic._segments(0).view(0).whole
+    assert whole.address <= batch.column("value").buffers()[2].address < whole.address + whole.size
+    assert consumer.receive(timeout=1).offset == 7
+    assert consumer.receive_batch().column("value").to_pylist() == [b"x8", b"x9"]
+    assert consumer.receive_batch() is None
+
+
 def test_individual_acks_survive_a_clean_close(tmp_path, clock):
     with seglog.open(tmp_path, clock=clock) as log:
         topic = log.create_topic("t")

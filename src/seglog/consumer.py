@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from seglog._core._messages import Message, MessageId
-from seglog.batch import SCHEMA
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscription import Pending, Piece, Subscription, wait_until
 from seglog.units import parse_duration
@@ -27,6 +27,14 @@ if TYPE_CHECKING:
 
 RECEIVER_QUEUE_SIZE = 1000  # messages one receive() prefetches, as Pulsar's receiverQueueSize
 _consumer_numbers = count()
+
+
+@dataclass
+class _Prefetched:
+    """A piece receive() took from the subscription: its messages, and the index of the next to return."""
+    piece: Piece
+    messages: list[Message]
+    next: int = 0
 
 
 class Consumer:
@@ -46,7 +54,7 @@ class Consumer:
         # until everything before it is acknowledged; meanwhile its messages from there on are held
         self.joined_at: list[int | None] | None = None
         self.held: deque[Piece] = deque()
-        self._messages: deque[Message] = deque()  # prefetched by receive()
+        self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
         self._cursors = subscription.cursors
         self._ends = [0] * len(subscription.cursors)
         self._closed = False
@@ -68,17 +76,20 @@ class Consumer:
         return message
 
     def _next_message(self) -> Message | None:
-        messages, subscription = self._messages, self.subscription
+        prefetched, subscription = self._prefetched, self.subscription
         while True:
-            while messages:
-                message = messages.popleft()
-                if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
-                    return message
+            while prefetched:
+                head = prefetched[0]
+                while head.next < len(head.messages):
+                    message = head.messages[head.next]
+                    head.next += 1
+                    if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
+                        return message
+                prefetched.popleft()
             pieces = subscription.next_delivery(self, RECEIVER_QUEUE_SIZE)
             if not pieces:
                 return None
-            for piece in pieces:
-                messages.extend(piece.messages())
+            prefetched.extend(_Prefetched(piece, piece.messages()) for piece in pieces)
 
     def receive_batch(self, max_messages: int | None = None, timeout: float | None = 0) -> pa.RecordBatch | None:
         """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
@@ -88,7 +99,9 @@ class Consumer:
         if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
                                          or max_messages < 1):
             raise InvalidArgumentError("max_messages", max_messages, "an int >= 1, or None for a whole stored batch")
-        if self._messages:  # receive() prefetched these: hand them over first
+        while self._prefetched and self._prefetched[0].next == len(self._prefetched[0].messages):
+            self._prefetched.popleft()
+        if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
         deadline = None if timeout is None else time.monotonic() + timeout
         pieces = wait_until(deadline, lambda: self.subscription.next_delivery(self, max_messages))
@@ -101,30 +114,23 @@ class Consumer:
             batches[0].schema.metadata)
 
     def _prefetched_batch(self, max_messages: int | None) -> pa.RecordBatch:
-        taken = []
-        while self._messages and (max_messages is None or len(taken) < max_messages):
-            message = self._messages.popleft()
-            if taken and message.partition != taken[0].partition:
-                self._messages.appendleft(message)
-                break
-            taken.append(message)
-        partition = taken[0].partition
-        rows = {"offset": [m.offset for m in taken], "timestamp": [m.timestamp for m in taken],
-                "key": [m.key for m in taken], "value": [m.value for m in taken],
-                "properties": [list(m.properties.items()) if m.properties else None for m in taken]}
-        return pa.RecordBatch.from_pydict(rows, schema=SCHEMA).replace_schema_metadata(
-            {b"partition": str(partition).encode()})
+        """The rest of the piece receive() is going through, over the log's memory as any batch is."""
+        head = self._prefetched[0]
+        stop = len(head.messages) if max_messages is None else min(len(head.messages), head.next + max_messages)
+        offsets = head.piece.offsets[head.next:stop]
+        head.next = stop
+        return head.piece.with_offsets(offsets).record_batch()
 
     def drop_prefetched(self, partition: int | None = None) -> None:
         """Forget prefetched and routed messages (the subscription rewound or was reset)."""
         if partition is None:
-            self._messages.clear()
+            self._prefetched.clear()
             self.queue.clear()
             self.pending.clear()
             self.held.clear()
             self.joined_at = None
             return
-        self._messages = deque(m for m in self._messages if m.partition != partition)
+        self._prefetched = deque(p for p in self._prefetched if p.piece.partition != partition)
         self.queue = deque(p for p in self.queue if p.partition != partition)
         self.pending = deque(p for p in self.pending if p.partition != partition)
         self.held = deque(p for p in self.held if p.partition != partition)
@@ -225,7 +231,7 @@ class Consumer:
             return
         self._closed = True
         self.subscription.detach(self)
-        self._messages.clear()
+        self._prefetched.clear()
         if not self.subscription.consumers:
             self.topic._log._subscriptions.release(self.subscription)
 
