@@ -39,7 +39,8 @@ MAX_PARTITIONS = 10_000
 class Log:
     """An open data directory. Use as a context manager, or call close()."""
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None, **broker_config: Any) -> None:
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, background: bool = True,
+                 **broker_config: Any) -> None:
         if clock is not None and not callable(clock):
             raise InvalidArgumentError("clock", clock, "a callable returning ms since the epoch")
         self.path = Path(path)
@@ -59,7 +60,9 @@ class Log:
         self._subscriptions = Subscriptions(self)
         self._closed = False
         self.admin = Admin(self)
-        self._housekeeper = Housekeeper(self)
+        # Readers in other processes (a Spark executor) open without it: they have no cursors to persist,
+        # and their maintenance would delete segments the process that writes them should decide on.
+        self._housekeeper = Housekeeper(self) if background else None
 
     def __repr__(self) -> str:
         return f"seglog.Log({str(self.path)!r})"
@@ -220,7 +223,8 @@ class Log:
         if self._closed:
             return
         self._closed = True
-        self._housekeeper.stop()
+        if self._housekeeper is not None:
+            self._housekeeper.stop()
         self._linger.stop()
         self._subscriptions.close()
         with self._writers_lock:
@@ -242,10 +246,14 @@ class Log:
         self.close()
 
 
-def open(path: str | Path, *, clock: Clock | None = None, **broker_config: Any) -> Log:  # noqa: A001
+def open(path: str | Path, *, clock: Clock | None = None, background: bool = True,  # noqa: A001
+         **broker_config: Any) -> Log:
     """Open (creating if needed) the data directory `path`.
 
     clock: a callable returning ms since the epoch, read by every age-dependent decision (default: the
-    wall clock). broker_config: defaults for topics (segment_size, segment_roll_time, ...) and
-    verify_crc (check each batch's CRC32C on read, default True)."""
-    return Log(path, clock=clock, **broker_config)
+    wall clock). background: run the housekeeping thread, which persists cursors every
+    cursor_persist_interval and runs maintenance every maintenance_interval; a process that only reads
+    passes False (log.run_maintenance() still works). broker_config: defaults for topics (segment_size,
+    segment_roll_time, ...), verify_crc (check each batch's CRC32C on read, default True) and the
+    policies' defaults (see BrokerConfig)."""
+    return Log(path, clock=clock, background=background, **broker_config)

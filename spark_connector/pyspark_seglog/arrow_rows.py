@@ -1,0 +1,60 @@
+"""The rows Spark gets: seglog's record batches in the exact Arrow schema PySpark accepts from a Python data
+source (it compares the first batch's schema with its own, so every batch is built with ROWS).
+
+The key, value, offset and properties columns are the segment's own buffers; topic and partition are
+constants; only the timestamps are converted (ms to µs, vectorised). Batches of about ROWS_PER_BATCH rows:
+a larger stored batch is sliced (no copy), smaller ones are combined (one vectorised copy)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+ROWS_PER_BATCH = 65536
+
+SPARK_SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
+                "properties map<string,string>")
+ROWS = pa.schema([
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("properties", pa.map_(pa.string(), pa.string())),
+])
+
+
+def spark_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+    """A seglog RecordBatch (offset, timestamp, key, value, properties) as Spark's rows."""
+    n = batch.num_rows
+    return pa.RecordBatch.from_arrays(
+        [pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n),
+         batch.column("offset"), batch.column("timestamp").cast(ROWS.field("timestamp").type),
+         batch.column("key"), batch.column("value"), batch.column("properties")],
+        schema=ROWS)
+
+
+def rebatched(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """The same rows in batches of about `rows`: big ones sliced, small ones combined."""
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for batch in batches:
+        if not pending and batch.num_rows >= rows:
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
+            continue
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        if pending_rows >= rows:
+            yield _combined(pending)
+            pending, pending_rows = [], 0
+    if pending:
+        yield _combined(pending)
+
+
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

@@ -1,0 +1,28 @@
+"""spark.read.format("seglog"): one snapshot of a topic's offsets, read in parallel by offset range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader
+
+from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
+from pyspark_seglog.options import SourceOptions
+
+
+class SeglogBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[OffsetRange]:
+        """Runs once, when Spark plans the read: the end offsets are taken here, so the read is
+        consistent while producers go on writing."""
+        options = self.options
+        with open_log(options.path) as log:
+            topic = log.topic(options.topic)
+            return plan(topic, options.topic, start_offsets(topic, options), end_offsets(topic, options.ending),
+                        options)
+
+    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+        return read_range(partition)

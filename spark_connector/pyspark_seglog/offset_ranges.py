@@ -1,0 +1,129 @@
+"""What a query reads: offsets resolved against a topic, checked for data loss, cut into Spark input
+partitions, and read back as record batches in the executors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from pyspark_seglog.arrow_rows import rebatched, spark_rows
+from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+
+
+@contextmanager
+def open_log(path: str) -> Iterator:
+    """The data directory, opened to read (no housekeeping thread: this process writes nothing)."""
+    import seglog
+    from seglog.errors import InvalidArgumentError
+    if not os.path.isdir(path):
+        raise InvalidArgumentError("path", path, "an existing seglog data directory")
+    with seglog.open(path, background=False) as log:
+        yield log
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Offsets [start, end) of one partition: one Spark input partition, all its reader needs."""
+    path: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    fail_on_data_loss: bool
+
+
+def start_offsets(topic, options: SourceOptions) -> dict[int, int]:
+    """Where each partition starts: startingTimestamp if given, else startingOffsets."""
+    if options.starting_timestamp is not None:
+        return {p: _offset_at(topic, options.starting_timestamp, p) for p in range(topic.partitions)}
+    return _resolve(topic, options.starting, "startingOffsets")
+
+
+def _offset_at(topic, timestamp: int, partition: int) -> int:
+    """The first offset whose timestamp is at or after `timestamp` (the end offset if none is)."""
+    with topic.reader({"timestamp": timestamp}, partition) as reader:
+        return reader.offset
+
+
+def end_offsets(topic, spec: OffsetSpec = "latest") -> dict[int, int]:
+    """Where each partition ends, as of now (the snapshot a query plans with)."""
+    return _resolve(topic, spec, "endingOffsets")
+
+
+def _resolve(topic, spec: OffsetSpec, option: str) -> dict[int, int]:
+    from seglog.errors import InvalidArgumentError
+    partitions = range(topic.partitions)
+    if isinstance(spec, str):
+        return {p: topic.earliest_offset(p) if spec == "earliest" else topic.end_offset(p) for p in partitions}
+    if set(spec) != set(partitions):
+        raise InvalidArgumentError(option, spec, f"offsets for every partition of {topic.name}: "
+                                                 f"{', '.join(map(str, partitions))}")
+    return {p: topic.earliest_offset(p) if o == EARLIEST else topic.end_offset(p) if o == LATEST else o
+            for p, o in spec.items()}
+
+
+def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options: SourceOptions) -> list[OffsetRange]:
+    """The input partitions reading [starts[p], ends[p]) of each partition, at most
+    maxRecordsPerPartition offsets each. Offsets already deleted fail the query, or with failOnDataLoss
+    false are left out."""
+    from seglog.errors import InvalidArgumentError
+    ranges = []
+    for partition in range(topic.partitions):
+        start, end = starts[partition], ends[partition]
+        if start > end:
+            raise InvalidArgumentError("startingOffsets", start, f"offsets up to the end offset {end} of "
+                                       f"partition {partition} of {topic.name}")
+        earliest = topic.earliest_offset(partition)
+        if start < earliest and start < end:
+            check_data_loss(options.fail_on_data_loss, topic.name, partition, start, min(earliest, end))
+            start = min(earliest, end)
+        step = options.max_records_per_partition or max(end - start, 1)
+        ranges += [OffsetRange(options.path, name, partition, s, min(s + step, end), options.fail_on_data_loss)
+                   for s in range(start, end, step)]
+    return ranges
+
+
+def check_data_loss(fail: bool, topic: str, partition: int, first: int, stop: int) -> None:
+    """Messages [first, stop) were deleted before Spark read them: an error, unless failOnDataLoss is false."""
+    if fail:
+        from seglog.errors import OffsetOutOfRangeError
+        raise OffsetOutOfRangeError(
+            f"{topic} partition {partition}: offsets {first} to {stop - 1} were deleted (retention) before "
+            f"Spark read them. Set the option failOnDataLoss to 'false' to read on from offset {stop}, as "
+            "Spark's Kafka source does")
+
+
+def read_range(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The rows of `piece` in Spark's schema, in batches of about 64k rows."""
+    for batch in rebatched(_stored_batches(piece)):
+        yield spark_rows(batch, piece.topic, piece.partition)
+
+
+def _stored_batches(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
+    from seglog.errors import OffsetOutOfRangeError
+    with open_log(piece.path) as log:
+        topic = log.topic(piece.topic)
+        try:
+            reader = topic.reader(piece.start, piece.partition)
+        except OffsetOutOfRangeError:  # deleted since the query was planned
+            earliest = topic.earliest_offset(piece.partition)
+            check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, piece.start,
+                            min(earliest, piece.end))
+            reader = topic.reader(min(earliest, piece.end), piece.partition)
+        with reader:
+            while reader.offset < piece.end:
+                before = reader.offset
+                batch = reader.read_batch(max_messages=piece.end - reader.offset)
+                if reader.skipped:  # deleted under the reader, which went on at the earliest offset
+                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, before,
+                                    before + reader.skipped)
+                    reader.skipped = 0
+                if batch is None:
+                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset, piece.end)
+                    return
+                yield batch

@@ -1,0 +1,129 @@
+"""The source's and sink's options, read and checked once, as Spark's Kafka source names them.
+
+    path                      the seglog data directory (required)
+    topic                     the topic, 'name' or 'tenant/namespace/name' (required)
+    startingOffsets           'earliest', 'latest' (streaming only) or JSON {"TOPIC": {"0": 23, "1": -2}}
+                              (-2 earliest, -1 latest; every partition named); default: batch 'earliest',
+                              streaming 'latest'
+    endingOffsets             batch only: 'latest' (default) or JSON as above (-1 latest; no -2)
+    startingTimestamp         ms since the epoch: each partition starts at its first message at or after it
+                              (over startingOffsets, as in Spark)
+    maxRecordsPerPartition    split a seglog partition into Spark input partitions of at most this many
+                              offsets
+    maxOffsetsPerTrigger      streaming: at most this many offsets per micro-batch, over all partitions
+    failOnDataLoss            'true' (default): fail when messages to read were deleted (retention);
+                              'false': go on at the earliest message still there
+    subscription              streaming: a seglog subscription acknowledged up to what Spark committed
+
+Every invalid value raises InvalidArgumentError naming the option and what it accepts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from seglog.errors import InvalidArgumentError
+
+EARLIEST, LATEST = -2, -1
+# 'earliest' / 'latest', or {partition: offset} with -2 / -1 for earliest / latest
+OffsetSpec = Union[str, dict[int, int]]
+
+_OFFSETS_ACCEPTED = ("'earliest', 'latest', or JSON such as {{\"{topic}\": {{\"0\": 23, \"1\": -2}}}} naming every "
+                     "partition (-2: earliest, -1: latest)")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    path: str
+    topic: str
+    starting: OffsetSpec
+    ending: OffsetSpec
+    starting_timestamp: int | None
+    max_records_per_partition: int | None
+    max_offsets_per_trigger: int | None
+    fail_on_data_loss: bool
+    subscription: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+        given = {key.lower(): value for key, value in options.items()}
+        topic = _required(given, "topic")
+        starting = _offsets(given, "startingOffsets", topic, "latest" if streaming else "earliest")
+        ending = _offsets(given, "endingOffsets", topic, "latest")
+        if not streaming and (starting == "latest" or (isinstance(starting, dict) and LATEST in starting.values())):
+            raise InvalidArgumentError("startingOffsets", given.get("startingoffsets"),
+                                       "'earliest' or offsets (-2: earliest) for a batch query: 'latest' would "
+                                       "read nothing")
+        if ending == "earliest" or (isinstance(ending, dict) and EARLIEST in ending.values()):
+            raise InvalidArgumentError("endingOffsets", given.get("endingoffsets"),
+                                       "'latest' or offsets (-1: latest); 'earliest' would read nothing")
+        if streaming and "endingoffsets" in given:
+            raise InvalidArgumentError("endingOffsets", given["endingoffsets"],
+                                       "only in batch queries (a stream has no end)")
+        return cls(path=_required(given, "path"), topic=topic, starting=starting, ending=ending,
+                   starting_timestamp=_int(given, "startingTimestamp", minimum=0),
+                   max_records_per_partition=_int(given, "maxRecordsPerPartition", minimum=1),
+                   max_offsets_per_trigger=_int(given, "maxOffsetsPerTrigger", minimum=1),
+                   fail_on_data_loss=_bool(given, "failOnDataLoss", default=True),
+                   subscription=given.get("subscription") or None)
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    path: str
+    topic: str
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        given = {key.lower(): value for key, value in options.items()}
+        return cls(path=_required(given, "path"), topic=_required(given, "topic"))
+
+
+def _required(given: dict[str, str], name: str) -> str:
+    value = given.get(name.lower())
+    if not value:
+        raise InvalidArgumentError(name, value, f"the {name} option: .option({name!r}, ...)")
+    return value
+
+
+def _int(given: dict[str, str], name: str, *, minimum: int) -> int | None:
+    text = given.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise InvalidArgumentError(name, text, f"an integer >= {minimum}")
+    return value
+
+
+def _bool(given: dict[str, str], name: str, *, default: bool) -> bool:
+    text = given.get(name.lower())
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise InvalidArgumentError(name, text, "'true' or 'false'")
+    return text.strip().lower() == "true"
+
+
+def _offsets(given: dict[str, str], name: str, topic: str, default: str) -> OffsetSpec:
+    text = given.get(name.lower(), default).strip()
+    if text in ("earliest", "latest"):
+        return text
+    accepted = _OFFSETS_ACCEPTED.format(topic=topic)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise InvalidArgumentError(name, text, accepted) from None
+    if not isinstance(parsed, dict) or set(parsed) != {topic} or not isinstance(parsed[topic], dict):
+        raise InvalidArgumentError(name, text, accepted + f" (one object, for the topic {topic!r} as given)")
+    offsets = {}
+    for partition, offset in parsed[topic].items():
+        if not partition.isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+            raise InvalidArgumentError(name, text, accepted + f" (not {partition!r}: {offset!r})")
+        offsets[int(partition)] = offset
+    return offsets

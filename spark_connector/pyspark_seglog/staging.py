@@ -1,0 +1,57 @@
+"""Rows written by Spark tasks, staged in the data directory until the driver publishes them.
+
+A seglog partition has one writer, while Spark writes from many tasks in several processes, and retries a
+failed task: so each task attempt writes its rows to a file of its own (Arrow IPC, in
+DATA/spark-staging/WRITE/), and only the attempts Spark reports as committed are published, by the
+driver, in task order; the others' files are removed with the directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
+
+STAGING_DIRECTORY = "spark-staging"
+
+
+@dataclass(frozen=True)
+class StagedFile(WriterCommitMessage):
+    """What one task attempt staged."""
+    task: int
+    path: str
+    rows: int
+
+
+def new_write(data_directory: str) -> str:
+    """A fresh staging directory for one write (one job, or one micro-batch)."""
+    directory = Path(data_directory, STAGING_DIRECTORY, uuid.uuid4().hex)
+    directory.mkdir(parents=True)
+    return str(directory)
+
+
+def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBatch],
+          schema: pa.Schema) -> StagedFile:
+    path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
+    rows = 0
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    return StagedFile(task, path, rows)
+
+
+def staged_batches(messages: Iterable[StagedFile | None]) -> Iterator[pa.RecordBatch]:
+    """The committed attempts' rows, in task order (Spark passes None for a task that failed)."""
+    for message in sorted((m for m in messages if m is not None), key=lambda m: m.task):
+        with pa.memory_map(message.path) as source:
+            yield from pa.ipc.open_file(source)
+
+
+def remove(directory: str) -> None:
+    shutil.rmtree(directory, ignore_errors=True)

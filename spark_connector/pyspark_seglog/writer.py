@@ -1,0 +1,206 @@
+"""df.write.format("seglog") and the streaming sink: Spark's rows as messages of a topic.
+
+Columns taken, by name (others are ignored, as Spark's Kafka sink does): value (binary or string,
+required, no nulls), key (binary or string), partition (an integer; null or absent: by key hash, or in
+turn without a key), timestamp (null or absent: the time of the send) and properties (map<string,string>).
+
+Tasks stage their rows (staging.py); the driver's commit() publishes them, abort() drops them. The streaming
+sink remembers the last batch id it published per query (its checkpointLocation), and skips a batch id it
+has already published: Spark commits a batch again after a restart that followed a crash between its
+offset and commit logs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from hashlib import sha256
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+
+from pyspark_seglog.options import SinkOptions
+from pyspark_seglog.staging import StagedFile, new_write, remove, stage, staged_batches
+
+STAGED = pa.schema([
+    pa.field("value", pa.binary()),
+    pa.field("key", pa.binary()),
+    pa.field("partition", pa.int32()),
+    pa.field("timestamp", pa.int64()),  # ms since the epoch
+    pa.field("properties", pa.map_(pa.string(), pa.string())),
+])
+SINK_STATE_DIRECTORY = "spark-sinks"
+_ACCEPTED = {
+    "value": "binary or string, without nulls",
+    "key": "binary or string",
+    "partition": "an integer type",
+    "timestamp": "timestamp",
+    "properties": "map<string,string>",
+}
+
+
+def check_columns(schema) -> None:
+    """Refuse, before any task runs, a DataFrame the sink cannot take (a Spark StructType)."""
+    from pyspark.sql.types import BinaryType, IntegralType, MapType, StringType, TimestampType
+    from seglog.errors import InvalidArgumentError
+    fields = {field.name: field.dataType for field in schema.fields}
+    if "value" not in fields:
+        raise InvalidArgumentError("columns", ", ".join(fields) or "none",
+                                   "a 'value' column (binary or string), and optionally key, partition, timestamp, "
+                                   "properties")
+    fits = {"value": lambda t: isinstance(t, (BinaryType, StringType)),
+            "key": lambda t: isinstance(t, (BinaryType, StringType)),
+            "partition": lambda t: isinstance(t, IntegralType),
+            "timestamp": lambda t: isinstance(t, TimestampType),
+            "properties": lambda t: isinstance(t, MapType) and isinstance(t.keyType, StringType)
+            and isinstance(t.valueType, StringType)}
+    for name, fit in fits.items():
+        if name in fields and not fit(fields[name]):
+            raise InvalidArgumentError(f"column {name!r}", fields[name].simpleString(), _ACCEPTED[name])
+
+
+def staged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Spark's Arrow rows in the staged form; InvalidArgumentError names a column that cannot be sent."""
+    from seglog.errors import InvalidArgumentError
+    n = batch.num_rows
+    names = batch.schema.names
+    value = batch.column("value")
+    if value.null_count:
+        raise InvalidArgumentError("column 'value'", f"{value.null_count} null values", _ACCEPTED["value"])
+
+    def column(name: str, arrow_type: pa.DataType) -> pa.Array:
+        return batch.column(name).cast(arrow_type) if name in names else pa.nulls(n, arrow_type)
+
+    timestamp = pa.nulls(n, pa.int64())
+    if "timestamp" in names:  # Spark's µs, in the session's zone, as ms since the epoch
+        stamps = batch.column("timestamp")
+        timestamp = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False).cast(pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [value.cast(pa.binary()), column("key", pa.binary()), column("partition", pa.int32()), timestamp,
+         column("properties", STAGED.field("properties").type)], schema=STAGED)
+
+
+def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's
+    and Kafka's brokers do by default); returns how many."""
+    import seglog
+    from seglog.errors import TopicNotFoundError
+    sent = 0
+    with seglog.open(path, background=False) as log:
+        try:
+            topic = log.topic(topic_name)
+        except TopicNotFoundError:
+            topic = log.create_topic(topic_name)
+        with topic.producer() as producer:
+            for batch in batches:
+                for part, partition in _by_partition(batch):
+                    _send(producer, part, partition, log.clock())
+                sent += batch.num_rows
+    return sent
+
+
+def _by_partition(batch: pa.RecordBatch) -> Iterator[tuple[pa.RecordBatch, int | None]]:
+    """The rows for each partition named in the partition column, then those naming none."""
+    partitions = batch.column("partition")
+    if partitions.null_count == len(partitions):
+        yield batch, None
+        return
+    for partition in pc.unique(partitions.drop_null()).to_pylist():
+        yield batch.filter(pc.equal(partitions, partition)), partition
+    if partitions.null_count:
+        yield batch.filter(pc.is_null(partitions)), None
+
+
+def _send(producer, rows: pa.RecordBatch, partition: int | None, now: int) -> None:
+    keys = rows.column("key")
+    timestamps = rows.column("timestamp")
+    properties = rows.column("properties")
+    producer.send_batch(rows.column("value"), partition=partition,
+                        keys=keys if keys.null_count != len(keys) else None,
+                        timestamps=None if timestamps.null_count == len(timestamps)
+                        else pc.fill_null(timestamps, now),
+                        properties=properties if properties.null_count != len(properties) else None)
+
+
+class SeglogWriter(DataSourceArrowWriter):
+    """A batch write: append only, as to any log."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        self.directory = new_write(options.path)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+        context = TaskContext.get()
+        return stage(self.directory, context.partitionId(), context.attemptNumber(),
+                     (staged_rows(batch) for batch in iterator), STAGED)
+
+    def commit(self, messages: list[StagedFile | None]) -> None:
+        try:
+            publish(self.options.path, self.options.topic, staged_batches(messages))
+        finally:
+            remove(self.directory)
+
+    def abort(self, messages: list[StagedFile | None]) -> None:
+        remove(self.directory)
+
+
+class SeglogStreamWriter(DataSourceStreamArrowWriter):
+    """The streaming sink: each micro-batch staged by its tasks and published once by the driver."""
+
+    def __init__(self, options: SinkOptions, sink_id: str) -> None:
+        self.options = options
+        self.sink_id = sink_id
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+        context = TaskContext.get()
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
+        directory = os.path.join(self.options.path, "spark-staging", f"{self.sink_id}-{batch_id}")
+        os.makedirs(directory, exist_ok=True)
+        return stage(directory, context.partitionId(), context.attemptNumber(),
+                     (staged_rows(batch) for batch in iterator), STAGED)
+
+    def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
+        state = _SinkState(self.options.path, self.sink_id)
+        try:
+            if batchId > state.last_batch_id():
+                publish(self.options.path, self.options.topic, staged_batches(messages))
+                state.published(batchId)
+        finally:
+            self.abort(messages, batchId)
+
+    def abort(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803
+        remove(os.path.join(self.options.path, "spark-staging", f"{self.sink_id}-{batchId}"))
+
+
+def sink_id(options: dict[str, str]) -> str:
+    """The identity of a streaming query writing to seglog: its checkpoint location."""
+    from seglog.errors import InvalidArgumentError
+    given = {key.lower(): value for key, value in options.items()}
+    location = given.get("checkpointlocation")
+    if not location:
+        raise InvalidArgumentError("checkpointLocation", None,
+                                   "the option .option('checkpointLocation', DIR) on writeStream: the seglog sink "
+                                   "remembers the batches it published per checkpoint")
+    return sha256(os.path.abspath(location).encode()).hexdigest()[:16]
+
+
+class _SinkState:
+    """The last batch id a streaming query published: DATA/spark-sinks/ID.json, replaced atomically."""
+
+    def __init__(self, data_directory: str, sink: str) -> None:
+        self.path = Path(data_directory, SINK_STATE_DIRECTORY, f"{sink}.json")
+
+    def last_batch_id(self) -> int:
+        try:
+            return json.loads(self.path.read_text())["batchId"]
+        except FileNotFoundError:
+            return -1
+
+    def published(self, batch_id: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_suffix(".tmp")
+        staging.write_text(json.dumps({"batchId": batch_id}))
+        os.replace(staging, self.path)
