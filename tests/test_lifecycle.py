@@ -265,3 +265,18 @@ def test_stats_show_logical_and_physical_storage(log):
     stats = topic.stats()
     assert stats["storageSize"] == topic.storage_size()
     assert stats["physicalStorageSize"] >= stats["storageSize"]  # the active segment is pre-allocated
+
+
+def test_a_log_opened_without_background_runs_no_housekeeper(tmp_path, clock):
+    import threading
+
+    def housekeepers():
+        return sum(t.name == "seglog-housekeeper" for t in threading.enumerate())
+
+    before = housekeepers()
+    with seglog.open(tmp_path / "quiet", clock=clock, background=False) as log:
+        assert housekeepers() == before
+        log.create_topic("t")
+        assert log.run_maintenance().deleted_segments == []  # maintenance still runs when asked
+    with seglog.open(tmp_path / "busy", clock=clock):
+        assert housekeepers() == before + 1

@@ -35,6 +35,13 @@ def new_write(data_directory: str) -> str:
     return str(directory)
 
 
+def micro_batch_directory(data_directory: str, sink: str, batch_id: int) -> str:
+    """The staging directory of one micro-batch of a streaming query (the same when Spark replays it)."""
+    directory = os.path.join(data_directory, STAGING_DIRECTORY, f"{sink}-{batch_id}")
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
 def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBatch],
           schema: pa.Schema) -> StagedFile:
     path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
@@ -50,7 +57,9 @@ def staged_batches(messages: Iterable[StagedFile | None]) -> Iterator[pa.RecordB
     """The committed attempts' rows, in task order (Spark passes None for a task that failed)."""
     for message in sorted((m for m in messages if m is not None), key=lambda m: m.task):
         with pa.memory_map(message.path) as source:
-            yield from pa.ipc.open_file(source)
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
 
 
 def remove(directory: str) -> None:

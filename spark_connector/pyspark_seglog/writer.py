@@ -23,7 +23,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
 from pyspark_seglog.options import SinkOptions
-from pyspark_seglog.staging import StagedFile, new_write, remove, stage, staged_batches
+from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
 
 STAGED = pa.schema([
     pa.field("value", pa.binary()),
@@ -59,7 +59,7 @@ def check_columns(schema) -> None:
             and isinstance(t.valueType, StringType)}
     for name, fit in fits.items():
         if name in fields and not fit(fields[name]):
-            raise InvalidArgumentError(f"column {name!r}", fields[name].simpleString(), _ACCEPTED[name])
+            raise InvalidArgumentError(f"{name} column", fields[name].simpleString(), _ACCEPTED[name])
 
 
 def staged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -69,7 +69,7 @@ def staged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     names = batch.schema.names
     value = batch.column("value")
     if value.null_count:
-        raise InvalidArgumentError("column 'value'", f"{value.null_count} null values", _ACCEPTED["value"])
+        raise InvalidArgumentError("value column", f"{value.null_count} null values", _ACCEPTED["value"])
 
     def column(name: str, arrow_type: pa.DataType) -> pa.Array:
         return batch.column(name).cast(arrow_type) if name in names else pa.nulls(n, arrow_type)
@@ -157,9 +157,7 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        directory = os.path.join(self.options.path, "spark-staging", f"{self.sink_id}-{batch_id}")
-        os.makedirs(directory, exist_ok=True)
-        return stage(directory, context.partitionId(), context.attemptNumber(),
+        return stage(micro_batch_directory(self.options.path, self.sink_id, batch_id), context.partitionId(), context.attemptNumber(),
                      (staged_rows(batch) for batch in iterator), STAGED)
 
     def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
@@ -172,7 +170,7 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
             self.abort(messages, batchId)
 
     def abort(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803
-        remove(os.path.join(self.options.path, "spark-staging", f"{self.sink_id}-{batchId}"))
+        remove(micro_batch_directory(self.options.path, self.sink_id, batchId))
 
 
 def sink_id(options: dict[str, str]) -> str:

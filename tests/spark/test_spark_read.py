@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -11,6 +16,8 @@ import seglog
 from pyspark_seglog.arrow_rows import ROWS
 from pyspark_seglog.batch_reader import SeglogBatchReader
 from pyspark_seglog.options import SourceOptions
+
+from .conftest import spark_environment
 
 UTC = dt.timezone.utc
 
@@ -120,3 +127,21 @@ def test_bad_options_fail_the_query_naming_the_option(spark, tmp_path, options, 
 def test_a_missing_data_directory_is_refused(spark, tmp_path):
     with pytest.raises(Exception, match="invalid path .*accepted: an existing seglog data directory"):
         read(spark, tmp_path / "missing").collect()
+
+
+def test_pyspark_finds_the_source_by_itself(tmp_path):
+    """A new Spark application that never registers it: PySpark imports the pyspark_* modules its
+    workers can import and registers their DefaultSource (once per JVM, at the first lookup)."""
+    make_topic(tmp_path, messages=30)
+    script = textwrap.dedent(f"""
+        from tests.spark.conftest import new_session
+        spark = new_session("local[1]")
+        print(spark.read.format("seglog").option("path", {str(tmp_path)!r}).option("topic", "events").load().count())
+        spark.stop()
+    """)
+    environment = {**os.environ, **spark_environment()}
+    environment["PYTHONPATH"] = os.pathsep.join([environment["PYTHONPATH"], str(Path(__file__).parents[2])])
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                            timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == "30"
