@@ -23,23 +23,10 @@ def spark_environment() -> dict[str, str]:
             "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": path}
 
 
-def new_session(master: str = "local[2,4]"):
-    from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master(master)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("OFF")
-    return session
-
-
 @pytest.fixture(scope="session")
 def spark():
     os.environ.update(spark_environment())
-    from pyspark_seglog import SeglogDataSource
-    session = new_session()
-    session.dataSource.register(SeglogDataSource)
+    from pyspark_seglog.local import local_spark
+    session = local_spark("local[2,4]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -134,13 +133,12 @@ def test_pyspark_finds_the_source_by_itself(tmp_path):
     workers can import and registers their DefaultSource (once per JVM, at the first lookup)."""
     make_topic(tmp_path, messages=30)
     script = textwrap.dedent(f"""
-        from tests.spark.conftest import new_session
-        spark = new_session("local[1]")
+        from pyspark.sql import SparkSession
+        spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
         print(spark.read.format("seglog").option("path", {str(tmp_path)!r}).option("topic", "events").load().count())
         spark.stop()
     """)
     environment = {**os.environ, **spark_environment()}
-    environment["PYTHONPATH"] = os.pathsep.join([environment["PYTHONPATH"], str(Path(__file__).parents[2])])
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
