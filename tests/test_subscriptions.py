@@ -15,8 +15,10 @@ import pytest
 import seglog
 from seglog.batch import SCHEMA
 from seglog.errors import (
+    AlreadyExistsError,
     ConsumerBusyError,
     InvalidArgumentError,
+    NotFoundError,
     ProducerBlockedQuotaExceededError,
     ProducerSendTimeoutError,
     ReceiveTimeoutError,
@@ -344,6 +346,63 @@ def test_a_subscription_is_consumed_by_one_process(tmp_path):
             with seglog.open(tmp_path) as log:
                 with pytest.raises(ConsumerBusyError, match=f"process {child.pid}"):
                     log.topic("t").subscribe("s")
+        finally:
+            child.kill()
+
+
+def _floors(topic, name):
+    cursors = topic.internal_stats()["partitions"]
+    return [cursors[str(p)]["cursors"][name]["markDeletePosition"] + 1 for p in range(topic.partitions)]
+
+
+def test_admin_creates_resets_and_acknowledges_a_cursor_without_a_consumer(log):
+    topic = log.create_topic("t", partitions=2)
+    with topic.producer() as producer:
+        producer.send_batch([b"x"] * 10, partition=0)
+        producer.send_batch([b"y"] * 5, partition=1)
+    admin = log.admin.topics
+    admin.create_subscription("t", "spark", {0: 4, 1: 0})
+    assert _floors(topic, "spark") == [4, 0]
+    with pytest.raises(AlreadyExistsError, match="subscription spark of public/default/t already exists"):
+        admin.create_subscription("t", "spark", {0: 0, 1: 0})
+    assert admin.ack_cumulative("t", "spark", {0: 6}) is True
+    assert _floors(topic, "spark") == [7, 0]
+    assert admin.ack_cumulative("t", "spark", {0: 2, 1: 4}) is True  # never moves a cursor back
+    assert _floors(topic, "spark") == [7, 5]
+    assert admin.reset_cursor("t", "spark", {0: 3}) is True          # reset-cursor does
+    assert _floors(topic, "spark") == [3, 5]
+    consumer = topic.subscribe("spark", subscription_type="shared")
+    assert admin.ack_cumulative("t", "spark", {0: 5}) is True  # a live one of this process, type kept
+    assert _floors(topic, "spark") == [6, 5] and topic.stats()["subscriptions"]["spark"]["type"] == "shared"
+    consumer.close()
+    for bad in ({0: 10}, {2: 0}, {0: -1}, {}, [(0, 1)]):
+        with pytest.raises(InvalidArgumentError, match="invalid offsets .*accepted: {partition: offset}"):
+            admin.ack_cumulative("t", "spark", bad)
+    with pytest.raises(InvalidArgumentError, match="for every partition"):
+        admin.create_subscription("t", "other", {0: 0})
+    with pytest.raises(NotFoundError, match="subscription nope of public/default/t does not exist"):
+        admin.reset_cursor("t", "nope", {0: 0})
+    assert _floors(topic, "spark") == [6, 5]
+
+
+def test_admin_leaves_a_cursor_another_process_consumes(tmp_path):
+    with seglog.open(tmp_path) as log:
+        topic = log.create_topic("t")
+        produce(topic, 10)
+        topic.subscribe("s", initial_position="earliest").close()
+    script = textwrap.dedent(f"""
+        import seglog, time
+        log = seglog.open({str(tmp_path)!r})
+        consumer = log.topic("t").subscribe("s")
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            with seglog.open(tmp_path) as log:
+                assert log.admin.topics.ack_cumulative("t", "s", {0: 5}) is False
+                assert _floors(log.topic("t"), "s") == [0]
         finally:
             child.kill()
 

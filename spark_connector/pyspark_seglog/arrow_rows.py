@@ -8,10 +8,12 @@ a larger stored batch is sliced (no copy), smaller ones are combined (one vector
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 import pyarrow as pa
 
 ROWS_PER_BATCH = 65536
+MAX_COMBINED_BYTES = 64 << 20
 
 SPARK_SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
                 "properties map<string,string>")
@@ -29,27 +31,44 @@ ROWS = pa.schema([
 def spark_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
     """A seglog RecordBatch (offset, timestamp, key, value, properties) as Spark's rows."""
     n = batch.num_rows
+    topics, partitions = _constant_columns(topic, partition)
+    if n > len(topics):
+        topics, partitions = (pa.repeat(pa.scalar(topic, pa.string()), n),
+                              pa.repeat(pa.scalar(partition, pa.int32()), n))
     return pa.RecordBatch.from_arrays(
-        [pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n),
-         batch.column("offset"), batch.column("timestamp").cast(ROWS.field("timestamp").type),
+        [topics.slice(0, n), partitions.slice(0, n), batch.column("offset"),
+         batch.column("timestamp").cast(ROWS.field("timestamp").type),
          batch.column("key"), batch.column("value"), batch.column("properties")],
         schema=ROWS)
 
 
-def rebatched(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
-    """The same rows in batches of about `rows`: big ones sliced, small ones combined."""
+@lru_cache(maxsize=64)
+def _constant_columns(topic: str, partition: int) -> tuple[pa.Array, pa.Array]:
+    """The topic and partition columns of a full batch, made once and sliced for each batch."""
+    return (pa.repeat(pa.scalar(topic, pa.string()), ROWS_PER_BATCH),
+            pa.repeat(pa.scalar(partition, pa.int32()), ROWS_PER_BATCH))
+
+
+def rebatched(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH,
+              max_bytes: int = MAX_COMBINED_BYTES) -> Iterator[pa.RecordBatch]:
+    """The same rows in batches of about `rows`: big ones sliced, small ones combined (up to `max_bytes`,
+    so that large messages neither pile up in memory nor overflow a binary column's int32 offsets)."""
     pending: list[pa.RecordBatch] = []
-    pending_rows = 0
+    pending_rows = pending_bytes = 0
     for batch in batches:
-        if not pending and batch.num_rows >= rows:
+        if batch.num_rows >= rows:
+            if pending:
+                yield _combined(pending)
+                pending, pending_rows, pending_bytes = [], 0, 0
             for start in range(0, batch.num_rows, rows):
                 yield batch.slice(start, rows)
             continue
+        if pending and (pending_rows + batch.num_rows > rows or pending_bytes + batch.nbytes > max_bytes):
+            yield _combined(pending)
+            pending, pending_rows, pending_bytes = [], 0, 0
         pending.append(batch)
         pending_rows += batch.num_rows
-        if pending_rows >= rows:
-            yield _combined(pending)
-            pending, pending_rows = [], 0
+        pending_bytes += batch.nbytes
     if pending:
         yield _combined(pending)
 

@@ -14,13 +14,16 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
+METADATA_FILE = "meta.sqlite"  # what makes a folder a seglog data directory
+
 
 @contextmanager
 def open_log(path: str) -> Iterator:
-    """The data directory, opened to read (no housekeeping thread: this process writes nothing)."""
+    """An existing data directory, opened without the housekeeping thread: Spark's processes persist no
+    cursors between calls, and deleting segments is left to the process that writes them."""
     import seglog
     from seglog.errors import InvalidArgumentError
-    if not os.path.isdir(path):
+    if not os.path.isfile(os.path.join(path, METADATA_FILE)):
         raise InvalidArgumentError("path", path, "an existing seglog data directory")
     with seglog.open(path, background=False) as log:
         yield log
@@ -61,8 +64,9 @@ def _resolve(topic, spec: OffsetSpec, option: str) -> dict[int, int]:
     if isinstance(spec, str):
         return {p: topic.earliest_offset(p) if spec == "earliest" else topic.end_offset(p) for p in partitions}
     if set(spec) != set(partitions):
-        raise InvalidArgumentError(option, spec, f"offsets for every partition of {topic.name}: "
-                                                 f"{', '.join(map(str, partitions))}")
+        given = "partitions " + ", ".join(map(str, sorted(spec)))
+        raise InvalidArgumentError(option, given, f"offsets for every partition of {topic.name}: "
+                                                  f"{', '.join(map(str, partitions))}")
     return {p: topic.earliest_offset(p) if o == EARLIEST else topic.end_offset(p) if o == LATEST else o
             for p, o in spec.items()}
 
@@ -72,11 +76,19 @@ def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options
     maxRecordsPerPartition offsets each. Offsets already deleted fail the query, or with failOnDataLoss
     false are left out."""
     from seglog.errors import InvalidArgumentError
+    if set(starts) != set(range(topic.partitions)) or set(ends) != set(starts):
+        raise InvalidArgumentError("offsets", f"partitions {sorted(starts)} to {sorted(ends)}",
+                                   f"the {topic.partitions} partitions of {topic.name} (was it deleted and "
+                                   "created again? start a new query, with a new checkpoint)")
     ranges = []
     for partition in range(topic.partitions):
         start, end = starts[partition], ends[partition]
+        written = topic.end_offset(partition)
+        if end > written:
+            raise InvalidArgumentError("endingOffsets", end, f"offsets up to the end offset {written} of "
+                                       f"partition {partition} of {topic.name}")
         if start > end:
-            raise InvalidArgumentError("startingOffsets", start, f"offsets up to the end offset {end} of "
+            raise InvalidArgumentError("startingOffsets", start, f"offsets up to the ending offset {end} of "
                                        f"partition {partition} of {topic.name}")
         earliest = topic.earliest_offset(partition)
         if start < earliest and start < end:
@@ -98,32 +110,34 @@ def check_data_loss(fail: bool, topic: str, partition: int, first: int, stop: in
             "Spark's Kafka source does")
 
 
-def read_range(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The rows of `piece` in Spark's schema, in batches of about 64k rows."""
+def read_range(piece: OffsetRange | InputPartition) -> Iterator[pa.RecordBatch]:
+    """The rows of `piece` in Spark's schema, in batches of about 64k rows. Spark hands a query that
+    planned no range one empty InputPartition: it reads nothing."""
+    if not isinstance(piece, OffsetRange):
+        return
     for batch in rebatched(_stored_batches(piece)):
         yield spark_rows(batch, piece.topic, piece.partition)
 
 
 def _stored_batches(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    from seglog.errors import OffsetOutOfRangeError
-    with open_log(piece.path) as log:
-        topic = log.topic(piece.topic)
-        try:
-            reader = topic.reader(piece.start, piece.partition)
-        except OffsetOutOfRangeError:  # deleted since the query was planned
-            earliest = topic.earliest_offset(piece.partition)
-            check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, piece.start,
-                            min(earliest, piece.end))
-            reader = topic.reader(min(earliest, piece.end), piece.partition)
-        with reader:
-            while reader.offset < piece.end:
-                before = reader.offset
-                batch = reader.read_batch(max_messages=piece.end - reader.offset)
-                if reader.skipped:  # deleted under the reader, which went on at the earliest offset
-                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, before,
-                                    before + reader.skipped)
-                    reader.skipped = 0
-                if batch is None:
-                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset, piece.end)
-                    return
-                yield batch
+    """The stored batches holding [start, end), sliced to it. Messages deleted under the reader are data
+    loss; with failOnDataLoss false the read goes on at the earliest offset left, never past `end`."""
+    with open_log(piece.path) as log, log.topic(piece.topic).reader(piece.start, piece.partition) as reader:
+        topic_name = log.topic(piece.topic).name
+        skipped = 0
+        while reader.offset < piece.end:
+            expected = reader.offset
+            batch = reader.read_batch(max_messages=piece.end - expected)
+            if reader.skipped > skipped:  # the reader went on at the earliest offset left
+                check_data_loss(piece.fail_on_data_loss, topic_name, piece.partition, expected,
+                                min(expected + reader.skipped - skipped, piece.end))
+                skipped = reader.skipped
+            if batch is None:
+                if reader.offset < piece.end:
+                    check_data_loss(piece.fail_on_data_loss, topic_name, piece.partition, reader.offset,
+                                    piece.end)
+                return
+            first = batch.column("offset")[0].as_py()
+            if first >= piece.end:
+                return
+            yield batch.slice(0, piece.end - first)

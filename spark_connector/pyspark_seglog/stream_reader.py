@@ -19,17 +19,25 @@ from pyspark_seglog.options import SourceOptions
 
 
 class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Runs in one long-lived driver process per query, except read(), which gets a pickled copy on the
+    executors (so all it needs travels in the OffsetRange)."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self._initial: dict | None = None  # resolved once: Spark asks for it more than once
         self._available_now: dict[int, int] | None = None  # trigger availableNow: the ends to stop at
 
     def initialOffset(self) -> dict:
-        with open_log(self.options.path) as log:
-            topic = log.topic(self.options.topic)
-            starts = start_offsets(topic, self.options)
-            if self.options.subscription is not None:
-                _create_subscription(topic, self.options.subscription, starts)
-        return self._json(starts)
+        """Where a query without a checkpoint starts; the subscription, if named, is created there (or, if
+        it exists and has acknowledged past it, moved back to it: it must never lead Spark)."""
+        if self._initial is None:
+            with open_log(self.options.path) as log:
+                topic = log.topic(self.options.topic)
+                starts = start_offsets(topic, self.options)
+                if self.options.subscription is not None:
+                    _start_subscription(log, topic, self.options.subscription, starts)
+            self._initial = self._offset_dict(starts)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
@@ -40,7 +48,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._available_now = end_offsets(log.topic(self.options.topic))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        starts = self._partitions(start)
+        starts = self._offsets_in(start)
         if self._available_now is not None:
             ends = self._available_now
         else:
@@ -49,46 +57,56 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = {p: max(ends[p], starts[p]) for p in starts}  # never behind the start (data loss is read's)
         if isinstance(limit, ReadMaxRows):
             ends = rate_limited(starts, ends, limit.max_rows)
-        return self._json(ends)
+        return self._offset_dict(ends)
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         with open_log(self.options.path) as log:
-            return plan(log.topic(self.options.topic), self.options.topic, self._partitions(start),
-                        self._partitions(end), self.options)
+            return plan(log.topic(self.options.topic), self.options.topic, self._offsets_in(start),
+                        self._offsets_in(end), self.options)
 
     def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
         return read_range(partition)
 
     def commit(self, end: dict) -> None:
+        """Spark has committed everything before `end`: acknowledge it on the subscription. If another
+        process consumes the subscription now, it is left alone; a later commit catches up."""
         if self.options.subscription is None:
             return
-        with open_log(self.options.path) as log:
-            topic = log.topic(self.options.topic)
-            with topic.subscribe(self.options.subscription, initial_position="earliest") as consumer:
-                for partition, offset in self._partitions(end).items():
-                    if offset > 0:
-                        consumer.ack_cumulative(offset - 1, partition=partition)
+        offsets = {p: o - 1 for p, o in self._offsets_in(end).items() if o > 0}
+        if offsets:
+            with open_log(self.options.path) as log:
+                log.admin.topics.ack_cumulative(self.options.topic, self.options.subscription, offsets)
 
-    def _json(self, offsets: dict[int, int]) -> dict:
+    def _offset_dict(self, offsets: dict[int, int]) -> dict:
+        """The offsets as Spark stores them: JSON keys in numeric partition order."""
         return {self.options.topic: {str(p): offsets[p] for p in sorted(offsets)}}
 
-    def _partitions(self, offsets: dict) -> dict[int, int]:
+    def _offsets_in(self, offsets: dict) -> dict[int, int]:
+        """{partition: offset} from Spark's offsets; an error naming the topics if the checkpoint is of
+        another topic (the topic option changed)."""
+        from seglog.errors import InvalidArgumentError
+        if set(offsets) != {self.options.topic}:
+            raise InvalidArgumentError("topic", self.options.topic, f"the topic of the query's checkpoint: "
+                                       f"{', '.join(offsets)}")
         return {int(p): int(o) for p, o in offsets[self.options.topic].items()}
 
 
-def _create_subscription(topic, name: str, starts: dict[int, int]) -> None:
-    """A new subscription starts where the query starts; an existing one keeps its cursor."""
-    if name in topic.subscriptions():
+def _start_subscription(log, topic, name: str, starts: dict[int, int]) -> None:
+    if name not in topic.subscriptions():
+        log.admin.topics.create_subscription(topic.name, name, starts)
         return
-    with topic.subscribe(name, initial_position="earliest") as consumer:
-        for partition, offset in starts.items():
-            consumer.seek(offset, partition=partition)
+    cursors = topic.internal_stats()["partitions"]
+    ahead = {p: start for p, start in starts.items()
+             if cursors[str(p)]["cursors"][name]["markDeletePosition"] + 1 > start}
+    if ahead:
+        log.admin.topics.reset_cursor(topic.name, name, ahead)
 
 
 def rate_limited(starts: dict[int, int], ends: dict[int, int], max_rows: int) -> dict[int, int]:
-    """Ends that take at most `max_rows` offsets in all, shared in proportion to what each partition has
-    waiting (as Spark's Kafka source shares maxOffsetsPerTrigger); the shares' remainders go one each to
-    the partitions with the most left over."""
+    """Ends that take about `max_rows` offsets in all, shared in proportion to what each partition has
+    waiting, as Spark's Kafka source shares maxOffsetsPerTrigger: the shares' remainders go one each to
+    the partitions with the most left over, and a partition with messages waiting gets at least one, so
+    none starves (which can take a few more than `max_rows`, one per partition at most, as in Spark)."""
     waiting = {p: ends[p] - starts[p] for p in starts}
     total = sum(waiting.values())
     if total <= max_rows:
@@ -97,4 +115,4 @@ def rate_limited(starts: dict[int, int], ends: dict[int, int], max_rows: int) ->
     left_over = sorted(waiting, key=lambda p: (-(max_rows * waiting[p] % total), p))
     for p in left_over[:max_rows - sum(shares.values())]:
         shares[p] += 1
-    return {p: starts[p] + shares[p] for p in starts}
+    return {p: starts[p] + max(shares[p], min(waiting[p], 1)) for p in starts}

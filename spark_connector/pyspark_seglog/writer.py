@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
+from pyspark_seglog.offset_ranges import open_log
 from pyspark_seglog.options import SinkOptions
 from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
 
@@ -62,14 +63,28 @@ def check_columns(schema) -> None:
             raise InvalidArgumentError(f"{name} column", fields[name].simpleString(), _ACCEPTED[name])
 
 
-def staged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Spark's Arrow rows in the staged form; InvalidArgumentError names a column that cannot be sent."""
+def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
+    """Spark's Arrow rows in the staged form, checked in the task, so that the driver's publishing does not
+    stop halfway: InvalidArgumentError names a column that cannot be sent."""
     from seglog.errors import InvalidArgumentError
     n = batch.num_rows
     names = batch.schema.names
     value = batch.column("value")
     if value.null_count:
         raise InvalidArgumentError("value column", f"{value.null_count} null values", _ACCEPTED["value"])
+    if "partition" in names:
+        given = batch.column("partition").cast(pa.int64())
+        outside = pc.sum(pc.or_(pc.less(given, 0), pc.greater_equal(given, partitions))).as_py() or 0
+        if outside:
+            raise InvalidArgumentError("partition column", f"{outside} values outside 0..{partitions - 1}",
+                                       f"partitions of the topic, from 0 to {partitions - 1}, or null")
+    if "properties" in names and batch.column("properties").null_count != n:
+        properties = batch.column("properties")
+        first, last = properties.offsets[0].as_py(), properties.offsets[-1].as_py()
+        items = properties.items.slice(first, last - first)  # the values of these rows' entries
+        if items.null_count:
+            raise InvalidArgumentError("properties column", f"{items.null_count} null property values",
+                                       _ACCEPTED["properties"] + " without null values")
 
     def column(name: str, arrow_type: pa.DataType) -> pa.Array:
         return batch.column(name).cast(arrow_type) if name in names else pa.nulls(n, arrow_type)
@@ -86,10 +101,9 @@ def staged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
 def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch]) -> int:
     """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's
     and Kafka's brokers do by default); returns how many."""
-    import seglog
     from seglog.errors import TopicNotFoundError
     sent = 0
-    with seglog.open(path, background=False) as log:
+    with open_log(path) as log:
         try:
             topic = log.topic(topic_name)
         except TopicNotFoundError:
@@ -100,6 +114,23 @@ def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch]) -> in
                     _send(producer, part, partition, log.clock())
                 sent += batch.num_rows
     return sent
+
+
+def topic_partitions(options: SinkOptions) -> int:
+    """The partitions the rows may name: the topic's, or 1 for a topic the write will create."""
+    from seglog.errors import TopicNotFoundError
+    with open_log(options.path) as log:
+        try:
+            return log.topic(options.topic).partitions
+        except TopicNotFoundError:
+            return 1
+
+
+def stage_task(directory: str, partitions: int, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+    """A task's rows, checked and staged in a file of this attempt's own."""
+    context = TaskContext.get()
+    return stage(directory, context.partitionId(), context.attemptNumber(),
+                 (staged_rows(batch, partitions) for batch in iterator), STAGED)
 
 
 def _by_partition(batch: pa.RecordBatch) -> Iterator[tuple[pa.RecordBatch, int | None]]:
@@ -130,12 +161,11 @@ class SeglogWriter(DataSourceArrowWriter):
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        self.partitions = topic_partitions(options)
         self.directory = new_write(options.path)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        context = TaskContext.get()
-        return stage(self.directory, context.partitionId(), context.attemptNumber(),
-                     (staged_rows(batch) for batch in iterator), STAGED)
+        return stage_task(self.directory, self.partitions, iterator)
 
     def commit(self, messages: list[StagedFile | None]) -> None:
         try:
@@ -153,12 +183,12 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, sink_id: str) -> None:
         self.options = options
         self.sink_id = sink_id
+        self.partitions = topic_partitions(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        context = TaskContext.get()
-        batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        return stage(micro_batch_directory(self.options.path, self.sink_id, batch_id), context.partitionId(), context.attemptNumber(),
-                     (staged_rows(batch) for batch in iterator), STAGED)
+        batch_id = int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
+        return stage_task(micro_batch_directory(self.options.path, self.sink_id, batch_id), self.partitions,
+                          iterator)
 
     def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         state = _SinkState(self.options.path, self.sink_id)
@@ -174,15 +204,20 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
 
 
 def sink_id(options: dict[str, str]) -> str:
-    """The identity of a streaming query writing to seglog: its checkpoint location."""
+    """The identity of a streaming query writing to seglog: the id Spark keeps in its checkpoint's
+    metadata file (a checkpoint deleted and made again is a new query), else the checkpoint's path."""
     from seglog.errors import InvalidArgumentError
     given = {key.lower(): value for key, value in options.items()}
     location = given.get("checkpointlocation")
     if not location:
         raise InvalidArgumentError("checkpointLocation", None,
                                    "the option .option('checkpointLocation', DIR) on writeStream: the seglog sink "
-                                   "remembers the batches it published per checkpoint")
-    return sha256(os.path.abspath(location).encode()).hexdigest()[:16]
+                                   "remembers the batches it published per query")
+    try:
+        identity = json.loads(Path(location, "metadata").read_text())["id"]
+    except (OSError, ValueError, KeyError):
+        identity = os.path.abspath(location)
+    return sha256(identity.encode()).hexdigest()[:16]
 
 
 class _SinkState:

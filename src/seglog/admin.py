@@ -6,15 +6,17 @@ changes anything: a refused call leaves the policies as they were."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from seglog.errors import InvalidArgumentError
+from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.topic import Topic
 
 
 class Admin:
@@ -174,11 +176,67 @@ class Topics(_PolicyLevel):
     def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
         self._log.topic(topic)._clear_backlog(subscription)
 
+    def create_subscription(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> None:
+        """Create `subscription` with its cursor at `offsets` ({partition: offset}, every partition), as
+        pulsar-admin topics create-subscription --messageId does: messages before them count as acknowledged.
+        AlreadyExistsError if it exists."""
+        t = self._log.topic(topic)
+        if subscription in t.subscriptions():
+            raise AlreadyExistsError(f"subscription {subscription} of {t.name} already exists")
+        positions = _cursor_offsets(t, offsets, every_partition=True, written_only=False)
+        t.subscribe(subscription, initial_position="earliest").close()
+        self.reset_cursor(topic, subscription, positions)
+
+    def reset_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        """Move the cursor of each partition given to its offset, as pulsar-admin topics reset-cursor does:
+        messages from it on are unacknowledged, those before it acknowledged. Returns False, changing
+        nothing, while another process consumes the subscription."""
+        return self._move_cursor(topic, subscription, offsets, lambda live, p, o: live.seek(p, o), written_only=False)
+
+    def ack_cumulative(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        """Acknowledge every message of each partition given up to and including its offset, as a consumer's
+        cumulative ack would, without attaching a consumer (so the subscription keeps its type). A cursor
+        already past an offset stays where it is. Returns False, changing nothing, while another process
+        consumes the subscription (it acknowledges there)."""
+        return self._move_cursor(topic, subscription, offsets, lambda live, p, o: live.skip_to(p, o + 1),
+                                 written_only=True)
+
+    def _move_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int],
+                     move: Callable[[Any, int, int], Any], *, written_only: bool) -> bool:
+        t = self._log.topic(topic)
+        if subscription not in t.subscriptions():
+            raise NotFoundError(f"subscription {subscription} of {t.name} does not exist")
+        positions = _cursor_offsets(t, offsets, every_partition=False, written_only=written_only)
+        with self._log._subscriptions.modify(t, subscription) as live:
+            if live is None:
+                return False
+            for partition, offset in positions.items():
+                move(live, partition, offset)
+                live.dirty = True
+        return True
+
     def _read(self, name: str) -> Policies:
         return self._log._metadata_store().topic_policies(TopicName.parse(name))
 
     def _write(self, name: str, policies: Policies) -> None:
         self._log._metadata_store().set_topic_policies(TopicName.parse(name), policies)
+
+
+def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition: bool,
+                    written_only: bool) -> dict[int, int]:
+    """{partition: offset} checked against the topic: existing partitions, offsets from 0 to the end offset
+    (below it where `written_only`: an acknowledged message must exist)."""
+    partitions = range(topic.partitions)
+    bound = "below the end offset" if written_only else "up to the end offset"
+    accepted = (f"{{partition: offset}} for {'every partition' if every_partition else 'partitions'} of "
+                f"{topic.name} ({', '.join(map(str, partitions))}), offsets from 0 {bound}")
+    if not isinstance(offsets, Mapping) or not offsets or (every_partition and set(offsets) != set(partitions)):
+        raise InvalidArgumentError("offsets", offsets, accepted)
+    for partition, offset in offsets.items():
+        if partition not in partitions or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 \
+                or offset > topic.end_offset(partition) - written_only:
+            raise InvalidArgumentError("offsets", offsets, accepted)
+    return dict(offsets)
 
 
 __all__ = ["Admin"]

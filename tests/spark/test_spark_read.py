@@ -143,3 +143,52 @@ def test_pyspark_finds_the_source_by_itself(tmp_path):
                             timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-1] == "30"
+
+
+def test_an_empty_topic_or_range_reads_nothing(spark, tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("empty", partitions=2)
+    assert read(spark, tmp_path, topic="empty").count() == 0
+    make_topic(tmp_path)
+    assert read(spark, tmp_path, startingOffsets='{"events": {"0": 50, "1": 50}}').count() == 0
+
+
+def test_ending_offsets_past_the_end_are_refused(spark, tmp_path):
+    make_topic(tmp_path)
+    with pytest.raises(Exception, match="invalid endingOffsets 70; accepted: offsets up to the end offset 50 "
+                                        "of partition 0"):
+        read(spark, tmp_path, endingOffsets='{"events": {"0": 70, "1": 50}}').collect()
+
+
+def test_messages_deleted_between_planning_and_reading(tmp_path):
+    """Retention deletes offsets 0..29 after the read was planned: an error naming them, or, with
+    failOnDataLoss false, only what is left of the planned range, and nothing past its end."""
+    from pyspark_seglog.offset_ranges import OffsetRange, read_range
+    clock = seglog.ManualClock()
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.create_topic("events", segment_max_messages=10, retention_time="1h")
+        with topic.producer() as producer:
+            for i in range(5):
+                producer.send_batch([b"m"] * 10)
+        clock.advance(hours=2)
+        log.run_maintenance()  # offsets 0..39 deleted, 40..49 kept
+    rows = lambda piece: [o for b in read_range(piece) for o in b.column("offset").to_pylist()]  # noqa: E731
+    with pytest.raises(seglog.errors.OffsetOutOfRangeError, match="offsets 0 to 24 were deleted"):
+        rows(OffsetRange(str(tmp_path), "events", 0, 0, 25, True))
+    assert rows(OffsetRange(str(tmp_path), "events", 0, 0, 25, False)) == []
+    assert rows(OffsetRange(str(tmp_path), "events", 0, 20, 45, False)) == [40, 41, 42, 43, 44]
+
+
+def test_rebatching_slices_big_batches_combines_small_ones_and_keeps_the_order():
+    from pyspark_seglog.arrow_rows import rebatched
+
+    def batch(start, n):
+        return pa.RecordBatch.from_pydict({"x": list(range(start, start + n))})
+
+    given = [batch(0, 1000), batch(1000, 1000), batch(2000, 100_000), batch(102_000, 30_000), batch(132_000, 30_000),
+             batch(162_000, 30_000)]
+    out = list(rebatched(given, rows=65_536))
+    assert [b.num_rows for b in out] == [2000, 65_536, 34_464, 60_000, 30_000]
+    assert [x for b in out for x in b.column("x").to_pylist()] == list(range(192_000))
+    wide = [pa.RecordBatch.from_pydict({"x": [b"v" * 1000] * 10}) for _ in range(10)]
+    assert max(b.num_rows for b in rebatched(wide, max_bytes=30_000)) <= 30

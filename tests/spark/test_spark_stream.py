@@ -37,7 +37,8 @@ def run_available_now(df, checkpoint, output):
 
 def test_rate_limit_shares_max_offsets_in_proportion_to_what_waits():
     assert rate_limited({0: 0, 1: 0}, {0: 300, 1: 100}, 100) == {0: 75, 1: 25}
-    assert rate_limited({0: 0, 1: 0, 2: 0}, {0: 1, 1: 1, 2: 1}, 2) == {0: 1, 1: 1, 2: 0}
+    assert rate_limited({0: 0, 1: 0}, {0: 1_000_000, 1: 1}, 100) == {0: 100, 1: 1}  # none starves
+    assert rate_limited({0: 0, 1: 0, 2: 0}, {0: 1, 1: 1, 2: 1}, 2) == {0: 1, 1: 1, 2: 1}
     assert rate_limited({0: 5, 1: 0}, {0: 10, 1: 3}, 100) == {0: 10, 1: 3}
     ends = rate_limited({0: 0, 1: 0}, {0: 7, 1: 7}, 5)
     assert sum(ends.values()) == 5
@@ -146,3 +147,20 @@ def test_ending_offsets_are_refused_in_a_stream(spark, tmp_path):
     with pytest.raises(Exception, match="invalid endingOffsets.*only in batch queries"):
         stream(spark, tmp_path, endingOffsets="latest").writeStream.format("memory").queryName("never") \
             .option("checkpointLocation", str(tmp_path / "c")).start().awaitTermination()
+
+
+def test_a_subscription_ahead_of_the_query_start_is_moved_back_to_it(spark, tmp_path):
+    data = tmp_path / "data"
+    make_topic(data, partitions=1, messages=50)
+    with seglog.open(data) as log:
+        topic = log.topic("events")
+        topic.subscribe("spark", initial_position="latest").close()  # everything acknowledged
+        assert topic.stats()["subscriptions"]["spark"]["msgBacklog"] == 0
+    reader = SeglogStreamReader(SourceOptions.parse({"path": str(data), "topic": "events", "subscription": "spark",
+                                                     "startingOffsets": "earliest"}, streaming=True))
+    assert reader.initialOffset() == {"events": {"0": 0}} == reader.initialOffset()
+    with seglog.open(data) as log:
+        assert log.topic("events").stats()["subscriptions"]["spark"]["msgBacklog"] == 50
+    reader.commit({"events": {"0": 20}})
+    with seglog.open(data) as log:
+        assert log.topic("events").stats()["subscriptions"]["spark"]["msgBacklog"] == 30

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -52,6 +53,7 @@ def test_write_round_trip_of_every_column(spark, tmp_path):
 
 
 def test_write_of_strings_to_a_new_topic_then_read_back_with_spark(spark, tmp_path):
+    seglog.open(tmp_path).close()  # a data directory, without the topic
     df = spark.createDataFrame([(f"value {i}", f"key {i % 3}") for i in range(50)], "value string, key string")
     write(df, tmp_path, topic="created")
     back = read(spark, tmp_path, topic="created").select(F.col("value").cast("string").alias("v")).collect()
@@ -65,6 +67,7 @@ def test_a_retried_task_leaves_no_duplicates(spark, tmp_path):
             raise RuntimeError("a transient failure")
         return value
 
+    seglog.open(tmp_path).close()
     flaky = F.udf(fail_first_attempt, BinaryType())
     df = spark.range(1000).select(flaky(F.col("id").cast("string").cast("binary")).alias("value")).repartition(4)
     write(df, tmp_path)
@@ -81,6 +84,42 @@ def test_a_failing_write_fails_the_job_with_the_seglog_message_and_publishes_not
     assert not os.listdir(tmp_path / STAGING_DIRECTORY)
 
 
+@pytest.mark.parametrize(("rows", "frame", "match"), [
+    ([(b"a", 0), (b"b", 3)], "value binary, partition int", "invalid partition column '1 values outside 0..1'; "
+                                                             "accepted: partitions of the topic, from 0 to 1"),
+    ([(b"a", {"k": None})], "value binary, properties map<string,string>", "invalid properties column '1 null "
+                                                                           "property values'"),
+])
+def test_rows_the_topic_cannot_take_fail_the_job_before_anything_is_published(spark, tmp_path, rows, frame, match):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("out", partitions=2)
+    with pytest.raises(Exception, match=match):
+        write(spark.createDataFrame(rows, frame), tmp_path)
+    assert messages(tmp_path) == []
+
+
+def test_writing_to_a_folder_that_is_not_a_data_directory_is_refused(spark, tmp_path):
+    with pytest.raises(Exception, match="invalid path .*accepted: an existing seglog data directory"):
+        write(spark.createDataFrame([(b"a",)], "value binary"), tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_new_checkpoint_at_the_same_path_is_a_new_query(spark, tmp_path):
+    data, checkpoint = tmp_path / "data", tmp_path / "checkpoint"
+    make_topic(data, messages=40)
+
+    def copy():
+        (spark.readStream.format("seglog").option("path", str(data)).option("topic", "events")
+         .option("startingOffsets", "earliest").load().select("value")
+         .writeStream.format("seglog").option("path", str(data)).option("topic", "copy")
+         .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start().awaitTermination())
+
+    copy()
+    shutil.rmtree(checkpoint)
+    copy()  # its batch 0 is not the first query's batch 0
+    assert len(messages(data, "copy")) == 80
+
+
 @pytest.mark.parametrize(("frame", "mode", "match"), [
     ("key binary", "append", "a 'value' column"),
     ("value int", "append", "invalid value column 'int'; accepted: binary or string"),
@@ -88,10 +127,12 @@ def test_a_failing_write_fails_the_job_with_the_seglog_message_and_publishes_not
     ("value binary", "overwrite", "invalid mode 'overwrite'.*'append'"),
 ])
 def test_a_dataframe_the_sink_cannot_take_is_refused_before_any_task(spark, tmp_path, frame, mode, match):
+    seglog.open(tmp_path).close()
     df = spark.createDataFrame([], frame)
     with pytest.raises(Exception, match=match):
         write(df, tmp_path, mode=mode)
-    assert not (tmp_path / "topics").exists() or not messages(tmp_path, "out")
+    with seglog.open(tmp_path) as log:
+        assert log.list_topics() == []
 
 
 def test_streaming_from_one_topic_to_another(spark, tmp_path):
@@ -124,7 +165,7 @@ def test_the_streaming_sink_publishes_a_batch_id_once(spark, tmp_path):
     def staged(batch_id):  # what a task of micro-batch `batch_id` would have staged: 3 rows
         directory = micro_batch_directory(str(data), sink.sink_id, batch_id)
         rows = pa.RecordBatch.from_pydict({"value": [b"a", b"b", b"c"]})
-        return [stage(directory, 0, 0, [staged_rows(rows)], STAGED)]
+        return [stage(directory, 0, 0, [staged_rows(rows, 1)], STAGED)]
 
     sink.commit(staged(0), 0)  # batch 0 again: already published, so nothing is
     assert len(messages(data, "copy")) == 40
