@@ -11,6 +11,8 @@ Group "spark read: groupBy(key) count, sum(length(value))":
   baseline  Parquet                      the same rows written to Parquet (untimed, once): Spark reads
                                          only the two columns the query needs
   baseline  tuple source                 as above, one round
+  baseline  one cached batch             a source that yields one batch in Spark's schema again and again,
+                                         no seglog work at all: the ceiling of PySpark's Python sources
   seglog    format("seglog")             every column crosses from Python to the JVM (PySpark's Python
                                          sources cannot prune columns)           >= 0.5x Parquet (within
                                                                                  2x), >= 4x tuples
@@ -46,6 +48,7 @@ from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 from pyspark.sql.datasource import DataSource
 
 import seglog
+from pyspark_seglog.arrow_rows import ROWS_PER_BATCH
 from pyspark_seglog.batch_reader import SeglogBatchReader
 from pyspark_seglog.local import local_spark
 from pyspark_seglog.offset_ranges import OffsetRange, open_log, read_range
@@ -91,6 +94,26 @@ class TupleSource(DataSource):
         return TupleReader(SourceOptions.parse(self.options, streaming=False))
 
 
+class CachedBatchReader(SeglogBatchReader):
+    """The ceiling of PySpark's Python data sources: the connector's planning, and for each range one
+    batch in Spark's schema, made once and yielded again and again (no seglog work at all)."""
+
+    def read(self, partition: OffsetRange) -> Iterator:
+        first = next(read_range(OffsetRange(partition.path, partition.topic, partition.partition, partition.start,
+                                            min(partition.end, partition.start + ROWS_PER_BATCH), True)))
+        for start in range(partition.start, partition.end, first.num_rows):
+            yield first.slice(0, min(first.num_rows, partition.end - start))
+
+
+class CachedBatchSource(TupleSource):
+    @classmethod
+    def name(cls) -> str:
+        return "seglog_cached"
+
+    def reader(self, schema):
+        return CachedBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+
 class MemoryWatchingReader(SeglogBatchReader):
     """The connector's reader, noting how much a worker's anonymous memory grew during each read()."""
 
@@ -127,6 +150,7 @@ def spark():
                                        "spark.driver.memory": "4g"})
     session.dataSource.register(TupleSource)
     session.dataSource.register(MemoryWatchingSource)
+    session.dataSource.register(CachedBatchSource)
     return session
 
 
@@ -200,6 +224,13 @@ def test_tuple_source_aggregate(bench, spark, topic_path):
     bench.baseline(READ_AGGREGATE, "tuple source", messages=messages, unit="row")
     _check_aggregate(bench.run(lambda: _aggregate(_source(spark, path, "seglog_tuples")), rounds=1,
                                warmup_rounds=0), messages)
+
+
+def test_cached_batch_aggregate(bench, spark, topic_path):
+    path, messages = topic_path
+    bench.baseline(READ_AGGREGATE, "one cached batch, again and again", messages=messages, unit="row")
+    rows = bench.run(lambda: _aggregate(_source(spark, path, "seglog_cached")), rounds=5)
+    assert sum(r.n for r in rows) == messages  # the same query; its sums are of the one batch's values
 
 
 def test_seglog_aggregate(bench, spark, topic_path):
