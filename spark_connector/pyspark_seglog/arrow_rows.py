@@ -17,6 +17,8 @@ MAX_COMBINED_BYTES = 64 << 20
 
 SPARK_SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, key binary, value binary, "
                 "properties map<string,string>")
+READ_SCHEMA = ("struct<topic:string,partition:int,offset:bigint,timestamp:timestamp,key:binary,value:binary,"
+               "properties:map<string,string>>")  # SPARK_SCHEMA as Spark's StructType.simpleString() says it
 ROWS = pa.schema([
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),

@@ -12,6 +12,8 @@ from pyspark_seglog.options import SourceOptions
 
 
 class SeglogBatchReader(DataSourceReader):
+    """Plans in a driver-side worker; read() runs on the executors, on a pickled copy."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
 

@@ -43,7 +43,15 @@ class OffsetRange(InputPartition):
 def start_offsets(topic, options: SourceOptions) -> dict[int, int]:
     """Where each partition starts: startingTimestamp if given, else startingOffsets."""
     if options.starting_timestamp is not None:
-        return {p: _offset_at(topic, options.starting_timestamp, p) for p in range(topic.partitions)}
+        starts = {p: _offset_at(topic, options.starting_timestamp, p) for p in range(topic.partitions)}
+        late = [p for p, offset in starts.items() if offset == topic.end_offset(p)]
+        if late and options.timestamp_strategy == "error":
+            from seglog.errors import InvalidArgumentError
+            raise InvalidArgumentError("startingTimestamp", options.starting_timestamp,
+                                       f"a time at or before the newest message of every partition (partitions "
+                                       f"{', '.join(map(str, late))} of {topic.name} have none that recent); or "
+                                       "set startingOffsetsByTimestampStrategy to 'latest' to start there at the end")
+        return starts
     return _resolve(topic, options.starting, "startingOffsets")
 
 

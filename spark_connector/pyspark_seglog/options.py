@@ -8,6 +8,9 @@
     endingOffsets             batch only: 'latest' (default) or JSON as above (-1 latest; no -2)
     startingTimestamp         ms since the epoch: each partition starts at its first message at or after it
                               (over startingOffsets, as in Spark)
+    startingOffsetsByTimestampStrategy
+                              where no message is that recent: 'error' (default: fail the query, as Spark)
+                              or 'latest' (start at the end)
     maxRecordsPerPartition    split a seglog partition into Spark input partitions of at most this many
                               offsets
     maxOffsetsPerTrigger      streaming: at most this many offsets per micro-batch, over all partitions
@@ -34,13 +37,20 @@ _OFFSETS_ACCEPTED = ("'earliest', 'latest', or JSON such as {{\"{topic}\": {{\"0
                      "partition (-2: earliest, -1: latest)")
 
 
+def lowered(options: Mapping[str, str]) -> dict[str, str]:
+    """The options by lower-case name: Spark hands them over case-insensitively."""
+    return {key.lower(): value for key, value in options.items()}
+
+
 @dataclass(frozen=True)
 class SourceOptions:
+    """A read's options, checked (see the module docstring)."""
     path: str
     topic: str
     starting: OffsetSpec
     ending: OffsetSpec
     starting_timestamp: int | None
+    timestamp_strategy: str
     max_records_per_partition: int | None
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
@@ -48,7 +58,7 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-        given = {key.lower(): value for key, value in options.items()}
+        given = lowered(options)
         topic = _required(given, "topic")
         starting = _offsets(given, "startingOffsets", topic, "latest" if streaming else "earliest")
         ending = _offsets(given, "endingOffsets", topic, "latest")
@@ -62,8 +72,14 @@ class SourceOptions:
         if streaming and "endingoffsets" in given:
             raise InvalidArgumentError("endingOffsets", given["endingoffsets"],
                                        "only in batch queries (a stream has no end)")
+        for name in ("subscription", "maxOffsetsPerTrigger"):
+            if not streaming and name.lower() in given:
+                raise InvalidArgumentError(name, given[name.lower()], "only in streaming queries")
+        strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise InvalidArgumentError("startingOffsetsByTimestampStrategy", strategy, "'error' or 'latest'")
         return cls(path=_required(given, "path"), topic=topic, starting=starting, ending=ending,
-                   starting_timestamp=_int(given, "startingTimestamp", minimum=0),
+                   starting_timestamp=_int(given, "startingTimestamp", minimum=0), timestamp_strategy=strategy,
                    max_records_per_partition=_int(given, "maxRecordsPerPartition", minimum=1),
                    max_offsets_per_trigger=_int(given, "maxOffsetsPerTrigger", minimum=1),
                    fail_on_data_loss=_bool(given, "failOnDataLoss", default=True),
@@ -72,12 +88,13 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """A write's options: the data directory and the topic."""
     path: str
     topic: str
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
-        given = {key.lower(): value for key, value in options.items()}
+        given = lowered(options)
         return cls(path=_required(given, "path"), topic=_required(given, "topic"))
 
 
@@ -123,7 +140,7 @@ def _offsets(given: dict[str, str], name: str, topic: str, default: str) -> Offs
         raise InvalidArgumentError(name, text, accepted + f" (one object, for the topic {topic!r} as given)")
     offsets = {}
     for partition, offset in parsed[topic].items():
-        if not partition.isdigit() or isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+        if not (partition.isascii() and partition.isdigit()) or isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
             raise InvalidArgumentError(name, text, accepted + f" (not {partition!r}: {offset!r})")
         offsets[int(partition)] = offset
     return offsets

@@ -44,6 +44,7 @@ def micro_batch_directory(data_directory: str, sink: str, batch_id: int) -> str:
 
 def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBatch],
           schema: pa.Schema) -> StagedFile:
+    """Write one task attempt's batches to a file of its own in `directory`."""
     path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
     rows = 0
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:

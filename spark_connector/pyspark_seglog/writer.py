@@ -23,7 +23,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
 from pyspark_seglog.offset_ranges import open_log
-from pyspark_seglog.options import SinkOptions
+from pyspark_seglog.options import SinkOptions, lowered
 from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
 
 STAGED = pa.schema([
@@ -207,8 +207,7 @@ def sink_id(options: dict[str, str]) -> str:
     """The identity of a streaming query writing to seglog: the id Spark keeps in its checkpoint's
     metadata file (a checkpoint deleted and made again is a new query), else the checkpoint's path."""
     from seglog.errors import InvalidArgumentError
-    given = {key.lower(): value for key, value in options.items()}
-    location = given.get("checkpointlocation")
+    location = lowered(options).get("checkpointlocation")
     if not location:
         raise InvalidArgumentError("checkpointLocation", None,
                                    "the option .option('checkpointLocation', DIR) on writeStream: the seglog sink "

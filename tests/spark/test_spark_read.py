@@ -70,6 +70,20 @@ def test_starting_timestamp_starts_each_partition_at_its_first_message_at_or_aft
     assert sorted(int(bytes(r.value)[1:]) for r in df.collect()) == list(range(90, 100))
 
 
+def test_a_starting_timestamp_past_the_newest_message_may_start_at_the_end(spark, tmp_path):
+    make_topic(tmp_path)
+    df = read(spark, tmp_path, startingTimestamp=str(1_700_000_000_000 + 99),
+              startingOffsetsByTimestampStrategy="latest")
+    assert [int(bytes(r.value)[1:]) for r in df.collect()] == [99]  # partition 0 starts at its end
+
+
+def test_a_schema_other_than_the_sources_is_refused(spark, tmp_path):
+    make_topic(tmp_path)
+    with pytest.raises(Exception, match="invalid schema 'struct<value:binary>'; accepted: the source's own"):
+        spark.read.format("seglog").schema("value binary").option("path", str(tmp_path)) \
+            .option("topic", "events").load().collect()
+
+
 def test_max_records_per_partition_splits_a_partition_by_offset_range(spark, tmp_path):
     make_topic(tmp_path, partitions=1, messages=1000)
     df = read(spark, tmp_path, maxRecordsPerPartition="300")
@@ -113,6 +127,11 @@ def test_read_yields_batches_of_about_64k_rows_over_the_segment_buffers(tmp_path
     ({"maxRecordsPerPartition": "0"}, "maxRecordsPerPartition", "an integer >= 1"),
     ({"failOnDataLoss": "maybe"}, "failOnDataLoss", "'true' or 'false'"),
     ({"topic": "nope"}, None, "topic public/default/nope does not exist"),
+    ({"startingTimestamp": str(1_700_000_000_000 + 100)}, "startingTimestamp",
+     "(partitions 0, 1 of public/default/events have none that recent)"),
+    ({"startingOffsetsByTimestampStrategy": "skip"}, "startingOffsetsByTimestampStrategy", "'error' or 'latest'"),
+    ({"subscription": "s"}, "subscription", "only in streaming queries"),
+    ({"maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger", "only in streaming queries"),
 ])
 def test_bad_options_fail_the_query_naming_the_option(spark, tmp_path, options, named, accepted):
     make_topic(tmp_path)
