@@ -1,5 +1,6 @@
 """Subscriptions, consumers and acks; backlog quotas on the send path."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -329,25 +330,31 @@ def test_clear_backlog(log):
     assert topic.stats()["subscriptions"]["b"]["msgBacklog"] == 0
 
 
-def test_a_subscription_is_consumed_by_one_process(tmp_path):
-    with seglog.open(tmp_path) as log:
-        log.create_topic("t")
-        log.topic("t").subscribe("s").close()
+@contextlib.contextmanager
+def consumed_in_another_process(path, topic="t", subscription="s"):
+    """A child process consuming `subscription` while the block runs; gives its pid."""
     script = textwrap.dedent(f"""
-        import seglog, sys, time
-        log = seglog.open({str(tmp_path)!r})
-        consumer = log.topic("t").subscribe("s")
+        import seglog, time
+        log = seglog.open({str(path)!r})
+        consumer = log.topic({topic!r}).subscribe({subscription!r})
         print("ready", flush=True)
         time.sleep(60)
     """)
     with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
         try:
             assert child.stdout.readline().strip() == "ready"
-            with seglog.open(tmp_path) as log:
-                with pytest.raises(ConsumerBusyError, match=f"process {child.pid}"):
-                    log.topic("t").subscribe("s")
+            yield child.pid
         finally:
             child.kill()
+
+
+def test_a_subscription_is_consumed_by_one_process(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t")
+        log.topic("t").subscribe("s").close()
+    with consumed_in_another_process(tmp_path) as pid, seglog.open(tmp_path) as log:
+        with pytest.raises(ConsumerBusyError, match=f"process {pid}"):
+            log.topic("t").subscribe("s")
 
 
 def _floors(topic, name):
@@ -390,21 +397,9 @@ def test_admin_leaves_a_cursor_another_process_consumes(tmp_path):
         topic = log.create_topic("t")
         produce(topic, 10)
         topic.subscribe("s", initial_position="earliest").close()
-    script = textwrap.dedent(f"""
-        import seglog, time
-        log = seglog.open({str(tmp_path)!r})
-        consumer = log.topic("t").subscribe("s")
-        print("ready", flush=True)
-        time.sleep(60)
-    """)
-    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
-        try:
-            assert child.stdout.readline().strip() == "ready"
-            with seglog.open(tmp_path) as log:
-                assert log.admin.topics.ack_cumulative("t", "s", {0: 5}) is False
-                assert _floors(log.topic("t"), "s") == [0]
-        finally:
-            child.kill()
+    with consumed_in_another_process(tmp_path), seglog.open(tmp_path) as log:
+        assert log.admin.topics.ack_cumulative("t", "s", {0: 5}) is False
+        assert _floors(log.topic("t"), "s") == [0]
 
 
 @pytest.mark.slow
