@@ -5,9 +5,10 @@ required, no nulls), key (binary or string), partition (an integer; null or abse
 turn without a key), timestamp (null or absent: the time of the send) and properties (map<string,string>).
 
 Tasks stage their rows (staging.py); the driver's commit() publishes them, abort() drops them. The streaming
-sink remembers the last batch id it published per query (its checkpointLocation), and skips a batch id it
+sink remembers the last batch id it published per query (the id in its checkpoint), and skips a batch id it
 has already published: Spark commits a batch again after a restart that followed a crash between its
-offset and commit logs."""
+offset and commit logs. It also notes where each partition ended before it publishes a batch, so that a
+batch whose publishing the driver's death cut short is completed, not repeated, when Spark replays it."""
 
 from __future__ import annotations
 
@@ -98,9 +99,15 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
          column("properties", STAGED.field("properties").type)], schema=STAGED)
 
 
-def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch]) -> int:
-    """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's
-    and Kafka's brokers do by default); returns how many."""
+def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journal: _SinkState | None = None,
+            batch_id: int = -1) -> int:
+    """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's and
+    Kafka's brokers do by default); returns how many.
+
+    Each row's partition is decided here, the same way every time (routed()), so the same staged rows go
+    to the same partitions in the same order. With a journal (the streaming sink), the partitions' end
+    offsets are noted before the first row is sent; if the driver died while publishing, the replay of
+    the batch leaves out the rows it finds there already."""
     from seglog.errors import TopicNotFoundError
     sent = 0
     with open_log(path) as log:
@@ -108,12 +115,80 @@ def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch]) -> in
             topic = log.topic(topic_name)
         except TopicNotFoundError:
             topic = log.create_topic(topic_name)
+        # The producer holds every partition's writer lock from here on: nothing else appends meanwhile,
+        # so what this publishing sends lies right after the end offsets noted.
         with topic.producer() as producer:
-            for batch in batches:
-                for part, partition in _by_partition(batch):
-                    _send(producer, part, partition, log.clock())
+            resumed = _AlreadyPublished(topic, journal.begin(batch_id, topic) if journal else {})
+            for index, batch in enumerate(batches):
+                for rows, partition in routed(batch, index, topic.partitions):
+                    rows = resumed.left_out(rows, partition)
+                    if rows.num_rows:
+                        _send(producer, rows, partition, log.clock())
                 sent += batch.num_rows
+    if journal:
+        journal.published(batch_id)
     return sent
+
+
+def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """The rows of staged batch number `index` for each partition: the row's partition column, else its
+    key's partition (Kafka's murmur2, as a producer's), else the batch's turn (index % partitions, as
+    keyless send_batch calls take turns)."""
+    import numpy as np
+    from seglog.partitioning import partitions_for_keys
+    n = batch.num_rows
+    targets = np.full(n, index % partitions, dtype=np.int64)
+    keys, given = batch.column("key"), batch.column("partition")
+    if keys.null_count < n:
+        keyed = np.asarray(pc.is_valid(keys))
+        targets[keyed] = partitions_for_keys(keys, partitions)[keyed]
+    if given.null_count < n:
+        named = np.asarray(pc.is_valid(given))
+        targets[named] = np.asarray(given.fill_null(0), dtype=np.int64)[named]
+    for partition in np.unique(targets):
+        yield batch.filter(pa.array(targets == partition)), int(partition)
+
+
+class _AlreadyPublished:
+    """For a batch whose publishing was cut short: the rows of each partition found right after the end
+    offset noted before it began (the same values and keys in the same order) are left out."""
+
+    def __init__(self, topic, ends: dict[int, int]) -> None:
+        self.topic = topic
+        self.positions = dict(ends)  # partitions still being compared, and where
+
+    def left_out(self, rows: pa.RecordBatch, partition: int) -> pa.RecordBatch:
+        position = self.positions.get(partition)
+        if position is None:
+            return rows
+        found = self._matching_prefix(rows, partition, position)
+        if found < rows.num_rows:
+            del self.positions[partition]  # from here on, nothing of this batch was published
+        else:
+            self.positions[partition] = position + found
+        return rows.slice(found)
+
+    def _matching_prefix(self, rows: pa.RecordBatch, partition: int, position: int) -> int:
+        found = 0
+        with self.topic.reader(position, partition) as reader:
+            while found < rows.num_rows:
+                stored = reader.read_batch(max_messages=rows.num_rows - found)
+                if stored is None:
+                    break
+                expected = rows.slice(found, stored.num_rows)
+                same = pc.and_(_equal(stored.column("value"), expected.column("value")),
+                               _equal(stored.column("key"), expected.column("key")))
+                run = len(same) if pc.all(same).as_py() else pc.index(same, False).as_py()
+                found += run
+                if run < len(same):
+                    break
+        return found
+
+
+def _equal(left: pa.Array, right: pa.Array) -> pa.Array:
+    """Row by row: both null, or equal."""
+    both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+    return pc.or_(pc.fill_null(pc.equal(left, right), False), both_null)
 
 
 def topic_partitions(options: SinkOptions) -> int:
@@ -131,18 +206,6 @@ def stage_task(directory: str, partitions: int, iterator: Iterator[pa.RecordBatc
     context = TaskContext.get()
     return stage(directory, context.partitionId(), context.attemptNumber(),
                  (staged_rows(batch, partitions) for batch in iterator), STAGED)
-
-
-def _by_partition(batch: pa.RecordBatch) -> Iterator[tuple[pa.RecordBatch, int | None]]:
-    """The rows for each partition named in the partition column, then those naming none."""
-    partitions = batch.column("partition")
-    if partitions.null_count == len(partitions):
-        yield batch, None
-        return
-    for partition in pc.unique(partitions.drop_null()).to_pylist():
-        yield batch.filter(pc.equal(partitions, partition)), partition
-    if partitions.null_count:
-        yield batch.filter(pc.is_null(partitions)), None
 
 
 def _send(producer, rows: pa.RecordBatch, partition: int | None, now: int) -> None:
@@ -191,11 +254,10 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
                           iterator)
 
     def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        state = _SinkState(self.options.path, self.sink_id)
+        journal = _SinkState(self.options.path, self.sink_id)
         try:
-            if batchId > state.last_batch_id():
-                publish(self.options.path, self.options.topic, staged_batches(messages))
-                state.published(batchId)
+            if batchId > journal.last_batch_id():
+                publish(self.options.path, self.options.topic, staged_batches(messages), journal, batchId)
         finally:
             self.abort(messages, batchId)
 
@@ -220,19 +282,38 @@ def sink_id(options: dict[str, str]) -> str:
 
 
 class _SinkState:
-    """The last batch id a streaming query published: DATA/spark-sinks/ID.json, replaced atomically."""
+    """What a streaming query published: DATA/spark-sinks/ID.json, replaced atomically, holding the last
+    batch id published and, while a batch is being published, its id and the partitions' end offsets
+    before it."""
 
     def __init__(self, data_directory: str, sink: str) -> None:
         self.path = Path(data_directory, SINK_STATE_DIRECTORY, f"{sink}.json")
 
-    def last_batch_id(self) -> int:
+    def _read(self) -> dict:
         try:
-            return json.loads(self.path.read_text())["batchId"]
+            return json.loads(self.path.read_text())
         except FileNotFoundError:
-            return -1
+            return {"batchId": -1}
+
+    def last_batch_id(self) -> int:
+        return self._read()["batchId"]
+
+    def begin(self, batch_id: int, topic) -> dict[int, int]:
+        """Note that `batch_id` is being published; returns, if its publishing was begun before and cut
+        short, the end offsets noted then ({} otherwise)."""
+        state = self._read()
+        publishing = state.get("publishing")
+        if publishing is not None and publishing["batchId"] == batch_id:
+            return {int(p): offset for p, offset in publishing["ends"].items()}
+        ends = {str(p): topic.end_offset(p) for p in range(topic.partitions)}
+        self._write({"batchId": state["batchId"], "publishing": {"batchId": batch_id, "ends": ends}})
+        return {}
 
     def published(self, batch_id: int) -> None:
+        self._write({"batchId": batch_id})
+
+    def _write(self, state: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         staging = self.path.with_suffix(".tmp")
-        staging.write_text(json.dumps({"batchId": batch_id}))
+        staging.write_text(json.dumps(state))
         os.replace(staging, self.path)

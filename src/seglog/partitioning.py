@@ -12,6 +12,12 @@ from seglog._core._writer import key_partitions
 from seglog.batch import binary_column
 
 
+def partitions_for_keys(keys: Any, partitions: int) -> np.ndarray:
+    """The partition of each key by Kafka's rule, toPositive(murmur2(key)) % partitions, as a producer
+    spreads keyed messages (a null key at index i goes to i % partitions)."""
+    return key_partitions(binary_column(keys, "keys", allow_null=True, count=len(keys)), partitions)
+
+
 def split_by_key(partitions: int, values: Any, keys: Any, timestamps: Any, properties: Any
                  ) -> Iterator[tuple[int, tuple[Any, Any, Any, Any]]]:
     """(partition, (values, keys, timestamps, properties)) for each partition that gets messages."""

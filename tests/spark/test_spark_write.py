@@ -175,3 +175,39 @@ def test_the_streaming_sink_publishes_a_batch_id_once(spark, tmp_path):
     assert len(messages(data, "copy")) == 43
     with pytest.raises(Exception, match="invalid checkpointLocation.*accepted: the option"):
         sink_id({"path": str(data), "topic": "copy"})
+
+
+def test_a_micro_batch_cut_short_by_the_drivers_death_is_completed_not_repeated(tmp_path, monkeypatch):
+    """The driver dies after publishing partition 0's rows of batch 3; meanwhile another producer appends.
+    Spark replays batch 3: partition 0's rows are found and left out, partition 1's are sent."""
+    from pyspark_seglog import writer
+    with seglog.open(tmp_path) as log:
+        log.create_topic("out", partitions=2)
+    options = {"path": str(tmp_path), "topic": "out", "checkpointLocation": str(tmp_path / "checkpoint")}
+    sink = SeglogStreamWriter(SinkOptions.parse(options), sink_id(options))
+    rows = pa.RecordBatch.from_pydict({"value": [b"a0", b"a1", b"b0", b"b1", b"a2"], "partition": [0, 0, 1, 1, 0]})
+
+    def staged():
+        directory = micro_batch_directory(str(tmp_path), sink.sink_id, 3)
+        return [stage(directory, 0, 0, [staged_rows(rows, 2)], STAGED)]
+
+    send = writer._send
+
+    def dies_after_partition_0(producer, part, partition, now):
+        if partition == 1:
+            raise SystemExit("the driver died")
+        send(producer, part, partition, now)
+
+    monkeypatch.setattr(writer, "_send", dies_after_partition_0)
+    with pytest.raises(SystemExit):
+        sink.commit(staged(), 3)
+    monkeypatch.setattr(writer, "_send", send)
+    with seglog.open(tmp_path) as log, log.topic("out").producer() as producer:
+        producer.send_batch([b"foreign"], partition=0)
+        producer.send_batch([b"foreign"], partition=1)
+    sink.commit(staged(), 3)
+    sink.commit(staged(), 3)  # and once it is done, a replay publishes nothing
+    with seglog.open(tmp_path) as log:
+        topic = log.topic("out")
+        assert [m.value for m in topic.reader("earliest", 0)] == [b"a0", b"a1", b"a2", b"foreign"]
+        assert [m.value for m in topic.reader("earliest", 1)] == [b"foreign", b"b0", b"b1"]
