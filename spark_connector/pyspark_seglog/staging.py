@@ -29,22 +29,19 @@ class StagedFile(WriterCommitMessage):
 
 
 def new_write(data_directory: str) -> str:
-    """A fresh staging directory for one write (one job, or one micro-batch)."""
-    directory = Path(data_directory, STAGING_DIRECTORY, uuid.uuid4().hex)
-    directory.mkdir(parents=True)
-    return str(directory)
+    """The staging directory of one batch write, a fresh name (made by the first task that stages)."""
+    return str(Path(data_directory, STAGING_DIRECTORY, uuid.uuid4().hex))
 
 
 def micro_batch_directory(data_directory: str, sink: str, batch_id: int) -> str:
     """The staging directory of one micro-batch of a streaming query (the same when Spark replays it)."""
-    directory = os.path.join(data_directory, STAGING_DIRECTORY, f"{sink}-{batch_id}")
-    os.makedirs(directory, exist_ok=True)
-    return directory
+    return os.path.join(data_directory, STAGING_DIRECTORY, f"{sink}-{batch_id}")
 
 
 def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBatch],
           schema: pa.Schema) -> StagedFile:
     """Write one task attempt's batches to a file of its own in `directory`."""
+    os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
     rows = 0
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
