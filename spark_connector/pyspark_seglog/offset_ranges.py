@@ -3,7 +3,6 @@ partitions, and read back as record batches in the executors."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,8 +13,6 @@ from pyspark.sql.datasource import InputPartition
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
-METADATA_FILE = "meta.sqlite"  # what makes a folder a seglog data directory
-
 
 @contextmanager
 def open_log(path: str) -> Iterator:
@@ -23,7 +20,7 @@ def open_log(path: str) -> Iterator:
     cursors between calls, and deleting segments is left to the process that writes them."""
     import seglog
     from seglog.errors import InvalidArgumentError
-    if not os.path.isfile(os.path.join(path, METADATA_FILE)):
+    if not seglog.is_data_directory(path):
         raise InvalidArgumentError("path", path, "an existing seglog data directory")
     with seglog.open(path, background=False) as log:
         yield log
@@ -130,22 +127,23 @@ def read_range(piece: OffsetRange | InputPartition) -> Iterator[pa.RecordBatch]:
 def _stored_batches(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The stored batches holding [start, end), sliced to it. Messages deleted under the reader are data
     loss; with failOnDataLoss false the read goes on at the earliest offset left, never past `end`."""
-    with open_log(piece.path) as log, log.topic(piece.topic).reader(piece.start, piece.partition) as reader:
-        topic_name = log.topic(piece.topic).name
-        skipped = 0
-        while reader.offset < piece.end:
-            expected = reader.offset
-            batch = reader.read_batch(max_messages=piece.end - expected)
-            if reader.skipped > skipped:  # the reader went on at the earliest offset left
-                check_data_loss(piece.fail_on_data_loss, topic_name, piece.partition, expected,
-                                min(expected + reader.skipped - skipped, piece.end))
-                skipped = reader.skipped
-            if batch is None:
-                if reader.offset < piece.end:
-                    check_data_loss(piece.fail_on_data_loss, topic_name, piece.partition, reader.offset,
-                                    piece.end)
-                return
-            first = batch.column("offset")[0].as_py()
-            if first >= piece.end:
-                return
-            yield batch.slice(0, piece.end - first)
+    with open_log(piece.path) as log:
+        topic = log.topic(piece.topic)
+        with topic.reader(piece.start, piece.partition) as reader:
+            skipped = 0
+            while reader.offset < piece.end:
+                expected = reader.offset
+                batch = reader.read_batch(max_messages=piece.end - expected)
+                if reader.skipped > skipped:  # the reader went on at the earliest offset left
+                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, expected,
+                                    min(expected + reader.skipped - skipped, piece.end))
+                    skipped = reader.skipped
+                if batch is None:
+                    if reader.offset < piece.end:
+                        check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
+                                        piece.end)
+                    return
+                first = batch.column("offset")[0].as_py()
+                if first >= piece.end:
+                    return
+                yield batch.slice(0, piece.end - first)

@@ -12,11 +12,11 @@
 from seglog._core._messages import Message, MessageId
 from seglog.clock import ManualClock, system_clock
 from seglog.errors import SeglogError
-from seglog.log import Log, open
+from seglog.log import Log, is_data_directory, open
 from seglog.producer import Producer
 from seglog.reader import Reader
 from seglog.topic import Topic
 
 __version__ = "0.1.0"
 __all__ = ["Log", "ManualClock", "Message", "MessageId", "Producer", "Reader", "SeglogError", "Topic",
-           "open", "system_clock", "__version__"]
+           "is_data_directory", "open", "system_clock", "__version__"]

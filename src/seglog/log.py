@@ -34,6 +34,7 @@ from seglog.topic import Topic
 from seglog.writer import PartitionWriter
 
 MAX_PARTITIONS = 10_000
+METADATA_FILE = "meta.sqlite"  # its presence is what makes a directory a seglog data directory
 
 
 class Log:
@@ -48,7 +49,7 @@ class Log:
         self.config = BrokerConfig.load(self.path, broker_config)
         self.clock: Clock = clock or system_clock
         shutil.rmtree(self.path / "trash", ignore_errors=True)
-        self._metadata = Metadata(self.path / "meta.sqlite")
+        self._metadata = Metadata(self.path / METADATA_FILE)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[str, int] = {}
         self._writers_lock = threading.Lock()
@@ -244,6 +245,11 @@ class Log:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_data_directory(path: str | Path) -> bool:
+    """Whether `path` holds a seglog data directory (one that seglog.open made), without creating one."""
+    return (Path(path) / METADATA_FILE).is_file()
 
 
 def open(path: str | Path, *, clock: Clock | None = None, background: bool = True,  # noqa: A001

@@ -10,11 +10,11 @@ from pathlib import Path
 import click
 
 import seglog
+from seglog.log import METADATA_FILE
 from seglog.cli.errors import CliError
 
 DEFAULT_DATA = "seglog-data"
 ENV_VAR = "SEGLOG_DATA"
-METADATA_FILE = "meta.sqlite"  # what makes a directory a seglog data directory (see seglog/log.py)
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class DataDir:
     path: Path
 
     def exists(self) -> bool:
-        return (self.path / METADATA_FILE).is_file()
+        return seglog.is_data_directory(self.path)
 
     def require(self) -> Path:
         """The path, if it holds a seglog data directory; commands that only read never create one."""
