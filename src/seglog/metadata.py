@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,26 +56,32 @@ class Metadata:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
             self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One IMMEDIATE transaction under the lock: committed if the block ends normally, else rolled back."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def _ensure_namespace(self, tenant: str, namespace: str) -> None:
         self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
         self._db.execute("INSERT OR IGNORE INTO namespaces(name, tenant) VALUES (?, ?)",
                          (f"{tenant}/{namespace}", tenant))
 
     def create_topic(self, name: TopicName, partitions: int, config: dict[str, Any], created_ms: int) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction():
+            self._ensure_namespace(name.tenant, name.namespace)
             try:
-                self._ensure_namespace(name.tenant, name.namespace)
                 self._db.execute(
                     "INSERT INTO topics(name, namespace, partitions, config, created_ms) VALUES (?, ?, ?, ?, ?)",
-                                 (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
+                    (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
             except sqlite3.IntegrityError:
-                self._db.execute("ROLLBACK")
                 raise TopicExistsError(f"topic {name} already exists") from None
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     def topic(self, name: TopicName) -> TopicRecord:
         with self._lock:
@@ -119,37 +127,25 @@ class Metadata:
         return self._read_json("tenants", "config", tenant)
 
     def delete_tenant(self, tenant: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                namespaces = [r[0] for r in self._db.execute(
-                    "SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))]
-                if tenant == DEFAULT_TENANT:
-                    raise InvalidArgumentError("tenant", tenant, "a tenant other than 'public', which always exists")
-                if namespaces:
-                    raise NotEmptyError(f"tenant {tenant} still has namespaces: {', '.join(namespaces)}; "
-                                        "delete them first")
-                if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
-                    raise NotFoundError(f"tenant {tenant} does not exist")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction():
+            namespaces = [r[0] for r in self._db.execute(
+                "SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))]
+            if tenant == DEFAULT_TENANT:
+                raise InvalidArgumentError("tenant", tenant, "a tenant other than 'public', which always exists")
+            if namespaces:
+                raise NotEmptyError(f"tenant {tenant} still has namespaces: {', '.join(namespaces)}; "
+                                    "delete them first")
+            if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
+                raise NotFoundError(f"tenant {tenant} does not exist")
 
     def create_namespace(self, name: NamespaceName) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self._transaction():
+            if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name.tenant,)).fetchone():
+                raise NotFoundError(f"tenant {name.tenant} does not exist; create it first")
             try:
-                if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name.tenant,)).fetchone():
-                    raise NotFoundError(f"tenant {name.tenant} does not exist; create it first")
                 self._db.execute("INSERT INTO namespaces(name, tenant) VALUES (?, ?)", (str(name), name.tenant))
             except sqlite3.IntegrityError:
-                self._db.execute("ROLLBACK")
                 raise AlreadyExistsError(f"namespace {name} already exists") from None
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
 
     def namespaces(self, tenant: str | None = None) -> list[str]:
         with self._lock:
@@ -162,22 +158,16 @@ class Metadata:
             return [row[0] for row in rows]
 
     def delete_namespace(self, name: NamespaceName) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                if str(name) == DEFAULT:
-                    raise InvalidArgumentError("namespace", str(name), f"a namespace other than {DEFAULT!r}, "
-                                               "which always exists")
-                topics = [r[0] for r in self._db.execute(
-                    "SELECT name FROM topics WHERE namespace = ? ORDER BY name", (str(name),))]
-                if topics:
-                    raise NotEmptyError(f"namespace {name} still has topics: {', '.join(topics)}; delete them first")
-                if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
-                    raise NotFoundError(f"namespace {name} does not exist")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._transaction():
+            if str(name) == DEFAULT:
+                raise InvalidArgumentError("namespace", str(name), f"a namespace other than {DEFAULT!r}, "
+                                           "which always exists")
+            topics = [r[0] for r in self._db.execute(
+                "SELECT name FROM topics WHERE namespace = ? ORDER BY name", (str(name),))]
+            if topics:
+                raise NotEmptyError(f"namespace {name} still has topics: {', '.join(topics)}; delete them first")
+            if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
+                raise NotFoundError(f"namespace {name} does not exist")
 
     def namespace_policies(self, name: NamespaceName | str) -> Policies:
         return Policies.from_json(self._read_json("namespaces", "config", str(name)))
