@@ -25,7 +25,6 @@ class StagedFile(WriterCommitMessage):
     """What one task attempt staged."""
     task: int
     path: str
-    rows: int
 
 
 def new_write(data_directory: str) -> str:
@@ -43,12 +42,10 @@ def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBa
     """Write one task attempt's batches to a file of its own in `directory`."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
-    rows = 0
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for batch in batches:
             writer.write_batch(batch)
-            rows += batch.num_rows
-    return StagedFile(task, path, rows)
+    return StagedFile(task, path)
 
 
 def staged_batches(messages: Iterable[StagedFile | None]) -> Iterator[pa.RecordBatch]:

@@ -99,17 +99,16 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
          column("properties", STAGED.field("properties").type)], schema=STAGED)
 
 
-def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journal: _SinkState | None = None,
-            batch_id: int = -1) -> int:
+def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journal: _SinkJournal | None = None,
+            batch_id: int = -1) -> None:
     """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's and
-    Kafka's brokers do by default); returns how many.
+    Kafka's brokers do by default).
 
     Each row's partition is decided here, the same way every time (routed()), so the same staged rows go
     to the same partitions in the same order. With a journal (the streaming sink), the partitions' end
     offsets are noted before the first row is sent; if the driver died while publishing, the replay of
     the batch leaves out the rows it finds there already."""
     from seglog.errors import TopicNotFoundError
-    sent = 0
     with open_log(path) as log:
         try:
             topic = log.topic(topic_name)
@@ -124,10 +123,8 @@ def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journ
                     rows = resumed.left_out(rows, partition)
                     if rows.num_rows:
                         _send(producer, rows, partition, log.clock())
-                sent += batch.num_rows
     if journal:
         journal.published(batch_id)
-    return sent
 
 
 def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple[pa.RecordBatch, int]]:
@@ -208,7 +205,7 @@ def stage_task(directory: str, partitions: int, iterator: Iterator[pa.RecordBatc
                  (staged_rows(batch, partitions) for batch in iterator), STAGED)
 
 
-def _send(producer, rows: pa.RecordBatch, partition: int | None, now: int) -> None:
+def _send(producer, rows: pa.RecordBatch, partition: int, now: int) -> None:
     keys = rows.column("key")
     timestamps = rows.column("timestamp")
     properties = rows.column("properties")
@@ -254,7 +251,7 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
                           iterator)
 
     def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        journal = _SinkState(self.options.path, self.sink_id)
+        journal = _SinkJournal(self.options.path, self.sink_id)
         try:
             if batchId > journal.last_batch_id():
                 publish(self.options.path, self.options.topic, staged_batches(messages), journal, batchId)
@@ -281,7 +278,7 @@ def sink_id(options: dict[str, str]) -> str:
     return sha256(identity.encode()).hexdigest()[:16]
 
 
-class _SinkState:
+class _SinkJournal:
     """What a streaming query published: DATA/spark-sinks/ID.json, replaced atomically, holding the last
     batch id published and, while a batch is being published, its id and the partitions' end offsets
     before it."""

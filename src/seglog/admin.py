@@ -211,8 +211,7 @@ class Topics(_PolicyLevel):
             if live is None:
                 return False
             for partition, offset in positions.items():
-                move(live, partition, offset)
-                live.dirty = True
+                move(live, partition, offset)  # each marks the subscription dirty if it changed anything
         return True
 
     def _read(self, name: str) -> Policies:

@@ -69,10 +69,6 @@ class ClosedError(SeglogError):
     """The log, producer or reader was used after it was closed."""
 
 
-class MessageTooLargeError(InvalidArgumentError):
-    """A single message cannot fit any segment of this topic."""
-
-
 class NotFoundError(SeglogError, KeyError):
     """A tenant, namespace or subscription named in a call does not exist."""
 

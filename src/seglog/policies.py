@@ -20,8 +20,6 @@ MB = 1 << 20
 
 QUOTA_TYPES = ("destination_storage", "message_age")
 QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-# Where a policy in force was set, weakest first.
-LEVELS = ("broker", "namespace", "topic")
 
 
 @dataclass(frozen=True)
