@@ -43,11 +43,11 @@ _ITERATION_CHUNK = 1024
 # A reader's first touch of a segment's pages is faulted in with one madvise per range at least this big.
 _POPULATE_MIN_BYTES = 64 * 1024
 _POLL_START_S = 0.0002
+_POLL_MAX_S = 0.01
 # Segments a PartitionView keeps mapped (three maps, three file descriptors each), and how old a
 # directory's mtime must be before an unchanged mtime proves an unchanged directory (see rescan).
 MAX_OPEN_SEGMENTS = 256
 MTIME_SETTLED_NS = 1_000_000_000
-_POLL_MAX_S = 0.01
 
 
 class SegmentView:

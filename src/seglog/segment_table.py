@@ -65,7 +65,7 @@ class SegmentFacts:
         self._sealed: dict[int, SegmentRow] = {}
         # The sealed rows as arrays, for the listing they were built from: the view keeps its `bases`
         # list while the directory is unchanged, and only the active segment's row is built again.
-        self._sealed_arrays: tuple[list[int], tuple[np.ndarray, ...]] | None = None
+        self._sealed_arrays: tuple[list[int], np.ndarray] | None = None
 
     def table(self) -> SegmentTable:
         view = self.view
