@@ -280,3 +280,31 @@ def test_a_log_opened_without_background_runs_no_housekeeper(tmp_path, clock):
         assert log.run_maintenance().deleted_segments == []  # maintenance still runs when asked
     with seglog.open(tmp_path / "busy", clock=clock):
         assert housekeepers() == before + 1
+
+
+@pytest.mark.parametrize("reader_process", ["same", "other"])
+def test_a_reader_goes_on_at_the_earliest_offset_after_its_segments_were_deleted(tmp_path, clock, reader_process):
+    data = tmp_path / "data"
+    with seglog.open(data, clock=clock, background=False) as log:
+        topic = log.create_topic("deleted", segment_size="1 MiB", retention_time="1 day")
+        write_mib(topic, 3.5)
+        reader_log = log if reader_process == "same" else seglog.open(data, background=False)
+        reader = reader_log.topic("deleted").reader("earliest")
+        offsets = reader.read_batch(max_messages=10).column("offset").to_pylist()  # maps the first segment
+        first_kept = segments(topic)[3]
+        clock.advance(days=2)
+        log.run_maintenance()
+        assert segments(topic)[0] == first_kept
+        for _ in range(10_000):  # bounded: the partition holds about 3,600 messages
+            batch = reader.read_batch()
+            if batch is None:
+                break
+            offsets.extend(batch.column("offset").to_pylist())
+        end = topic.end_offset()
+        if reader_process == "other":
+            reader_log.close()
+    # What was still mapped may be read to its end; then the reader jumps to the earliest retained offset,
+    # counting what it skipped, and reads on to the end without an error.
+    jump = offsets.index(first_kept)
+    assert offsets == list(range(jump)) + list(range(first_kept, end))
+    assert reader.skipped == first_kept - jump

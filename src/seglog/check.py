@@ -2,8 +2,9 @@
 
 check: read every batch of every segment, checking header, offsets and CRC32C, and every index against its
 log; nothing is changed. repair: the recovery a writer runs when it opens a partition, applied to every
-partition and forced (clean shutdown markers are not trusted): torn tails cut, indexes rebuilt. Damage
-inside a sealed segment cannot be repaired without losing what follows it; repair reports it."""
+partition and forced (clean shutdown markers are not trusted): newest segments cut back to their commit
+point, every index that disagrees with its log rebuilt. Damage inside a sealed segment cannot be repaired
+without losing what follows it; repair reports it. recover_log: the recovery `seglog.open` runs."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from seglog.lock import writer_locks
+from seglog.errors import PartitionLockedError
+from seglog.lock import WriterLock, writer_locks
 from seglog.segment import (
     CLEAN_MARKER,
     LOCK_FILE,
+    Commit,
     SegmentPaths,
     close_map,
-    index_file_matches_log,
+    committed,
     list_segments,
     map_file,
-    scan_log,
+    read_index_files,
 )
-from seglog.writer import recover_partition
+from seglog.writer import RecoveryReport, mark_recovered, recover_partition
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class CheckReport:
     bytes_checked: int = 0
     batches: int = 0
     problems: list[Problem] = field(default_factory=list)
+    # Not damage: bytes after a partition's commit point (an unfinished append), which recovery cuts.
+    notes: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -55,35 +60,61 @@ def partition_directories(data_directory: Path) -> Iterator[Path]:
 
 
 def check_partition(directory: Path, report: CheckReport, progress: Callable[[int], None] | None = None) -> None:
+    """Scan every segment with CRC checks; sealed ones must be sound to their end and indexed exactly, the
+    newest must hold every committed batch (the commit rule, segment.Commit) and be indexed exactly."""
     bases = list_segments(directory)
+    clean = (directory / CLEAN_MARKER).exists()
     report.partitions += 1
     expected = bases[0] if bases else 0
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
+        newest = i == len(bases) - 1
         report.segments += 1
         if base != expected:
             report.problems.append(Problem(str(paths.log), 0, f"segment starts at offset {base}, "
                                                               f"expected {expected} (offsets missing)"))
+        offsets, times = read_index_files(paths)
         data = map_file(paths.log, writable=False)
         try:
-            scan = scan_log(data, base, verify_crc=True)
-            size = len(data) if data is not None else 0
+            commit = committed(data, base, offsets, times, clean=clean or not newest)
         finally:
             close_map(data)
-        last = i == len(bases) - 1
-        report.batches += scan.count
-        report.bytes_checked += scan.stop_position
+        report.bytes_checked += commit.scan.stop_position
+        report.batches += commit.count
         if progress:
-            progress(size)
-        # A sealed segment's index is final, and so is the last one's after a clean close; a live or
-        # crashed writer's active segment may have entries its index does not show yet.
-        index_final = not last or (directory / CLEAN_MARKER).exists()
-        if not scan.clean or (not last and scan.stop_position != size):
-            report.problems.append(Problem(str(paths.log), scan.stop_position, scan.reason))
-        elif index_final and not index_file_matches_log(paths, base, None if last else bases[i + 1]):
-            report.problems.append(Problem(str(paths.index), 0, "index does not match its log "
-                                                                 "(rebuilt by `seglog repair` or the next writer)"))
-        expected = int(scan.next_offsets[-1]) if scan.count else base
+            progress(commit.log_size)
+        if newest:
+            _check_newest(paths, commit, report)
+        else:
+            _check_sealed(paths, commit, report)
+        expected = int(commit.scan.next_offsets[commit.count - 1]) if commit.count else base
+
+
+def _check_sealed(paths: SegmentPaths, commit: Commit, report: CheckReport) -> None:
+    scan = commit.scan
+    if not scan.clean or scan.stop_position != commit.log_size:
+        report.problems.append(Problem(str(paths.log), scan.stop_position, scan.reason))
+    elif not commit.agrees:
+        report.problems.append(Problem(str(paths.index), 0, INDEX_DIFFERS))
+
+
+def _check_newest(paths: SegmentPaths, commit: Commit, report: CheckReport) -> None:
+    scan = commit.scan
+    if commit.damaged:
+        reason = scan.reason if commit.clean else \
+            f"{scan.reason}: the index names {commit.published} batches, the log holds {commit.count} of them " \
+            "soundly (recovery cuts the rest)"
+        report.problems.append(Problem(str(paths.log), scan.stop_position, reason))
+    elif not commit.agrees:
+        report.problems.append(Problem(str(paths.index), 0, INDEX_DIFFERS))
+    elif scan.stop_position > commit.end_position or not scan.clean:
+        what = "sound batches" if scan.clean else scan.reason
+        report.notes.append(Problem(str(paths.log), commit.end_position,
+                                    f"an unfinished append after the last committed batch ({what}; never "
+                                    "acknowledged, cut by the next writer or `seglog repair`)"))
+
+
+INDEX_DIFFERS = "index does not match its log (rebuilt by `seglog repair` or the next writer)"
 
 
 def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
@@ -94,21 +125,52 @@ def check_log(data_directory: Path, progress: Callable[[int], None] | None = Non
     return report
 
 
-def repair_log(data_directory: Path) -> tuple[int, int, list[Problem]]:
-    """Run forced recovery on every partition: returns (bytes cut, indexes rebuilt, damage left).
+@dataclass
+class RepairReport:
+    cut_bytes: int = 0
+    rebuilt_indexes: int = 0
+    damaged: list[Problem] = field(default_factory=list)  # damage left in sealed segments: reads stop there
+    lost: list[Problem] = field(default_factory=list)     # acknowledged batches gone before the repair, now cut
+
+
+def repair_log(data_directory: Path) -> RepairReport:
+    """Run forced recovery on every partition and mark each cleanly closed.
 
     Every partition's writer lock is taken before anything changes, so a partition locked by a running
     writer stops the repair before it has touched any partition."""
     directories = list(partition_directories(data_directory))
-    cut = rebuilt = 0
-    damaged: list[Problem] = []
+    repaired = RepairReport()
     with writer_locks(d / LOCK_FILE for d in directories):
         for directory in directories:
             report = recover_partition(directory, trust_clean=False)
-            cut += report.truncated_bytes
-            rebuilt += report.rebuilt_indexes
-            damaged += [Problem(*d) for d in report.damaged]
-    return cut, rebuilt, damaged
+            mark_recovered(directory)
+            repaired.cut_bytes += report.truncated_bytes
+            repaired.rebuilt_indexes += report.rebuilt_indexes
+            repaired.damaged += [Problem(*d) for d in report.damaged]
+            repaired.lost += [Problem(*d) for d in report.lost]
+    return repaired
+
+
+def recover_log(data_directory: Path) -> dict[Path, RecoveryReport]:
+    """Recover every partition that stopped without a clean close and has no writer now, and mark it
+    cleanly closed, as Kafka recovers its logs when it loads them: `seglog.open` does this, so every
+    process then reads what the next writer will keep. A partition whose writer lock another process
+    holds is that process's to recover."""
+    reports = {}
+    for directory in partition_directories(data_directory):
+        if (directory / CLEAN_MARKER).exists():
+            continue
+        try:
+            lock = WriterLock(directory / LOCK_FILE)
+        except PartitionLockedError:
+            continue
+        try:
+            if not (directory / CLEAN_MARKER).exists():  # a writer may have closed it meanwhile
+                reports[directory] = recover_partition(directory)
+                mark_recovered(directory)
+        finally:
+            lock.release()
+    return reports
 
 
 def total_log_bytes(data_directory: Path) -> int:

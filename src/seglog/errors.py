@@ -61,6 +61,16 @@ class CorruptLogError(SeglogError):
         super().__init__(f"{path}: corrupt record batch at byte {position}: {reason}")
 
 
+class IndexMismatchError(CorruptLogError):
+    """An index entry names other offsets or bytes than the sound batch the log holds there: the index is
+    damaged (it is derived data; `seglog repair` rebuilds it), not the log. `path` is the index file and
+    `position` the entry's byte in it."""
+
+    def __init__(self, path: str, position: int, reason: str) -> None:
+        super().__init__(path, position, reason)
+        self.args = (f"{path}: damaged index entry at byte {position}: {reason}",)
+
+
 class OffsetOutOfRangeError(SeglogError, LookupError):
     """A read asked for an offset the partition does not hold (deleted, or beyond the end)."""
 

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from seglog.errors import PartitionLockedError
+
+# How long a writer waits for readers that hold the lock shared (each for one scan of a segment).
+SHARED_HOLDERS_WAIT_S = 30.0
 
 
 class WriterLock:
@@ -21,13 +25,17 @@ class WriterLock:
 
     def __init__(self, path: Path, busy: Callable[[str, int | None], Exception] = PartitionLockedError) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_pid(fd)
-            os.close(fd)
-            raise busy(str(path), holder) from None
+        for _ in range(100):  # bounded: each round means another process removed the file meanwhile
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            if not _lock_exclusive(fd):
+                holder = _read_pid(fd)
+                os.close(fd)
+                raise busy(str(path), holder)
+            if _still_linked(fd, path):
+                break
+            os.close(fd)  # locked a file its holder removed (remove_and_release): lock the new one
+        else:
+            raise OSError(f"{path}: the lock file kept being removed while being locked")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd: int | None = fd
@@ -37,6 +45,66 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+    def remove_and_release(self) -> None:
+        """Delete the lock file, then release it: a process that opened the file meanwhile finds, once it
+        holds the lock, that the file is gone, and locks a new one (so no two processes ever hold it)."""
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            self.release()
+
+
+def _still_linked(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _lock_exclusive(fd: int) -> bool:
+    """Take the lock exclusively: at once, or after the readers holding it shared let go; False when
+    another process holds it exclusively (a writer)."""
+    deadline = time.monotonic() + SHARED_HOLDERS_WAIT_S
+    delay = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        try:  # a shared lock is granted only when nobody holds it exclusively
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+@contextmanager
+def unattended(lock_path: Path, clean_marker: Path) -> Iterator[bool]:
+    """Whether a partition stopped without a clean close and has no writer now. While the block runs with
+    True, a shared lock keeps any writer from starting (and recovering the files under the caller)."""
+    if clean_marker.exists():
+        yield False
+        return
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except FileNotFoundError:  # no writer ever ran here
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # a writer holds it: its index is the partition
+            yield False
+            return
+        # A writer may have closed cleanly between the look at the marker and the lock.
+        yield not clean_marker.exists()
+    finally:
+        os.close(fd)  # drops the shared lock
 
 
 def _read_pid(fd: int) -> int | None:

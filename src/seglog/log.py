@@ -15,8 +15,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from seglog.clock import Clock, system_clock
 from seglog.admin import Admin
+from seglog.check import recover_log
+from seglog.clock import Clock, system_clock
 from seglog.maintenance import Housekeeper, MaintenanceReport, run_pass
 from seglog.policies import EffectivePolicies
 from seglog.quota import QuotaGuard
@@ -50,6 +51,10 @@ class Log:
         self.clock: Clock = clock or system_clock
         shutil.rmtree(self.path / "trash", ignore_errors=True)
         self._metadata = Metadata(self.path / METADATA_FILE)
+        # As Kafka at log load: partitions left by an unclean stop and nobody's to write now are cut back
+        # to their commit point here, so every process reads what the next writer keeps. Readers that
+        # must not change files (background=False) apply the same rule in memory (reader.SegmentView).
+        self.recovered = recover_log(self.path) if background else {}
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[str, int] = {}
         self._writers_lock = threading.Lock()

@@ -9,6 +9,7 @@ the log or the segment file."""
 from __future__ import annotations
 
 import bisect
+import logging
 import mmap
 import os
 import time
@@ -21,21 +22,28 @@ import pyarrow as pa
 
 from seglog._core import _format
 from seglog._core._format import ScanStatus
-from seglog._core._index import IndexView
+from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
-from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
+from seglog.errors import ClosedError, CorruptLogError, IndexMismatchError, InvalidArgumentError, \
+    OffsetOutOfRangeError
+from seglog.lock import unattended
 from seglog.segment import (
     CLEAN_MARKER,
+    LOCK_FILE,
     SegmentPaths,
+    committed,
     in_memory_index,
     index_arrays,
     index_matches_log,
     index_sound,
     list_segments,
     map_file,
+    read_index_files,
     scan_log,
 )
+
+logger = logging.getLogger("seglog.reader")
 
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
@@ -53,17 +61,25 @@ MTIME_SETTLED_NS = 1_000_000_000
 class SegmentView:
     """A segment mapped for reading. Remaps when the writer has grown the files past the maps.
 
-    The index file is trusted for the active segment (its writer maintains it); for a sealed segment only
-    when it ends exactly at the end of the log and at the next segment's base offset. Otherwise the log is
-    indexed in memory, as far as it is sound, and reads stop with CorruptLogError where it is not."""
+    Which index it follows (docs/FORMAT.md, Recovery): a sealed segment's file index when it ends exactly at
+    the end of the log and at the next segment's base offset, else the log indexed in memory as far as it
+    is sound. The newest segment's file index while a writer publishes it or after a clean close; after an
+    unclean stop with no writer yet, the commit rule applied in memory (segment.committed), exactly what
+    the next writer's recovery will keep. Every entry used is checked against its batch header."""
 
     def __init__(self, directory: Path, base_offset: int, next_base: int | None) -> None:
+        self.directory = directory
         self.paths = SegmentPaths.of(directory, base_offset)
         self.base_offset = base_offset
+        self.next_base = next_base
         self.data: mmap.mmap | None = None
         self.whole: pa.Buffer | None = None
         self.index: IndexView
+        self._file_index: IndexView | None = None
         self._index_identity: tuple | None = None  # (inode, size) of both index files as mapped
+        # Set while following the commit rule in memory: the file's published count then. A writer that
+        # recovers the partition publishes after it, and the file index becomes the one to follow again.
+        self._recovered_from: int | None = None
         self.settled = False  # a newer segment exists: no writer will append here again
         self._map_data()
         self._map_index()
@@ -77,21 +93,36 @@ class SegmentView:
 
     def _map_index(self) -> None:
         self._index_identity = self._current_identity()
+        self._file_index = self._open_file_index() if self._index_identity is not None else None
+        self._recovered_from = None
+        if self.next_base is None and not self.settled:
+            with unattended(self.directory / LOCK_FILE, self.directory / CLEAN_MARKER) as stopped:
+                if stopped:  # the shared lock keeps a recovering writer from cutting the log meanwhile
+                    self.index = self._committed_index()
+                    self._recovered_from = self._file_index.count if self._file_index is not None else 0
+                    return
+        self.index = self._file_index if self._file_index is not None else self._scanned_index()
+
+    def _open_file_index(self) -> IndexView | None:
         try:
             offsets_map = map_file(self.paths.index, writable=False, random_access=True)
             times_map = map_file(self.paths.timeindex, writable=False, random_access=True)
         except FileNotFoundError:
-            offsets_map = times_map = None
+            return None
         offsets, times = index_arrays(offsets_map), index_arrays(times_map)
-        if len(offsets) == len(times) and self._index_identity is not None:
-            self.index = IndexView(offsets, times, self.base_offset)
-        else:
-            self.index = self._scanned_index()
-            self._index_identity = None  # not the file's: look again at the next refresh
+        return IndexView(offsets, times, self.base_offset) if len(offsets) == len(times) else None
+
+    def _committed_index(self) -> IndexView:
+        """The commit rule in memory, from the same input the next writer's recovery will read."""
+        self._ensure_mapped(os.path.getsize(self.paths.log))
+        commit = committed(self.data, self.base_offset, *read_index_files(self.paths))
+        return in_memory_index(commit.entries(), self.base_offset)
 
     def _scanned_index(self) -> IndexView:
-        self._ensure_mapped(os.path.getsize(self.paths.log))
-        return in_memory_index(scan_log(self.data, self.base_offset, verify_crc=False), self.base_offset)
+        size = os.path.getsize(self.paths.log)
+        self._ensure_mapped(size)
+        end = size if self.data is None else min(size, len(self.data))  # never past the file: SIGBUS
+        return in_memory_index(scan_log(self.data, self.base_offset, verify_crc=False, end=end), self.base_offset)
 
     def refresh(self) -> int:
         """Pick up entries the writer has published since; returns the entry count.
@@ -99,8 +130,14 @@ class SegmentView:
         While a writer may still append, the index file is remapped when it is no longer the one mapped:
         re-extended after a clean close, replaced by a recovering writer, or created after this view."""
         count = self.index.refresh()
-        if not self.settled and (self._index_identity is None
-                                 or self._current_identity() != self._index_identity):
+        if self.settled:
+            return count
+        if self._recovered_from is not None:
+            moved = self._current_identity() != self._index_identity or (
+                self._file_index is not None and self._file_index.refresh() > self._recovered_from)
+        else:
+            moved = self._index_identity is None or self._current_identity() != self._index_identity
+        if moved:
             self._map_index()
             count = self.index.refresh()
         return count
@@ -118,6 +155,7 @@ class SegmentView:
         with `next_base` None, the partition was closed cleanly. Keep the file index if it is sound and
         covers the log, else index the log in memory as far as it is sound. A sound index that ends past
         the end of the file is kept: the log was cut short, and reading the missing batch reports it."""
+        self.next_base = next_base
         self.refresh()
         self.settled = next_base is not None  # a cleanly closed partition may get a writer again
         size = os.path.getsize(self.paths.log)
@@ -126,6 +164,23 @@ class SegmentView:
         if index_sound(self.index, size) and self.index.end_position > size:
             return
         self.index = self._scanned_index()
+
+    def reconsider(self, error: CorruptLogError) -> bool:
+        """A read found the batch of an entry damaged, or sound but not the one the entry names (an
+        IndexMismatchError): choose the index again (True), or give up (False). Where the log decides
+        (a sealed segment, a cleanly closed partition) a damaged index gives way to the log indexed in
+        memory; the newest segment otherwise follows its writer's index again or, with no writer, the
+        commit rule, which leaves a damaged last batch out."""
+        log_decides = self.settled or (self.directory / CLEAN_MARKER).exists()
+        if isinstance(error, IndexMismatchError) and log_decides:
+            logger.warning("%s; reading %s by its log (`seglog repair` rebuilds the index)", error,
+                           self.paths.log.name)
+            self.index = self._scanned_index()  # kept until the index files change
+            return True
+        if not self.settled:
+            self._map_index()
+            return True
+        return False
 
     def damage_at_end(self) -> CorruptLogError | None:
         """Why the log goes on past the last indexed batch of this settled segment, if it does."""
@@ -143,12 +198,20 @@ class SegmentView:
             self._map_data()
 
     def batch_at(self, entry: int) -> tuple[int, int, int, int]:
-        """(position, end, base_offset, count) of indexed batch `entry`."""
+        """(position, end, base_offset, count) of indexed batch `entry`, its header checked against the
+        entry (CorruptLogError if the log is damaged there, IndexMismatchError if the index is)."""
         base, next_offset, start, end = self.index.entry(entry)
         self._ensure_mapped(end)
         if self.data is None or len(self.data) < end:
             raise CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
                                   "the end of the file (the log was cut short)")
+        if not _format.header_agrees(self.data, start, end, base, next_offset - base):
+            status = _format.verify_batch(self.data, start, len(self.data))
+            if status != ScanStatus.SCAN_END:
+                raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
+            raise IndexMismatchError(str(self.paths.index), entry * ENTRY_BYTES,
+                                      f"entry {entry} names offsets {base} to {next_offset - 1} at bytes {start} "
+                                      f"to {end} of {self.paths.log.name}, but the sound batch there differs")
         if end - self._populated_end >= _POPULATE_MIN_BYTES:  # small ranges: faults beat a syscall
             _format.populate_read(self.data, max(start, self._populated_end), end)
             self._populated_end = end
@@ -175,7 +238,7 @@ class PartitionView:
         self._listed_mtime_ns: int | None = None  # the directory's mtime when its listing can be trusted
         self.rescan()
 
-    def rescan(self) -> None:
+    def rescan(self, *, force: bool = False) -> None:
         """List the segments again, unless the directory is unchanged since a listing that can be trusted.
 
         A file created or deleted sets the directory's mtime, but only to a coarse clock: a change in
@@ -185,7 +248,7 @@ class PartitionView:
             mtime = os.stat(self.directory).st_mtime_ns
         except FileNotFoundError:
             mtime = None
-        if mtime is not None and mtime == self._listed_mtime_ns:
+        if mtime is not None and mtime == self._listed_mtime_ns and not force:
             return
         listed_at = time.time_ns()
         bases = list_segments(self.directory)
@@ -329,10 +392,19 @@ class Reader:
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, _POLL_MAX_S)
 
-    def locate(self, offset: int):
+    def locate(self, offset: int, *, retry: bool = True):
         """(segment view, position, base offset, count) of the stored batch holding `offset`, its CRC checked
         (when this reader checks CRCs), or None if it is not written yet. Raises OffsetOutOfRangeError for
         an offset no longer retained."""
+        try:
+            return self._locate(offset, retry)
+        except FileNotFoundError:  # a segment deleted (by the lifecycle rules) since it was listed
+            if not retry:
+                raise OffsetOutOfRangeError(f"partition {self.partition}: offset {offset} was deleted") from None
+            self._view.rescan(force=True)
+            return self.locate(offset, retry=False)
+
+    def _locate(self, offset: int, retry: bool):
         segments = self._view
         base = segments.segment_for(offset)
         if base is None:
@@ -352,7 +424,7 @@ class Reader:
             # Past this segment's entries: the offset is not written yet, or a newer segment holds it.
             segments.rescan()
             if segments.segment_for(offset) != base:
-                return self.locate(offset)
+                return self._locate(offset, retry)
             next_base = segments.next_base(base)
             if next_base is None:
                 return None
@@ -362,10 +434,16 @@ class Reader:
                 raise view.damage_at_end() or CorruptLogError(
                     str(view.paths.log), view.index.end_position,
                     f"offsets {view.index.next_offset} to {next_base - 1} are missing")
-        position, end, batch_base, count = view.batch_at(entry)
-        if self.verify_crc and self._verified != (view, position):  # once per batch, however it is sliced
-            view.verify(position, end)
-            self._verified = (view, position)
+        try:
+            position, end, batch_base, count = view.batch_at(entry)
+            if self.verify_crc and self._verified != (view, position):  # once per batch, however it is sliced
+                view.verify(position, end)
+                self._verified = (view, position)
+        except CorruptLogError as error:
+            if retry and view.reconsider(error):
+                self._verified = None
+                return self._locate(offset, retry=False)
+            raise
         return view, position, batch_base, count
 
     def close(self) -> None:

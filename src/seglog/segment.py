@@ -178,8 +178,9 @@ def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, s
 
 def index_sound(index: IndexView, log_size: int) -> bool:
     """Whether the entries can describe real batches: each at least a header and one record long, at most
-    2 GiB, holding between one record and one per 8 body bytes, and all but the last inside the file (a
-    log cut short leaves its last batch past the end)."""
+    2 GiB, holding between one record and one per 8 body bytes (so both columns strictly increase), and all
+    but the last inside the file (a log cut short leaves its last batch past the end). A flipped bit that
+    keeps all of this true is caught where the entry is used: readers compare it with the batch header."""
     if index.count == 0:
         return True
     next_offsets, ends, _ = index.arrays()
@@ -216,6 +217,135 @@ def index_file_matches_log(paths: SegmentPaths, base_offset: int, next_base: int
     finally:
         close_map(offsets_map)
         close_map(times_map)
+
+
+def published_count(offsets: np.ndarray) -> int:
+    """The entries a writer published in an index file's `(next_offset, end_position)` rows: up to the last
+    non-zero next_offset. Readers stop at the first zero slot; recovery looks further, so that a slot
+    zeroed by damage is rebuilt from the log rather than taken for the end."""
+    written = np.flatnonzero(offsets[:, 0])
+    return int(written[-1]) + 1 if len(written) else 0
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What the newest segment of a partition holds (docs/FORMAT.md, Recovery).
+
+    While a writer runs, a batch is committed when its index entry is published: the writer acknowledges
+    a write only after that. So after an unclean stop the segment holds the batches its index published,
+    as far as its log holds them soundly (header and CRC32C checked), with the entries as the log has them
+    (a damaged entry is taken from the log); bytes after them are an unfinished append (never
+    acknowledged) or damage. After a clean close (`clean`) the close had trimmed the log to its last
+    batch, so the log is authoritative and the index mere derived data: the segment holds the log's sound
+    batches. Writers' recovery, readers of an unattended partition, `seglog check` and `seglog repair`
+    all apply this one rule."""
+    scan: ScanResult           # the log's sound prefix
+    log_size: int              # the size of the log scanned
+    published: int | None      # entries the index files name; None when they are missing or unusable
+    published_end: int         # the byte after the last batch the index names (0 when none)
+    agrees: bool               # the index names exactly the committed batches, as the log has them
+    clean: bool                # the partition was closed cleanly: the log decides
+
+    @property
+    def count(self) -> int:
+        if self.published is None or self.clean:
+            return self.scan.count
+        return min(self.published, self.scan.count)
+
+    @property
+    def end_position(self) -> int:
+        return int(self.scan.end_positions[self.count - 1]) if self.count else 0
+
+    @property
+    def damaged(self) -> bool:
+        """Whether committed batches were lost: batches the index published that the log no longer holds
+        soundly (damage, or a power loss without fsync), or, after a clean close, unsound bytes."""
+        lost = self.published is not None and self.published > self.scan.count
+        return lost or (self.clean and not self.scan.clean)
+
+    def entries(self) -> ScanResult:
+        """The committed batches' entries, as a scan result ending at the commit point."""
+        n = self.count
+        scan = self.scan
+        return ScanResult(scan.next_offsets[:n], scan.end_positions[:n], scan.max_timestamps[:n],
+                          self.end_position, ScanStatus.SCAN_END)
+
+
+def committed(data: mmap.mmap | None, base_offset: int, offsets: np.ndarray | None,
+              times: np.ndarray | None, *, clean: bool = False) -> Commit:
+    """Apply the commit rule (Commit) to a segment's mapped log and its index rows (None: no usable index
+    files). Checks every CRC of the log: this runs once per unclean stop, not on every open."""
+    scan = scan_log(data, base_offset, verify_crc=True)
+    size = 0 if data is None else len(data)
+    published = _plausible_count(offsets, times, base_offset, size)
+    if published is None:  # no index to go by (missing, or damaged past belief): the log decides
+        return Commit(scan, size, None, 0, False, clean)
+    published_end = int(offsets[published - 1, 1]) if published else 0
+    count = scan.count if clean else min(published, scan.count)
+    agrees = published == count and _rows_agree(offsets, times, scan, count)
+    return Commit(scan, size, published, published_end, agrees, clean)
+
+
+def _plausible_count(offsets: np.ndarray | None, times: np.ndarray | None, base_offset: int,
+                     log_size: int) -> int | None:
+    """The published count of index rows that could describe real batches (index_sound, no zero slot
+    among them), else None."""
+    if offsets is None or times is None or len(offsets) != len(times):
+        return None
+    published = published_count(offsets)
+    view = IndexView(offsets, times, base_offset)
+    return published if view.count == published and index_sound(view, log_size) else None
+
+
+def last_batch_matches(paths: SegmentPaths, base_offset: int) -> bool:
+    """Whether the newest segment's files are as a clean close left them, judged without a scan: its
+    index fits its log (index_file_matches_log) and the header of its last batch is the one the index
+    names (a log zeroed by a power loss after the close is not)."""
+    if not index_file_matches_log(paths, base_offset, None):
+        return False
+    offsets, times = read_index_files(paths)
+    view = IndexView(offsets, times, base_offset)
+    if view.count == 0:
+        return True
+    base, next_offset, start, end = view.entry(view.count - 1)
+    with open(paths.log, "rb") as log_file:
+        log_file.seek(start)
+        header = log_file.read(_format.HEADER_BYTES)
+    return len(header) == _format.HEADER_BYTES and _format.header_agrees(
+        header + bytes(end - start - _format.HEADER_BYTES), 0, end - start, base, next_offset - base)
+
+
+def _rows_agree(offsets: np.ndarray, times: np.ndarray, scan: ScanResult, n: int) -> bool:
+    return bool((offsets[:n, 0] == scan.next_offsets[:n]).all() and (offsets[:n, 1] == scan.end_positions[:n]).all()
+                and (times[:n, 0] == scan.max_timestamps[:n]).all() and (times[:n, 1] == scan.next_offsets[:n]).all())
+
+
+def read_index_files(paths: SegmentPaths) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """A segment's index rows, copied out of its files; (None, None) if either is missing or empty.
+
+    Files of unequal size are read to the shorter: a crash between the two trims of a roll leaves them so,
+    and what a trim removes is empty slots."""
+    try:
+        offsets = np.fromfile(paths.index, dtype=np.int64)
+        times = np.fromfile(paths.timeindex, dtype=np.int64)
+    except FileNotFoundError:
+        return None, None
+    rows = min(len(offsets), len(times)) // 2
+    if rows == 0:
+        return None, None
+    return offsets[:rows * 2].reshape(-1, 2), times[:rows * 2].reshape(-1, 2)
+
+
+def zero_range(path: Path, start: int, end: int) -> None:
+    """Overwrite [start, end) of a file with zeros, keeping its size: a reader in another process may
+    have those pages mapped, and cutting them off would make its next touch a SIGBUS."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        chunk = bytes(min(end - start, 1 << 20))
+        while start < end:
+            start += os.pwrite(fd, chunk[:end - start], start)
+    finally:
+        os.close(fd)
 
 
 def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:

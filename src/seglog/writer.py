@@ -31,14 +31,17 @@ from seglog.segment import (
     LOCK_FILE,
     SegmentPaths,
     close_map,
+    committed,
     index_arrays,
     index_file_matches_log,
     index_slots,
+    last_batch_matches,
     list_segments,
     map_file,
-    scan_log,
+    read_index_files,
     truncate_file,
     write_index_files,
+    zero_range,
 )
 
 log = logging.getLogger("seglog.writer")
@@ -117,49 +120,98 @@ class ActiveSegment:
 
 @dataclass
 class RecoveryReport:
-    """What opening a partition for writing found and repaired."""
+    """What recovering a partition found and repaired."""
     clean: bool = False  # the last writer closed the partition cleanly
     truncated_bytes: int = 0
     rebuilt_indexes: int = 0
-    damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason) in sealed segments
+    damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason): damage left in sealed segments
+    lost: list[tuple[str, int, str]] | None = None  # acknowledged batches the newest segment no longer held
 
 
 def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryReport:
-    """Make a partition's files consistent, as a writer does on open and `seglog repair` does on demand.
+    """Make a partition's files consistent (the caller holds its writer lock), as a writer does when it
+    opens, `seglog.open` does for a partition nobody writes, and `seglog repair` does on demand.
 
-    The active (last) segment is scanned with CRC checks unless the last close was clean, and a torn or
-    corrupt tail is cut off; a sealed segment whose index does not match its log is re-indexed from it.
-    With `trust_clean=False` (repair) every segment is scanned with CRC checks. Damage inside a sealed
-    segment is reported, never skipped or cut: reads stop there with its position."""
-    clean = trust_clean and (directory / CLEAN_MARKER).exists()
-    report = RecoveryReport(clean=clean, damaged=[])
+    Logs are read only where something may be wrong: the newest segment after an unclean stop is cut back
+    to its commit point (segment.Commit), and a segment whose index does not fit its log is indexed again
+    from the log (a cheap look at the index files, no scan, tells). With `trust_clean=False` (repair)
+    every log is scanned with CRC checks and every index that disagrees with its log is rebuilt. Damage
+    inside a sealed segment is reported, never cut: reads stop there with its position."""
+    clean = (directory / CLEAN_MARKER).exists()
+    report = RecoveryReport(clean=clean and trust_clean, damaged=[], lost=[])
     bases = list_segments(directory)
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
         next_base = bases[i + 1] if i + 1 < len(bases) else None
-        last = next_base is None
-        consistent = index_file_matches_log(paths, base, next_base)
-        if consistent and trust_clean and (clean or not last):
+        if trust_clean and next_base is not None and index_file_matches_log(paths, base, next_base):
             continue
-        data = map_file(paths.log, writable=False)
-        try:
-            scan = scan_log(data, base, verify_crc=True)
-        finally:
-            close_map(data)
-        log_size = paths.log.stat().st_size
-        torn_tail = last and not scan.clean
-        if torn_tail:
-            log.warning("%s: cut %d bytes after the last sound batch at %d (%s)", paths.log,
-                        log_size - scan.stop_position, scan.stop_position, scan.reason)
-            report.truncated_bytes += log_size - scan.stop_position
-            truncate_file(paths.log, scan.stop_position)  # zeroes everything after it when re-extended
-        elif not last and (not scan.clean or scan.stop_position != log_size):
-            report.damaged.append((str(paths.log), scan.stop_position, scan.reason))
-            log.error("%s: damaged at byte %d (%s)", paths.log, scan.stop_position, scan.reason)
-        if not consistent or torn_tail:
-            write_index_files(paths, base, scan, scan.count + 1)
-            report.rebuilt_indexes += 1
+        if next_base is None:
+            if trust_clean and clean and last_batch_matches(paths, base):
+                continue
+            _recover_newest(paths, base, clean, report)
+        else:
+            _reindex_sealed(paths, base, report)
     return report
+
+
+def _recover_newest(paths: SegmentPaths, base: int, clean: bool, report: RecoveryReport) -> None:
+    """Cut the newest segment back to its commit point and make its index say exactly that."""
+    offsets, times = read_index_files(paths)
+    data = map_file(paths.log, writable=False)
+    try:
+        commit = committed(data, base, offsets, times, clean=clean)
+    finally:
+        close_map(data)
+    size = paths.log.stat().st_size
+    cut = commit.end_position
+    if commit.damaged:
+        reason = (f"{commit.scan.reason} at byte {commit.scan.stop_position}; the index names "
+                  f"{commit.published} batches, the log holds {commit.scan.count} soundly")
+        report.lost.append((str(paths.log), commit.scan.stop_position, reason))
+        log.error("%s: acknowledged batches lost: %s", paths.log, reason)
+    if size > cut:
+        # Damaged batches that the index published may be mapped by readers in other processes: zero
+        # them rather than cut the file from under them. Everything after is no reader's business.
+        kept = max(cut, min(commit.published_end, size))
+        zero_range(paths.log, cut, kept)
+        truncate_file(paths.log, kept)
+        report.truncated_bytes += size - cut
+        log.warning("%s: cut %d bytes after the last committed batch at byte %d (%s)", paths.log,
+                    size - cut, cut, commit.scan.reason if commit.damaged else "an unfinished append")
+    if not commit.agrees:
+        write_index_files(paths, base, commit.entries(), commit.count + 1)
+        report.rebuilt_indexes += 1
+
+
+def _reindex_sealed(paths: SegmentPaths, base: int, report: RecoveryReport) -> None:
+    """Scan a sealed segment with CRC checks: report damage, and index it again if its index disagrees."""
+    offsets, times = read_index_files(paths)
+    data = map_file(paths.log, writable=False)
+    try:
+        commit = committed(data, base, offsets, times, clean=True)  # sealed: the log decides
+    finally:
+        close_map(data)
+    scan = commit.scan
+    if not scan.clean or scan.stop_position != commit.log_size:
+        report.damaged.append((str(paths.log), scan.stop_position, scan.reason))
+        log.error("%s: damaged at byte %d (%s)", paths.log, scan.stop_position, scan.reason)
+    if not commit.agrees:
+        write_index_files(paths, base, scan, scan.count + 1)
+        report.rebuilt_indexes += 1
+
+
+def mark_recovered(directory: Path) -> None:
+    """Record a recovered partition as cleanly closed, so the next open reads nothing. Its newest
+    segment's last write becomes the newest timestamp it holds, as a writer reopening it after a crash
+    would assume (Kafka's time retention does the same)."""
+    bases = list_segments(directory)
+    if bases:
+        paths = SegmentPaths.of(directory, bases[-1])
+        _, times = read_index_files(paths)
+        written = times[times[:, 1] != 0] if times is not None else ()
+        if len(written):
+            os.utime(paths.log, ns=(int(written[-1, 0]) * 1_000_000,) * 2)
+    (directory / CLEAN_MARKER).touch()
 
 
 class PartitionWriter:
@@ -197,12 +249,11 @@ class PartitionWriter:
         size = paths.log.stat().st_size if reopen else 0
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
-        created, last_write = self.clock(), None
-        if reopen and size:
-            with open(paths.log, "rb") as log_file:  # the first batch's header, not the whole segment
-                created = _format.read_header(log_file.read(_format.HEADER_BYTES), 0)[6]
-            last_write = self._reopened_last_write(paths)
-        return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter, last_write)
+        segment = ActiveSegment(self.directory, base_offset, capacity, slots, self.clock(), self._prefaulter)
+        if segment.index.count:  # reopened with batches: its age counts from the first one
+            segment.created_ms = _format.read_header(segment.data, 0)[6]
+            segment.last_write_ms = self._reopened_last_write(paths)
+        return segment
 
     def _reopened_last_write(self, paths: SegmentPaths) -> int:
         """After a clean close the file's mtime is its last write by the log's clock (ActiveSegment.close);

@@ -200,6 +200,19 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     return SCAN_END if crc == h.crc else SCAN_BAD_CRC
 
 
+def header_agrees(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count) -> bool:
+    """Whether the batch header at `start` describes what an index entry says is there: `count` records from
+    `base_offset`, ending at `end`. One 64-byte read: readers check every entry they use, so a damaged index
+    is caught rather than followed (docs/FORMAT.md, Recovery)."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchHeader h
+    if start < 0 or start + HEADER_SIZE > end or end > view.shape[0]:
+        return False
+    memcpy(&h, &view[start], HEADER_SIZE)
+    return (h.magic == MAGIC and h.header_size == HEADER_SIZE and h.base_offset == base_offset
+            and h.record_count == count and HEADER_SIZE + <Py_ssize_t>h.body_length == end - start)
+
+
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
                  int64_t[::1] next_offsets, int64_t[::1] end_positions, int64_t[::1] max_timestamps,
                  int64_t running_max_timestamp=INT64_MIN):

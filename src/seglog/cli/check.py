@@ -35,11 +35,14 @@ def check(ctx: click.Context, data: DataDir) -> None:
         summary.add_row(label, value)
     console = out()
     console.print(summary)
+    if report.notes:
+        console.print("Not damage (nothing acknowledged is lost):")
+        print_problems(console, report.notes, style="yellow")
     if report.ok:
         console.print(f"[green]OK[/]: no damage in {escape(str(path))}")
         return
     count = len(report.problems)
     console.print(f"[bold red]{count} problem{'s' if count > 1 else ''} found[/] "
-                  "(`seglog repair` cuts torn tails and rebuilds indexes):")
+                  "(`seglog repair` cuts what follows the last committed batch and rebuilds indexes):")
     print_problems(console, report.problems)
     ctx.exit(EXIT_DAMAGE)

@@ -17,7 +17,8 @@ from seglog.cli.verify import check_with_progress, print_problems
 @pass_data
 @click.pass_context
 def repair(ctx: click.Context, data: DataDir) -> None:
-    """Repair the data directory: cut torn or corrupt tails, rebuild indexes that do not match their log.
+    """Repair the data directory: cut each partition back to its last committed batch, rebuild indexes that
+    do not match their log.
 
     What a writer does when it opens a partition, applied to every partition without trusting clean-shutdown
     markers; then the whole directory is checked as `seglog check` does. Damage inside a sealed (not the
@@ -25,12 +26,17 @@ def repair(ctx: click.Context, data: DataDir) -> None:
     A partition being written by a running process is refused (exit code 2).
     """
     path = data.require()
-    cut, rebuilt, damaged = repair_log(path)
+    repaired = repair_log(path)
     report, _seconds = check_with_progress(path, label="verifying")
-    remaining = list(dict.fromkeys([*damaged, *report.problems]))  # Problem is hashable: no duplicates
+    remaining = list(dict.fromkeys([*repaired.damaged, *report.problems]))  # Problem is hashable: no duplicates
     console = out()
-    console.print(f"Cut {cut:,} bytes ({approximate_size(cut)}) of torn or corrupt tails")
+    cut, rebuilt = repaired.cut_bytes, repaired.rebuilt_indexes
+    console.print(f"Cut {cut:,} bytes ({approximate_size(cut)}) after the last committed batches")
     console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")
+    if repaired.lost:
+        console.print("[bold yellow]Acknowledged batches were lost[/] before this repair (a power loss without "
+                      "fsync, or damage) and are cut now:")
+        print_problems(console, repaired.lost, style="yellow")
     if not remaining:
         console.print(f"[green]OK[/]: no damage remains in {escape(str(path))}")
         return

@@ -23,7 +23,7 @@ def check_with_progress(path: Path, label: str = "checking") -> tuple[CheckRepor
         return report, time.perf_counter() - started
 
 
-def print_problems(console: Console, problems: list[Problem]) -> None:
+def print_problems(console: Console, problems: list[Problem], style: str = "red") -> None:
     """One line per problem: file, byte position, reason (never wrapped, so the path stays whole)."""
     for problem in problems:
-        console.print(f"  {escape(str(problem))}", style="red", soft_wrap=True)
+        console.print(f"  {escape(str(problem))}", style=style, soft_wrap=True)
