@@ -13,18 +13,22 @@ from dataclasses import dataclass
 
 from seglog.errors import InvalidNameError
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "NamespaceName", "TopicName",
-           "validate_part"]
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "MAX_SUBSCRIPTION_NAME_LENGTH", "NamespaceName",
+           "TopicName", "validate_part", "validate_subscription_name"]
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 MAX_PART_LENGTH = 255
+# A subscription's files are `<name>.cursor`, `<name>.cursor.tmp` and `<name>.lock`: room for the longest
+# suffix, and a little more for any a later version adds.
+MAX_SUBSCRIPTION_NAME_LENGTH = MAX_PART_LENGTH - 16
 
 _PERSISTENT = "persistent://"
 
 _PART = re.compile(r"[A-Za-z0-9_\-.=:]+")
 _PART_ACCEPTED = (f"1 to {MAX_PART_LENGTH} characters: ASCII letters, digits and _ - . = : "
                   "(not '.' or '..', not starting with '.')")
+_SUBSCRIPTION_ACCEPTED = _PART_ACCEPTED.replace(str(MAX_PART_LENGTH), str(MAX_SUBSCRIPTION_NAME_LENGTH))
 _TOPIC_ACCEPTED = ("'topic' (in public/default), 'tenant/namespace/topic' or "
                    f"'persistent://tenant/namespace/topic'; each part {_PART_ACCEPTED}")
 _NAMESPACE_ACCEPTED = f"'tenant/namespace'; each part {_PART_ACCEPTED}"
@@ -38,6 +42,15 @@ def validate_part(part: str, *, kind: str) -> str:
     if problem:
         raise InvalidNameError(kind, part, _PART_ACCEPTED, problem)
     return part
+
+
+def validate_subscription_name(name: str) -> str:
+    """Return `name` if it may name a subscription, else raise InvalidNameError. The rule of the other
+    parts, but shorter: a subscription's files add a suffix to its name (`<name>.cursor.tmp`)."""
+    problem = _part_problem(name, MAX_SUBSCRIPTION_NAME_LENGTH)
+    if problem:
+        raise InvalidNameError("subscription name", name, _SUBSCRIPTION_ACCEPTED, problem)
+    return name
 
 
 @dataclass(frozen=True)
@@ -135,14 +148,14 @@ def _checked_parts(name: str, parts: list[str], *, kinds: tuple[str, ...], argum
     return parts
 
 
-def _part_problem(part: object) -> str | None:
+def _part_problem(part: object, max_length: int = MAX_PART_LENGTH) -> str | None:
     """What is wrong with `part` as a name part, or None if nothing is."""
     if not isinstance(part, str):
         return f"expected a str, not {type(part).__name__}"
     if not part:
         return "is empty"
-    if len(part) > MAX_PART_LENGTH:
-        return f"is {len(part)} characters long, more than {MAX_PART_LENGTH}"
+    if len(part) > max_length:
+        return f"is {len(part)} characters long, more than {max_length}"
     if part in (".", ".."):
         return "is a relative path component"
     if part.startswith("."):

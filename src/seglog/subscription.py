@@ -37,7 +37,7 @@ from seglog.cursor_file import (
 from seglog.errors import ConsumerBusyError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.key_shared import HashRing, key_slots
 from seglog.lock import WriterLock
-from seglog.names import validate_part
+from seglog.names import validate_subscription_name
 from seglog.reader import Reader, SegmentView
 
 if TYPE_CHECKING:
@@ -411,7 +411,7 @@ class Subscriptions:
 
     def open(self, topic: Topic, name: str, subscription_type: str, initial_position: str) -> Subscription:
         """This process's Subscription `name` of `topic`, created (at `initial_position`) if new."""
-        validate_part(name, kind="subscription name")
+        validate_subscription_name(name)
         if subscription_type not in SUBSCRIPTION_TYPES:
             raise InvalidArgumentError("subscription_type", subscription_type, ", ".join(map(repr, SUBSCRIPTION_TYPES)))
         if initial_position not in ("earliest", "latest"):
@@ -494,10 +494,20 @@ class Subscriptions:
                 if subscription.consumers:
                     raise ConsumerBusyError(f"subscription {subscription.name!r} of {subscription.topic.name} "
                                             f"still has {len(subscription.consumers)} consumer(s)")
-                subscription.closed = True
-                subscription.path.unlink(missing_ok=True)
-                subscription._lock.release()
-                self._open.pop((subscription.topic.name, subscription.name), None)
+                self._remove(subscription)
+
+    def remove_unused(self, subscription: Subscription) -> None:
+        """Delete a subscription this call created and no consumer joined (its first subscribe failed)."""
+        with self._lock, subscription.mutex:
+            if not subscription.consumers:
+                self._remove(subscription)
+
+    def _remove(self, subscription: Subscription) -> None:
+        """Delete a subscription's files, its lock file last, while holding its lock (caller holds _lock)."""
+        subscription.closed = True
+        subscription.path.unlink(missing_ok=True)
+        subscription._lock.remove_and_release()
+        self._open.pop((subscription.topic.name, subscription.name), None)
 
     def forget_topic(self, topic: Topic) -> None:
         """Close this process's subscriptions of a topic being deleted (their files go with it)."""

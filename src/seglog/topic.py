@@ -58,13 +58,17 @@ class Topic:
         key's messages to one consumer). ack_timeout: seconds after which an unacknowledged message is
         redelivered (None: never); negative_ack_redelivery_delay: seconds before a negatively acknowledged
         message is redelivered (Pulsar's default, 60). Both are measured by the log's clock."""
-        subscription = self._log._subscriptions.open(self, name, subscription_type, initial_position)
+        registry = self._log._subscriptions
+        new = name not in self.subscriptions()
+        subscription = registry.open(self, name, subscription_type, initial_position)
         try:
             return Consumer(self, subscription, subscription_type=subscription_type, consumer_name=consumer_name,
                             ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay)
         except BaseException:
-            if not subscription.consumers:
-                self._log._subscriptions.release(subscription)
+            if new:  # a refused first consumer leaves no subscription behind
+                registry.remove_unused(subscription)
+            elif not subscription.consumers:
+                registry.release(subscription)
             raise
 
     def subscriptions(self) -> list[str]:
