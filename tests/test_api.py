@@ -1,5 +1,6 @@
 """The public contract: seglog.open, topics, producers and readers, as a Kafka or Pulsar user uses them."""
 
+import re
 import threading
 import time
 
@@ -264,6 +265,23 @@ def test_bad_send_arguments_are_refused_and_nothing_is_written(log, call, argume
             call(producer)
         producer.flush()
     assert topic.end_offset(0) == topic.end_offset(1) == 0
+
+
+@pytest.mark.parametrize("bad, argument", [
+    ({"properties": {"k": "\ud800"}}, "properties['k']"),
+    ({"properties": {"\udcff": "v"}}, "properties"),
+    ({"key": "\ud800"}, "key"),
+    ({"value": "x\udcff"}, "value"),
+])
+def test_an_unencodable_str_is_refused_at_send_and_takes_no_queued_message_with_it(log, bad, argument):
+    topic = log.create_topic("t")
+    with topic.producer(linger_ms=60_000) as producer:
+        producer.send(b"before")
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")) as raised:
+            producer.send(**{"value": b"bad", **bad})
+        assert "surrogate" in str(raised.value)
+        assert producer.send(b"after") == seglog.MessageId(0, 1)
+    assert [m.value for m in topic.reader()] == [b"before", b"after"]
 
 
 def test_closed_handles_refuse_use(log):

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from seglog._core import _format
 from seglog._core._writer import BatchSource, Column
-from seglog.errors import InvalidArgumentError
+from seglog.errors import InvalidArgumentError, not_utf8
 
 PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -151,8 +151,11 @@ def _properties(properties: Any, n: int):
             if not isinstance(item, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                      for k, v in item.items()):
                 raise InvalidArgumentError(f"properties[{i}]", item, "a dict mapping str to str, or None")
-            keys.extend(k.encode() for k in item)
-            values.extend(v.encode() for v in item.values())
+            try:
+                keys.extend(k.encode() for k in item)
+                values.extend(v.encode() for v in item.values())
+            except UnicodeEncodeError as error:
+                raise not_utf8(f"properties[{i}]", error) from None
         entries[i + 1] = len(keys)
     return entries, Column.from_list(keys, "properties keys"), Column.from_list(values, "properties values")
 

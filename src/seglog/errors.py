@@ -23,6 +23,14 @@ class InvalidArgumentError(SeglogError, ValueError):
         super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
 
 
+def not_utf8(argument: str, error: UnicodeEncodeError) -> InvalidArgumentError:
+    """The error for a str argument that UTF-8 cannot encode: one holding a lone surrogate, as
+    os.fsdecode makes of bytes that are not UTF-8."""
+    character = error.object[error.start:error.end]
+    return InvalidArgumentError(argument, f"a str with {character!r} at index {error.start}",
+                                "bytes, or a str that UTF-8 can encode (no lone surrogates)")
+
+
 class InvalidNameError(InvalidArgumentError):
     """A tenant, namespace or topic name is not accepted."""
 

@@ -142,7 +142,7 @@ cdef class SendPath:
 cdef bytes _to_bytes(object item, str argument):
     from seglog.errors import InvalidArgumentError
     if isinstance(item, str):
-        return (<str>item).encode()
+        return _utf8(<str>item, argument)
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
     raise InvalidArgumentError(argument, type(item).__name__, "bytes, bytearray, memoryview or str")
@@ -163,8 +163,21 @@ cdef object _check_timestamp(object timestamp):
 
 
 cdef object _check_properties(object properties):
+    """The properties, if the batch encoder will take them: checked here, since a message refused at the
+    write would take the messages queued with it down too."""
     from seglog.errors import InvalidArgumentError
     if not isinstance(properties, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
         raise InvalidArgumentError("properties", properties, "a dict mapping str to str")
+    for key, value in properties.items():
+        _utf8(key, "properties")
+        _utf8(value, f"properties[{key!r}]")
     return properties
+
+
+cdef bytes _utf8(str text, str argument):
+    try:
+        return text.encode()
+    except UnicodeEncodeError as error:
+        from seglog.errors import not_utf8
+        raise not_utf8(argument, error) from None
