@@ -284,6 +284,26 @@ def test_an_unencodable_str_is_refused_at_send_and_takes_no_queued_message_with_
     assert [m.value for m in topic.reader()] == [b"before", b"after"]
 
 
+@pytest.mark.parametrize("timestamps", [[None, 7], pa.array([None, 7], pa.int64())])
+def test_a_missing_timestamp_in_send_batch_means_the_append_time(log, clock, timestamps):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        producer.send_batch([b"a", b"b"], timestamps=timestamps)
+    assert [(m.timestamp, m.event_time) for m in topic.reader()] == [(clock(), None), (7, 7)]
+
+
+@pytest.mark.parametrize("timestamps, argument", [
+    ([None, 1.7], "timestamps[1]"), ([None, 2**70], "timestamps[1]"), ([2**63, 1], "timestamps[0]"),
+    (np.array([1.5, 2.0]), "timestamps[0]"), (np.array([2**64 - 1, 1], dtype=np.uint64), "timestamps[0]"),
+])
+def test_timestamps_that_are_not_int64_ms_are_refused(log, timestamps, argument):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")):
+            producer.send_batch([b"a", b"b"], timestamps=timestamps)
+    assert topic.end_offset() == 0
+
+
 def test_closed_handles_refuse_use(log):
     topic = log.create_topic("t")
     producer = topic.producer()
