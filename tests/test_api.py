@@ -267,6 +267,18 @@ def test_bad_send_arguments_are_refused_and_nothing_is_written(log, call, argume
     assert topic.end_offset(0) == topic.end_offset(1) == 0
 
 
+@pytest.mark.parametrize("values", [[], np.zeros((0, 4), dtype=np.uint8), pa.array([], pa.binary())])
+def test_an_empty_send_batch_is_refused_and_takes_no_offset(log, values):
+    topic = log.create_topic("t", partitions=2)
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match="at least one message"):
+            producer.send_batch(values, partition=0)
+        with pytest.raises(InvalidArgumentError, match="at least one message"):
+            producer.send_batch(values, keys=values)
+        assert producer.send(b"x", partition=0) == seglog.MessageId(0, 0)
+    assert [m.value for m in topic.reader(0)] == [b"x"]
+
+
 @pytest.mark.parametrize("bad, argument", [
     ({"properties": {"k": "\ud800"}}, "properties['k']"),
     ({"properties": {"\udcff": "v"}}, "properties"),
@@ -282,6 +294,28 @@ def test_an_unencodable_str_is_refused_at_send_and_takes_no_queued_message_with_
         assert "surrogate" in str(raised.value)
         assert producer.send(b"after") == seglog.MessageId(0, 1)
     assert [m.value for m in topic.reader()] == [b"before", b"after"]
+
+
+# Kafka's partitions for these keys over 4 partitions are 0, 2 and 3: the bad third element's partition is
+# written last, so a check per partition would have written the other two already.
+KEYS_ON_THREE_PARTITIONS = [b"21", b"foobar", b"abc"]
+
+
+@pytest.mark.parametrize("bad, argument", [
+    ({"values": [b"a", b"b", 7]}, "values[2]"),
+    ({"keys": [*KEYS_ON_THREE_PARTITIONS[:2], "\ud800"]}, "keys[2]"),
+    ({"timestamps": [1, 2, -3]}, "timestamps[2]"),
+    ({"timestamps": [None, 2, 1.5]}, "timestamps[2]"),
+    ({"properties": [None, {"k": "v"}, {"k": "\ud800"}]}, "properties[2]"),
+])
+def test_a_keyed_send_batch_with_one_bad_element_writes_nothing_and_names_its_index(log, bad, argument):
+    topic = log.create_topic("t", partitions=4)
+    assert [_format.partition_for_key(k, 4) for k in KEYS_ON_THREE_PARTITIONS] == [0, 2, 3]
+    call = {"values": [b"a", b"b", b"c"], "keys": KEYS_ON_THREE_PARTITIONS, **bad}
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")):
+            producer.send_batch(call.pop("values"), **call)
+    assert [topic.end_offset(p) for p in range(4)] == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("timestamps", [[None, 7], pa.array([None, 7], pa.int64())])

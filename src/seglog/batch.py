@@ -46,6 +46,9 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     messages' CreateTime and event time, or on a log_append_time topic only their event time."""
     value_column = binary_column(values, "values", allow_null=False)
     n = value_column.count
+    if n == 0:
+        raise InvalidArgumentError("values", "no messages", "at least one message: a send_batch call is one "
+                                   "record batch, and an empty one would have no MessageId to return")
     key_column = None if keys is None else binary_column(keys, "keys", allow_null=True, count=n)
     stamps, event_times, flags = _timestamps(timestamps, n, now, log_append_time)
     if properties is None:
