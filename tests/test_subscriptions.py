@@ -149,6 +149,28 @@ def test_acks_of_unwritten_offsets_and_bad_targets_are_refused(log):
     assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 3
 
 
+@pytest.mark.parametrize("call", [
+    lambda consumer: consumer.ack(seglog.MessageId(2, 0)),
+    lambda consumer: consumer.ack((2, 0)),
+    lambda consumer: consumer.ack_cumulative(seglog.MessageId(2, 0)),
+    lambda consumer: consumer.negative_ack(seglog.MessageId(2, 0)),
+])
+def test_acking_a_partition_the_topic_does_not_have_is_refused(log, call):
+    topic = log.create_topic("t", partitions=2)
+    produce(topic, 1, partition=0)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with pytest.raises(InvalidArgumentError, match=r"invalid partition 2; accepted: an int from 0 to 1"):
+        call(consumer)
+    assert consumer.receive(timeout=5).offset == 0
+
+
+@pytest.mark.parametrize("partition, offset, argument", [(-1, 0, "partition"), (0, -1, "offset"),
+                                                         (2**31, 0, "partition"), (0, 2**63, "offset")])
+def test_a_message_id_outside_the_int_ranges_is_refused(partition, offset, argument):
+    with pytest.raises(InvalidArgumentError, match=f"invalid {argument} "):
+        seglog.MessageId(partition, offset)
+
+
 def test_cumulative_ack_and_refusal_on_shared(log):
     topic = log.create_topic("t")
     produce(topic, 10)

@@ -56,7 +56,7 @@ class Consumer:
         self.held: deque[Piece] = deque()
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
         self._cursors = subscription.cursors
-        self._ends = [0] * len(subscription.cursors)
+        self._ends = [0] * len(subscription.cursors)  # the partitions' end offsets when last looked up
         self._closed = False
         subscription.attach(self, subscription_type)
 
@@ -156,7 +156,12 @@ class Consumer:
             self.subscription.dirty = True
 
     def _ack_one(self, partition: int, offset: int) -> None:
-        if offset >= self._ends[partition]:
+        """The per-message path. `partition` and `offset` are >= 0 (MessageId and _offsets check that)."""
+        try:
+            end = self._ends[partition]
+        except IndexError:
+            end = -1  # not a partition of the topic: _check_written refuses it
+        if offset >= end:
             self._check_written(partition, offset)
         self._cursors[partition].acks.ack(offset)
         self.subscription.dirty = True
@@ -182,7 +187,7 @@ class Consumer:
 
     def _offsets(self, target: Any, partition: int | None) -> tuple[int, Any]:
         if isinstance(target, (Message, MessageId)):
-            return target.partition, target.offset
+            return self._partition(target.partition), _offset(target.offset)
         if isinstance(target, tuple) and len(target) == 2:
             return self._partition(target[0]), _offset(target[1])
         if isinstance(target, pa.RecordBatch):
@@ -202,6 +207,7 @@ class Consumer:
         return self.topic._check_partition(partition)
 
     def _check_written(self, partition: int, offset: int) -> None:
+        self._partition(partition)
         if offset >= self._ends[partition]:
             self._ends[partition] = self.topic.end_offset(partition)
             if offset >= self._ends[partition]:
