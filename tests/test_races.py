@@ -6,9 +6,11 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import seglog
+import seglog.maintenance
 import seglog.writer
 from seglog import MessageId
 
@@ -140,3 +142,85 @@ def test_send_send_batch_and_flush_from_many_threads_store_each_message_once_at_
     run_threads(work, 6)
     producer.close()
     assert_stored_exactly(topic, expected)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# consumer acks racing the maintenance pass (a consumer_backlog_eviction quota reads every cursor's backlog)
+
+CURSOR_WINDOW = 1_000_000  # messages between the floor and the highest ack: the backlog reads loop over them
+LONG_READ_LOOPS = 10  # GIL-free loops over the window in the forced read, each a few ms
+MAINTENANCE_PASSES = 20
+
+
+@pytest.fixture
+def evicting_topic(log):
+    """A topic of CURSOR_WINDOW one-byte messages whose quota makes maintenance read every cursor's backlog
+    (nothing is old enough to evict), and a consumer that acknowledged the last one only."""
+    topic = log.create_topic("t")
+    log.admin.topics.set_backlog_quota(topic.name, limit_time=3600, type="message_age",
+                                       policy="consumer_backlog_eviction")
+    with topic.producer() as producer:
+        producer.send_batch(np.zeros((CURSOR_WINDOW, 1), dtype=np.uint8))
+    consumer = topic.subscribe("s", initial_position="earliest")
+    consumer.ack(CURSOR_WINDOW - 1)
+    return topic, consumer
+
+
+def test_an_ack_meeting_a_maintenance_read_of_the_cursor_waits_for_it_and_is_kept(log, evicting_topic, monkeypatch):
+    topic, consumer = evicting_topic
+    backlog_read = threading.Event()
+    partition_backlog = seglog.maintenance.partition_backlog
+
+    def long_backlog_read(view, table, acks):
+        """The real read after GIL-free loops over the whole window, during which the test thread acks."""
+        backlog_read.set()
+        bounds = np.arange(acks.floor, acks.high + 1, dtype=np.int64)
+        for _ in range(LONG_READ_LOOPS):
+            acks.weighted_acked(bounds, np.ones(len(bounds) - 1))
+        return partition_backlog(view, table, acks)
+
+    monkeypatch.setattr(seglog.maintenance, "partition_backlog", long_backlog_read)
+    maintenance = threading.Thread(target=log.run_maintenance)
+    maintenance.start()
+    assert backlog_read.wait(THREAD_SECONDS)
+    acked = []
+    deadline = time.monotonic() + THREAD_SECONDS
+    try:
+        for offset in range(CURSOR_WINDOW - 1):
+            if not maintenance.is_alive() or time.monotonic() > deadline:
+                break
+            consumer.ack(MessageId(0, offset))
+            acked.append(offset)
+    finally:
+        maintenance.join()
+    assert acked and all(consumer.subscription.is_acked(0, offset) for offset in acked)
+
+
+def test_acks_and_maintenance_from_threads_never_race(log, evicting_topic, frequent_switches):
+    topic, consumer = evicting_topic
+    acked: list[int] = []
+    maintained = threading.Event()
+    deadline = time.monotonic() + THREAD_SECONDS
+
+    def maintain() -> None:
+        try:
+            for _ in range(MAINTENANCE_PASSES):
+                if time.monotonic() > deadline:
+                    return
+                log.run_maintenance()
+                topic.stats()
+        finally:
+            maintained.set()
+
+    def ack(thread: int) -> None:
+        rng = random.Random(thread)
+        while not maintained.is_set() and time.monotonic() < deadline:
+            offsets = [rng.randrange(CURSOR_WINDOW) for _ in range(rng.choice([1, 1, 1, 50]))]
+            if len(offsets) == 1:
+                consumer.ack(MessageId(0, offsets[0]))
+            else:
+                consumer.ack(np.array(offsets, dtype=np.int64), partition=0)
+            acked.extend(offsets)
+
+    run_threads(lambda index: maintain() if index == 0 else ack(index), 3)
+    assert acked and all(consumer.subscription.is_acked(0, offset) for offset in acked)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscription import Pending, Piece, Subscription, wait_until
@@ -152,8 +153,7 @@ class Consumer:
             return
         if len(offsets):
             self._check_written(partition, int(offsets.max()))
-            self._cursors[partition].acks.ack_many(offsets)
-            self.subscription.dirty = True
+            self.subscription.ack_many(partition, offsets)
 
     def _ack_one(self, partition: int, offset: int) -> None:
         """The per-message path. `partition` and `offset` are >= 0 (MessageId and _offsets check that)."""
@@ -163,8 +163,12 @@ class Consumer:
             end = -1  # not a partition of the topic: _check_written refuses it
         if offset >= end:
             self._check_written(partition, offset)
-        self._cursors[partition].acks.ack(offset)
-        self.subscription.dirty = True
+        try:
+            self._cursors[partition].acks.ack(offset)
+        except AckSetBusyError:  # see Subscription: a GIL-free loop of the thread holding its mutex
+            self.subscription.ack_holding_mutex(partition, offset)
+        else:
+            self.subscription.dirty = True
 
     def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,
@@ -176,8 +180,7 @@ class Consumer:
         partition, offsets = self._offsets(target, partition)
         last = offsets if isinstance(offsets, int) else int(offsets.max())
         self._check_written(partition, last)
-        self._cursors[partition].acks.ack_cumulative(last)
-        self.subscription.dirty = True
+        self.subscription.ack_cumulative(partition, last)
 
     def negative_ack(self, target: Any, partition: int | None = None) -> None:
         """Ask for redelivery of messages (after `negative_ack_redelivery_delay`)."""

@@ -23,7 +23,7 @@ from seglog.backlog import partition_backlog
 from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
 from seglog.maintenance import evict
 from seglog.policies import BacklogQuota
-from seglog.subscription import wait_until
+from seglog.subscription import reading, wait_until
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -109,8 +109,9 @@ class QuotaGuard:
         view = topic._segments(partition)
         table = log._segment_facts(view).table()
         largest, oldest, slowest = 0, None, None
-        for name, record, _ in states:
-            backlog = partition_backlog(view, table, record.partitions[partition].acks)
+        for name, record, live in states:
+            with reading(live):
+                backlog = partition_backlog(view, table, record.partitions[partition].acks)
             if backlog.bytes >= largest:
                 largest, slowest = backlog.bytes, name
             if backlog.oldest_timestamp is not None and (oldest is None or backlog.oldest_timestamp < oldest[0]):
