@@ -164,6 +164,15 @@ def test_reader_start_positions(log, clock):
         topic.reader(partition=1)
 
 
+@pytest.mark.parametrize("start", [2**63, -1, {"timestamp": 2**63}, {"timestamp": -1}, 1.0])
+def test_reader_starts_beyond_int64_offsets_are_refused(log, start):
+    topic = log.create_topic("t")
+    with pytest.raises(InvalidArgumentError, match="invalid start .*an int from 0 to 9223372036854775807"):
+        topic.reader(start)
+    with pytest.raises(InvalidArgumentError, match="invalid offset 9223372036854775808"):
+        topic.reader().seek(2**63)
+
+
 def test_read_batch_slices_and_ends_with_none(log):
     topic = log.create_topic("t")
     with topic.producer() as producer:

@@ -1,6 +1,7 @@
 """Subscriptions, consumers and acks; backlog quotas on the send path."""
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -330,6 +331,35 @@ def test_seek_resets_the_cursor(log, clock):
     assert consumer.receive(timeout=1).offset == 4
     consumer.seek("earliest")
     assert consumer.receive(timeout=1).offset == 0
+
+
+@pytest.mark.parametrize("timeout, detail", [(float("nan"), "it is NaN"), (-1, "it is negative"),
+                                             ("soon", "expected a number"), (True, "not bool")])
+def test_a_timeout_that_is_not_seconds_is_refused_by_every_call_that_waits(log, timeout, detail):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    reader = topic.reader()
+    for call, argument in [(lambda: consumer.receive(timeout=timeout), "timeout"),
+                           (lambda: consumer.receive_batch(timeout=timeout), "timeout"),
+                           (lambda: reader.read_batch(timeout=timeout), "timeout"),
+                           (lambda: reader.read_messages(timeout=timeout), "timeout"),
+                           (lambda: topic.producer(send_timeout=timeout), "send_timeout")]:
+        with pytest.raises(InvalidArgumentError, match=f"invalid {argument} .*{detail}"):
+            call()
+
+
+def test_timeouts_take_infinity_and_durations(log):
+    topic = log.create_topic("t")
+    produce(topic, 1)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    assert consumer.receive(timeout=math.inf).offset == 0
+    with pytest.raises(ReceiveTimeoutError):
+        consumer.receive(timeout="1ms")
+    assert topic.reader().read_batch(timeout="10ms").num_rows == 1
+    with topic.producer(send_timeout=math.inf) as producer:
+        assert producer.send_timeout == math.inf
+    with topic.producer(send_timeout="2s") as producer:
+        assert producer.send_timeout == 2.0
 
 
 def test_unsubscribe_removes_the_backlog(log):

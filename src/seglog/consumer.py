@@ -8,6 +8,7 @@ batch or array is acknowledged in one call of the Cython AckSet. Timeouts are se
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscription import Pending, Piece, Subscription, wait_until
-from seglog.units import parse_duration
+from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
@@ -67,10 +68,11 @@ class Consumer:
     # receiving
 
     def receive(self, timeout: float | None = None) -> Message:
-        """The next message; waits up to `timeout` seconds (None: forever), then ReceiveTimeoutError."""
+        """The next message; waits up to `timeout` (seconds, math.inf or a duration such as '500ms', see
+        units.parse_timeout; None: forever), then raises ReceiveTimeoutError."""
+        seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        message = wait_until(deadline, self._next_message)
+        message = wait_until(time.monotonic() + seconds, self._next_message)
         if message is None:
             raise ReceiveTimeoutError(f"no message on subscription {self.subscription.name!r} of "
                                       f"{self.topic.name} within {timeout} s")
@@ -95,7 +97,9 @@ class Consumer:
     def receive_batch(self, max_messages: int | None = None, timeout: float | None = 0) -> pa.RecordBatch | None:
         """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
         unless acknowledged messages had to be left out), or None when there are none. Returns at once
-        unless given a `timeout` in seconds to wait for messages (None: forever)."""
+        unless given a `timeout` to wait for messages (seconds, math.inf or a duration such as '500ms', see
+        units.parse_timeout; None: forever)."""
+        seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
         if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
                                          or max_messages < 1):
@@ -104,8 +108,7 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pieces = wait_until(deadline, lambda: self.subscription.next_delivery(self, max_messages))
+        pieces = wait_until(time.monotonic() + seconds, lambda: self.subscription.next_delivery(self, max_messages))
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]

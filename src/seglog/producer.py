@@ -7,15 +7,13 @@ what survives a power loss."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pyarrow as pa
 
 from seglog._core._accumulator import SendPath
 from seglog._core._messages import MessageId
 from seglog.errors import ClosedError, InvalidArgumentError
-from seglog.units import parse_duration, parse_size
+from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
@@ -35,7 +33,8 @@ class Producer(SendPath):
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
-        self.send_timeout_ms = _send_timeout(send_timeout)
+        # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
+        self.send_timeout = parse_timeout(send_timeout, argument="send_timeout", none=math.inf)
         if self.batch_size <= 0:
             raise InvalidArgumentError("batch_size", batch_size, "a positive size, e.g. 1048576 or '1 MiB'")
         self._writers = topic._acquire_writers()
@@ -48,7 +47,7 @@ class Producer(SendPath):
 
     def _check_quota(self, partition: int, nbytes: int) -> None:
         """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
-        self._quota_guard.check(partition, nbytes, self.send_timeout_ms)
+        self._quota_guard.check(partition, nbytes, self.send_timeout)
 
     def _first_pending(self, partition: int) -> None:
         self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
@@ -117,12 +116,3 @@ class Producer(SendPath):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _send_timeout(value: Any) -> int:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise InvalidArgumentError("send_timeout", value, "seconds >= 0 (an int or float) or a duration such "
-                                       "as '30s'")
-        return int(value * 1000)
-    return parse_duration(value, argument="send_timeout", unit="s")

@@ -50,9 +50,9 @@ class QuotaGuard:
         self._states = [_PartitionState() for _ in range(topic.partitions)]
         self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
 
-    def check(self, partition: int, nbytes: int, send_timeout_ms: int) -> None:
+    def check(self, partition: int, nbytes: int, send_timeout: float) -> None:
         """Return if `partition` may take `nbytes` more now; else apply the quota's policy: raise
-        (producer_exception), wait up to the send timeout (producer_request_hold), or evict."""
+        (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict."""
         log = self.topic._log
         state = self._states[partition]
         if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
@@ -69,11 +69,11 @@ class QuotaGuard:
                 return
             if quota.policy == "producer_exception":
                 raise ProducerBlockedQuotaExceededError(state.refusal)
-        deadline = time.monotonic() + send_timeout_ms / 1000
+        deadline = time.monotonic() + send_timeout
         if wait_until(deadline, lambda: self._evaluate_locked(partition) is None):
             return
         raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
-                                       f"{send_timeout_ms / 1000:g} s (policy producer_request_hold)")
+                                       f"{send_timeout:g} s (policy producer_request_hold)")
 
     def register(self, producer: Producer) -> None:
         self._producers.add(producer)
