@@ -333,6 +333,20 @@ def test_seek_resets_the_cursor(log, clock):
     assert consumer.receive(timeout=1).offset == 0
 
 
+def test_a_seek_past_the_end_is_the_end_for_consumers_and_reset_cursor_as_in_pulsar(log):
+    topic = log.create_topic("t")
+    produce(topic, 10)
+    topic.subscribe("admin-moved", initial_position="earliest").close()
+    consumer = topic.subscribe("s", initial_position="earliest")
+    consumer.seek(1000)
+    assert log.admin.topics.reset_cursor("t", "admin-moved", {0: 1000}) is True
+    assert _floors(topic, "s") == _floors(topic, "admin-moved") == [10]
+    produce(topic, 1, start=10)
+    assert consumer.receive(timeout=5).value == b"m10"
+    with pytest.raises(InvalidArgumentError, match="invalid start"):
+        consumer.seek(2**63)
+
+
 @pytest.mark.parametrize("timeout, detail", [(float("nan"), "it is NaN"), (-1, "it is negative"),
                                              ("soon", "expected a number"), (True, "not bool")])
 def test_a_timeout_that_is_not_seconds_is_refused_by_every_call_that_waits(log, timeout, detail):

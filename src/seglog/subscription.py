@@ -398,7 +398,9 @@ class Subscription:
             return skipped
 
     def seek(self, partition: int, offset: int) -> None:
-        """Reset the cursor: everything before `offset` acknowledged, everything from it on not."""
+        """Reset the cursor: everything before `offset` acknowledged, everything from it on not. An offset
+        past the partition's end is its end, as in Pulsar: the next message written is the next delivered."""
+        offset = min(offset, self.topic.end_offset(partition))
         with self.mutex:
             self.cursors[partition].acks = AckSet(offset)
             dispatch = self.dispatch[partition]
