@@ -14,6 +14,7 @@ from seglog.errors import (
     ClosedError,
     InvalidArgumentError,
     InvalidNameError,
+    MetadataError,
     SeglogError,
     TopicExistsError,
     TopicNotFoundError,
@@ -64,6 +65,16 @@ def test_topics_and_settings_survive_reopen(tmp_path):
         topic = log.topic("t")
         assert (topic.partitions, topic.config.segment_size, topic.config.timestamp_type) == \
             (2, 10 << 20, "log_append_time")
+
+
+def test_a_corrupt_metadata_file_is_a_seglog_error_naming_it(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t")
+    for leftover in tmp_path.glob("meta.sqlite-*"):  # the write-ahead log of the last open
+        leftover.unlink()
+    (tmp_path / "meta.sqlite").write_bytes(b"\0" * 100 + b"not a database" * 100)
+    with pytest.raises(MetadataError, match=re.escape(f"{tmp_path / 'meta.sqlite'}: ")):
+        seglog.open(tmp_path)
 
 
 def test_broker_defaults_apply_to_topics_without_their_own_setting(tmp_path):

@@ -765,6 +765,16 @@ def test_produce_sends_key_and_value_bytes_as_given_and_refuses_a_property_that_
         assert [(m.key, m.value) for m in log.topic("t").reader()] == [(b"\xff", b"\xfe v")]
 
 
+def test_an_unusable_metadata_file_is_one_line_naming_it(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    for leftover in data.glob("meta.sqlite-*"):  # the write-ahead log of the last open
+        leftover.unlink()
+    (data / "meta.sqlite").write_bytes(b"not a database" * 100)
+    result = run(runner, data, "topic", "list", code=1)
+    assert result.output.strip() == f"Error: {data / 'meta.sqlite'}: the metadata database cannot be used: " \
+                                    "file is not a database"
+
+
 def test_produce_empty_stdin(runner: CliRunner, data: Path) -> None:
     run(runner, data, "topic", "create", "t")
     assert "No messages written" in run(runner, data, "produce", "t", input="").output

@@ -69,6 +69,16 @@ class CorruptLogError(SeglogError):
         super().__init__(f"{path}: corrupt record batch at byte {position}: {reason}")
 
 
+class MetadataError(SeglogError):
+    """The data directory's metadata file (meta.sqlite: tenants, namespaces, topics, policies) could not be
+    read or written: not a database, corrupt, or locked by another process for too long. Names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: the metadata database cannot be used: {reason}")
+
+
 class OffsetOutOfRangeError(SeglogError, LookupError):
     """A read asked for an offset the partition does not hold (deleted, or beyond the end)."""
 
