@@ -1,5 +1,6 @@
 """The public contract: seglog.open, topics, producers and readers, as a Kafka or Pulsar user uses them."""
 
+import re
 import threading
 import time
 
@@ -13,6 +14,7 @@ from seglog.errors import (
     ClosedError,
     InvalidArgumentError,
     InvalidNameError,
+    MetadataError,
     SeglogError,
     TopicExistsError,
     TopicNotFoundError,
@@ -63,6 +65,16 @@ def test_topics_and_settings_survive_reopen(tmp_path):
         topic = log.topic("t")
         assert (topic.partitions, topic.config.segment_size, topic.config.timestamp_type) == \
             (2, 10 << 20, "log_append_time")
+
+
+def test_a_corrupt_metadata_file_is_a_seglog_error_naming_it(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t")
+    for leftover in tmp_path.glob("meta.sqlite-*"):  # the write-ahead log of the last open
+        leftover.unlink()
+    (tmp_path / "meta.sqlite").write_bytes(b"\0" * 100 + b"not a database" * 100)
+    with pytest.raises(MetadataError, match=re.escape(f"{tmp_path / 'meta.sqlite'}: ")):
+        seglog.open(tmp_path)
 
 
 def test_broker_defaults_apply_to_topics_without_their_own_setting(tmp_path):
@@ -161,6 +173,15 @@ def test_reader_start_positions(log, clock):
             topic.reader(bad)
     with pytest.raises(InvalidArgumentError, match="partition"):
         topic.reader(partition=1)
+
+
+@pytest.mark.parametrize("start", [2**63, -1, {"timestamp": 2**63}, {"timestamp": -1}, 1.0])
+def test_reader_starts_beyond_int64_offsets_are_refused(log, start):
+    topic = log.create_topic("t")
+    with pytest.raises(InvalidArgumentError, match="invalid start .*an int from 0 to 9223372036854775807"):
+        topic.reader(start)
+    with pytest.raises(InvalidArgumentError, match="invalid offset 9223372036854775808"):
+        topic.reader().seek(2**63)
 
 
 def test_read_batch_slices_and_ends_with_none(log):
@@ -264,6 +285,77 @@ def test_bad_send_arguments_are_refused_and_nothing_is_written(log, call, argume
             call(producer)
         producer.flush()
     assert topic.end_offset(0) == topic.end_offset(1) == 0
+
+
+@pytest.mark.parametrize("values", [[], np.zeros((0, 4), dtype=np.uint8), pa.array([], pa.binary())])
+def test_an_empty_send_batch_is_refused_and_takes_no_offset(log, values):
+    topic = log.create_topic("t", partitions=2)
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match="at least one message"):
+            producer.send_batch(values, partition=0)
+        with pytest.raises(InvalidArgumentError, match="at least one message"):
+            producer.send_batch(values, keys=values)
+        assert producer.send(b"x", partition=0) == seglog.MessageId(0, 0)
+    assert [m.value for m in topic.reader(0)] == [b"x"]
+
+
+@pytest.mark.parametrize("bad, argument", [
+    ({"properties": {"k": "\ud800"}}, "properties['k']"),
+    ({"properties": {"\udcff": "v"}}, "properties"),
+    ({"key": "\ud800"}, "key"),
+    ({"value": "x\udcff"}, "value"),
+])
+def test_an_unencodable_str_is_refused_at_send_and_takes_no_queued_message_with_it(log, bad, argument):
+    topic = log.create_topic("t")
+    with topic.producer(linger_ms=60_000) as producer:
+        producer.send(b"before")
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")) as raised:
+            producer.send(**{"value": b"bad", **bad})
+        assert "surrogate" in str(raised.value)
+        assert producer.send(b"after") == seglog.MessageId(0, 1)
+    assert [m.value for m in topic.reader()] == [b"before", b"after"]
+
+
+# Kafka's partitions for these keys over 4 partitions are 0, 2 and 3: the bad third element's partition is
+# written last, so a check per partition would have written the other two already.
+KEYS_ON_THREE_PARTITIONS = [b"21", b"foobar", b"abc"]
+
+
+@pytest.mark.parametrize("bad, argument", [
+    ({"values": [b"a", b"b", 7]}, "values[2]"),
+    ({"keys": [*KEYS_ON_THREE_PARTITIONS[:2], "\ud800"]}, "keys[2]"),
+    ({"timestamps": [1, 2, -3]}, "timestamps[2]"),
+    ({"timestamps": [None, 2, 1.5]}, "timestamps[2]"),
+    ({"properties": [None, {"k": "v"}, {"k": "\ud800"}]}, "properties[2]"),
+])
+def test_a_keyed_send_batch_with_one_bad_element_writes_nothing_and_names_its_index(log, bad, argument):
+    topic = log.create_topic("t", partitions=4)
+    assert [_format.partition_for_key(k, 4) for k in KEYS_ON_THREE_PARTITIONS] == [0, 2, 3]
+    call = {"values": [b"a", b"b", b"c"], "keys": KEYS_ON_THREE_PARTITIONS, **bad}
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")):
+            producer.send_batch(call.pop("values"), **call)
+    assert [topic.end_offset(p) for p in range(4)] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("timestamps", [[None, 7], pa.array([None, 7], pa.int64())])
+def test_a_missing_timestamp_in_send_batch_means_the_append_time(log, clock, timestamps):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        producer.send_batch([b"a", b"b"], timestamps=timestamps)
+    assert [(m.timestamp, m.event_time) for m in topic.reader()] == [(clock(), None), (7, 7)]
+
+
+@pytest.mark.parametrize("timestamps, argument", [
+    ([None, 1.7], "timestamps[1]"), ([None, 2**70], "timestamps[1]"), ([2**63, 1], "timestamps[0]"),
+    (np.array([1.5, 2.0]), "timestamps[0]"), (np.array([2**64 - 1, 1], dtype=np.uint64), "timestamps[0]"),
+])
+def test_timestamps_that_are_not_int64_ms_are_refused(log, timestamps, argument):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        with pytest.raises(InvalidArgumentError, match=re.escape(f"invalid {argument} ")):
+            producer.send_batch([b"a", b"b"], timestamps=timestamps)
+    assert topic.end_offset() == 0
 
 
 def test_closed_handles_refuse_use(log):

@@ -730,7 +730,8 @@ def test_consume_from_timestamp(runner: CliRunner, data: Path) -> None:
 
 @pytest.mark.parametrize(("options", "named", "accepted"), [
     (["--start", "middle"], "'--start'", "'earliest', 'latest', an offset"),
-    (["--start", "-1"], "'--start'", "an offset (int >= 0)"),
+    (["--start", "-1"], "'--start'", "an offset (an int from 0 to 9223372036854775807)"),
+    (["--start", "99999999999999999999999"], "'--start'", "an offset (an int from 0 to 9223372036854775807)"),
     (["--partition", "5"], "'--partition'", "an int from 0 to 0"),
     (["--format", "xml"], "'--format'", "'value', 'json'"),
     (["--count", "-1"], "'--count'", "x>=0"),
@@ -751,6 +752,27 @@ def test_produce_refuses_bad_values_and_writes_nothing(runner: CliRunner, data: 
     assert "Invalid value for '--property'" in message and "KEY=VALUE" in message
     description = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
     assert [p["end_offset"] for p in description["partition_offsets"]] == [0, 0]
+
+
+def test_produce_sends_key_and_value_bytes_as_given_and_refuses_a_property_that_is_not_utf8(
+        runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    run(runner, data, "produce", "t", "--key", os.fsdecode(b"\xff"), "--value", os.fsdecode(b"\xfe v"))
+    message = one_line(run(runner, data, "produce", "t", "--value", "x", "--property", os.fsdecode(b"k=\xff"),
+                           code=2).output)
+    assert "Invalid value for '--property': b'k=\\xff' is not UTF-8 text" in message
+    with seglog.open(data) as log:
+        assert [(m.key, m.value) for m in log.topic("t").reader()] == [(b"\xff", b"\xfe v")]
+
+
+def test_an_unusable_metadata_file_is_one_line_naming_it(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    for leftover in data.glob("meta.sqlite-*"):  # the write-ahead log of the last open
+        leftover.unlink()
+    (data / "meta.sqlite").write_bytes(b"not a database" * 100)
+    result = run(runner, data, "topic", "list", code=1)
+    assert result.output.strip() == f"Error: {data / 'meta.sqlite'}: the metadata database cannot be used: " \
+                                    "file is not a database"
 
 
 def test_produce_empty_stdin(runner: CliRunner, data: Path) -> None:

@@ -1,6 +1,7 @@
 """Subscriptions, consumers and acks; backlog quotas on the send path."""
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -147,6 +148,28 @@ def test_acks_of_unwritten_offsets_and_bad_targets_are_refused(log):
     with pytest.raises(InvalidArgumentError, match="1-D array of integer"):
         consumer.ack(np.array([1.5]))
     assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == 3
+
+
+@pytest.mark.parametrize("call", [
+    lambda consumer: consumer.ack(seglog.MessageId(2, 0)),
+    lambda consumer: consumer.ack((2, 0)),
+    lambda consumer: consumer.ack_cumulative(seglog.MessageId(2, 0)),
+    lambda consumer: consumer.negative_ack(seglog.MessageId(2, 0)),
+])
+def test_acking_a_partition_the_topic_does_not_have_is_refused(log, call):
+    topic = log.create_topic("t", partitions=2)
+    produce(topic, 1, partition=0)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    with pytest.raises(InvalidArgumentError, match=r"invalid partition 2; accepted: an int from 0 to 1"):
+        call(consumer)
+    assert consumer.receive(timeout=5).offset == 0
+
+
+@pytest.mark.parametrize("partition, offset, argument", [(-1, 0, "partition"), (0, -1, "offset"),
+                                                         (2**31, 0, "partition"), (0, 2**63, "offset")])
+def test_a_message_id_outside_the_int_ranges_is_refused(partition, offset, argument):
+    with pytest.raises(InvalidArgumentError, match=f"invalid {argument} "):
+        seglog.MessageId(partition, offset)
 
 
 def test_cumulative_ack_and_refusal_on_shared(log):
@@ -308,6 +331,49 @@ def test_seek_resets_the_cursor(log, clock):
     assert consumer.receive(timeout=1).offset == 4
     consumer.seek("earliest")
     assert consumer.receive(timeout=1).offset == 0
+
+
+def test_a_seek_past_the_end_is_the_end_for_consumers_and_reset_cursor_as_in_pulsar(log):
+    topic = log.create_topic("t")
+    produce(topic, 10)
+    topic.subscribe("admin-moved", initial_position="earliest").close()
+    consumer = topic.subscribe("s", initial_position="earliest")
+    consumer.seek(1000)
+    assert log.admin.topics.reset_cursor("t", "admin-moved", {0: 1000}) is True
+    assert _floors(topic, "s") == _floors(topic, "admin-moved") == [10]
+    produce(topic, 1, start=10)
+    assert consumer.receive(timeout=5).value == b"m10"
+    with pytest.raises(InvalidArgumentError, match="invalid start"):
+        consumer.seek(2**63)
+
+
+@pytest.mark.parametrize("timeout, detail", [(float("nan"), "it is NaN"), (-1, "it is negative"),
+                                             ("soon", "expected a number"), (True, "not bool")])
+def test_a_timeout_that_is_not_seconds_is_refused_by_every_call_that_waits(log, timeout, detail):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", initial_position="earliest")
+    reader = topic.reader()
+    for call, argument in [(lambda: consumer.receive(timeout=timeout), "timeout"),
+                           (lambda: consumer.receive_batch(timeout=timeout), "timeout"),
+                           (lambda: reader.read_batch(timeout=timeout), "timeout"),
+                           (lambda: reader.read_messages(timeout=timeout), "timeout"),
+                           (lambda: topic.producer(send_timeout=timeout), "send_timeout")]:
+        with pytest.raises(InvalidArgumentError, match=f"invalid {argument} .*{detail}"):
+            call()
+
+
+def test_timeouts_take_infinity_and_durations(log):
+    topic = log.create_topic("t")
+    produce(topic, 1)
+    consumer = topic.subscribe("s", initial_position="earliest")
+    assert consumer.receive(timeout=math.inf).offset == 0
+    with pytest.raises(ReceiveTimeoutError):
+        consumer.receive(timeout="1ms")
+    assert topic.reader().read_batch(timeout="10ms").num_rows == 1
+    with topic.producer(send_timeout=math.inf) as producer:
+        assert producer.send_timeout == math.inf
+    with topic.producer(send_timeout="2s") as producer:
+        assert producer.send_timeout == 2.0
 
 
 def test_unsubscribe_removes_the_backlog(log):

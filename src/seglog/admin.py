@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
+from seglog.reader import MAX_OFFSET
 
 if TYPE_CHECKING:
     from seglog.log import Log
@@ -189,8 +190,9 @@ class Topics(_PolicyLevel):
 
     def reset_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
         """Move the cursor of each partition given to its offset, as pulsar-admin topics reset-cursor does:
-        messages from it on are unacknowledged, those before it acknowledged. Returns False, changing
-        nothing, while another process consumes the subscription."""
+        messages from it on are unacknowledged, those before it acknowledged; an offset past the end is the
+        end (as a consumer's seek). Returns False, changing nothing, while another process consumes the
+        subscription."""
         return self._move_cursor(topic, subscription, offsets, lambda live, p, o: live.seek(p, o), written_only=False)
 
     def ack_cumulative(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
@@ -223,17 +225,18 @@ class Topics(_PolicyLevel):
 
 def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition: bool,
                     written_only: bool) -> dict[int, int]:
-    """{partition: offset} checked against the topic: existing partitions, offsets from 0 to the end offset
-    (below it where `written_only`: an acknowledged message must exist)."""
+    """{partition: offset} checked against the topic: existing partitions, offsets from 0 below the end
+    offset where `written_only` (an acknowledged message must exist), else any position (Subscription.seek
+    takes one past the end as the end)."""
     partitions = range(topic.partitions)
-    bound = "below the end offset" if written_only else "up to the end offset"
+    bound = "below the end offset" if written_only else f"to {MAX_OFFSET} (past the end: the end)"
     accepted = (f"{{partition: offset}} for {'every partition' if every_partition else 'partitions'} of "
                 f"{topic.name} ({', '.join(map(str, partitions))}), offsets from 0 {bound}")
     if not isinstance(offsets, Mapping) or not offsets or (every_partition and set(offsets) != set(partitions)):
         raise InvalidArgumentError("offsets", offsets, accepted)
     for partition, offset in offsets.items():
-        if partition not in partitions or isinstance(offset, bool) or not isinstance(offset, int) or offset < 0 \
-                or offset > topic.end_offset(partition) - written_only:
+        if partition not in partitions or isinstance(offset, bool) or not isinstance(offset, int) \
+                or not 0 <= offset <= (topic.end_offset(partition) - 1 if written_only else MAX_OFFSET):
             raise InvalidArgumentError("offsets", offsets, accepted)
     return dict(offsets)
 

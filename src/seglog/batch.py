@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from seglog._core import _format
 from seglog._core._writer import BatchSource, Column
-from seglog.errors import InvalidArgumentError
+from seglog.errors import InvalidArgumentError, not_utf8
 
 PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -32,6 +32,10 @@ _MAP_ENTRIES = [pa.field("key", pa.string(), nullable=False), pa.field("value", 
 
 ACCEPTED_VALUES = ("a list of bytes, a pyarrow Binary/LargeBinary/String/LargeString array, "
                    "or a numpy array of fixed-width records")
+MAX_TIMESTAMP = 2**63 - 1
+TIMESTAMPS_ACCEPTED = ("one per value, ms since the epoch from 0 to 2**63 - 1: a sequence of ints (None for a "
+                       "message without one), a numpy integer array, or a pyarrow integer or timestamp array "
+                       "(null for a message without one)")
 
 
 def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now: int,
@@ -42,6 +46,9 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     messages' CreateTime and event time, or on a log_append_time topic only their event time."""
     value_column = binary_column(values, "values", allow_null=False)
     n = value_column.count
+    if n == 0:
+        raise InvalidArgumentError("values", "no messages", "at least one message: a send_batch call is one "
+                                   "record batch, and an empty one would have no MessageId to return")
     key_column = None if keys is None else binary_column(keys, "keys", allow_null=True, count=n)
     stamps, event_times, flags = _timestamps(timestamps, n, now, log_append_time)
     if properties is None:
@@ -104,37 +111,54 @@ def _timestamps(timestamps: Any, n: int, now: int, log_append_time: bool):
     flags = _format.LOG_APPEND_TIME if log_append_time else 0
     if timestamps is None:
         return np.full(n, now, dtype=np.int64), None, flags
-    if isinstance(timestamps, list) and any(t is None for t in timestamps):
-        given = np.array([_format.NO_EVENT_TIME if t is None else t for t in timestamps], dtype=np.int64)
-        missing = given == _format.NO_EVENT_TIME
-    else:
-        given = _timestamp_array(timestamps)
-        missing = None
+    given, missing = _given_timestamps(timestamps)
     if len(given) != n:
         raise InvalidArgumentError("timestamps", f"{len(given)} timestamps", f"one per value ({n})")
-    if ((given if missing is None else given[~missing]) < 0).any():
-        raise InvalidArgumentError("timestamps", "a negative timestamp", "ms since the epoch, >= 0")
+    event_times = given if missing is None else np.where(missing, _format.NO_EVENT_TIME, given)
     if log_append_time:
-        return np.full(n, now, dtype=np.int64), given, flags
+        return np.full(n, now, dtype=np.int64), event_times, flags
     if missing is None:
         return given, None, flags | _format.EVENT_TIME_IS_TIMESTAMP
-    return np.where(missing, now, given), given, flags
+    return np.where(missing, now, given), event_times, flags
+
+
+def _given_timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the timestamps as int64, a mask of those not given or None if all were): None in a list or a null
+    in a pyarrow array stands for a message without one, which gets the append time."""
+    if isinstance(timestamps, (list, tuple)) and any(t is None for t in timestamps):
+        missing = np.array([t is None for t in timestamps], dtype=bool)
+        return _timestamp_array([0 if t is None else t for t in timestamps]), missing
+    if isinstance(timestamps, pa.ChunkedArray):
+        timestamps = timestamps.combine_chunks()
+    if isinstance(timestamps, pa.Array) and timestamps.null_count:
+        missing = timestamps.is_null().to_numpy(zero_copy_only=False)
+        return _timestamp_array(timestamps.fill_null(0)), missing
+    return _timestamp_array(timestamps), None
 
 
 def _timestamp_array(timestamps: Any) -> np.ndarray:
-    if isinstance(timestamps, (pa.Array, pa.ChunkedArray)):
+    if isinstance(timestamps, pa.Array):
         if pa.types.is_timestamp(timestamps.type):
             timestamps = timestamps.cast(pa.timestamp("ms", tz=timestamps.type.tz)).cast(pa.int64())
-        timestamps = timestamps.to_numpy()
+        timestamps = timestamps.to_numpy(zero_copy_only=False)
     try:
         array = np.asarray(timestamps)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         array = None
-    if array is None or array.ndim != 1 or array.dtype.kind not in "iu" and len(array):
-        raise InvalidArgumentError("timestamps", type(timestamps).__name__,
-                                   "a sequence of ints (ms since the epoch), a numpy int array or a pyarrow "
-                                   "int64 or timestamp array, one per value")
+    if array is None or array.ndim != 1:
+        raise InvalidArgumentError("timestamps", type(timestamps).__name__, TIMESTAMPS_ACCEPTED)
+    if len(array) and (array.dtype.kind not in "iu" or array.max() > MAX_TIMESTAMP or array.min() < 0):
+        items = timestamps if isinstance(timestamps, (list, tuple)) else array.tolist()
+        raise _bad_timestamp(items, array.dtype)
     return array.astype(np.int64, copy=False)
+
+
+def _bad_timestamp(items: Any, dtype: np.dtype) -> InvalidArgumentError:
+    """The error naming the first of `items` that is not an int from 0 to MAX_TIMESTAMP."""
+    for i, stamp in enumerate(items):
+        if isinstance(stamp, bool) or not isinstance(stamp, int) or not 0 <= stamp <= MAX_TIMESTAMP:
+            return InvalidArgumentError(f"timestamps[{i}]", stamp, TIMESTAMPS_ACCEPTED)
+    return InvalidArgumentError("timestamps", f"an array of {dtype}", TIMESTAMPS_ACCEPTED)
 
 
 def _properties(properties: Any, n: int):
@@ -151,8 +175,11 @@ def _properties(properties: Any, n: int):
             if not isinstance(item, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                      for k, v in item.items()):
                 raise InvalidArgumentError(f"properties[{i}]", item, "a dict mapping str to str, or None")
-            keys.extend(k.encode() for k in item)
-            values.extend(v.encode() for v in item.values())
+            try:
+                keys.extend(k.encode() for k in item)
+                values.extend(v.encode() for v in item.values())
+            except UnicodeEncodeError as error:
+                raise not_utf8(f"properties[{i}]", error) from None
         entries[i + 1] = len(keys)
     return entries, Column.from_list(keys, "properties keys"), Column.from_list(values, "properties values")
 

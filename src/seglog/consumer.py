@@ -8,6 +8,7 @@ batch or array is acknowledged in one call of the Cython AckSet. Timeouts are se
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscription import Pending, Piece, Subscription, wait_until
-from seglog.units import parse_duration
+from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
@@ -56,7 +58,7 @@ class Consumer:
         self.held: deque[Piece] = deque()
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
         self._cursors = subscription.cursors
-        self._ends = [0] * len(subscription.cursors)
+        self._ends = [0] * len(subscription.cursors)  # the partitions' end offsets when last looked up
         self._closed = False
         subscription.attach(self, subscription_type)
 
@@ -66,10 +68,11 @@ class Consumer:
     # receiving
 
     def receive(self, timeout: float | None = None) -> Message:
-        """The next message; waits up to `timeout` seconds (None: forever), then ReceiveTimeoutError."""
+        """The next message; waits up to `timeout` (seconds, math.inf or a duration such as '500ms', see
+        units.parse_timeout; None: forever), then raises ReceiveTimeoutError."""
+        seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        message = wait_until(deadline, self._next_message)
+        message = wait_until(time.monotonic() + seconds, self._next_message)
         if message is None:
             raise ReceiveTimeoutError(f"no message on subscription {self.subscription.name!r} of "
                                       f"{self.topic.name} within {timeout} s")
@@ -94,7 +97,9 @@ class Consumer:
     def receive_batch(self, max_messages: int | None = None, timeout: float | None = 0) -> pa.RecordBatch | None:
         """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
         unless acknowledged messages had to be left out), or None when there are none. Returns at once
-        unless given a `timeout` in seconds to wait for messages (None: forever)."""
+        unless given a `timeout` to wait for messages (seconds, math.inf or a duration such as '500ms', see
+        units.parse_timeout; None: forever)."""
+        seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
         if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
                                          or max_messages < 1):
@@ -103,8 +108,7 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pieces = wait_until(deadline, lambda: self.subscription.next_delivery(self, max_messages))
+        pieces = wait_until(time.monotonic() + seconds, lambda: self.subscription.next_delivery(self, max_messages))
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]
@@ -152,14 +156,22 @@ class Consumer:
             return
         if len(offsets):
             self._check_written(partition, int(offsets.max()))
-            self._cursors[partition].acks.ack_many(offsets)
-            self.subscription.dirty = True
+            self.subscription.ack_many(partition, offsets)
 
     def _ack_one(self, partition: int, offset: int) -> None:
-        if offset >= self._ends[partition]:
+        """The per-message path. `partition` and `offset` are >= 0 (MessageId and _offsets check that)."""
+        try:
+            end = self._ends[partition]
+        except IndexError:
+            end = -1  # not a partition of the topic: _check_written refuses it
+        if offset >= end:
             self._check_written(partition, offset)
-        self._cursors[partition].acks.ack(offset)
-        self.subscription.dirty = True
+        try:
+            self._cursors[partition].acks.ack(offset)
+        except AckSetBusyError:  # see Subscription: a GIL-free loop of the thread holding its mutex
+            self.subscription.ack_holding_mutex(partition, offset)
+        else:
+            self.subscription.dirty = True
 
     def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,
@@ -171,8 +183,7 @@ class Consumer:
         partition, offsets = self._offsets(target, partition)
         last = offsets if isinstance(offsets, int) else int(offsets.max())
         self._check_written(partition, last)
-        self._cursors[partition].acks.ack_cumulative(last)
-        self.subscription.dirty = True
+        self.subscription.ack_cumulative(partition, last)
 
     def negative_ack(self, target: Any, partition: int | None = None) -> None:
         """Ask for redelivery of messages (after `negative_ack_redelivery_delay`)."""
@@ -182,7 +193,7 @@ class Consumer:
 
     def _offsets(self, target: Any, partition: int | None) -> tuple[int, Any]:
         if isinstance(target, (Message, MessageId)):
-            return target.partition, target.offset
+            return self._partition(target.partition), _offset(target.offset)
         if isinstance(target, tuple) and len(target) == 2:
             return self._partition(target[0]), _offset(target[1])
         if isinstance(target, pa.RecordBatch):
@@ -202,6 +213,7 @@ class Consumer:
         return self.topic._check_partition(partition)
 
     def _check_written(self, partition: int, offset: int) -> None:
+        self._partition(partition)
         if offset >= self._ends[partition]:
             self._ends[partition] = self.topic.end_offset(partition)
             if offset >= self._ends[partition]:

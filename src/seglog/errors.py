@@ -23,6 +23,14 @@ class InvalidArgumentError(SeglogError, ValueError):
         super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
 
 
+def not_utf8(argument: str, error: UnicodeEncodeError) -> InvalidArgumentError:
+    """The error for a str argument that UTF-8 cannot encode: one holding a lone surrogate, as
+    os.fsdecode makes of bytes that are not UTF-8."""
+    character = error.object[error.start:error.end]
+    return InvalidArgumentError(argument, f"a str with {character!r} at index {error.start}",
+                                "bytes, or a str that UTF-8 can encode (no lone surrogates)")
+
+
 class InvalidNameError(InvalidArgumentError):
     """A tenant, namespace or topic name is not accepted."""
 
@@ -69,6 +77,16 @@ class IndexMismatchError(CorruptLogError):
     def __init__(self, path: str, position: int, reason: str) -> None:
         super().__init__(path, position, reason)
         self.args = (f"{path}: damaged index entry at byte {position}: {reason}",)
+
+
+class MetadataError(SeglogError):
+    """The data directory's metadata file (meta.sqlite: tenants, namespaces, topics, policies) could not be
+    read or written: not a database, corrupt, or locked by another process for too long. Names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: the metadata database cannot be used: {reason}")
 
 
 class OffsetOutOfRangeError(SeglogError, LookupError):

@@ -22,6 +22,7 @@ from seglog.policies import BacklogQuota, EffectivePolicies
 from seglog.retention import Backlog, Limits, deletable_prefix
 from seglog.segment import LOCK_FILE, delete_segments
 from seglog.segment_table import SegmentTable
+from seglog.subscription import reading
 
 if TYPE_CHECKING:
     from seglog.log import Log
@@ -100,12 +101,8 @@ def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
         if record.partitions[partition].acks.floor >= offset:
             continue
         with registry.modify(topic, name) as subscription:
-            if subscription is None:
-                continue
-            skipped = subscription.skip_to(partition, offset)
-            cursor = subscription.cursors[partition]
-            setattr(cursor, counter, getattr(cursor, counter) + skipped)
-            total += skipped
+            if subscription is not None:
+                total += subscription.skip_to(partition, offset, counter=counter)
     return total
 
 
@@ -115,17 +112,16 @@ def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[Backlo
     view = topic._segments(partition)
     evicted = 0
     registry = topic._log._subscriptions
-    for name, record, _ in list(registry.states(topic)):
-        backlog = partition_backlog(view, table, record.partitions[partition].acks)
+    for name, record, live in list(registry.states(topic)):
+        with reading(live):
+            backlog = partition_backlog(view, table, record.partitions[partition].acks)
         targets = [_eviction_target(view, table, backlog, quota, now) for quota in quotas]
         target = max((t for t in targets if t is not None), default=None)
         if target is None:
             continue
         with registry.modify(topic, name) as subscription:
             if subscription is not None:
-                skipped = subscription.skip_to(partition, target)
-                subscription.cursors[partition].evicted += skipped
-                evicted += skipped
+                evicted += subscription.skip_to(partition, target, counter="evicted")
     return evicted
 
 

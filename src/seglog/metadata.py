@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotEmptyError, NotFoundError, \
-    TopicExistsError, TopicNotFoundError
+from seglog.errors import AlreadyExistsError, InvalidArgumentError, MetadataError, NotEmptyError, \
+    NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceName, TopicName
 from seglog.policies import Policies
 
@@ -44,22 +44,42 @@ class TopicRecord:
 
 
 class Metadata:
+    """The metadata of one data directory. SQLite's own errors (a file that is not a database or is
+    corrupt, a lock held too long) are raised as MetadataError naming the file."""
+
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.path = path
         self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise MetadataError(str(path), str(error)) from error
+        try:
+            with self._access():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(SCHEMA)
+                for table, column, definition in MIGRATIONS:
+                    if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _access(self) -> Iterator[None]:
+        """The lock, around statements whose SQLite errors the block does not handle itself."""
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(SCHEMA)
-            for table, column, definition in MIGRATIONS:
-                if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
-                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-            self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
+            try:
+                yield
+            except sqlite3.Error as error:
+                raise MetadataError(str(self.path), str(error)) from error
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """One IMMEDIATE transaction under the lock: committed if the block ends normally, else rolled back."""
-        with self._lock:
+        with self._access():
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -84,7 +104,7 @@ class Metadata:
                 raise TopicExistsError(f"topic {name} already exists") from None
 
     def topic(self, name: TopicName) -> TopicRecord:
-        with self._lock:
+        with self._access():
             row = self._db.execute("SELECT partitions, config, created_ms FROM topics WHERE name = ?",
                                    (str(name),)).fetchone()
         if row is None:
@@ -92,11 +112,11 @@ class Metadata:
         return TopicRecord(name, row[0], json.loads(row[1]), row[2])
 
     def list_topics(self) -> list[str]:
-        with self._lock:
+        with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
 
     def delete_topic(self, name: TopicName) -> None:
-        with self._lock:
+        with self._access():
             deleted = self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount
         if not deleted:
             raise TopicNotFoundError(f"topic {name} does not exist")
@@ -113,14 +133,14 @@ class Metadata:
     # tenants and namespaces
 
     def create_tenant(self, tenant: str, config: dict[str, Any]) -> None:
-        with self._lock:
+        with self._access():
             try:
                 self._db.execute("INSERT INTO tenants VALUES (?, ?)", (tenant, json.dumps(config)))
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"tenant {tenant} already exists") from None
 
     def tenants(self) -> list[str]:
-        with self._lock:
+        with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM tenants ORDER BY name")]
 
     def tenant_config(self, tenant: str) -> dict[str, Any]:
@@ -148,7 +168,7 @@ class Metadata:
                 raise AlreadyExistsError(f"namespace {name} already exists") from None
 
     def namespaces(self, tenant: str | None = None) -> list[str]:
-        with self._lock:
+        with self._access():
             if tenant is None:
                 rows = self._db.execute("SELECT name FROM namespaces ORDER BY name")
             else:
@@ -176,14 +196,14 @@ class Metadata:
         self._update_json("namespaces", "config", str(name), policies.to_json())
 
     def _read_json(self, table: str, column: str, key: str) -> dict[str, Any]:
-        with self._lock:
+        with self._access():
             row = self._db.execute(f"SELECT {column} FROM {table} WHERE name = ?", (key,)).fetchone()
         if row is None:
             raise self._missing(table, key)
         return json.loads(row[0])
 
     def _update_json(self, table: str, column: str, key: str, value: dict[str, Any]) -> None:
-        with self._lock:
+        with self._access():
             updated = self._db.execute(f"UPDATE {table} SET {column} = ? WHERE name = ?",
                                        (json.dumps(value), key)).rowcount
         if not updated:
@@ -196,5 +216,5 @@ class Metadata:
         return NotFoundError(f"{table[:-1]} {key} does not exist")
 
     def close(self) -> None:
-        with self._lock:
+        with self._access():
             self._db.close()

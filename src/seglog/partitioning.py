@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from seglog._core._writer import key_partitions
+from seglog._core._writer import Column, key_partitions
 from seglog.batch import binary_column
 
 
@@ -18,18 +18,15 @@ def partitions_for_keys(keys: Any, partitions: int) -> np.ndarray:
     return key_partitions(binary_column(keys, "keys", allow_null=True, count=len(keys)), partitions)
 
 
-def split_by_key(partitions: int, values: Any, keys: Any, timestamps: Any, properties: Any
+def split_by_key(partitions: int, key_column: Column, values: Any, keys: Any, timestamps: Any, properties: Any
                  ) -> Iterator[tuple[int, tuple[Any, Any, Any, Any]]]:
-    """(partition, (values, keys, timestamps, properties)) for each partition that gets messages."""
-    targets = key_partitions(binary_column(keys, "keys", allow_null=True, count=_count(values)), partitions)
+    """(partition, (values, keys, timestamps, properties)) for each partition that gets messages;
+    `key_column` is `keys` as the call's checked BatchSource holds them."""
+    targets = key_partitions(key_column, partitions)
     for partition in np.unique(targets):
         chosen = np.flatnonzero(targets == partition)
         yield int(partition), tuple(None if part is None else _take(part, chosen)
                                     for part in (values, keys, timestamps, properties))
-
-
-def _count(values: Any) -> int:
-    return values.shape[0] if isinstance(values, np.ndarray) else len(values)
 
 
 def _take(data: Any, chosen: np.ndarray) -> Any:

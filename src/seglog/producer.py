@@ -7,15 +7,13 @@ what survives a power loss."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pyarrow as pa
 
 from seglog._core._accumulator import SendPath
 from seglog._core._messages import MessageId
 from seglog.errors import ClosedError, InvalidArgumentError
-from seglog.units import parse_duration, parse_size
+from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
@@ -35,7 +33,8 @@ class Producer(SendPath):
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
-        self.send_timeout_ms = _send_timeout(send_timeout)
+        # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
+        self.send_timeout = parse_timeout(send_timeout, argument="send_timeout", none=math.inf)
         if self.batch_size <= 0:
             raise InvalidArgumentError("batch_size", batch_size, "a positive size, e.g. 1048576 or '1 MiB'")
         self._writers = topic._acquire_writers()
@@ -48,7 +47,7 @@ class Producer(SendPath):
 
     def _check_quota(self, partition: int, nbytes: int) -> None:
         """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
-        self._quota_guard.check(partition, nbytes, self.send_timeout_ms)
+        self._quota_guard.check(partition, nbytes, self.send_timeout)
 
     def _first_pending(self, partition: int) -> None:
         self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
@@ -60,10 +59,11 @@ class Producer(SendPath):
                    partition: int | None = None) -> MessageId:
         """Write `values` as one record batch (split only where a segment is full); returns the MessageId
         of its first message. values: a list of bytes, a pyarrow binary or string array, or a numpy array
-        of fixed-width records. keys: the same forms, None allowed per key; when given and `partition` is
-        not, messages are spread by key hash (one batch per partition). timestamps: ms since the epoch,
-        one per value. properties: a list of dicts of str to str, or a pyarrow map array.
-        Without keys or partition, each call goes to the next partition in turn."""
+        of fixed-width records; at least one. keys: the same forms, None allowed per key; when given and
+        `partition` is not, messages are spread by key hash (one batch per partition). timestamps: ms since
+        the epoch, one per value (None or a pyarrow null: the append time). properties: a list of dicts of
+        str to str, or a pyarrow map array. Without keys or partition, each call goes to the next partition
+        in turn. The whole call is checked before anything is written: a bad argument writes nothing."""
         self._check_open()
         if partition is not None:
             if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self._partitions:
@@ -73,20 +73,25 @@ class Producer(SendPath):
         else:
             partition = self._next_batch_partition % self._partitions
             self._next_batch_partition += 1
+        writer = self._writers[partition]
+        source = writer.source(values, keys, timestamps, properties)
         if self._quota_gate is not None:
-            self._check_quota(partition, _payload_bytes(values))
-        base = self._writers[partition].append(values, keys, timestamps, properties)
-        return MessageId(partition, base)
+            self._check_quota(partition, source.size(0, source.count))
+        return MessageId(partition, writer.append(source))
 
     def _send_by_key(self, values: Any, keys: Any, timestamps: Any, properties: Any) -> MessageId:
+        """One batch per partition, each written only once every one is known to be sound (and within the
+        backlog quotas): an error names the index in the call, and nothing is written."""
         from seglog.partitioning import split_by_key
-        first = None
-        for partition, parts in split_by_key(self._partitions, values, keys, timestamps, properties):
-            if self._quota_gate is not None:
-                self._check_quota(partition, _payload_bytes(parts[0]))
-            base = self._writers[partition].append(*parts)
-            first = first or MessageId(partition, base)
-        return first
+        whole = self._writers[0].source(values, keys, timestamps, properties)  # the writers share the settings
+        batches = [(partition, self._writers[partition].source(*parts))
+                   for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,
+                                                        properties)]
+        if self._quota_gate is not None:
+            for partition, source in batches:
+                self._check_quota(partition, source.size(0, source.count))
+        ids = [MessageId(partition, self._writers[partition].append(source)) for partition, source in batches]
+        return ids[0]
 
     def flush(self) -> None:
         """Write every queued message of this producer's topic and hand it to the page cache."""
@@ -111,19 +116,3 @@ class Producer(SendPath):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _payload_bytes(values: Any) -> int:
-    """The bytes of a send_batch's values, for the backlog-quota margin."""
-    if isinstance(values, (np.ndarray, pa.Array, pa.ChunkedArray)):
-        return int(values.nbytes)
-    return sum(map(len, values))
-
-
-def _send_timeout(value: Any) -> int:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise InvalidArgumentError("send_timeout", value, "seconds >= 0 (an int or float) or a duration such "
-                                       "as '30s'")
-        return int(value * 1000)
-    return parse_duration(value, argument="send_timeout", unit="s")

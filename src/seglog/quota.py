@@ -23,7 +23,7 @@ from seglog.backlog import partition_backlog
 from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
 from seglog.maintenance import evict
 from seglog.policies import BacklogQuota
-from seglog.subscription import wait_until
+from seglog.subscription import reading, wait_until
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
@@ -50,9 +50,9 @@ class QuotaGuard:
         self._states = [_PartitionState() for _ in range(topic.partitions)]
         self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
 
-    def check(self, partition: int, nbytes: int, send_timeout_ms: int) -> None:
+    def check(self, partition: int, nbytes: int, send_timeout: float) -> None:
         """Return if `partition` may take `nbytes` more now; else apply the quota's policy: raise
-        (producer_exception), wait up to the send timeout (producer_request_hold), or evict."""
+        (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict."""
         log = self.topic._log
         state = self._states[partition]
         if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
@@ -69,11 +69,11 @@ class QuotaGuard:
                 return
             if quota.policy == "producer_exception":
                 raise ProducerBlockedQuotaExceededError(state.refusal)
-        deadline = time.monotonic() + send_timeout_ms / 1000
+        deadline = time.monotonic() + send_timeout
         if wait_until(deadline, lambda: self._evaluate_locked(partition) is None):
             return
         raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
-                                       f"{send_timeout_ms / 1000:g} s (policy producer_request_hold)")
+                                       f"{send_timeout:g} s (policy producer_request_hold)")
 
     def register(self, producer: Producer) -> None:
         self._producers.add(producer)
@@ -109,8 +109,9 @@ class QuotaGuard:
         view = topic._segments(partition)
         table = log._segment_facts(view).table()
         largest, oldest, slowest = 0, None, None
-        for name, record, _ in states:
-            backlog = partition_backlog(view, table, record.partitions[partition].acks)
+        for name, record, live in states:
+            with reading(live):
+                backlog = partition_backlog(view, table, record.partitions[partition].acks)
             if backlog.bytes >= largest:
                 largest, slowest = backlog.bytes, name
             if backlog.oldest_timestamp is not None and (oldest is None or backlog.oldest_timestamp < oldest[0]):

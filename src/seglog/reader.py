@@ -42,6 +42,7 @@ from seglog.segment import (
     read_index_files,
     scan_log,
 )
+from seglog.units import parse_timeout
 
 logger = logging.getLogger("seglog.reader")
 
@@ -330,15 +331,16 @@ class Reader:
 
     def seek(self, offset: int) -> None:
         """Continue reading at `offset`."""
-        if not _is_int(offset) or offset < 0:
-            raise InvalidArgumentError("offset", offset, "an int >= 0")
+        if not _is_offset(offset):
+            raise InvalidArgumentError("offset", offset, f"an int from 0 to {MAX_OFFSET}")
         self._offset = offset
 
     def read_batch(self, max_messages: int | None = None, timeout: float | None = None) -> pa.RecordBatch | None:
         """The next messages as a RecordBatch (columns offset, timestamp, key, value, properties), at most
         `max_messages` and at most one stored batch; None when there is nothing new.
 
-        With `timeout` (seconds) it waits up to that long for new messages; without, it returns at once."""
+        With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
+        '500ms', see units.parse_timeout); without, it returns at once."""
         located = self._next_batch(timeout)
         if located is None:
             return None
@@ -370,9 +372,10 @@ class Reader:
             yield from messages
 
     def _next_batch(self, timeout: float | None):
+        seconds = parse_timeout(timeout, none=0)
         if self._closed:
             raise ClosedError("reader is closed")
-        deadline = None if not timeout else time.monotonic() + timeout
+        deadline = time.monotonic() + seconds
         delay = _POLL_START_S
         while True:
             try:
@@ -384,7 +387,7 @@ class Reader:
                 self.skipped += earliest - self._offset
                 self._offset = earliest
                 continue
-            if located is not None or deadline is None:
+            if located is not None or seconds == 0:
                 return located
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -465,12 +468,12 @@ def start_offset(view: PartitionView, start: Any) -> int:
         return view.earliest_offset()
     if start == "latest":
         return view.end_offset()
-    if isinstance(start, dict) and set(start) == {"timestamp"} and _is_int(start["timestamp"]):
+    if isinstance(start, dict) and set(start) == {"timestamp"} and _is_offset(start["timestamp"]):
         return view.offset_for_timestamp(start["timestamp"])
-    if _is_int(start) and start >= 0:
+    if _is_offset(start):
         return start
-    raise InvalidArgumentError("start", start, "'earliest', 'latest', an offset (int >= 0) or "
-                               "{'timestamp': ms since the epoch}")
+    raise InvalidArgumentError("start", start, f"'earliest', 'latest', an offset (an int from 0 to {MAX_OFFSET}) "
+                               "or {'timestamp': ms since the epoch}")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -481,5 +484,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return status.st_ino, status.st_size
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+MAX_OFFSET = 2**63 - 1  # offsets and timestamps are int64
+
+
+def _is_offset(value: Any) -> bool:
+    """Whether `value` is an int an offset (or a timestamp) can be: from 0 to MAX_OFFSET."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_OFFSET

@@ -15,6 +15,7 @@ from seglog.backlog import partition_backlog
 from seglog.maintenance import acked_until, limits_of
 from seglog.retention import explain
 from seglog.segment import list_segments
+from seglog.subscription import reading
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
@@ -51,8 +52,9 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
     tables = _tables(topic)
     subscriptions: dict[str, Any] = {}
     for name, record, live in log._subscriptions.states(topic):
-        backlogs = [partition_backlog(view, table, cursor.acks)
-                    for (view, table), cursor in zip(tables, record.partitions)]
+        with reading(live):
+            backlogs = [partition_backlog(view, table, cursor.acks)
+                        for (view, table), cursor in zip(tables, record.partitions)]
         oldest = min((b.oldest_timestamp for b in backlogs if b.oldest_timestamp is not None), default=None)
         subscriptions[name] = {
             "type": record.subscription_type,
@@ -99,11 +101,12 @@ def internal_stats(topic: Topic) -> dict[str, Any]:
                     for i in range(len(table))]
         cursors = {}
         for name, record, live in states:
-            acks = record.partitions[p].acks
-            cursors[name] = {"markDeletePosition": acks.floor - 1,
-                             "readPosition": live.dispatch[p].reader.offset if live is not None else acks.floor,
-                             "ackedRanges": acks.ranges().tolist(),
-                             "individuallyAcked": acks.individual_count}
+            with reading(live):
+                acks = record.partitions[p].acks
+                cursors[name] = {"markDeletePosition": acks.floor - 1,
+                                 "readPosition": live.dispatch[p].reader.offset if live is not None else acks.floor,
+                                 "ackedRanges": acks.ranges().tolist(),
+                                 "individuallyAcked": acks.individual_count}
         partitions[str(p)] = {"numberOfEntries": table.end_offset - table.earliest_offset,
                               "totalSize": table.total_size, "segments": segments, "cursors": cursors,
                               "segmentFiles": len(list_segments(view.directory))}

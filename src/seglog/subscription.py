@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections import deque
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 import pyarrow as pa
 
-from seglog._core._acks import AckSet
+from seglog._core._acks import AckSet, AckSetBusyError
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
 from seglog.cursor_file import (
@@ -104,7 +105,13 @@ class Pending:
 
 class Subscription:
     """One subscription of a topic, consumed in this process. Shared by its consumers; every method that
-    changes dispatch or cursor state holds `mutex`."""
+    changes dispatch or cursor state holds `mutex`.
+
+    The cursors' AckSets: every call that releases the GIL (ack_many, the backlog and dispatch reads, see
+    `reading`) is made holding `mutex`. A consumer's per-message ack and is_acked, the hot paths, do not
+    take it: they hold the GIL throughout, so they are atomic for every other thread unless they meet one
+    of those GIL-free loops (AckSetBusyError, nothing changed), and then they wait for `mutex`, which the
+    loop's thread holds, and try again (ack_holding_mutex)."""
 
     def __init__(self, registry: Subscriptions, topic: Topic, name: str, record: CursorRecord, lock: WriterLock,
                  path: Path) -> None:
@@ -338,8 +345,31 @@ class Subscription:
             heapq.heappush(self.dispatch[partition].nacked,
                            (self.topic._log.clock() + delay_ms, self._nack_sequence, offsets))
 
+    # acknowledgements
+
     def is_acked(self, partition: int, offset: int) -> bool:
-        return self.cursors[partition].acks.is_acked(offset)
+        try:
+            return self.cursors[partition].acks.is_acked(offset)
+        except AckSetBusyError:  # a GIL-free loop of a thread holding the mutex: see the class docstring
+            with self.mutex:
+                return self.cursors[partition].acks.is_acked(offset)
+
+    def ack_holding_mutex(self, partition: int, offset: int) -> None:
+        """Acknowledge one message once the mutex is free: the consumer's ack without it met a GIL-free
+        loop (see the class docstring)."""
+        with self.mutex:
+            self.cursors[partition].acks.ack(offset)
+            self.dirty = True
+
+    def ack_many(self, partition: int, offsets: np.ndarray) -> None:
+        with self.mutex:
+            self.cursors[partition].acks.ack_many(offsets)
+            self.dirty = True
+
+    def ack_cumulative(self, partition: int, offset: int) -> None:
+        with self.mutex:
+            self.cursors[partition].acks.ack_cumulative(offset)
+            self.dirty = True
 
     # cursor moves
 
@@ -349,12 +379,12 @@ class Subscription:
         with self.mutex:
             view = self.topic._segments(partition)
             view.rescan()
-            earliest = view.earliest_offset()
-            self.cursors[partition].evicted += self.skip_to(partition, earliest)
+            self.skip_to(partition, view.earliest_offset(), counter="evicted")
 
-    def skip_to(self, partition: int, offset: int) -> int:
+    def skip_to(self, partition: int, offset: int, *, counter: str | None = None) -> int:
         """Acknowledge everything before `offset` (TTL expiry, eviction); returns how many of those
-        messages were unacknowledged until now."""
+        messages were unacknowledged until now, and adds them to the cursor's `counter` ('expired' or
+        'evicted') if given."""
         with self.mutex:
             cursor = self.cursors[partition]
             skipped = cursor.acks.ack_cumulative(offset - 1) if offset > cursor.acks.floor else 0
@@ -362,11 +392,15 @@ class Subscription:
             if reader.offset < offset:
                 reader.seek(offset)
             if skipped:
+                if counter is not None:
+                    setattr(cursor, counter, getattr(cursor, counter) + skipped)
                 self.dirty = True
             return skipped
 
     def seek(self, partition: int, offset: int) -> None:
-        """Reset the cursor: everything before `offset` acknowledged, everything from it on not."""
+        """Reset the cursor: everything before `offset` acknowledged, everything from it on not. An offset
+        past the partition's end is its end, as in Pulsar: the next message written is the next delivered."""
+        offset = min(offset, self.topic.end_offset(partition))
         with self.mutex:
             self.cursors[partition].acks = AckSet(offset)
             dispatch = self.dispatch[partition]
@@ -379,8 +413,12 @@ class Subscription:
 
     def persist(self) -> None:
         with self.mutex:
-            save(self.path, self.record, fsync=self.topic.config.fsync != "never")
-            self.dirty = False
+            self.dirty = False  # before the save: an ack during it (it takes no mutex) marks it dirty again
+            try:
+                save(self.path, self.record, fsync=self.topic.config.fsync != "never")
+            except BaseException:
+                self.dirty = True
+                raise
 
     def close(self) -> None:
         """Persist the whole cursor state (individual acks included) and release the subscription."""
@@ -554,6 +592,13 @@ def _subscription_busy(topic: str, name: str):
         return ConsumerBusyError(f"subscription {name!r} of {topic} is consumed by {who} (lock {lock_path}); "
                                  "a subscription is consumed by one process at a time")
     return busy
+
+
+def reading(subscription: Subscription | None) -> AbstractContextManager:
+    """What to hold while reading a subscription's cursors with AckSet calls that release the GIL (the
+    backlog, the acknowledged ranges): its mutex if it is consumed in this process (its consumers ack
+    meanwhile), nothing for cursors loaded from their file."""
+    return subscription.mutex if subscription is not None else nullcontext()
 
 
 def wait_until(deadline: float | None, attempt, poll_start: float = 0.0002, poll_max: float = 0.01):

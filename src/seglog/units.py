@@ -21,17 +21,22 @@ caller names, because tools differ: pulsar-admin's ``--messageTTL 120`` is secon
 Numbers may have a decimal part (``1.5K``, ``1.5h``) as long as the result is a whole number of bytes or
 milliseconds; nothing is rounded. Results are at most 2**63 - 1, the largest value a Kafka ``long``
 configuration or a signed 64-bit field on disk can hold.
+
+Timeouts, how long a call may wait in real time, are seconds as floats (``parse_timeout``): an int or float
+>= 0, ``math.inf`` for no limit, or a duration string as above; None means what the API says it means.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Callable
 from fractions import Fraction
 
 from seglog.errors import InvalidArgumentError
 
-__all__ = ["format_duration", "format_size", "parse_duration", "parse_size"]
+__all__ = ["format_duration", "format_size", "parse_duration", "parse_size", "parse_timeout"]
 
 _MAX = 2**63 - 1
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
@@ -138,6 +143,30 @@ def format_duration(ms: int) -> str:
         if count:
             parts.append(f"{count}{name}")
     return " ".join(parts) or "0s"
+
+
+def parse_timeout(value: object, *, argument: str = "timeout", none: float) -> float:
+    """Seconds to wait, as every seglog call that takes a timeout reads it: an int or float >= 0, math.inf
+    for no limit, or a duration such as '500ms', '30s', '1m 30s'. None stands for `none` (0: do not wait,
+    or math.inf), as the calling API documents. NaN, negatives and anything else raise InvalidArgumentError
+    naming `argument` and saying what is accepted."""
+    if value is None:
+        return none
+    if isinstance(value, str):
+        return parse_duration(value, argument=argument, unit="s") / 1000
+    accepted = (f"seconds as an int or float >= 0 (math.inf: no limit), a duration such as '500ms' or '30s', "
+                f"or None ({'no limit' if none == math.inf else 'do not wait'})")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(argument, value, accepted, f"expected a number or a str, not {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise InvalidArgumentError(argument, value, accepted, "it is too large for a float") from None
+    if math.isnan(seconds):
+        raise InvalidArgumentError(argument, value, accepted, "it is NaN")
+    if seconds < 0:
+        raise InvalidArgumentError(argument, value, accepted, "it is negative")
+    return seconds
 
 
 def _parse_amount(value: object, *, argument: str, allow_infinite: bool, accepted: str, scale: int,

@@ -12,6 +12,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,38 +266,50 @@ class PartitionWriter:
         written = times[times[:, 1] != 0]
         return int(written[-1, 0]) if len(written) else self.clock()
 
-    def append(self, values, keys=None, timestamps=None, properties=None) -> int:
-        """Write one send_batch call; returns the base offset. Messages queued by send() go first."""
+    def source(self, values, keys=None, timestamps=None, properties=None) -> BatchSource:
+        """One send_batch call checked and normalised for the encoder (InvalidArgumentError, naming the
+        argument, if it cannot be written), stamped with the time now where timestamps are needed."""
+        return make_source(values, keys, timestamps, properties, now=self.clock(),
+                           log_append_time=self.config.log_append_time)
+
+    def append(self, source: BatchSource) -> int:
+        """Write one send_batch call; returns its base offset. Messages queued by send() before it go first.
+
+        The offsets are reserved with the queued messages taken in one step of the accumulator: a send()
+        from another thread meanwhile (the copy runs without the GIL) is numbered after this batch."""
         with self.write_lock:
-            self.flush_pending()
-            source = self._source(values, keys, timestamps, properties)
-            base = self.accumulator.next_offset
-            self.accumulator.next_offset = base + source.count  # send() during the copy numbers after it
+            queued, base = self.accumulator.reserve(source.count)
+            if queued is not None:
+                self._write_queued(queued)
             self._write(source, base)
             return base
 
     def flush_pending(self) -> int:
         """Write what send() queued as one batch (split only where a segment is full); returns its count."""
         with self.write_lock:
-            drained = self.accumulator.drain()
-            if drained is None:
-                return 0
-            base, values, keys, timestamps, properties = drained
-            source = self._source(values, keys, timestamps, properties)
-            self._write(source, base)
-            return source.count
+            queued = self.accumulator.drain()
+            return 0 if queued is None else self._write_queued(queued)
 
-    def _source(self, values, keys, timestamps, properties) -> BatchSource:
-        """The encoder's view of one batch, stamped with the append time where timestamps are needed."""
-        return make_source(values, keys, timestamps, properties, now=self.clock(),
-                           log_append_time=self.config.log_append_time)
+    def _write_queued(self, queued: tuple) -> int:
+        base, values, keys, timestamps, properties = queued
+        with self._dropping_queued_on_failure():
+            source = self.source(values, keys, timestamps, properties)
+        self._write(source, base)
+        return source.count
 
     def _write(self, source: BatchSource, base: int) -> None:
-        try:
+        with self._dropping_queued_on_failure():
             if base != self.end_offset:
                 raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
             self._write_records(source, base)
             self._sync_if_due()
+
+    @contextmanager
+    def _dropping_queued_on_failure(self) -> Iterator[None]:
+        """A write that fails drops what send() queued since (numbered after it) and numbers on from the
+        partition's end, so the offsets given out next are the ones the messages will get."""
+        try:
+            yield
         except BaseException:
             dropped = self.accumulator.discard(self.end_offset)
             if dropped:

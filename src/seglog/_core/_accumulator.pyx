@@ -4,8 +4,10 @@ An accumulator holds references to the messages sent since the last flush, not c
 the batch encoder copies each value once, straight into the segment. Offsets are assigned at `send`
 (one writer per partition makes them known), so `send` returns the final MessageId at once.
 
-Thread safety comes from the GIL: append and drain are single C-level steps that never release it. The
-writer holds the partition's write lock from drain to the end of the copy, so batches land in offset order."""
+Thread safety comes from the GIL: append, drain and reserve are single C-level steps that never release
+it, and they allocate before they change anything (an allocation may run the garbage collector, whose
+finalizers can let another thread in, which must then find the accumulator consistent). The writer holds
+the partition's write lock from drain or reserve to the end of the copy, so batches land in offset order."""
 
 from cpython.bytes cimport PyBytes_Check, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t
@@ -16,7 +18,7 @@ from seglog._core._messages cimport MessageId, new_message_id
 
 cdef class Accumulator:
     """Messages sent one by one to one partition, waiting to be written as one batch."""
-    cdef public int64_t next_offset
+    cdef readonly int64_t next_offset
     cdef readonly Py_ssize_t pending_bytes
     cdef list values
     cdef list keys
@@ -41,32 +43,48 @@ cdef class Accumulator:
     cpdef int64_t append(self, value, key, timestamp, properties) except -1:
         """Queue one message; returns its offset. `value` is bytes (the producer converted it)."""
         cdef Py_ssize_t n = len(self.values)
+        # A column's list is made (None for the messages before) before anything is queued: see the docstring.
+        if key is not None and self.keys is None:
+            self.keys = [None] * n
+        if timestamp is not None and self.timestamps is None:
+            self.timestamps = [None] * n
+        if properties is not None and self.properties is None:
+            self.properties = [None] * n
         self.values.append(value)
-        self.pending_bytes += PyBytes_GET_SIZE(value)
-        if key is not None or self.keys is not None:
-            if self.keys is None:
-                self.keys = [None] * n
+        if self.keys is not None:
             self.keys.append(key)
-        if timestamp is not None or self.timestamps is not None:
-            if self.timestamps is None:
-                self.timestamps = [None] * n
+        if self.timestamps is not None:
             self.timestamps.append(timestamp)
-        if properties is not None or self.properties is not None:
-            if self.properties is None:
-                self.properties = [None] * n
+        if self.properties is not None:
             self.properties.append(properties)
+        self.pending_bytes += PyBytes_GET_SIZE(value)
         self.next_offset += 1
         return self.next_offset - 1
 
     def drain(self):
         """Take the pending messages: (base_offset, values, keys, timestamps, properties), the last three
         None when no message had one. Returns None when nothing is pending."""
-        cdef Py_ssize_t n = len(self.values)
-        if n == 0:
-            return None
-        drained = (self.next_offset - n, self.values, self.keys, self.timestamps, self.properties)
-        self._reset()
-        return drained
+        return self._take() if self.values else None
+
+    def reserve(self, int64_t count):
+        """Take the pending messages (as drain does) and reserve the `count` offsets after them for a batch
+        the caller writes next; returns (pending or None, the first reserved offset). One step: a send()
+        from another thread numbers its message after the reserved range, never inside it."""
+        pending = self._take() if self.values else None
+        cdef int64_t base = self.next_offset
+        self.next_offset += count
+        return pending, base
+
+    cdef tuple _take(self):
+        cdef list fresh = []
+        taken = (self.next_offset - len(self.values), self.values, self.keys, self.timestamps, self.properties)
+        # No allocation from here on: the references in `taken` keep the old lists alive.
+        self.values = fresh
+        self.keys = None
+        self.timestamps = None
+        self.properties = None
+        self.pending_bytes = 0
+        return taken
 
     def discard(self, int64_t next_offset) -> int:
         """Drop the pending messages after a failed write and restart numbering at `next_offset`."""
@@ -142,7 +160,7 @@ cdef class SendPath:
 cdef bytes _to_bytes(object item, str argument):
     from seglog.errors import InvalidArgumentError
     if isinstance(item, str):
-        return (<str>item).encode()
+        return _utf8(<str>item, argument)
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
     raise InvalidArgumentError(argument, type(item).__name__, "bytes, bytearray, memoryview or str")
@@ -163,8 +181,21 @@ cdef object _check_timestamp(object timestamp):
 
 
 cdef object _check_properties(object properties):
+    """The properties, if the batch encoder will take them: checked here, since a message refused at the
+    write would take the messages queued with it down too."""
     from seglog.errors import InvalidArgumentError
     if not isinstance(properties, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
         raise InvalidArgumentError("properties", properties, "a dict mapping str to str")
+    for key, value in properties.items():
+        _utf8(key, "properties")
+        _utf8(value, f"properties[{key!r}]")
     return properties
+
+
+cdef bytes _utf8(str text, str argument):
+    try:
+        return text.encode()
+    except UnicodeEncodeError as error:
+        from seglog.errors import not_utf8
+        raise not_utf8(argument, error) from None

@@ -10,8 +10,9 @@ each word is copied a bounded number of times. Bits below the floor are always z
 individual acks of a range is a popcount of its words, never a walk over offsets.
 
 Not thread-safe: a cursor's caller serialises its calls. The methods that release the GIL around their
-loops mark the set busy, and a conflicting call from another thread meanwhile raises RuntimeError rather
-than read or free memory the loop is using."""
+loops mark the set busy, and a conflicting call from another thread meanwhile raises AckSetBusyError (a
+RuntimeError), changing nothing, rather than read or free memory the loop is using. Every other method
+holds the GIL from start to end, so it is atomic with respect to the other threads."""
 
 cimport cython
 from cpython.buffer cimport PyObject_CheckBuffer
@@ -58,6 +59,10 @@ cdef const char *MAGIC = b"SGAK"
 cdef uint64_t ALL = ~(<uint64_t>0)
 cdef int64_t LIMIT = WINDOW_LIMIT
 cdef int64_t LARGEST = INT64_MAX - 1  # so that the floor after it, offset + 1, is an int64
+
+class AckSetBusyError(RuntimeError):
+    """A call met a loop of another thread that runs over the set without the GIL; nothing was changed."""
+
 
 OFFSETS_ACCEPTED = ("a 1-D array of integer offsets >= 0: a numpy integer array, a buffer of int64 or a pyarrow "
                     "integer array without nulls")
@@ -183,13 +188,13 @@ cdef class AckSet:
 
     cdef int _writable(self) except -1:
         if self.readers or self.writing:
-            raise RuntimeError("AckSet changed while another thread is using it; serialise calls on one "
+            raise AckSetBusyError("AckSet changed while another thread is using it; serialise calls on one "
                                "AckSet with a lock")
         return 0
 
     cdef int _readable(self) except -1:
         if self.writing:
-            raise RuntimeError("AckSet read while another thread is changing it; serialise calls on one "
+            raise AckSetBusyError("AckSet read while another thread is changing it; serialise calls on one "
                                "AckSet with a lock")
         return 0
 

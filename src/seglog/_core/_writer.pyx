@@ -125,7 +125,11 @@ cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_nu
         raise InvalidArgumentError(f"{argument}[{index}]", None, "bytes, bytearray, memoryview or str",
                                    "only keys may be None")
     if isinstance(item, str):
-        return (<str>item).encode()
+        try:
+            return (<str>item).encode()
+        except UnicodeEncodeError as error:
+            from seglog.errors import not_utf8
+            raise not_utf8(f"{argument}[{index}]", error) from None
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
     raise InvalidArgumentError(f"{argument}[{index}]", type(item).__name__,

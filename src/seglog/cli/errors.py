@@ -2,9 +2,10 @@
 never a traceback. Library errors keep their own message; the option they concern is named as on the
 command line ('--segment-size', not 'segment_size').
 
-Exit codes: 0 success, 1 damage found (check, repair, a corrupt batch met while reading) or an operating
-system error (permission denied, disk full: shown with the file), 2 bad usage or a refused request (invalid
-value, unknown topic, partition locked by another process, no data directory)."""
+Exit codes: 0 success, 1 damage found (check, repair, a corrupt batch met while reading, a metadata file
+SQLite cannot use) or an operating system error (permission denied, disk full: shown with the file), 2 bad
+usage or a refused request (invalid value, unknown topic, partition locked by another process, no data
+directory)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 from rich.text import Text
 
-from seglog.errors import CorruptLogError, InvalidArgumentError, SeglogError
+from seglog.errors import CorruptLogError, InvalidArgumentError, MetadataError, SeglogError
 
 EXIT_FAILURE = 1
 EXIT_DAMAGE = EXIT_FAILURE
@@ -82,6 +83,8 @@ def from_library(error: SeglogError, ctx: click.Context) -> click.ClickException
     if isinstance(error, CorruptLogError):
         return CliError(f"{error} (run `seglog check` for a full report, `seglog repair` to fix what can be)",
                         EXIT_DAMAGE)
+    if isinstance(error, MetadataError):
+        return CliError(str(error), EXIT_DAMAGE)
     return CliError(str(error), EXIT_USAGE)
 
 
