@@ -8,7 +8,6 @@ entry, so a reader that probes for the next entry still reads inside the file.""
 
 from __future__ import annotations
 
-import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 from seglog._core import _format
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._mapping import MADV_RANDOM, Mapping
 
 LOG_SUFFIX = ".log"
 CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed cleanly
@@ -68,17 +68,20 @@ class SegmentPaths:
 
 
 def map_file(path: Path, *, writable: bool, size: int | None = None,
-             random_access: bool = False) -> mmap.mmap | None:
+             random_access: bool = False) -> Mapping | None:
     """Map a whole file (None if it is empty). `size` extends the file first (writer only).
+
+    The map holds no file descriptor (see _core/_mapping.pyx): a batch a caller keeps alive keeps its
+    segment's pages, and however many are kept, they cost no descriptor.
 
     `random_access` turns off read-ahead for files probed at a few places, such as index files: the
     kernel otherwise fills read_ahead_kb of page cache (8 MiB on the test machine, 2.5 ms) at the first
     touch of a pre-sized, still empty index.
 
-    A read-only map is taken at the size the file has when mapped; a writer trimming it between our
-    fstat and mmap makes the kernel refuse the length, so that is retried with the new size."""
-    flags = os.O_RDWR if writable else os.O_RDONLY
-    fd = os.open(path, flags | (os.O_CREAT if writable else 0), 0o644)
+    A read-only map is taken at the size the file has when mapped; a writer trimming it meanwhile would
+    leave pages past the new end (a SIGBUS when touched), so a file found shorter after mapping is mapped
+    again at its new size."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
     try:
         if size is not None and os.fstat(fd).st_size < size:
             os.posix_fallocate(fd, 0, size)
@@ -86,21 +89,19 @@ def map_file(path: Path, *, writable: bool, size: int | None = None,
             length = os.fstat(fd).st_size
             if length == 0:
                 return None
-            try:
-                mapped = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
-            except ValueError:  # "mmap length is greater than file size": it shrank meanwhile
-                if writable:
-                    raise
+            mapped = Mapping(fd, length, writable)
+            if os.fstat(fd).st_size < length:  # it shrank meanwhile
+                mapped.close()
                 continue
             if random_access:
-                mapped.madvise(mmap.MADV_RANDOM)
+                mapped.madvise(MADV_RANDOM)
             return mapped
         raise OSError(f"{path}: the file kept changing size while being mapped")
     finally:
-        os.close(fd)  # the map keeps its own descriptor
+        os.close(fd)  # the map keeps the file open without it
 
 
-def close_map(mapped: mmap.mmap | None) -> None:
+def close_map(mapped: Mapping | None) -> None:
     """Unmap now, or, while a view still points into the map, when the last view is gone."""
     if mapped is not None:
         try:
@@ -117,7 +118,7 @@ def truncate_file(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def index_arrays(mapped: mmap.mmap | None) -> np.ndarray:
+def index_arrays(mapped: Mapping | None) -> np.ndarray:
     if mapped is None:
         return np.zeros((0, 2), dtype=np.int64)
     return np.frombuffer(mapped, dtype=np.int64, count=len(mapped) // ENTRY_BYTES * 2).reshape(-1, 2)
@@ -145,7 +146,7 @@ class ScanResult:
         return self.status == ScanStatus.SCAN_END
 
 
-def scan_log(data: mmap.mmap | None, base_offset: int, *, verify_crc: bool, slots: int | None = None,
+def scan_log(data: Mapping | None, base_offset: int, *, verify_crc: bool, slots: int | None = None,
              start: int = 0, end: int | None = None) -> ScanResult:
     """Walk the batches of a mapped log from `start` and return an entry for each sound one."""
     if data is None:
