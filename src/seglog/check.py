@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from seglog.errors import SymbolicLinkError
 from seglog.lock import writer_locks
 from seglog.segment import (
     CLEAN_MARKER,
@@ -20,7 +21,9 @@ from seglog.segment import (
     index_file_matches_log,
     list_segments,
     map_file,
+    refuse_symbolic_links,
     scan_log,
+    symbolic_links,
 )
 from seglog.writer import recover_partition
 
@@ -57,6 +60,8 @@ def partition_directories(data_directory: Path) -> Iterator[Path]:
 def check_partition(directory: Path, report: CheckReport, progress: Callable[[int], None] | None = None) -> None:
     bases = list_segments(directory)
     report.partitions += 1
+    if reported_symbolic_links(directory, report):
+        return
     expected = bases[0] if bases else 0
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
@@ -86,6 +91,14 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
         expected = int(scan.next_offsets[-1]) if scan.count else base
 
 
+def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
+    """Report the symbolic links a partition is reached through or holds (seglog opens none of its files
+    then); whether there were any."""
+    links = symbolic_links(directory)
+    report.problems += [Problem(str(link), 0, SymbolicLinkError.REASON) for link in links]
+    return bool(links)
+
+
 def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
     """Verify every partition of a data directory; nothing is changed."""
     report = CheckReport()
@@ -98,8 +111,11 @@ def repair_log(data_directory: Path) -> tuple[int, int, list[Problem]]:
     """Run forced recovery on every partition: returns (bytes cut, indexes rebuilt, damage left).
 
     Every partition's writer lock is taken before anything changes, so a partition locked by a running
-    writer stops the repair before it has touched any partition."""
+    writer stops the repair before it has touched any partition; so does one with a symbolic link
+    (SymbolicLinkError)."""
     directories = list(partition_directories(data_directory))
+    for directory in directories:  # before any lock file is made: one through a link would be outside
+        refuse_symbolic_links(directory)
     cut = rebuilt = 0
     damaged: list[Problem] = []
     with writer_locks(d / LOCK_FILE for d in directories):

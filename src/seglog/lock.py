@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from seglog.errors import PartitionLockedError
+from seglog.segment import open_no_follow
 
 
 class WriterLock:
@@ -21,7 +22,7 @@ class WriterLock:
 
     def __init__(self, path: Path, busy: Callable[[str, int | None], Exception] = PartitionLockedError) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)  # the pid is written into it: never through a link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -29,7 +29,7 @@ from seglog.lock import writer_locks
 from seglog.metadata import Metadata
 from seglog.names import TopicName
 from seglog.reader import PartitionView
-from seglog.segment import LOCK_FILE
+from seglog.segment import LOCK_FILE, refuse_symbolic_links
 from seglog.topic import Topic
 from seglog.writer import PartitionWriter
 
@@ -182,6 +182,7 @@ class Log:
         self._check_open()
         view = self._partition_views.get(directory)
         if view is None:
+            refuse_symbolic_links(directory)
             view = self._partition_views[directory] = PartitionView(directory)
         return view
 

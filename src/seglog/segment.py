@@ -8,6 +8,7 @@ entry, so a reader that probes for the next entry still reads inside the file.""
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from seglog._core import _format
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import MADV_RANDOM, Mapping
+from seglog.errors import SymbolicLinkError
 
 LOG_SUFFIX = ".log"
 CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed cleanly
@@ -81,7 +83,7 @@ def map_file(path: Path, *, writable: bool, size: int | None = None,
     A read-only map is taken at the size the file has when mapped; a writer trimming it meanwhile would
     leave pages past the new end (a SIGBUS when touched), so a file found shorter after mapping is mapped
     again at its new size."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o644)
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY)
     try:
         if size is not None and os.fstat(fd).st_size < size:
             os.posix_fallocate(fd, 0, size)
@@ -101,6 +103,39 @@ def map_file(path: Path, *, writable: bool, size: int | None = None,
         os.close(fd)  # the map keeps the file open without it
 
 
+def open_no_follow(path: Path, flags: int) -> int:
+    """os.open, refusing a symbolic link (O_NOFOLLOW) with SymbolicLinkError: a link in a partition could
+    point anywhere, and recovery cuts and rewrites the files it opens."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SymbolicLinkError(str(path)) from None
+        raise
+
+
+def symbolic_links(partition_directory: Path) -> list[Path]:
+    """What seglog will not follow in a partition: the partition directory, or the topic, namespace or
+    tenant directory above it (topics/<tenant>/<namespace>/<topic>/<partition>, log.py), if one is a
+    symbolic link; otherwise the symbolic links among the partition's files. The data directory itself
+    may be a link: it is above these levels."""
+    for directory in (partition_directory, *partition_directory.parents[:3]):
+        if directory.is_symlink():
+            return [directory]
+    try:
+        with os.scandir(partition_directory) as entries:
+            return sorted(Path(entry.path) for entry in entries if entry.is_symlink())
+    except FileNotFoundError:
+        return []
+
+
+def refuse_symbolic_links(partition_directory: Path) -> None:
+    """SymbolicLinkError naming the first of symbolic_links(partition_directory), if there is one."""
+    links = symbolic_links(partition_directory)
+    if links:
+        raise SymbolicLinkError(str(links[0]))
+
+
 def close_map(mapped: Mapping | None) -> None:
     """Unmap now, or, while a view still points into the map, when the last view is gone."""
     if mapped is not None:
@@ -111,7 +146,7 @@ def close_map(mapped: Mapping | None) -> None:
 
 
 def truncate_file(path: Path, size: int) -> None:
-    fd = os.open(path, os.O_RDWR)
+    fd = open_no_follow(path, os.O_RDWR)
     try:
         os.ftruncate(fd, size)
     finally:

@@ -36,6 +36,7 @@ from seglog.segment import (
     index_slots,
     list_segments,
     map_file,
+    refuse_symbolic_links,
     scan_log,
     truncate_file,
     write_index_files,
@@ -112,7 +113,7 @@ class ActiveSegment:
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
         truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
         if self.last_write_ms is not None:
-            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2)
+            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
 
 
 @dataclass
@@ -167,6 +168,7 @@ class PartitionWriter:
     holding it holds the partition's writer lock."""
 
     def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock) -> None:
+        refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.partition = partition
