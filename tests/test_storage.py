@@ -1,5 +1,6 @@
 """Segments on disk: names, rolls by size, time and count, oversized batches, trimming, storage size."""
 
+import errno
 import os
 import subprocess
 
@@ -8,6 +9,8 @@ import pytest
 from helpers_storage import python_command
 
 import seglog
+from seglog import segment
+from seglog.check import check_log
 from seglog.segment import list_segments, map_file
 
 
@@ -261,3 +264,111 @@ def test_a_map_is_unmapped_only_once_no_buffer_points_into_it(tmp_path):
     writable.flush()
     writable.close()
     assert path.read_bytes()[:4] == b"xyzd"
+
+
+class FullDisk:
+    """While `full` is set, reserving space fails as on a full disk: os.posix_fallocate (which pre-sizes
+    every new segment file) or the writable map itself raises OSError(ENOSPC)."""
+
+    def __init__(self, monkeypatch, where: str) -> None:
+        self.full = False
+        if where == "posix_fallocate":
+            allocate = os.posix_fallocate
+
+            def posix_fallocate(fd, offset, length):
+                self._refuse()
+                allocate(fd, offset, length)
+            monkeypatch.setattr(os, "posix_fallocate", posix_fallocate)
+        else:
+            mapping = segment.Mapping
+
+            def writable_mapping(fd, length, writable):
+                if writable:
+                    self._refuse()
+                return mapping(fd, length, writable)
+            monkeypatch.setattr(segment, "Mapping", writable_mapping)
+
+    def _refuse(self) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def assert_reopens_with(data, written):
+    """Everything written is there, dense from offset 0, after a reopen, and the directory checks clean."""
+    with seglog.open(data) as log:
+        topic = log.topic("t")
+        assert topic.end_offset() == len(written)
+        assert read_all(topic) == written
+    assert check_log(data).ok
+
+
+@pytest.mark.parametrize("where", ["posix_fallocate", "map"])
+def test_a_full_disk_at_a_roll_fails_the_send_and_writing_resumes_when_space_returns(tmp_path, monkeypatch,
+                                                                                   where):
+    disk = FullDisk(monkeypatch, where)
+    data = tmp_path / "data"
+    written = []
+    with seglog.open(data) as log:
+        topic = log.create_topic("t", segment_size=4096)  # three batches of ten 100-byte values
+        with topic.producer(linger_ms="1h") as producer:  # send() is written by flush(), in this thread
+            disk.full = True
+            with pytest.raises(OSError) as refused:
+                for i in range(10):  # a roll comes within four
+                    batch = values(10, tag=b"a%d" % i)
+                    assert producer.send_batch(batch) == (0, len(written))
+                    written += batch
+            assert refused.value.errno == errno.ENOSPC
+            assert refused.value.filename.startswith(str(topic.partition_directory(0)))
+            files = segment_files(topic)
+            for attempt in (lambda: producer.send_batch(values(10)), lambda: producer.send(b"x") and producer.flush()):
+                with pytest.raises(OSError):  # refused while the disk is full, and nothing changes
+                    attempt()
+                assert topic.end_offset() == len(written) and segment_files(topic) == files
+            disk.full = False
+            for i in range(5):
+                batch = values(10, tag=b"b%d" % i)
+                assert producer.send_batch(batch) == (0, len(written))
+                written += batch
+            assert producer.send(b"sent") == (0, len(written))
+            written.append(b"sent")
+        assert read_all(topic) == written
+    assert len(segment_files(topic)) > len(files)
+    assert_reopens_with(data, written)
+
+
+@pytest.mark.parametrize("where", ["posix_fallocate", "map"])
+def test_a_full_disk_at_a_partitions_first_segment_fails_the_producer_and_leaves_no_files(tmp_path, monkeypatch,
+                                                                                        where):
+    disk = FullDisk(monkeypatch, where)
+    data = tmp_path / "data"
+    with seglog.open(data) as log:
+        topic = log.create_topic("t")
+        disk.full = True
+        with pytest.raises(OSError) as refused:
+            topic.producer()
+        assert refused.value.errno == errno.ENOSPC
+        assert segment_files(topic) == [".lock"]
+        disk.full = False
+        with topic.producer() as producer:
+            assert producer.send_batch(values(5)) == (0, 0)
+    assert_reopens_with(data, values(5))
+
+
+def test_a_full_disk_when_a_message_needs_a_segment_of_its_own(tmp_path, monkeypatch):
+    """The empty active segment is resized in place for an oversized message: a failure leaves it there."""
+    disk = FullDisk(monkeypatch, "posix_fallocate")
+    data = tmp_path / "data"
+    oversized = [b"x" * 10_000]
+    with seglog.open(data) as log:
+        topic = log.create_topic("t", segment_size=4096)
+        with topic.producer() as producer:
+            disk.full = True
+            for attempt in (oversized, values(1)):
+                with pytest.raises(OSError, match="No space left"):
+                    producer.send_batch(attempt)
+            assert topic.end_offset() == 0 and segments(topic) == [0]
+            disk.full = False
+            assert producer.send_batch(oversized) == (0, 0)
+            assert producer.send_batch(values(1)) == (0, 1)
+        assert segments(topic) == [0, 1]
+    assert_reopens_with(data, oversized + values(1))

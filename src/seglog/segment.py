@@ -68,6 +68,12 @@ class SegmentPaths:
         return cls(stem.with_suffix(LOG_SUFFIX), stem.with_suffix(INDEX_SUFFIX),
                    stem.with_suffix(TIMEINDEX_SUFFIX))
 
+    def remove(self) -> None:
+        """Delete the segment's files, the .log first: readers find segments by it, and one that still
+        has the segment mapped keeps reading it."""
+        for path in (self.log, self.index, self.timeindex):
+            path.unlink(missing_ok=True)
+
 
 def map_file(path: Path, *, writable: bool, size: int | None = None,
              random_access: bool = False) -> Mapping | None:
@@ -99,6 +105,10 @@ def map_file(path: Path, *, writable: bool, size: int | None = None,
                 mapped.madvise(MADV_RANDOM)
             return mapped
         raise OSError(f"{path}: the file kept changing size while being mapped")
+    except OSError as error:
+        if error.errno is None or error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from None  # fallocate and mmap name no file
     finally:
         os.close(fd)  # the map keeps the file open without it
 
@@ -268,13 +278,10 @@ def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:
 def delete_segments(directory: Path, bases: list[int]) -> None:
     """Delete whole segments, oldest first (the caller holds the partition's writer lock).
 
-    The .log goes first: readers find segments by it, and one that still has a segment mapped keeps
-    reading it. Index files left by a crash between the unlinks have no .log; they are swept here too."""
+    Index files left by a crash between the unlinks of SegmentPaths.remove have no .log; they are swept
+    here too."""
     for base in bases:
-        paths = SegmentPaths.of(directory, base)
-        paths.log.unlink(missing_ok=True)
-        paths.index.unlink(missing_ok=True)
-        paths.timeindex.unlink(missing_ok=True)
+        SegmentPaths.of(directory, base).remove()
     logs = set(list_segments(directory))
     for name in os.listdir(directory):
         stem, _, suffix = name.partition(".")

@@ -60,13 +60,20 @@ class ActiveSegment:
         # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
         # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
         self.last_write_ms = last_write_ms
-        # Index files first: readers find segments by their .log, and must never find one without its index.
-        self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES, random_access=True)
-        self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
-                                   random_access=True)
-        self.data = map_file(self.paths.log, writable=True, size=capacity)
+        self._offsets_map = self._times_map = self.data = None
+        try:
+            # Index files first: readers find segments by their .log, and must never find one without its index.
+            self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES,
+                                         random_access=True)
+            self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
+                                       random_access=True)
+            self.data = map_file(self.paths.log, writable=True, size=capacity)
+        except BaseException:  # a full disk: unmap what was mapped, so its blocks are freed with its files
+            self._unmap()
+            raise
         self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
                                writable=True)
+        self._sealed_next_offset: int | None = None
         self._prefaulter = prefaulter
         prefaulter.target(self.data, self.end_position)
 
@@ -75,8 +82,14 @@ class ActiveSegment:
         return self.index.end_position
 
     @property
+    def sealed(self) -> bool:
+        """Closed: trimmed and unmapped. The writer keeps a sealed segment as its active one when the roll
+        that sealed it found no space for the next segment; the next write tries again."""
+        return self.index is None
+
+    @property
     def next_offset(self) -> int:
-        return self.index.next_offset
+        return self._sealed_next_offset if self.index is None else self.index.next_offset
 
     @property
     def free_bytes(self) -> int:
@@ -94,7 +107,9 @@ class ActiveSegment:
         self.index.append(base_offset + stop - start, position + length, max_timestamp)
 
     def sync(self) -> None:
-        """Write the log and index pages to disk (fsync policy)."""
+        """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
+        if self.sealed:
+            return
         self.data.flush()
         self._offsets_map.flush()
         self._times_map.flush()
@@ -102,18 +117,22 @@ class ActiveSegment:
     def close(self) -> None:
         """Trim the files to their contents and unmap: the log to its logical size, the index files to one
         zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
-        if self.index is None:
+        if self.sealed:
             return
         end, count = self.end_position, self.index.count
+        self._sealed_next_offset = self.next_offset
         self.index = None
         self._prefaulter.target(None)
-        for mapped in (self.data, self._offsets_map, self._times_map):
-            close_map(mapped)
+        self._unmap()
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
         truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
         if self.last_write_ms is not None:
             os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
+
+    def _unmap(self) -> None:
+        for mapped in (self.data, self._offsets_map, self._times_map):
+            close_map(mapped)
 
 
 @dataclass
@@ -204,7 +223,12 @@ class PartitionWriter:
             with open(paths.log, "rb") as log_file:  # the first batch's header, not the whole segment
                 created = _format.read_header(log_file.read(_format.HEADER_BYTES), 0)[6]
             last_write = self._reopened_last_write(paths)
-        return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter, last_write)
+        try:
+            return ActiveSegment(self.directory, base_offset, capacity, slots, created, self._prefaulter, last_write)
+        except OSError:
+            if not reopen:  # a full disk: no part of a segment that could not be made is left
+                paths.remove()
+            raise
 
     def _reopened_last_write(self, paths: SegmentPaths) -> int:
         """After a clean close the file's mtime is its last write by the log's clock (ActiveSegment.close);
@@ -276,7 +300,9 @@ class PartitionWriter:
 
     def _segment_for_write(self) -> ActiveSegment:
         segment, config = self.active, self.config
-        if segment.message_count and (
+        if segment.sealed:  # the roll that sealed it could not open the next segment (a full disk): again
+            self._open_after(segment)
+        elif segment.message_count and (
                 segment.index.full
                 or segment.free_bytes < _format.HEADER_BYTES + 16
                 or (config.segment_max_messages and segment.message_count >= config.segment_max_messages)
@@ -285,19 +311,21 @@ class PartitionWriter:
         return self.active
 
     def _roll(self, capacity: int | None = None) -> None:
-        """Seal the active segment (trimmed to its contents) and start a new one at the next offset."""
+        """Seal the active segment (trimmed to its contents) and start a new one at the next offset.
+
+        The old segment is sealed first, so no reader or recovery ever finds a newer segment beside an
+        untrimmed one. If the new one cannot be made (OSError, a full disk), the sealed segment stays
+        active: the error goes to the sender and the next write tries again (_segment_for_write)."""
         old = self.active
-        if old.message_count == 0:  # nothing to seal: resize the empty segment instead
-            old.close()
-            for path in (old.paths.log, old.paths.index, old.paths.timeindex):
-                path.unlink()
-            self.active = self._open_segment(old.base_offset, reopen=False, capacity=capacity)
-            return
-        next_base = old.next_offset
-        if self.config.fsync_interval_ms is not None:
+        if old.message_count and self.config.fsync_interval_ms is not None:
             old.sync()
         old.close()
-        self.active = self._open_segment(next_base, reopen=False, capacity=capacity)
+        self._open_after(old, capacity)
+
+    def _open_after(self, sealed: ActiveSegment, capacity: int | None = None) -> None:
+        """Make the segment that follows `sealed` (closed, so trimmed) the active one: a new segment at its
+        next offset or, if it holds nothing, itself again, its files extended to the new capacity."""
+        self.active = self._open_segment(sealed.next_offset, reopen=sealed.message_count == 0, capacity=capacity)
 
     def _sync_if_due(self) -> None:
         interval = self.config.fsync_interval_ms
