@@ -3,6 +3,7 @@
 import errno
 import os
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import seglog
 from seglog import segment
 from seglog.check import check_log
 from seglog.segment import list_segments, map_file
+from seglog.writer import ActiveSegment
 
 
 def segment_files(topic, partition=0):
@@ -150,6 +152,57 @@ def test_fsync_policies_write_and_read_back(log, policy):
             producer.send_batch(values(10))
     assert read_all(topic) == values(10) * 5
     assert topic.config.fsync == ("always" if policy == "always" else policy)
+
+
+class SyncRecorder:
+    """Wraps ActiveSegment.sync to record each fsync: the partition's end offset it covered and the thread
+    it ran on; wait_for waits (bounded) until one has covered an offset."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.synced: list[tuple[int, str]] = []
+        self._changed = threading.Condition()
+        sync = ActiveSegment.sync
+
+        def recorded_sync(segment):
+            sync(segment)
+            with self._changed:
+                self.synced.append((segment.next_offset, threading.current_thread().name))
+                self._changed.notify_all()
+        monkeypatch.setattr(ActiveSegment, "sync", recorded_sync)
+
+    def wait_for(self, end_offset: int, timeout: float = 30) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: any(o >= end_offset for o, _ in self.synced), timeout)
+
+
+def test_fsync_interval_syncs_an_idle_partition_without_a_further_write(log, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    topic = log.create_topic("t", fsync="200ms")
+    with topic.producer() as producer:
+        for end in (10, 20):  # the second write comes right after an fsync: it is not due at once
+            producer.send_batch(values(10))
+            assert syncs.wait_for(end), f"offsets up to {end} were not fsynced: {syncs.synced}"
+    assert {thread for _, thread in syncs.synced} <= {"seglog-linger", threading.current_thread().name}
+
+
+def test_fsync_always_syncs_each_batch_as_it_is_written(log, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    topic = log.create_topic("t", fsync="always")
+    with topic.producer() as producer:
+        for i in range(1, 6):
+            producer.send_batch(values(10))
+            assert syncs.synced == [(10 * j, threading.current_thread().name) for j in range(1, i + 1)]
+
+
+def test_fsync_never_never_syncs(tmp_path, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    with seglog.open(tmp_path / "data") as log:
+        topic = log.create_topic("t", fsync="never", segment_size=4096)
+        with topic.producer() as producer:
+            for _ in range(10):  # rolls included
+                producer.send_batch(values(10))
+            producer.send(b"lingered")
+    assert len(segments(topic)) > 1 and syncs.synced == []  # not at rolls, nor in the background, nor at close
 
 
 def test_segment_listing_ignores_other_names(tmp_path):

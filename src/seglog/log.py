@@ -195,7 +195,7 @@ class Log:
                     key = (topic.name, partition)
                     if key not in self._writers:
                         self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
-                                                             topic.config, self.clock)
+                                                             topic.config, self.clock, self._linger)
                     writers.append(self._writers[key])
             except BaseException:
                 if not self._writer_users.get(topic.name):

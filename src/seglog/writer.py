@@ -25,6 +25,7 @@ from seglog._core._writer import BatchSource
 from seglog.batch import make_source
 from seglog.clock import Clock
 from seglog.config import TopicConfig
+from seglog.linger import LingerFlusher
 from seglog.lock import WriterLock
 from seglog.segment import (
     CLEAN_MARKER,
@@ -186,7 +187,8 @@ class PartitionWriter:
     """Appends to one partition. One per partition per process (the Log shares it among producers);
     holding it holds the partition's writer lock."""
 
-    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock) -> None:
+    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock,
+                 background: LingerFlusher) -> None:
         refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
@@ -205,7 +207,10 @@ class PartitionWriter:
             raise
         self.write_lock = threading.RLock()
         self.accumulator = Accumulator(self.active.next_offset)
+        self._background = background
         self._last_sync = time.monotonic()
+        self._unsynced = False  # written to since the last fsync
+        self._sync_scheduled = False  # the background flusher will call sync_when_due
         self.closed = False
 
     @property
@@ -296,6 +301,7 @@ class PartitionWriter:
                 continue
             segment.write(source, start, stop, base + start)
             segment.last_write_ms = self.clock()
+            self._unsynced = True
             start = stop
 
     def _segment_for_write(self) -> ActiveSegment:
@@ -328,13 +334,27 @@ class PartitionWriter:
         self.active = self._open_segment(sealed.next_offset, reopen=sealed.message_count == 0, capacity=capacity)
 
     def _sync_if_due(self) -> None:
+        """fsync what was written once the fsync interval has passed since the last fsync (at once for
+        'always'). Before then, the background flusher is asked to come back when it has: the partition
+        may get no further write."""
         interval = self.config.fsync_interval_ms
-        if interval is None:
+        if interval is None or not self._unsynced:
             return
+        due = self._last_sync + interval / 1000
         now = time.monotonic()
-        if interval == 0 or (now - self._last_sync) * 1000 >= interval:
+        if now >= due:
             self.active.sync()
-            self._last_sync = now
+            self._last_sync, self._unsynced = now, False
+        elif not self._sync_scheduled:
+            self._sync_scheduled = True
+            self._background.schedule_sync(self, due)
+
+    def sync_when_due(self) -> None:
+        """The background flusher's call at the time _sync_if_due asked for."""
+        with self.write_lock:
+            self._sync_scheduled = False
+            if not self.closed:
+                self._sync_if_due()
 
     def close(self) -> None:
         """Flush queued messages, trim the active segment, mark the close clean and release the lock."""
