@@ -893,6 +893,24 @@ def test_repair_reports_damage_inside_a_sealed_segment(runner: CliRunner, data: 
     assert "Damage remains" in result.stdout and f"{sealed}: byte 0" in result.stdout
 
 
+def test_check_reports_and_repair_refuses_a_partition_that_is_a_symbolic_link(runner: CliRunner, data: Path,
+                                                                              tmp_path: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    run(runner, data, "produce", "t", input="a\nb\n")
+    partition = segment_logs(data)[0].parent
+    outside = tmp_path / "elsewhere"
+    partition.rename(outside)
+    partition.symlink_to(outside, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+
+    result = run(runner, data, "check", code=1)
+    assert f"{partition}: byte 0: is a symbolic link, which seglog does not follow" in one_line(result.stdout)
+    result = run(runner, data, "repair", code=2)
+    assert f"Error: {partition} is a symbolic link, which seglog does not follow" in one_line(result.output)
+    assert "Traceback" not in result.output
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+
+
 # --- demo and bench -------------------------------------------------------------------------------------------
 
 OPERATIONS = ["send_batch", "send()", "baseline: f.write", "read_batch", "iterate Messages", "baseline: f.read"]

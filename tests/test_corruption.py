@@ -33,7 +33,8 @@ from hypothesis import strategies as st
 
 import seglog
 from seglog.check import check_log, repair_log
-from seglog.errors import CorruptLogError
+from seglog.errors import CorruptLogError, SymbolicLinkError
+from seglog.writer import recover_partition
 
 TOPIC = "acme/ops/events"
 CLEAN_MARKER = ".clean-shutdown"
@@ -467,3 +468,61 @@ def test_repair_cuts_a_torn_tail(data: Path, kind: str) -> None:
     assert spawn_call(read_everything, str(data)) == expected_end
     reopen_writer_and_append(data, expected_end)
     assert_healthy(data)
+
+
+# --- (f) symbolic links ---------------------------------------------------------------------------------
+
+LINKED = {  # what is moved out of the data directory and replaced by a symbolic link to it
+    "active log": lambda data: logs_of(data)[-1],
+    "sealed log": lambda data: logs_of(data)[0],
+    "index": lambda data: logs_of(data)[-1].with_suffix(".index"),
+    "timeindex": lambda data: logs_of(data)[-1].with_suffix(".timeindex"),
+    "lock file": lambda data: partition_dir(data, TOPIC) / ".lock",
+    "partition directory": lambda data: partition_dir(data, TOPIC),
+    "topic directory": lambda data: partition_dir(data, TOPIC).parent,
+}
+SEGMENT_FILES = {"active log", "sealed log", "index", "timeindex"}
+
+
+def link_outside(path: Path, outside: Path) -> None:
+    """Move `path` to `outside` and leave a symbolic link to it in its place. Bytes after the batches of
+    a moved log make recovery want to cut it."""
+    outside.parent.mkdir()
+    shutil.move(path, outside)
+    path.symlink_to(outside, target_is_directory=outside.is_dir())
+    if outside.suffix == ".log":
+        with open(outside, "ab") as file:
+            file.write(b"\x01" * 100)
+
+
+def contents(path: Path) -> dict[str, bytes]:
+    """Every file at or under `path`, with its bytes."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(p): p.read_bytes() for p in files}
+
+
+@pytest.mark.parametrize("what", sorted(LINKED))
+def test_symbolic_links_are_refused_and_what_they_point_to_is_untouched(data: Path, tmp_path: Path,
+                                                                         what: str) -> None:
+    link = LINKED[what](data)
+    outside = tmp_path / "outside" / link.name
+    link_outside(link, outside)
+    before = contents(outside)
+
+    attempts = {"writer": lambda topic: topic.producer(), "reader": read_all}
+    with seglog.open(data) as log:
+        for name, attempt in attempts.items():
+            with pytest.raises(SymbolicLinkError) as refused:
+                attempt(log.topic(TOPIC))
+            assert refused.value.path == str(link), name
+            assert f"{link} is a symbolic link, which seglog does not follow" in str(refused.value)
+    with pytest.raises(SymbolicLinkError, match="is a symbolic link"):
+        repair_log(data)
+    if what in SEGMENT_FILES:  # the recovery itself opens no segment file through a link
+        with pytest.raises(SymbolicLinkError, match="is a symbolic link"):
+            recover_partition(partition_dir(data, TOPIC), trust_clean=False)
+    report = check_log(data)
+    assert [(problem.path, problem.reason) for problem in report.problems] == [(str(link), SymbolicLinkError.REASON)]
+
+    assert contents(outside) == before
+    assert link.is_symlink()

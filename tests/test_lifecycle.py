@@ -308,3 +308,19 @@ def test_a_reader_goes_on_at_the_earliest_offset_after_its_segments_were_deleted
     jump = offsets.index(first_kept)
     assert offsets == list(range(jump)) + list(range(first_kept, end))
     assert reader.skipped == first_kept - jump
+
+
+def test_maintenance_skips_a_partition_reached_through_a_symbolic_link(log, clock, tmp_path):
+    topic = log.create_topic("linked", segment_size="1 MiB", retention_time="1 day")
+    write_mib(topic, 2.5)
+    clock.advance(days=2)  # every sealed segment is past its retention
+    partition = topic.partition_directory(0)
+    outside = tmp_path / "elsewhere"
+    partition.rename(outside)
+    partition.symlink_to(outside, target_is_directory=True)
+    before = {p.name: p.stat().st_size for p in outside.iterdir()}
+    report = log.run_maintenance()
+    assert report.deleted_segments == []
+    ((name, number, why),) = report.skipped_partitions
+    assert (name, number) == ("public/default/linked", 0) and f"{partition} is a symbolic link" in why
+    assert {p.name: p.stat().st_size for p in outside.iterdir()} == before

@@ -1,11 +1,19 @@
 """Segments on disk: names, rolls by size, time and count, oversized batches, trimming, storage size."""
 
+import errno
 import os
+import subprocess
+import threading
 
+import numpy as np
 import pytest
+from helpers_storage import python_command
 
 import seglog
-from seglog.segment import list_segments
+from seglog import segment
+from seglog.check import check_log
+from seglog.segment import list_segments, map_file
+from seglog.writer import ActiveSegment
 
 
 def segment_files(topic, partition=0):
@@ -146,6 +154,57 @@ def test_fsync_policies_write_and_read_back(log, policy):
     assert topic.config.fsync == ("always" if policy == "always" else policy)
 
 
+class SyncRecorder:
+    """Wraps ActiveSegment.sync to record each fsync: the partition's end offset it covered and the thread
+    it ran on; wait_for waits (bounded) until one has covered an offset."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.synced: list[tuple[int, str]] = []
+        self._changed = threading.Condition()
+        sync = ActiveSegment.sync
+
+        def recorded_sync(segment):
+            sync(segment)
+            with self._changed:
+                self.synced.append((segment.next_offset, threading.current_thread().name))
+                self._changed.notify_all()
+        monkeypatch.setattr(ActiveSegment, "sync", recorded_sync)
+
+    def wait_for(self, end_offset: int, timeout: float = 30) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: any(o >= end_offset for o, _ in self.synced), timeout)
+
+
+def test_fsync_interval_syncs_an_idle_partition_without_a_further_write(log, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    topic = log.create_topic("t", fsync="200ms")
+    with topic.producer() as producer:
+        for end in (10, 20):  # the second write comes right after an fsync: it is not due at once
+            producer.send_batch(values(10))
+            assert syncs.wait_for(end), f"offsets up to {end} were not fsynced: {syncs.synced}"
+    assert {thread for _, thread in syncs.synced} <= {"seglog-linger", threading.current_thread().name}
+
+
+def test_fsync_always_syncs_each_batch_as_it_is_written(log, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    topic = log.create_topic("t", fsync="always")
+    with topic.producer() as producer:
+        for i in range(1, 6):
+            producer.send_batch(values(10))
+            assert syncs.synced == [(10 * j, threading.current_thread().name) for j in range(1, i + 1)]
+
+
+def test_fsync_never_never_syncs(tmp_path, monkeypatch):
+    syncs = SyncRecorder(monkeypatch)
+    with seglog.open(tmp_path / "data") as log:
+        topic = log.create_topic("t", fsync="never", segment_size=4096)
+        with topic.producer() as producer:
+            for _ in range(10):  # rolls included
+                producer.send_batch(values(10))
+            producer.send(b"lingered")
+    assert len(segments(topic)) > 1 and syncs.synced == []  # not at rolls, nor in the background, nor at close
+
+
 def test_segment_listing_ignores_other_names(tmp_path):
     for name in ["00000000000000000007.log", "00000000000000000003.log", "00000000000000000003.index",
                  "0000000000000000003.log", "000000000000000000031.log", "0000000000000000000x.log",
@@ -199,8 +258,7 @@ def test_partition_view_skips_the_listing_while_a_settled_directory_is_unchanged
 
 
 def test_reading_many_segments_keeps_a_bounded_number_mapped(log, monkeypatch):
-    """Each mapped segment holds file descriptors; a long partition read from start to end must let the
-    old ones go (10,000 segments used to end in EMFILE)."""
+    """A long partition read from start to end lets the least recently used segments' maps go."""
     from seglog import reader
     monkeypatch.setattr(reader, "MAX_OPEN_SEGMENTS", 4)
     topic = log.create_topic("t", segment_max_messages=1)
@@ -210,3 +268,160 @@ def test_reading_many_segments_keeps_a_bounded_number_mapped(log, monkeypatch):
     assert [m.value for m in topic.reader("earliest")] == values(60)
     assert len(topic._segments(0).views) <= 4
     assert len(os.listdir("/proc/self/fd")) <= descriptors + 4 * 3
+
+
+KEEP_BATCHES = """
+import os, resource, shutil, sys
+import seglog
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+data, count = sys.argv[1], int(sys.argv[2])
+values = [b"value %d" % i for i in range(count)]
+with seglog.open(data) as log:
+    topic = log.create_topic("t", segment_size=1024, segment_max_messages=1)
+    with topic.producer() as producer:
+        producer.send_batch(values)
+    reader = topic.reader("earliest")
+    batches = [reader.read_batch() for _ in range(count)]
+    assert reader.read_batch() is None
+    assert len(os.listdir(topic.partition_directory(0))) >= 3 * count  # a segment per message
+    print(len(os.listdir("/proc/self/fd")))
+shutil.rmtree(data)  # the batches hold the segments' pages, not their files
+assert [v for batch in batches for v in batch.column("value").to_pylist()] == values
+"""
+
+
+def test_kept_batches_of_a_thousand_segments_need_no_file_descriptors(tmp_path):
+    """Every returned RecordBatch keeps its segment's map alive; a map must not hold a descriptor, or
+    about 500 kept batches from different segments end in EMFILE under the common limit of 1,024."""
+    result = subprocess.run(python_command(KEEP_BATCHES, str(tmp_path / "data"), "1000"),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout) < 64  # descriptors open while the 1,000 batches were alive
+
+
+def test_a_map_is_unmapped_only_once_no_buffer_points_into_it(tmp_path):
+    path = tmp_path / "file"
+    path.write_bytes(b"abcdefgh" * 512)
+    mapped = map_file(path, writable=False, random_access=True)
+    array = np.frombuffer(mapped, dtype=np.uint8)
+    assert not array.flags.writeable and bytes(array[:3]) == b"abc"
+    with pytest.raises(BufferError):
+        mapped.close()
+    del array
+    mapped.close()
+    assert mapped.closed
+    with pytest.raises(ValueError, match="closed"):
+        len(mapped)
+    writable = map_file(path, writable=True)
+    memoryview(writable)[:3] = b"xyz"
+    writable.flush()
+    writable.close()
+    assert path.read_bytes()[:4] == b"xyzd"
+
+
+class FullDisk:
+    """While `full` is set, reserving space fails as on a full disk: os.posix_fallocate (which pre-sizes
+    every new segment file) or the writable map itself raises OSError(ENOSPC)."""
+
+    def __init__(self, monkeypatch, where: str) -> None:
+        self.full = False
+        if where == "posix_fallocate":
+            allocate = os.posix_fallocate
+
+            def posix_fallocate(fd, offset, length):
+                self._refuse()
+                allocate(fd, offset, length)
+            monkeypatch.setattr(os, "posix_fallocate", posix_fallocate)
+        else:
+            mapping = segment.Mapping
+
+            def writable_mapping(fd, length, writable):
+                if writable:
+                    self._refuse()
+                return mapping(fd, length, writable)
+            monkeypatch.setattr(segment, "Mapping", writable_mapping)
+
+    def _refuse(self) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def assert_reopens_with(data, written):
+    """Everything written is there, dense from offset 0, after a reopen, and the directory checks clean."""
+    with seglog.open(data) as log:
+        topic = log.topic("t")
+        assert topic.end_offset() == len(written)
+        assert read_all(topic) == written
+    assert check_log(data).ok
+
+
+@pytest.mark.parametrize("where", ["posix_fallocate", "map"])
+def test_a_full_disk_at_a_roll_fails_the_send_and_writing_resumes_when_space_returns(tmp_path, monkeypatch,
+                                                                                   where):
+    disk = FullDisk(monkeypatch, where)
+    data = tmp_path / "data"
+    written = []
+    with seglog.open(data) as log:
+        topic = log.create_topic("t", segment_size=4096)  # three batches of ten 100-byte values
+        with topic.producer(linger_ms="1h") as producer:  # send() is written by flush(), in this thread
+            disk.full = True
+            with pytest.raises(OSError) as refused:
+                for i in range(10):  # a roll comes within four
+                    batch = values(10, tag=b"a%d" % i)
+                    assert producer.send_batch(batch) == (0, len(written))
+                    written += batch
+            assert refused.value.errno == errno.ENOSPC
+            assert refused.value.filename.startswith(str(topic.partition_directory(0)))
+            files = segment_files(topic)
+            for attempt in (lambda: producer.send_batch(values(10)), lambda: producer.send(b"x") and producer.flush()):
+                with pytest.raises(OSError):  # refused while the disk is full, and nothing changes
+                    attempt()
+                assert topic.end_offset() == len(written) and segment_files(topic) == files
+            disk.full = False
+            for i in range(5):
+                batch = values(10, tag=b"b%d" % i)
+                assert producer.send_batch(batch) == (0, len(written))
+                written += batch
+            assert producer.send(b"sent") == (0, len(written))
+            written.append(b"sent")
+        assert read_all(topic) == written
+    assert len(segment_files(topic)) > len(files)
+    assert_reopens_with(data, written)
+
+
+@pytest.mark.parametrize("where", ["posix_fallocate", "map"])
+def test_a_full_disk_at_a_partitions_first_segment_fails_the_producer_and_leaves_no_files(tmp_path, monkeypatch,
+                                                                                        where):
+    disk = FullDisk(monkeypatch, where)
+    data = tmp_path / "data"
+    with seglog.open(data) as log:
+        topic = log.create_topic("t")
+        disk.full = True
+        with pytest.raises(OSError) as refused:
+            topic.producer()
+        assert refused.value.errno == errno.ENOSPC
+        assert segment_files(topic) == [".lock"]
+        disk.full = False
+        with topic.producer() as producer:
+            assert producer.send_batch(values(5)) == (0, 0)
+    assert_reopens_with(data, values(5))
+
+
+def test_a_full_disk_when_a_message_needs_a_segment_of_its_own(tmp_path, monkeypatch):
+    """The empty active segment is resized in place for an oversized message: a failure leaves it there."""
+    disk = FullDisk(monkeypatch, "posix_fallocate")
+    data = tmp_path / "data"
+    oversized = [b"x" * 10_000]
+    with seglog.open(data) as log:
+        topic = log.create_topic("t", segment_size=4096)
+        with topic.producer() as producer:
+            disk.full = True
+            for attempt in (oversized, values(1)):
+                with pytest.raises(OSError, match="No space left"):
+                    producer.send_batch(attempt)
+            assert topic.end_offset() == 0 and segments(topic) == [0]
+            disk.full = False
+            assert producer.send_batch(oversized) == (0, 0)
+            assert producer.send_batch(values(1)) == (0, 1)
+        assert segments(topic) == [0, 1]
+    assert_reopens_with(data, oversized + values(1))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from seglog.errors import PartitionLockedError
+from seglog.errors import PartitionLockedError, SymbolicLinkError
 from seglog.lock import WriterLock, writer_locks
 from seglog.segment import (
     CLEAN_MARKER,
@@ -24,6 +24,8 @@ from seglog.segment import (
     list_segments,
     map_file,
     read_index_files,
+    refuse_symbolic_links,
+    symbolic_links,
 )
 from seglog.writer import RecoveryReport, mark_recovered, recover_partition
 
@@ -65,6 +67,8 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
     bases = list_segments(directory)
     clean = (directory / CLEAN_MARKER).exists()
     report.partitions += 1
+    if reported_symbolic_links(directory, report):
+        return
     expected = bases[0] if bases else 0
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
@@ -117,6 +121,14 @@ def _check_newest(paths: SegmentPaths, commit: Commit, report: CheckReport) -> N
 INDEX_DIFFERS = "index does not match its log (rebuilt by `seglog repair` or the next writer)"
 
 
+def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
+    """Report the symbolic links a partition is reached through or holds (seglog opens none of its files
+    then); whether there were any."""
+    links = symbolic_links(directory)
+    report.problems += [Problem(str(link), 0, SymbolicLinkError.REASON) for link in links]
+    return bool(links)
+
+
 def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
     """Verify every partition of a data directory; nothing is changed."""
     report = CheckReport()
@@ -137,8 +149,11 @@ def repair_log(data_directory: Path) -> RepairReport:
     """Run forced recovery on every partition and mark each cleanly closed.
 
     Every partition's writer lock is taken before anything changes, so a partition locked by a running
-    writer stops the repair before it has touched any partition."""
+    writer stops the repair before it has touched any partition; so does one with a symbolic link
+    (SymbolicLinkError)."""
     directories = list(partition_directories(data_directory))
+    for directory in directories:  # before any lock file is made: one through a link would be outside
+        refuse_symbolic_links(directory)
     repaired = RepairReport()
     with writer_locks(d / LOCK_FILE for d in directories):
         for directory in directories:
@@ -155,10 +170,11 @@ def recover_log(data_directory: Path) -> dict[Path, RecoveryReport]:
     """Recover every partition that stopped without a clean close and has no writer now, and mark it
     cleanly closed, as Kafka recovers its logs when it loads them: `seglog.open` does this, so every
     process then reads what the next writer will keep. A partition whose writer lock another process
-    holds is that process's to recover."""
+    holds is that process's to recover; one reached through a symbolic link is left alone (its users get
+    SymbolicLinkError, `seglog check` reports it)."""
     reports = {}
     for directory in partition_directories(data_directory):
-        if (directory / CLEAN_MARKER).exists():
+        if (directory / CLEAN_MARKER).exists() or symbolic_links(directory):
             continue
         try:
             lock = WriterLock(directory / LOCK_FILE)

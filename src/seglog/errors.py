@@ -89,6 +89,19 @@ class MetadataError(SeglogError):
         super().__init__(f"{path}: the metadata database cannot be used: {reason}")
 
 
+class SymbolicLinkError(SeglogError):
+    """A directory or file of a data directory's topics is a symbolic link. seglog follows none: recovery
+    cuts and rewrites segment files, and through a link it would change a file outside the data directory.
+    `path` names the link."""
+
+    REASON = ("is a symbolic link, which seglog does not follow: the tenant, namespace, topic and partition "
+              "directories and the files in them must be real directories and files inside the data directory")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} {self.REASON}")
+
+
 class OffsetOutOfRangeError(SeglogError, LookupError):
     """A read asked for an offset the partition does not hold (deleted, or beyond the end)."""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from seglog.errors import PartitionLockedError
+from seglog.segment import open_no_follow
 
 # How long a writer waits for readers that hold the lock shared (each for one scan of a segment).
 SHARED_HOLDERS_WAIT_S = 30.0
@@ -26,7 +27,7 @@ class WriterLock:
     def __init__(self, path: Path, busy: Callable[[str, int | None], Exception] = PartitionLockedError) -> None:
         self.path = path
         for _ in range(100):  # bounded: each round means another process removed the file meanwhile
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)  # the pid is written into it: never through a link
             if not _lock_exclusive(fd):
                 holder = _read_pid(fd)
                 os.close(fd)
@@ -91,7 +92,7 @@ def unattended(lock_path: Path, clean_marker: Path) -> Iterator[bool]:
         yield False
         return
     try:
-        fd = os.open(lock_path, os.O_RDONLY)
+        fd = open_no_follow(lock_path, os.O_RDONLY)
     except FileNotFoundError:  # no writer ever ran here
         yield True
         return

@@ -30,7 +30,7 @@ from seglog.lock import writer_locks
 from seglog.metadata import Metadata
 from seglog.names import TopicName
 from seglog.reader import PartitionView
-from seglog.segment import LOCK_FILE
+from seglog.segment import LOCK_FILE, refuse_symbolic_links
 from seglog.topic import Topic
 from seglog.writer import PartitionWriter
 
@@ -187,6 +187,7 @@ class Log:
         self._check_open()
         view = self._partition_views.get(directory)
         if view is None:
+            refuse_symbolic_links(directory)
             view = self._partition_views[directory] = PartitionView(directory)
         return view
 
@@ -199,7 +200,7 @@ class Log:
                     key = (topic.name, partition)
                     if key not in self._writers:
                         self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
-                                                             topic.config, self.clock)
+                                                             topic.config, self.clock, self._linger)
                     writers.append(self._writers[key])
             except BaseException:
                 if not self._writer_users.get(topic.name):

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from seglog.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
-from seglog.errors import PartitionLockedError
+from seglog.errors import PartitionLockedError, SymbolicLinkError
 from seglog.lock import WriterLock
 from seglog.policies import BacklogQuota, EffectivePolicies
 from seglog.retention import Backlog, Limits, deletable_prefix
-from seglog.segment import LOCK_FILE, delete_segments
+from seglog.segment import LOCK_FILE, delete_segments, refuse_symbolic_links
 from seglog.segment_table import SegmentTable
 from seglog.subscription import reading
 
@@ -73,7 +73,11 @@ def run_pass(log_: Log) -> MaintenanceReport:
 
 def _maintain_partition(topic: Topic, partition: int, policies: EffectivePolicies, report: MaintenanceReport) -> None:
     log_ = topic._log
-    view = topic._segments(partition)
+    try:
+        view = topic._segments(partition)
+    except SymbolicLinkError as error:  # refused, as its writer is: the other partitions are still maintained
+        report.skipped_partitions.append((topic.name, partition, str(error)))
+        return
     table = log_._segment_facts(view).table()
     if not len(table):
         return
@@ -146,8 +150,9 @@ def _delete(topic: Topic, partition: int, bases: list[int], report: MaintenanceR
             delete_segments(directory, bases)
     else:
         try:
+            refuse_symbolic_links(directory)
             lock = WriterLock(directory / LOCK_FILE)
-        except PartitionLockedError as error:
+        except (PartitionLockedError, SymbolicLinkError) as error:
             report.skipped_partitions.append((topic.name, partition, str(error)))
             return
         try:

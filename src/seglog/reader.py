@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import mmap
 import os
 import time
 from collections import OrderedDict
@@ -23,6 +22,7 @@ import pyarrow as pa
 from seglog._core import _format
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._mapping import Mapping
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
 from seglog.errors import ClosedError, CorruptLogError, IndexMismatchError, InvalidArgumentError, \
@@ -53,8 +53,8 @@ _ITERATION_CHUNK = 1024
 _POPULATE_MIN_BYTES = 64 * 1024
 _POLL_START_S = 0.0002
 _POLL_MAX_S = 0.01
-# Segments a PartitionView keeps mapped (three maps, three file descriptors each), and how old a
-# directory's mtime must be before an unchanged mtime proves an unchanged directory (see rescan).
+# Segments a PartitionView keeps mapped (three maps each), and how old a directory's mtime must be
+# before an unchanged mtime proves an unchanged directory (see rescan).
 MAX_OPEN_SEGMENTS = 256
 MTIME_SETTLED_NS = 1_000_000_000
 
@@ -73,7 +73,7 @@ class SegmentView:
         self.paths = SegmentPaths.of(directory, base_offset)
         self.base_offset = base_offset
         self.next_base = next_base
-        self.data: mmap.mmap | None = None
+        self.data: Mapping | None = None
         self.whole: pa.Buffer | None = None
         self.index: IndexView
         self._file_index: IndexView | None = None
@@ -229,8 +229,8 @@ class PartitionView:
     """The segments of one partition, as readers see them. One per partition per open log, shared by its
     readers, so a segment is mapped, faulted in and validated once per process, not once per reader.
 
-    At most MAX_OPEN_SEGMENTS segments stay mapped, the least recently used are let go: each map holds a
-    file descriptor, and reading a partition of 10,000 segments from start to end would run out of them."""
+    At most MAX_OPEN_SEGMENTS segments stay mapped, the least recently used are let go: reading a partition
+    of 10,000 segments from start to end would otherwise keep 30,000 maps (vm.max_map_count is 65,530)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

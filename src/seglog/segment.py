@@ -8,7 +8,7 @@ entry, so a reader that probes for the next entry still reads inside the file.""
 
 from __future__ import annotations
 
-import mmap
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,8 @@ import numpy as np
 from seglog._core import _format
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._mapping import MADV_RANDOM, Mapping
+from seglog.errors import SymbolicLinkError
 
 LOG_SUFFIX = ".log"
 CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed cleanly
@@ -66,19 +68,28 @@ class SegmentPaths:
         return cls(stem.with_suffix(LOG_SUFFIX), stem.with_suffix(INDEX_SUFFIX),
                    stem.with_suffix(TIMEINDEX_SUFFIX))
 
+    def remove(self) -> None:
+        """Delete the segment's files, the .log first: readers find segments by it, and one that still
+        has the segment mapped keeps reading it."""
+        for path in (self.log, self.index, self.timeindex):
+            path.unlink(missing_ok=True)
+
 
 def map_file(path: Path, *, writable: bool, size: int | None = None,
-             random_access: bool = False) -> mmap.mmap | None:
+             random_access: bool = False) -> Mapping | None:
     """Map a whole file (None if it is empty). `size` extends the file first (writer only).
+
+    The map holds no file descriptor (see _core/_mapping.pyx): a batch a caller keeps alive keeps its
+    segment's pages, and however many are kept, they cost no descriptor.
 
     `random_access` turns off read-ahead for files probed at a few places, such as index files: the
     kernel otherwise fills read_ahead_kb of page cache (8 MiB on the test machine, 2.5 ms) at the first
     touch of a pre-sized, still empty index.
 
-    A read-only map is taken at the size the file has when mapped; a writer trimming it between our
-    fstat and mmap makes the kernel refuse the length, so that is retried with the new size."""
-    flags = os.O_RDWR if writable else os.O_RDONLY
-    fd = os.open(path, flags | (os.O_CREAT if writable else 0), 0o644)
+    A read-only map is taken at the size the file has when mapped; a writer trimming it meanwhile would
+    leave pages past the new end (a SIGBUS when touched), so a file found shorter after mapping is mapped
+    again at its new size."""
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY)
     try:
         if size is not None and os.fstat(fd).st_size < size:
             os.posix_fallocate(fd, 0, size)
@@ -86,21 +97,56 @@ def map_file(path: Path, *, writable: bool, size: int | None = None,
             length = os.fstat(fd).st_size
             if length == 0:
                 return None
-            try:
-                mapped = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
-            except ValueError:  # "mmap length is greater than file size": it shrank meanwhile
-                if writable:
-                    raise
+            mapped = Mapping(fd, length, writable)
+            if os.fstat(fd).st_size < length:  # it shrank meanwhile
+                mapped.close()
                 continue
             if random_access:
-                mapped.madvise(mmap.MADV_RANDOM)
+                mapped.madvise(MADV_RANDOM)
             return mapped
         raise OSError(f"{path}: the file kept changing size while being mapped")
+    except OSError as error:
+        if error.errno is None or error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from None  # fallocate and mmap name no file
     finally:
-        os.close(fd)  # the map keeps its own descriptor
+        os.close(fd)  # the map keeps the file open without it
 
 
-def close_map(mapped: mmap.mmap | None) -> None:
+def open_no_follow(path: Path, flags: int) -> int:
+    """os.open, refusing a symbolic link (O_NOFOLLOW) with SymbolicLinkError: a link in a partition could
+    point anywhere, and recovery cuts and rewrites the files it opens."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SymbolicLinkError(str(path)) from None
+        raise
+
+
+def symbolic_links(partition_directory: Path) -> list[Path]:
+    """What seglog will not follow in a partition: the partition directory, or the topic, namespace or
+    tenant directory above it (topics/<tenant>/<namespace>/<topic>/<partition>, log.py), if one is a
+    symbolic link; otherwise the symbolic links among the partition's files. The data directory itself
+    may be a link: it is above these levels."""
+    for directory in (partition_directory, *partition_directory.parents[:3]):
+        if directory.is_symlink():
+            return [directory]
+    try:
+        with os.scandir(partition_directory) as entries:
+            return sorted(Path(entry.path) for entry in entries if entry.is_symlink())
+    except FileNotFoundError:
+        return []
+
+
+def refuse_symbolic_links(partition_directory: Path) -> None:
+    """SymbolicLinkError naming the first of symbolic_links(partition_directory), if there is one."""
+    links = symbolic_links(partition_directory)
+    if links:
+        raise SymbolicLinkError(str(links[0]))
+
+
+def close_map(mapped: Mapping | None) -> None:
     """Unmap now, or, while a view still points into the map, when the last view is gone."""
     if mapped is not None:
         try:
@@ -110,14 +156,14 @@ def close_map(mapped: mmap.mmap | None) -> None:
 
 
 def truncate_file(path: Path, size: int) -> None:
-    fd = os.open(path, os.O_RDWR)
+    fd = open_no_follow(path, os.O_RDWR)
     try:
         os.ftruncate(fd, size)
     finally:
         os.close(fd)
 
 
-def index_arrays(mapped: mmap.mmap | None) -> np.ndarray:
+def index_arrays(mapped: Mapping | None) -> np.ndarray:
     if mapped is None:
         return np.zeros((0, 2), dtype=np.int64)
     return np.frombuffer(mapped, dtype=np.int64, count=len(mapped) // ENTRY_BYTES * 2).reshape(-1, 2)
@@ -145,7 +191,7 @@ class ScanResult:
         return self.status == ScanStatus.SCAN_END
 
 
-def scan_log(data: mmap.mmap | None, base_offset: int, *, verify_crc: bool, slots: int | None = None,
+def scan_log(data: Mapping | None, base_offset: int, *, verify_crc: bool, slots: int | None = None,
              start: int = 0, end: int | None = None) -> ScanResult:
     """Walk the batches of a mapped log from `start` and return an entry for each sound one."""
     if data is None:
@@ -326,8 +372,7 @@ def read_index_files(paths: SegmentPaths) -> tuple[np.ndarray, np.ndarray] | tup
     Files of unequal size are read to the shorter: a crash between the two trims of a roll leaves them so,
     and what a trim removes is empty slots."""
     try:
-        offsets = np.fromfile(paths.index, dtype=np.int64)
-        times = np.fromfile(paths.timeindex, dtype=np.int64)
+        offsets, times = _read_int64s(paths.index), _read_int64s(paths.timeindex)
     except FileNotFoundError:
         return None, None
     rows = min(len(offsets), len(times)) // 2
@@ -336,10 +381,22 @@ def read_index_files(paths: SegmentPaths) -> tuple[np.ndarray, np.ndarray] | tup
     return offsets[:rows * 2].reshape(-1, 2), times[:rows * 2].reshape(-1, 2)
 
 
+def newest_timestamp(paths: SegmentPaths) -> int | None:
+    """The largest timestamp a segment's time index holds (None when it holds none)."""
+    _, times = read_index_files(paths)
+    written = times[times[:, 1] != 0] if times is not None else ()
+    return int(written[-1, 0]) if len(written) else None
+
+
+def _read_int64s(path: Path) -> np.ndarray:
+    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as file:
+        return np.fromfile(file, dtype=np.int64)
+
+
 def zero_range(path: Path, start: int, end: int) -> None:
     """Overwrite [start, end) of a file with zeros, keeping its size: a reader in another process may
     have those pages mapped, and cutting them off would make its next touch a SIGBUS."""
-    fd = os.open(path, os.O_WRONLY)
+    fd = open_no_follow(path, os.O_WRONLY)
     try:
         chunk = bytes(min(end - start, 1 << 20))
         while start < end:
@@ -362,13 +419,10 @@ def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:
 def delete_segments(directory: Path, bases: list[int]) -> None:
     """Delete whole segments, oldest first (the caller holds the partition's writer lock).
 
-    The .log goes first: readers find segments by it, and one that still has a segment mapped keeps
-    reading it. Index files left by a crash between the unlinks have no .log; they are swept here too."""
+    Index files left by a crash between the unlinks of SegmentPaths.remove have no .log; they are swept
+    here too."""
     for base in bases:
-        paths = SegmentPaths.of(directory, base)
-        paths.log.unlink(missing_ok=True)
-        paths.index.unlink(missing_ok=True)
-        paths.timeindex.unlink(missing_ok=True)
+        SegmentPaths.of(directory, base).remove()
     logs = set(list_segments(directory))
     for name in os.listdir(directory):
         stem, _, suffix = name.partition(".")

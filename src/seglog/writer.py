@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
@@ -27,6 +26,7 @@ from seglog._core._writer import BatchSource
 from seglog.batch import make_source
 from seglog.clock import Clock
 from seglog.config import TopicConfig
+from seglog.linger import LingerFlusher
 from seglog.lock import WriterLock
 from seglog.segment import (
     CLEAN_MARKER,
@@ -40,7 +40,9 @@ from seglog.segment import (
     last_batch_matches,
     list_segments,
     map_file,
+    newest_timestamp,
     read_index_files,
+    refuse_symbolic_links,
     truncate_file,
     write_index_files,
     zero_range,
@@ -64,13 +66,20 @@ class ActiveSegment:
         # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
         # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
         self.last_write_ms = last_write_ms
-        # Index files first: readers find segments by their .log, and must never find one without its index.
-        self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES, random_access=True)
-        self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
-                                   random_access=True)
-        self.data = map_file(self.paths.log, writable=True, size=capacity)
+        self._offsets_map = self._times_map = self.data = None
+        try:
+            # Index files first: readers find segments by their .log, and must never find one without its index.
+            self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES,
+                                         random_access=True)
+            self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
+                                       random_access=True)
+            self.data = map_file(self.paths.log, writable=True, size=capacity)
+        except BaseException:  # a full disk: unmap what was mapped, so its blocks are freed with its files
+            self._unmap()
+            raise
         self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
                                writable=True)
+        self._sealed_next_offset: int | None = None
         self._prefaulter = prefaulter
         prefaulter.target(self.data, self.end_position)
 
@@ -79,8 +88,14 @@ class ActiveSegment:
         return self.index.end_position
 
     @property
+    def sealed(self) -> bool:
+        """Closed: trimmed and unmapped. The writer keeps a sealed segment as its active one when the roll
+        that sealed it found no space for the next segment; the next write tries again."""
+        return self.index is None
+
+    @property
     def next_offset(self) -> int:
-        return self.index.next_offset
+        return self._sealed_next_offset if self.index is None else self.index.next_offset
 
     @property
     def free_bytes(self) -> int:
@@ -98,7 +113,9 @@ class ActiveSegment:
         self.index.append(base_offset + stop - start, position + length, max_timestamp)
 
     def sync(self) -> None:
-        """Write the log and index pages to disk (fsync policy)."""
+        """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
+        if self.sealed:
+            return
         self.data.flush()
         self._offsets_map.flush()
         self._times_map.flush()
@@ -106,18 +123,22 @@ class ActiveSegment:
     def close(self) -> None:
         """Trim the files to their contents and unmap: the log to its logical size, the index files to one
         zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
-        if self.index is None:
+        if self.sealed:
             return
         end, count = self.end_position, self.index.count
+        self._sealed_next_offset = self.next_offset
         self.index = None
         self._prefaulter.target(None)
-        for mapped in (self.data, self._offsets_map, self._times_map):
-            close_map(mapped)
+        self._unmap()
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
         truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
         if self.last_write_ms is not None:
-            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2)
+            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
+
+    def _unmap(self) -> None:
+        for mapped in (self.data, self._offsets_map, self._times_map):
+            close_map(mapped)
 
 
 @dataclass
@@ -207,12 +228,9 @@ def mark_recovered(directory: Path) -> None:
     segment's last write becomes the newest timestamp it holds, as a writer reopening it after a crash
     would assume (Kafka's time retention does the same)."""
     bases = list_segments(directory)
-    if bases:
-        paths = SegmentPaths.of(directory, bases[-1])
-        _, times = read_index_files(paths)
-        written = times[times[:, 1] != 0] if times is not None else ()
-        if len(written):
-            os.utime(paths.log, ns=(int(written[-1, 0]) * 1_000_000,) * 2)
+    newest = newest_timestamp(SegmentPaths.of(directory, bases[-1])) if bases else None
+    if newest is not None:
+        os.utime(SegmentPaths.of(directory, bases[-1]).log, ns=(newest * 1_000_000,) * 2, follow_symlinks=False)
     (directory / CLEAN_MARKER).touch()
 
 
@@ -220,7 +238,9 @@ class PartitionWriter:
     """Appends to one partition. One per partition per process (the Log shares it among producers);
     holding it holds the partition's writer lock."""
 
-    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock) -> None:
+    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock,
+                 background: LingerFlusher) -> None:
+        refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.partition = partition
@@ -238,7 +258,10 @@ class PartitionWriter:
             raise
         self.write_lock = threading.RLock()
         self.accumulator = Accumulator(self.active.next_offset)
+        self._background = background
         self._last_sync = time.monotonic()
+        self._unsynced = False  # written to since the last fsync
+        self._sync_scheduled = False  # the background flusher will call sync_when_due
         self.closed = False
 
     @property
@@ -251,7 +274,12 @@ class PartitionWriter:
         size = paths.log.stat().st_size if reopen else 0
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
-        segment = ActiveSegment(self.directory, base_offset, capacity, slots, self.clock(), self._prefaulter)
+        try:
+            segment = ActiveSegment(self.directory, base_offset, capacity, slots, self.clock(), self._prefaulter)
+        except OSError:
+            if not reopen:  # a full disk: no part of a segment that could not be made is left
+                paths.remove()
+            raise
         if segment.index.count:  # reopened with batches: its age counts from the first one
             segment.created_ms = _format.read_header(segment.data, 0)[6]
             segment.last_write_ms = self._reopened_last_write(paths)
@@ -262,9 +290,8 @@ class PartitionWriter:
         after a crash, fall back on the newest timestamp it holds, as Kafka's time retention does."""
         if self.recovery.clean:
             return paths.log.stat().st_mtime_ns // 1_000_000
-        times = np.fromfile(paths.timeindex, dtype=np.int64).reshape(-1, 2)
-        written = times[times[:, 1] != 0]
-        return int(written[-1, 0]) if len(written) else self.clock()
+        newest = newest_timestamp(paths)
+        return self.clock() if newest is None else newest
 
     def source(self, values, keys=None, timestamps=None, properties=None) -> BatchSource:
         """One send_batch call checked and normalised for the encoder (InvalidArgumentError, naming the
@@ -335,11 +362,14 @@ class PartitionWriter:
                 continue
             segment.write(source, start, stop, base + start)
             segment.last_write_ms = self.clock()
+            self._unsynced = True
             start = stop
 
     def _segment_for_write(self) -> ActiveSegment:
         segment, config = self.active, self.config
-        if segment.message_count and (
+        if segment.sealed:  # the roll that sealed it could not open the next segment (a full disk): again
+            self._open_after(segment)
+        elif segment.message_count and (
                 segment.index.full
                 or segment.free_bytes < _format.HEADER_BYTES + 16
                 or (config.segment_max_messages and segment.message_count >= config.segment_max_messages)
@@ -348,28 +378,44 @@ class PartitionWriter:
         return self.active
 
     def _roll(self, capacity: int | None = None) -> None:
-        """Seal the active segment (trimmed to its contents) and start a new one at the next offset."""
+        """Seal the active segment (trimmed to its contents) and start a new one at the next offset.
+
+        The old segment is sealed first, so no reader or recovery ever finds a newer segment beside an
+        untrimmed one. If the new one cannot be made (OSError, a full disk), the sealed segment stays
+        active: the error goes to the sender and the next write tries again (_segment_for_write)."""
         old = self.active
-        if old.message_count == 0:  # nothing to seal: resize the empty segment instead
-            old.close()
-            for path in (old.paths.log, old.paths.index, old.paths.timeindex):
-                path.unlink()
-            self.active = self._open_segment(old.base_offset, reopen=False, capacity=capacity)
-            return
-        next_base = old.next_offset
-        if self.config.fsync_interval_ms is not None:
+        if old.message_count and self.config.fsync_interval_ms is not None:
             old.sync()
         old.close()
-        self.active = self._open_segment(next_base, reopen=False, capacity=capacity)
+        self._open_after(old, capacity)
+
+    def _open_after(self, sealed: ActiveSegment, capacity: int | None = None) -> None:
+        """Make the segment that follows `sealed` (closed, so trimmed) the active one: a new segment at its
+        next offset or, if it holds nothing, itself again, its files extended to the new capacity."""
+        self.active = self._open_segment(sealed.next_offset, reopen=sealed.message_count == 0, capacity=capacity)
 
     def _sync_if_due(self) -> None:
+        """fsync what was written once the fsync interval has passed since the last fsync (at once for
+        'always'). Before then, the background flusher is asked to come back when it has: the partition
+        may get no further write."""
         interval = self.config.fsync_interval_ms
-        if interval is None:
+        if interval is None or not self._unsynced:
             return
+        due = self._last_sync + interval / 1000
         now = time.monotonic()
-        if interval == 0 or (now - self._last_sync) * 1000 >= interval:
+        if now >= due:
             self.active.sync()
-            self._last_sync = now
+            self._last_sync, self._unsynced = now, False
+        elif not self._sync_scheduled:
+            self._sync_scheduled = True
+            self._background.schedule_sync(self, due)
+
+    def sync_when_due(self) -> None:
+        """The background flusher's call at the time _sync_if_due asked for."""
+        with self.write_lock:
+            self._sync_scheduled = False
+            if not self.closed:
+                self._sync_if_due()
 
     def close(self) -> None:
         """Flush queued messages, trim the active segment, mark the close clean and release the lock."""
