@@ -17,6 +17,7 @@ from seglog.errors import (
     MetadataError,
     SeglogError,
     TopicExistsError,
+    TopicInUseError,
     TopicNotFoundError,
 )
 
@@ -89,7 +90,7 @@ def test_delete_topic_removes_its_data(log):
     topic = log.create_topic("t")
     with topic.producer() as producer:
         producer.send(b"x")
-        with pytest.raises(InvalidArgumentError, match="without open producers"):
+        with pytest.raises(TopicInUseError, match="producer"):
             log.delete_topic("t")
     directory = topic.partition_directory(0)
     log.delete_topic("t")

@@ -46,6 +46,7 @@ class Consumer:
     def __init__(self, topic: Topic, subscription: Subscription, *, subscription_type: str,
                  consumer_name: str | None, ack_timeout: Any, negative_ack_redelivery_delay: Any) -> None:
         self.topic = topic
+        self._fence = topic.fence.buffer  # tested on every ack: one byte, no call
         self.subscription = subscription
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
         self.ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
@@ -146,6 +147,8 @@ class Consumer:
     def ack(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge a Message, a MessageId, a RecordBatch from receive_batch, or offsets (an int, a
         numpy or pyarrow array) of `partition` (default 0)."""
+        if self._fence[0]:
+            self.topic.fence.check()
         kind = type(target)
         if kind is Message or kind is MessageId:  # the per-message path: no isinstance chain
             self._ack_one(target.partition, target.offset)
@@ -176,6 +179,7 @@ class Consumer:
     def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,
         RecordBatch: its last message, or an offset). Refused on shared and key_shared subscriptions."""
+        self.topic.fence.check()
         if self.subscription.type in ("shared", "key_shared"):
             raise InvalidArgumentError("ack_cumulative", self.subscription.type,
                                        "exclusive or failover subscriptions (as in Pulsar, a cumulative ack "
@@ -187,6 +191,7 @@ class Consumer:
 
     def negative_ack(self, target: Any, partition: int | None = None) -> None:
         """Ask for redelivery of messages (after `negative_ack_redelivery_delay`)."""
+        self.topic.fence.check()
         partition, offsets = self._offsets(target, partition)
         offsets = np.array([offsets], dtype=np.int64) if isinstance(offsets, int) else offsets
         self.subscription.negative_ack(partition, offsets, self.nack_delay_ms)
@@ -258,6 +263,7 @@ class Consumer:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("consumer is closed")
+        self.topic.fence.check()
 
     def __enter__(self) -> Consumer:
         return self

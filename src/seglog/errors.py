@@ -42,6 +42,11 @@ class TopicNotFoundError(SeglogError, KeyError):
         return str(self.args[0])
 
 
+class TopicInUseError(SeglogError):
+    """A topic to be deleted has producers or consumers (in this process or another); pulsar-admin refuses
+    the same unless forced (`delete_topic(name, force=True)`, `seglog topic delete --force`)."""
+
+
 class TopicExistsError(SeglogError):
     """create_topic was called for a topic that already exists."""
 

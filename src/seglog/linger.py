@@ -50,7 +50,7 @@ class LingerFlusher:
                 if self._stopping:
                     return
                 _, _, writer, task = heapq.heappop(self._due)
-            if writer.closed:
+            if writer.closed or writer.fence.deleted:  # a deleted topic's queued messages go with it
                 continue
             try:
                 task()

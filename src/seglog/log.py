@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ from seglog.quota import QuotaGuard
 from seglog.segment_table import SegmentFacts
 from seglog.subscription import Subscriptions
 from seglog.config import BrokerConfig, TopicConfig
-from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError
+from seglog.fence import TopicFence, create_fence, fence_deleted, has_fence, set_deleted
 from seglog.linger import LingerFlusher
-from seglog.lock import writer_locks
+from seglog.lock import WriterLock
 from seglog.metadata import Metadata
 from seglog.names import TopicName
 from seglog.reader import PartitionView
@@ -55,6 +57,8 @@ class Log:
         # to their commit point here, so every process reads what the next writer keeps. Readers that
         # must not change files (background=False) apply the same rule in memory (reader.SegmentView).
         self.recovered = recover_log(self.path) if background else {}
+        self._fences: dict[str, TopicFence] = {}
+        self._prepare_topic_fences(finish_deletions=background)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[str, int] = {}
         self._writers_lock = threading.Lock()
@@ -83,14 +87,43 @@ class Log:
             raise InvalidArgumentError("partitions", partitions, f"an int from 1 to {MAX_PARTITIONS}")
         config = self.config.topic_defaults.updated(topic_config)
         given = {key: getattr(config, key) for key in topic_config}
-        self._metadata.create_topic(topic_name, partitions, given, self.clock())
-        return Topic(self, topic_name, partitions, config)
+        directory = self._topic_directory(topic_name)
+        trash = self._new_trash()
+
+        def make_files() -> None:  # in the metadata transaction: no process sees the topic before its fence
+            self._trash_files_of(topic_name, trash)  # a deleted topic's fenced users left them: start empty
+            create_fence(directory)
+
+        self._metadata.create_topic(topic_name, partitions, given, self.clock(), then=make_files)
+        shutil.rmtree(trash, ignore_errors=True)
+        return Topic(self, topic_name, partitions, config, self._fence(topic_name))
 
     def topic(self, name: str) -> Topic:
         """The existing topic `name`; TopicNotFoundError if there is none."""
         self._check_open()
         record = self._metadata.topic(TopicName.parse(name))
-        return Topic(self, record.name, record.partitions, self.config.topic_defaults.updated(record.config))
+        return Topic(self, record.name, record.partitions, self.config.topic_defaults.updated(record.config),
+                     self._fence(record.name))
+
+    def _fence(self, name: TopicName) -> TopicFence:
+        """This process's map of the topic's fence (mapped again when the name is reused after a deletion)."""
+        fence = self._fences.get(str(name))
+        if fence is None or fence.deleted:
+            fence = self._fences[str(name)] = TopicFence(self._topic_directory(name), str(name))
+        return fence
+
+    def _prepare_topic_fences(self, *, finish_deletions: bool) -> None:
+        """Give every topic a fence (a data directory made before fences, a crash in create_topic), and
+        finish deletions a crash interrupted after the fence was set (unless this process changes nothing)."""
+        with self._metadata.topics_held() as names:
+            for name in names:
+                directory = self._topic_directory(TopicName.parse(name))
+                if not has_fence(directory):
+                    create_fence(directory)
+        if finish_deletions:
+            for name in names:
+                if fence_deleted(self._topic_directory(TopicName.parse(name))):
+                    self._remove_topic(TopicName.parse(name))
 
     def _set_topic_config(self, name: str, changes: dict[str, Any]) -> TopicConfig:
         """Apply setting changes to a topic (validated as a whole first); its open writers take them too."""
@@ -125,8 +158,11 @@ class Log:
 
     def _policies_changed(self) -> None:
         """Policies or topic settings changed (here, or seen from another process): re-arm the quotas."""
-        for guard in list(self._quota_guards.values()):
-            guard.refresh()
+        for name, guard in list(self._quota_guards.items()):
+            if guard.topic.fence.deleted:  # by another process
+                self._quota_guards.pop(name, None)
+            else:
+                guard.refresh()
 
     def _segment_facts(self, view: PartitionView) -> SegmentFacts:
         facts = self._segment_tables.get(view.directory)
@@ -151,33 +187,73 @@ class Log:
         self._check_open()
         return self._metadata.list_topics()
 
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data. Refused while a producer of this process writes to it."""
+    def delete_topic(self, name: str, *, force: bool = False) -> None:
+        """Delete a topic and its data, as `pulsar-admin topics delete`.
+
+        Its users in every process are fenced: their sends, acks and reads raise TopicNotFoundError from
+        then on, and a topic created again under the name starts empty. Refused with TopicInUseError while
+        producers or consumers use it, in this process or another, unless `force` (pulsar-admin's -f)."""
         self._check_open()
-        topic_name = TopicName.parse(name)
-        self._metadata.topic(topic_name)
+        topic = self.topic(name)
+        with ExitStack() as locks:  # held while the files go: no producer or consumer can start meanwhile
+            users = self._topic_users(topic, locks)
+            if users and not force:
+                raise TopicInUseError(f"topic {topic.name} has {' and '.join(users)}; close them first, or delete "
+                                      "with force=True (seglog topic delete --force), which fences them")
+            set_deleted(self._topic_directory(topic.topic_name))  # from here on every user fails
+            self._forget_topic(topic)
+            self._remove_topic(topic.topic_name)
+
+    def _topic_users(self, topic: Topic, locks: ExitStack) -> list[str]:
+        """Who produces to or consumes the topic, in this process and others; the writer and subscription
+        locks nobody holds are taken into `locks`."""
+        users = []
         with self._writers_lock:
-            if self._writer_users.get(str(topic_name)):
-                raise InvalidArgumentError("topic", str(topic_name), "a topic without open producers")
-        directory = self._topic_directory(topic_name)
+            producers = self._writer_users.get(topic.name, 0)
+        if producers:
+            users.append(f"{producers} producer(s) in this process")
+        for partition in range(topic.partitions):
+            directory = topic.partition_directory(partition)
+            if (topic.name, partition) in self._writers or not directory.is_dir():
+                continue
+            try:
+                locks.callback(WriterLock(directory / LOCK_FILE).release)
+            except PartitionLockedError as error:
+                users.append(f"a producer of partition {partition} in process {error.holder_pid}")
+        users += [f"consumers of subscription {name!r}" for name in self._subscriptions.claim_all(topic, locks)]
+        return users
+
+    def _forget_topic(self, topic: Topic) -> None:
+        """Let go of this process's writers, views, quota guards and subscriptions of a deleted topic."""
+        with self._writers_lock:
+            self._writer_users.pop(topic.name, None)
+            self._close_writers(topic.name)  # fenced: they unmap and leave the files alone
+        directory = self._topic_directory(topic.topic_name)
         for partition_directory in [d for d in self._partition_views if d.parent == directory]:
             del self._partition_views[partition_directory]  # batches already read keep their maps alive
             self._segment_tables.pop(partition_directory, None)
-        self._quota_guards.pop(str(topic_name), None)
-        topic = self.topic(name)
+        self._quota_guards.pop(topic.name, None)
         self._subscriptions.forget_topic(topic)
-        subscriptions = self._subscriptions.directory(topic)
-        trash = self.path / "trash" / uuid.uuid4().hex
-        # A writer in another process holds its partitions' locks: refuse rather than pull files from under it.
-        with writer_locks(d / LOCK_FILE for d in sorted(directory.glob("*")) if d.is_dir()):
-            if directory.exists():
-                trash.parent.mkdir(exist_ok=True)
-                directory.rename(trash)  # atomic: a crash now leaves no half-deleted topic behind
-            if subscriptions.exists():
-                trash.mkdir(parents=True, exist_ok=True)
-                subscriptions.rename(trash / "subscriptions")
-            self._metadata.delete_topic(topic_name)
+
+    def _remove_topic(self, name: TopicName) -> None:
+        """Move a topic's files to the trash and its row out of the metadata in one transaction, then delete
+        the files. A crash before the commit leaves the row: fenced, the deletion is finished at the next
+        open; only a crash between the renames and the commit leaves the topic, empty."""
+        trash = self._new_trash()
+        self._metadata.delete_topic(name, then=lambda: self._trash_files_of(name, trash))
         shutil.rmtree(trash, ignore_errors=True)
+
+    def _new_trash(self) -> Path:
+        """A fresh folder name under trash/ (emptied at every open), made when something is moved there."""
+        return self.path / "trash" / uuid.uuid4().hex
+
+    def _trash_files_of(self, name: TopicName, trash: Path) -> None:
+        """Move the topic directory and subscription directory of `name` into `trash` (atomic renames)."""
+        for kind, directory in (("topic", self._topic_directory(name)),
+                                ("subscriptions", self.path.joinpath("subscriptions", *name.path_parts()))):
+            if directory.exists():
+                trash.mkdir(parents=True, exist_ok=True)
+                directory.rename(trash / kind)
 
     def _topic_directory(self, name: TopicName) -> Path:
         return self.path.joinpath("topics", *name.path_parts())
@@ -200,7 +276,7 @@ class Log:
                     key = (topic.name, partition)
                     if key not in self._writers:
                         self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
-                                                             topic.config, self.clock, self._linger)
+                                                             topic.config, self.clock, self._linger, topic.fence)
                     writers.append(self._writers[key])
             except BaseException:
                 if not self._writer_users.get(topic.name):
@@ -211,6 +287,8 @@ class Log:
 
     def _release_writers(self, topic: Topic) -> None:
         with self._writers_lock:
+            if topic.fence.deleted:  # its writers went with the topic; the name may be another topic's now
+                return
             self._writer_users[topic.name] -= 1
             if self._writer_users[topic.name] == 0:
                 del self._writer_users[topic.name]

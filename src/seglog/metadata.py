@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +93,10 @@ class Metadata:
         self._db.execute("INSERT OR IGNORE INTO namespaces(name, tenant) VALUES (?, ?)",
                          (f"{tenant}/{namespace}", tenant))
 
-    def create_topic(self, name: TopicName, partitions: int, config: dict[str, Any], created_ms: int) -> None:
+    def create_topic(self, name: TopicName, partitions: int, config: dict[str, Any], created_ms: int,
+                     then: Callable[[], None] | None = None) -> None:
+        """Add a topic. `then` runs inside the transaction once the row is in (a failure rolls it back), so
+        files that must exist with the topic are made before any other process can see the topic."""
         with self._transaction():
             self._ensure_namespace(name.tenant, name.namespace)
             try:
@@ -102,6 +105,8 @@ class Metadata:
                     (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
             except sqlite3.IntegrityError:
                 raise TopicExistsError(f"topic {name} already exists") from None
+            if then is not None:
+                then()
 
     def topic(self, name: TopicName) -> TopicRecord:
         with self._access():
@@ -115,11 +120,21 @@ class Metadata:
         with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
 
-    def delete_topic(self, name: TopicName) -> None:
-        with self._access():
-            deleted = self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount
-        if not deleted:
-            raise TopicNotFoundError(f"topic {name} does not exist")
+    def delete_topic(self, name: TopicName, then: Callable[[], None] | None = None) -> None:
+        """Remove a topic. `then` runs inside the transaction once the row is out (a failure rolls it back),
+        for the files that go with it."""
+        with self._transaction():
+            if not self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount:
+                raise TopicNotFoundError(f"topic {name} does not exist")
+            if then is not None:
+                then()
+
+    @contextmanager
+    def topics_held(self) -> Iterator[list[str]]:
+        """Every topic's name, with the database held against changes by any process until the block ends
+        (for files that must agree with the list of topics)."""
+        with self._transaction():
+            yield [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
 
     def set_topic_config(self, name: TopicName, config: dict[str, Any]) -> None:
         self._update_json("topics", "config", str(name), config)

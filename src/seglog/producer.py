@@ -18,6 +18,7 @@ from seglog.units import parse_duration, parse_size, parse_timeout
 if TYPE_CHECKING:
     from seglog.topic import Topic
 
+_CLOSED = b"\0"  # the fence of a closed producer: send() refuses it as closed first
 PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
 
 
@@ -41,7 +42,7 @@ class Producer(SendPath):
         self._partitions = len(self._writers)
         self._next_batch_partition = 0
         self._closed = False
-        self._init_send_path([w.accumulator for w in self._writers], self.batch_size)
+        self._init_send_path([w.accumulator for w in self._writers], self.batch_size, topic.fence.buffer)
         self._quota_guard = topic._log._quota_guard(topic)
         self._quota_guard.register(self)  # arms `_quota_gate` only while the topic has backlog quotas
 
@@ -102,14 +103,19 @@ class Producer(SendPath):
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("producer is closed")
+        self.topic.fence.check()
 
     def close(self) -> None:
         """Flush and release this producer (the partitions' writers stay open for the log's other producers)."""
         if not self._closed:
-            self.flush()
+            if not self.topic.fence.deleted:  # a deleted topic's queued messages are dropped, not written
+                self.flush()
             self._closed = True
-            self._init_send_path([], self.batch_size)
+            self._init_send_path([], self.batch_size, _CLOSED)
             self.topic._release_writers()
+
+    def _fenced(self) -> None:
+        self.topic.fence.check()
 
     def __enter__(self) -> Producer:
         return self

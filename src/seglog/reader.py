@@ -25,6 +25,7 @@ from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
 from seglog._core._messages import Message, messages_from_batch
 from seglog.batch import to_record_batch
+from seglog.fence import TopicFence
 from seglog.errors import ClosedError, CorruptLogError, IndexMismatchError, InvalidArgumentError, \
     OffsetOutOfRangeError
 from seglog.lock import unattended
@@ -315,8 +316,10 @@ class Reader:
     Use `read_batch()` for pyarrow RecordBatches over the log's own memory (zero copy), or iterate for
     Message objects. A reader sees messages as soon as the writer publishes them, in any process."""
 
-    def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True) -> None:
+    def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True,
+                 fence: TopicFence) -> None:
         self.partition = partition
+        self._fence = fence
         self.verify_crc = verify_crc
         self._view = segments
         self._verified: tuple[SegmentView, int] | None = None  # the last batch this reader checked
@@ -375,6 +378,7 @@ class Reader:
         seconds = parse_timeout(timeout, none=0)
         if self._closed:
             raise ClosedError("reader is closed")
+        self._fence.check()
         deadline = time.monotonic() + seconds
         delay = _POLL_START_S
         while True:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from contextlib import AbstractContextManager, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -190,6 +191,7 @@ class Subscription:
     # dispatch
 
     def next_delivery(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
+        self.topic.fence.check()
         """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
         none now. Each is pending on the consumer until acknowledged."""
         with self.mutex:
@@ -413,6 +415,9 @@ class Subscription:
 
     def persist(self) -> None:
         with self.mutex:
+            if self.topic.fence.deleted:  # its files went with the topic (or are a new topic's now)
+                self.dirty = False
+                return
             self.dirty = False  # before the save: an ack during it (it takes no mutex) marks it dirty again
             try:
                 save(self.path, self.record, fsync=self.topic.config.fsync != "never")
@@ -449,6 +454,7 @@ class Subscriptions:
 
     def open(self, topic: Topic, name: str, subscription_type: str, initial_position: str) -> Subscription:
         """This process's Subscription `name` of `topic`, created (at `initial_position`) if new."""
+        topic.fence.check()
         validate_subscription_name(name)
         if subscription_type not in SUBSCRIPTION_TYPES:
             raise InvalidArgumentError("subscription_type", subscription_type, ", ".join(map(repr, SUBSCRIPTION_TYPES)))
@@ -546,6 +552,25 @@ class Subscriptions:
         subscription.path.unlink(missing_ok=True)
         subscription._lock.remove_and_release()
         self._open.pop((subscription.topic.name, subscription.name), None)
+
+    def claim_all(self, topic: Topic, locks: ExitStack) -> list[str]:
+        """The names of `topic`'s subscriptions that have consumers, in this process or another; the locks
+        of the others are taken into `locks`, so none gets a consumer while the caller holds them."""
+        consumed = []
+        for name in self.names(topic):
+            live = self.live(topic, name)
+            if live is not None:
+                if live.consumers:
+                    consumed.append(name)
+                continue
+            try:
+                lock = WriterLock(self.directory(topic) / f"{name}{LOCK_SUFFIX}",
+                                  busy=_subscription_busy(topic.name, name))
+            except ConsumerBusyError:
+                consumed.append(name)
+            else:
+                locks.callback(lock.release)
+        return consumed
 
     def forget_topic(self, topic: Topic) -> None:
         """Close this process's subscriptions of a topic being deleted (their files go with it)."""

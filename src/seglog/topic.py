@@ -13,6 +13,7 @@ from seglog.producer import Producer
 from seglog.reader import Reader, start_offset
 
 if TYPE_CHECKING:
+    from seglog.fence import TopicFence
     from seglog.log import Log
     from seglog.policies import EffectivePolicies
     from seglog.reader import PartitionView
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
 class Topic:
     """Handle to one topic of an open log (cheap; get it from `log.topic(name)` or `log.create_topic`)."""
 
-    def __init__(self, log: Log, name: TopicName, partitions: int, config: TopicConfig) -> None:
+    def __init__(self, log: Log, name: TopicName, partitions: int, config: TopicConfig, fence: TopicFence) -> None:
         self._log = log
         self.topic_name = name
         self.partitions = partitions
         self.config = config
+        self.fence = fence  # set when the topic is deleted, by any process: every use then fails
 
     @property
     def name(self) -> str:
@@ -37,6 +39,7 @@ class Topic:
         return f"Topic({self.name!r}, partitions={self.partitions})"
 
     def partition_directory(self, partition: int) -> Path:
+        self.fence.check()  # a deleted topic's directories may be a new topic's of the same name
         return self._log._topic_directory(self.topic_name) / str(self._check_partition(partition))
 
     def producer(self, **config: Any) -> Producer:
@@ -47,7 +50,7 @@ class Topic:
         """A reader of one partition from `start`: 'earliest', 'latest', an offset, or {'timestamp': ms}
         (the first message whose timestamp is >= it). CRC checks follow the log's `verify_crc` setting."""
         verify = self._log.config.verify_crc if verify_crc is None else verify_crc
-        return Reader(self._segments(partition), partition, start, verify_crc=verify)
+        return Reader(self._segments(partition), partition, start, verify_crc=verify, fence=self.fence)
 
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,

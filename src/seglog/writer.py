@@ -26,6 +26,8 @@ from seglog._core._writer import BatchSource
 from seglog.batch import make_source
 from seglog.clock import Clock
 from seglog.config import TopicConfig
+from seglog.errors import TopicNotFoundError
+from seglog.fence import TopicFence
 from seglog.linger import LingerFlusher
 from seglog.lock import WriterLock
 from seglog.segment import (
@@ -140,6 +142,14 @@ class ActiveSegment:
         for mapped in (self.data, self._offsets_map, self._times_map):
             close_map(mapped)
 
+    def abandon(self) -> None:
+        """Unmap without trimming or touching the files (their topic was deleted)."""
+        if not self.sealed:
+            self._sealed_next_offset = self.next_offset
+            self.index = None
+            self._prefaulter.target(None)
+            self._unmap()
+
 
 @dataclass
 class RecoveryReport:
@@ -239,9 +249,14 @@ class PartitionWriter:
     holding it holds the partition's writer lock."""
 
     def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock,
-                 background: LingerFlusher) -> None:
+                 background: LingerFlusher, fence: TopicFence) -> None:
+        fence.check()
         refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(exist_ok=True)  # in the topic's directory, which only create_topic makes
+        except FileNotFoundError:
+            raise TopicNotFoundError(f"topic {fence.name} was deleted") from None
+        self.fence = fence
         self.directory = directory
         self.partition = partition
         self.config = config
@@ -326,6 +341,7 @@ class PartitionWriter:
 
     def _write(self, source: BatchSource, base: int) -> None:
         with self._dropping_queued_on_failure():
+            self.fence.check()  # a deleted topic's files are no one's to write (or another topic's now)
             if base != self.end_offset:
                 raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
             self._write_records(source, base)
@@ -421,6 +437,9 @@ class PartitionWriter:
         """Flush queued messages, trim the active segment, mark the close clean and release the lock."""
         if self.closed:
             return
+        if self.fence.deleted:
+            self._abandon()
+            return
         with self.write_lock:
             try:
                 self.flush_pending()
@@ -431,3 +450,12 @@ class PartitionWriter:
                 (self.directory / CLEAN_MARKER).touch()
                 self._lock.release()
                 self.closed = True
+
+    def _abandon(self) -> None:
+        """Close a deleted topic's writer: drop what send() queued and leave the files as they are, since
+        its paths may already hold a new topic of the same name."""
+        with self.write_lock:
+            self.accumulator.discard(self.end_offset)
+            self.active.abandon()
+            self._lock.release()
+            self.closed = True

@@ -10,7 +10,7 @@ finalizers can let another thread in, which must then find the accumulator consi
 the partition's write lock from drain or reserve to the end of the copy, so batches land in offset order."""
 
 from cpython.bytes cimport PyBytes_Check, PyBytes_GET_SIZE
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint8_t
 
 from seglog._core._format cimport seglog_murmur2
 from seglog._core._messages cimport MessageId, new_message_id
@@ -104,9 +104,11 @@ cdef class SendPath:
     cdef Py_ssize_t _batch_size
     cdef unsigned int _next_partition
     cdef public object _quota_gate  # called as gate(partition, value bytes) before a message is queued
+    cdef const uint8_t[::1] _fence  # the topic's fence byte (fence.py): set when the topic is deleted
 
-    def _init_send_path(self, list accumulators, Py_ssize_t batch_size):
+    def _init_send_path(self, list accumulators, Py_ssize_t batch_size, fence):
         self._accumulators = accumulators
+        self._fence = fence
         self._partitions = len(accumulators)
         self._batch_size = batch_size
         self._next_partition = 0
@@ -125,6 +127,8 @@ cdef class SendPath:
         if self._partitions == 0:
             from seglog.errors import ClosedError
             raise ClosedError("producer is closed")
+        if self._fence[0]:
+            self._fenced()
         if not PyBytes_Check(value):
             value = _to_bytes(value, "value")
         if key is not None and not PyBytes_Check(key):
@@ -151,6 +155,9 @@ cdef class SendPath:
         return new_message_id(p, offset)
 
     def _first_pending(self, int partition):
+        raise NotImplementedError
+
+    def _fenced(self):
         raise NotImplementedError
 
     def _batch_full(self, int partition):

@@ -141,12 +141,15 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
 
 @topic.command()
 @click.argument("name")
+@click.option("-f", "--force", is_flag=True,
+              help="Delete it even while producers or consumers use it: they are fenced (their next send, ack "
+                   "or read fails), as pulsar-admin topics delete -f.")
 @pass_data
-def delete(data: DataDir, name: str) -> None:
-    """Delete topic NAME and all its messages."""
+def delete(data: DataDir, name: str, force: bool) -> None:
+    """Delete topic NAME and all its messages (refused while it has producers or consumers, unless --force)."""
     with data.open() as log:
         full_name = log.topic(name).name
-        log.delete_topic(name)
+        log.delete_topic(name, force=force)
     out().print(f"[green]Deleted topic[/] {full_name}")
 
 
