@@ -56,7 +56,8 @@ class Log:
         # As Kafka at log load: partitions left by an unclean stop and nobody's to write now are cut back
         # to their commit point here, so every process reads what the next writer keeps. Readers that
         # must not change files (background=False) apply the same rule in memory (reader.SegmentView).
-        self.recovered = recover_log(self.path) if background else {}
+        if background:
+            recover_log(self.path)
         self._fences: dict[str, TopicFence] = {}
         self._prepare_topic_fences(finish_deletions=background)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
