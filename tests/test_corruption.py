@@ -132,8 +132,7 @@ def reopen_writer_and_append(data: Path, expected_end: int) -> int:
     with seglog.open(data) as log:
         topic = log.topic(TOPIC)
         with topic.producer() as producer:
-            assert topic.end_offset() == expected_end
-            assert read_all(topic) == expected_end
+            # The first write opens the partition's writer, whose recovery decides where it continues.
             assert producer.send_batch(values_for(expected_end, 25)) == (0, expected_end)
             assert producer.send(value_for(expected_end + 25, SEND_KIND), key=key_for(expected_end + 25)) == \
                 (0, expected_end + 25)
@@ -412,7 +411,7 @@ def test_damaged_index_is_rebuilt_in_memory_by_readers_and_on_disk_by_the_writer
 
     with seglog.open(data) as log:  # the writer's reopen rebuilds the files
         topic = log.topic(TOPIC)
-        topic.producer().close()
+        topic.producer(partitions=[0]).close()
     for path, content in originals.items():
         assert path.exists(), f"{path.name} was not rebuilt"
         assert path.read_bytes() == content, f"{path.name} rebuilt with different entries"
@@ -509,7 +508,7 @@ def test_symbolic_links_are_refused_and_what_they_point_to_is_untouched(data: Pa
     link_outside(link, outside)
     before = contents(outside)
 
-    attempts = {"writer": lambda topic: topic.producer(), "reader": read_all}
+    attempts = {"writer": lambda topic: topic.producer(partitions=[0]), "reader": read_all}
     with seglog.open(data) as log:
         for name, attempt in attempts.items():
             with pytest.raises(SymbolicLinkError) as refused:

@@ -186,7 +186,7 @@ def test_reader_process_that_maps_a_segment_while_its_index_is_created_still_fol
         topic = log.create_topic(TOPIC, segment_size="64 KiB")
         with Child(follower, data) as child:
             assert child.receive() == ("ready", 0)
-            producer = topic.producer()  # creates the (empty) active segment
+            producer = topic.producer(partitions=[0])  # creates the (empty) active segment
             timeindex = segment_logs(partition_dir(data, TOPIC))[-1].with_suffix(".timeindex")
             size = timeindex.stat().st_size
             os.truncate(timeindex, 0)  # created, not sized yet (the writer has not touched it: no append yet)
@@ -266,7 +266,7 @@ def try_to_write(data: str, count: int) -> dict:
         topic = log.topic(TOPIC)
         started = time.monotonic()
         try:
-            producer = topic.producer()
+            producer = topic.producer(partitions=[0])
         except PartitionLockedError as error:
             return {"refused": str(error), "lock_path": error.lock_path, "holder_pid": error.holder_pid,
                     "seconds": time.monotonic() - started}
@@ -281,7 +281,7 @@ def test_second_writer_process_is_refused_at_once_and_writes_after_the_first_clo
     lock = partition_dir(data, TOPIC) / ".lock"
     with seglog.open(data) as log:
         topic = log.create_topic(TOPIC)
-        producer = topic.producer()
+        producer = topic.producer(partitions=[0])
         producer.send_batch(values_for(0, 100))
 
         outcome = spawn_call(try_to_write, str(data), 50)
@@ -303,7 +303,7 @@ def holder(data: str, connection: Any) -> None:
     """Holds a producer: writes 100 messages, answers ("holding", pid), then on ("close",) closes."""
     def run() -> None:
         with seglog.open(data) as log:
-            producer = log.topic(TOPIC).producer()
+            producer = log.topic(TOPIC).producer(partitions=[0])
             producer.send_batch(values_for(0, 100))
             connection.send(("holding", os.getpid()))
             assert connection.recv() == ("close",)
@@ -322,7 +322,7 @@ def test_lock_names_the_holding_process_and_is_released_when_it_ends(tmp_path: P
         topic = log.topic(TOPIC)
         started = time.monotonic()
         with pytest.raises(PartitionLockedError) as raised:
-            topic.producer()
+            topic.producer(partitions=[0])
         assert time.monotonic() - started < 1.0
         lock = partition_dir(data, TOPIC) / ".lock"
         assert (Path(raised.value.lock_path), raised.value.holder_pid) == (lock, pid)
@@ -386,3 +386,31 @@ def test_batches_are_views_of_the_map_and_outlive_reader_log_and_files(tmp_path:
         batch.validate(full=True)
         check_batch(batch, batch_stored.base_offset)
         assert batch.column("value").buffers()[2].address == address
+
+
+def test_a_producer_locks_only_the_partitions_it_writes(tmp_path: Path) -> None:
+    """One writer per partition, not per topic: a producer takes a partition's writer lock with its first
+    message for it, so another process (here a second open of the directory, refused like one) writes the
+    others. What both wrote is read back from each partition."""
+    with seglog.open(tmp_path) as first, seglog.open(tmp_path, background=False) as second:
+        first.create_topic("split", partitions=3)
+        mine, theirs = first.topic("split").producer(), second.topic("split").producer()
+        assert mine.send(b"one", partition=1) == (1, 0)
+        mine.flush()
+        assert theirs.send_batch([b"zero"], partition=0) == (0, 0)
+        assert theirs.send(b"two", partition=2) == (2, 0)
+        theirs.flush()
+        with pytest.raises(seglog.errors.PartitionLockedError, match=f"process {os.getpid()}"):
+            theirs.send(b"not mine", partition=1)
+        with pytest.raises(seglog.errors.PartitionLockedError):
+            mine.send_batch([b"not mine"], partition=0)
+        with pytest.raises(seglog.errors.PartitionLockedError):  # partitions=: taken at once, or refused
+            second.topic("split").producer(partitions=[1])
+        for bad in ([3], [-1], ["0"], 0):
+            with pytest.raises(seglog.errors.InvalidArgumentError, match="partitions"):
+                second.topic("split").producer(partitions=bad)
+        mine.close()
+        theirs.close()
+        topic = first.topic("split")
+        assert [[m.value for m in topic.reader("earliest", partition=p)] for p in range(3)] == \
+            [[b"zero"], [b"one"], [b"two"]]

@@ -398,7 +398,7 @@ def test_a_full_disk_at_a_partitions_first_segment_fails_the_producer_and_leaves
         topic = log.create_topic("t")
         disk.full = True
         with pytest.raises(OSError) as refused:
-            topic.producer()
+            topic.producer(partitions=[0])
         assert refused.value.errno == errno.ENOSPC
         assert segment_files(topic) == [".lock"]
         disk.full = False
@@ -414,7 +414,7 @@ def test_a_full_disk_when_a_message_needs_a_segment_of_its_own(tmp_path, monkeyp
     oversized = [b"x" * 10_000]
     with seglog.open(data) as log:
         topic = log.create_topic("t", segment_size=4096)
-        with topic.producer() as producer:
+        with topic.producer(partitions=[0]) as producer:
             disk.full = True
             for attempt in (oversized, values(1)):
                 with pytest.raises(OSError, match="No space left"):

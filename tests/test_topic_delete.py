@@ -92,7 +92,7 @@ def _user(data: str, commands, answers) -> None:
     """Another process using the topic: a producer and a consumer, then commands from the test."""
     with seglog.open(data) as log:
         topic = log.topic(TOPIC)
-        producer = topic.producer()
+        producer = topic.producer(partitions=[0])
         consumer = topic.subscribe("remote", initial_position="earliest")
         answers.put(("ready", os.getpid()))
         while (command := commands.get(timeout=60)) != "stop":

@@ -57,6 +57,12 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     return BatchSource(value_column, key_column, stamps, event_times, flags, entries, prop_keys, prop_values)
 
 
+def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> BatchSource:
+    """A whole send_batch call checked and normalised before it is split among partitions (an error names
+    the element by its index in the call). Not for writing: each partition's part is stamped by its writer."""
+    return make_source(values, keys, timestamps, properties, now=0, log_append_time=False)
+
+
 def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None) -> Column:
     if isinstance(data, list):
         column = Column.from_list(data, argument, allow_null)

@@ -61,7 +61,8 @@ class Log:
         self._fences: dict[str, TopicFence] = {}
         self._prepare_topic_fences(finish_deletions=background)
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
-        self._writer_users: dict[str, int] = {}
+        self._writer_users: dict[tuple[str, int], int] = {}  # this process's producers using each writer
+        self._producers: dict[str, int] = {}  # open producers of each topic (a deletion names them)
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
         self._maintenance_lock = threading.Lock()
@@ -210,7 +211,7 @@ class Log:
         locks nobody holds are taken into `locks`."""
         users = []
         with self._writers_lock:
-            producers = self._writer_users.get(topic.name, 0)
+            producers = self._producers.get(topic.name, 0)
         if producers:
             users.append(f"{producers} producer(s) in this process")
         for partition in range(topic.partitions):
@@ -227,8 +228,10 @@ class Log:
     def _forget_topic(self, topic: Topic) -> None:
         """Let go of this process's writers, views, quota guards and subscriptions of a deleted topic."""
         with self._writers_lock:
-            self._writer_users.pop(topic.name, None)
-            self._close_writers(topic.name)  # fenced: they unmap and leave the files alone
+            self._producers.pop(topic.name, None)
+            for key in [k for k in self._writers if k[0] == topic.name]:
+                self._writer_users.pop(key, None)
+                self._writers.pop(key).close()  # fenced: they unmap and leave the files alone
         directory = self._topic_directory(topic.topic_name)
         for partition_directory in [d for d in self._partition_views if d.parent == directory]:
             del self._partition_views[partition_directory]  # batches already read keep their maps alive
@@ -268,36 +271,40 @@ class Log:
             view = self._partition_views[directory] = PartitionView(directory)
         return view
 
-    def _acquire_writers(self, topic: Topic) -> list[PartitionWriter]:
+    def _producer_opened(self, topic: Topic) -> None:
         self._check_open()
         with self._writers_lock:
-            writers = []
-            try:
-                for partition in range(topic.partitions):
-                    key = (topic.name, partition)
-                    if key not in self._writers:
-                        self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
-                                                             topic.config, self.clock, self._linger, topic.fence)
-                    writers.append(self._writers[key])
-            except BaseException:
-                if not self._writer_users.get(topic.name):
-                    self._close_writers(topic.name)
-                raise
-            self._writer_users[topic.name] = self._writer_users.get(topic.name, 0) + 1
-            return writers
+            self._producers[topic.name] = self._producers.get(topic.name, 0) + 1
 
-    def _release_writers(self, topic: Topic) -> None:
+    def _producer_closed(self, topic: Topic) -> None:
+        with self._writers_lock:
+            if not topic.fence.deleted:  # else counted no more; the name may be another topic's now
+                self._producers[topic.name] -= 1
+                if not self._producers[topic.name]:
+                    del self._producers[topic.name]
+
+    def _acquire_writer(self, topic: Topic, partition: int) -> PartitionWriter:
+        """This process's writer of one partition, opened (taking its writer lock) for its first user."""
+        self._check_open()
+        key = (topic.name, partition)
+        with self._writers_lock:
+            writer = self._writers.get(key)
+            if writer is None:
+                writer = self._writers[key] = PartitionWriter(topic.partition_directory(partition), partition,
+                                                              topic.config, self.clock, self._linger, topic.fence)
+            self._writer_users[key] = self._writer_users.get(key, 0) + 1
+            return writer
+
+    def _release_writer(self, topic: Topic, partition: int) -> None:
+        """A user is done with a partition's writer: the last one closes it (and lets its lock go)."""
+        key = (topic.name, partition)
         with self._writers_lock:
             if topic.fence.deleted:  # its writers went with the topic; the name may be another topic's now
                 return
-            self._writer_users[topic.name] -= 1
-            if self._writer_users[topic.name] == 0:
-                del self._writer_users[topic.name]
-                self._close_writers(topic.name)
-
-    def _close_writers(self, topic_name: str) -> None:
-        for key in [k for k in self._writers if k[0] == topic_name]:
-            self._writers.pop(key).close()
+            self._writer_users[key] -= 1
+            if not self._writer_users[key]:
+                del self._writer_users[key]
+                self._writers.pop(key).close()
 
     def flush(self) -> None:
         """Write every message queued by this log's producers."""
@@ -318,6 +325,7 @@ class Log:
                 writer.close()
             self._writers.clear()
             self._writer_users.clear()
+            self._producers.clear()
         self._partition_views.clear()
         self._metadata.close()
 

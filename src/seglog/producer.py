@@ -8,15 +8,19 @@ what survives a power loss."""
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from seglog._core._accumulator import SendPath
+from seglog._core._accumulator import Accumulator, SendPath
 from seglog._core._messages import MessageId
+from seglog.batch import checked_source
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
+    from seglog.writer import PartitionWriter
 
 _CLOSED = b"\0"  # the fence of a closed producer: send() refuses it as closed first
 PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
@@ -27,10 +31,15 @@ class Producer(SendPath):
 
     `send(value, *, key=None, timestamp=None, properties=None, partition=None) -> MessageId` queues one
     message; its offset is final at once (this process is the partition's only writer) and the message is
-    visible to readers once written. `send_batch` writes at once."""
+    visible to readers once written. `send_batch` writes at once.
+
+    A partition's writer, and so its writer lock, is taken with the producer's first message for it (a
+    PartitionLockedError then if another process writes it), so producers in several processes can share
+    a topic by partition. `partitions=[...]` takes those partitions' writers at once instead."""
 
     def __init__(self, topic: Topic, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
-                 linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0) -> None:
+                 linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
+                 partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
@@ -38,17 +47,45 @@ class Producer(SendPath):
         self.send_timeout = parse_timeout(send_timeout, argument="send_timeout", none=math.inf)
         if self.batch_size <= 0:
             raise InvalidArgumentError("batch_size", batch_size, "a positive size, e.g. 1048576 or '1 MiB'")
-        self._writers = topic._acquire_writers()
-        self._partitions = len(self._writers)
+        topic.fence.check()
+        # A partition's writer (and its writer lock) is taken at the first message for it, so a producer
+        # that writes some partitions leaves the others to other processes: one writer per partition.
+        self._partitions = topic.partitions
+        self._writers: list[PartitionWriter | None] = [None] * self._partitions
+        self._accumulators: list[Accumulator | None] = [None] * self._partitions  # send()'s view of them
+        self._opening = threading.Lock()
         self._next_batch_partition = 0
         self._closed = False
-        self._init_send_path([w.accumulator for w in self._writers], self.batch_size, topic.fence.buffer)
+        opening = _partitions_to_open(partitions, self._partitions)
+        topic._producer_opened()
+        self._init_send_path(self._accumulators, self.batch_size, topic.fence.buffer)
+        try:
+            for partition in opening:
+                self._writer(partition)
+        except BaseException:
+            self.close()
+            raise
         self._quota_guard = topic._log._quota_guard(topic)
         self._quota_guard.register(self)  # arms `_quota_gate` only while the topic has backlog quotas
 
     def _check_quota(self, partition: int, nbytes: int) -> None:
         """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
         self._quota_guard.check(partition, nbytes, self.send_timeout)
+
+    def _writer(self, partition: int) -> PartitionWriter:
+        writer = self._writers[partition]
+        if writer is None:
+            with self._opening:  # threads sending to a new partition at once open it once
+                writer = self._writers[partition]
+                if writer is None:
+                    writer = self.topic._acquire_writer(partition)
+                    self._accumulators[partition] = writer.accumulator
+                    self._writers[partition] = writer
+        return writer
+
+    def _open_partition(self, partition: int) -> Accumulator:
+        """send()'s first message for `partition`: its writer, opened now."""
+        return self._writer(partition).accumulator
 
     def _first_pending(self, partition: int) -> None:
         self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
@@ -74,7 +111,7 @@ class Producer(SendPath):
         else:
             partition = self._next_batch_partition % self._partitions
             self._next_batch_partition += 1
-        writer = self._writers[partition]
+        writer = self._writer(partition)
         source = writer.source(values, keys, timestamps, properties)
         if self._quota_gate is not None:
             self._check_quota(partition, source.size(0, source.count))
@@ -84,8 +121,8 @@ class Producer(SendPath):
         """One batch per partition, each written only once every one is known to be sound (and within the
         backlog quotas): an error names the index in the call, and nothing is written."""
         from seglog.partitioning import split_by_key
-        whole = self._writers[0].source(values, keys, timestamps, properties)  # the writers share the settings
-        batches = [(partition, self._writers[partition].source(*parts))
+        whole = checked_source(values, keys, timestamps, properties)
+        batches = [(partition, self._writer(partition).source(*parts))
                    for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,
                                                         properties)]
         if self._quota_gate is not None:
@@ -98,7 +135,8 @@ class Producer(SendPath):
         """Write every queued message of this producer's topic and hand it to the page cache."""
         self._check_open()
         for writer in self._writers:
-            writer.flush_pending()
+            if writer is not None:
+                writer.flush_pending()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -112,7 +150,10 @@ class Producer(SendPath):
                 self.flush()
             self._closed = True
             self._init_send_path([], self.batch_size, _CLOSED)
-            self.topic._release_writers()
+            for partition, writer in enumerate(self._writers):
+                if writer is not None:
+                    self.topic._release_writer(partition)
+            self.topic._producer_closed()
 
     def _fenced(self) -> None:
         self.topic.fence.check()
@@ -122,3 +163,18 @@ class Producer(SendPath):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _partitions_to_open(partitions: Any, count: int) -> list[int]:
+    """The partitions a producer opens at once (`partitions=`): valid partition numbers, or none."""
+    if partitions is None:
+        return []
+    accepted = f"partition numbers from 0 to {count - 1} (an iterable of ints), or None"
+    try:
+        numbers = list(partitions)
+    except TypeError:
+        raise InvalidArgumentError("partitions", partitions, accepted) from None
+    bad = [p for p in numbers if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < count]
+    if bad:
+        raise InvalidArgumentError("partitions", partitions, accepted, f"{bad[0]!r} is not one")
+    return sorted(set(numbers))

@@ -43,7 +43,9 @@ class Topic:
         return self._log._topic_directory(self.topic_name) / str(self._check_partition(partition))
 
     def producer(self, **config: Any) -> Producer:
-        """A producer for this topic: batch_size (bytes, default 1 MiB), linger_ms (default 5)."""
+        """A producer for this topic: batch_size (bytes, default 1 MiB), linger_ms (default 5), send_timeout
+        (seconds a producer_request_hold quota may hold a send, default 30), partitions (the partitions
+        whose writers, and writer locks, it takes at once; the others at their first message)."""
         return Producer(self, **config)
 
     def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None) -> Reader:
@@ -134,11 +136,17 @@ class Topic:
     def _segments(self, partition: int) -> PartitionView:
         return self._log._partition_view(self.partition_directory(partition))
 
-    def _acquire_writers(self) -> list[PartitionWriter]:
-        return self._log._acquire_writers(self)
+    def _acquire_writer(self, partition: int) -> PartitionWriter:
+        return self._log._acquire_writer(self, partition)
 
-    def _release_writers(self) -> None:
-        self._log._release_writers(self)
+    def _release_writer(self, partition: int) -> None:
+        self._log._release_writer(self, partition)
+
+    def _producer_opened(self) -> None:
+        self._log._producer_opened(self)
+
+    def _producer_closed(self) -> None:
+        self._log._producer_closed(self)
 
     def _check_partition(self, partition: int) -> int:
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:

@@ -146,7 +146,7 @@ cdef class SendPath:
             properties = _check_properties(properties)
         if self._quota_gate is not None:
             self._quota_gate(p, PyBytes_GET_SIZE(value))
-        acc = <Accumulator>self._accumulators[p]
+        acc = <Accumulator?>self._accumulators[p] if self._accumulators[p] is not None else self._open_partition(p)
         if not acc.values:
             self._first_pending(p)
         offset = acc.append(value, key, timestamp, properties)
@@ -158,6 +158,9 @@ cdef class SendPath:
         raise NotImplementedError
 
     def _fenced(self):
+        raise NotImplementedError
+
+    def _open_partition(self, int partition):
         raise NotImplementedError
 
     def _batch_full(self, int partition):
