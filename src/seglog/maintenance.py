@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from seglog.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
-from seglog.errors import PartitionLockedError, SymbolicLinkError
+from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
 from seglog.lock import WriterLock
 from seglog.policies import BacklogQuota, EffectivePolicies
 from seglog.retention import Backlog, Limits, deletable_prefix
@@ -64,7 +64,12 @@ def acked_until(topic: Topic, partition: int, table: SegmentTable) -> Backlog:
 def run_pass(log_: Log) -> MaintenanceReport:
     report = MaintenanceReport()
     for name in log_.list_topics():
-        topic = log_.topic(name)
+        try:
+            topic = log_.topic(name)
+        except TopicNotFoundError:  # deleted since it was listed
+            continue
+        if topic.fence.deleted:  # a deletion in progress (or interrupted: the next open finishes it)
+            continue
         policies = topic.policies()
         for partition in range(topic.partitions):
             _maintain_partition(topic, partition, policies, report)
