@@ -135,6 +135,45 @@ def test_data_option_wins_over_environment_which_wins_over_default(runner: CliRu
                       "default": ["public/default/c"]}
 
 
+def leaf_commands() -> list[tuple[str, ...]]:
+    return [path for path in all_commands() if path and not isinstance(_command(path), click.Group)]
+
+
+def _command(path: tuple[str, ...]) -> click.Command:
+    command = main
+    for name in path:
+        command = command.commands[name]
+    return command
+
+
+@pytest.mark.parametrize("path", leaf_commands(), ids=" ".join)
+def test_every_command_takes_data_after_its_name(runner: CliRunner, tmp_path: Path, path: tuple[str, ...]) -> None:
+    """--data after the command is parsed by the command itself: a file given there is refused by it (before
+    any missing argument), as `seglog --data FILE` is."""
+    a_file = tmp_path / "file"
+    a_file.write_text("not a directory")
+    result = run(runner, None, *path, "--data", str(a_file), code=2)
+    assert "Invalid value for '--data'" in result.output and "is a file" in result.output
+
+
+def test_data_after_the_command_is_the_data_before_it_and_wins(runner: CliRunner, tmp_path: Path) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    run(runner, None, "topic", "create", "a", "--data", str(after))
+    run(runner, before, "topic", "create", "b")
+
+    def names(*args: str, env: dict | None = None) -> list[str]:
+        result = runner.invoke(main, [*args, "--json"], env=env)
+        assert result.exit_code == 0, result.output
+        return [t["name"] for t in json.loads(result.output)]
+
+    assert names("topic", "list", "--data", str(after)) == names("--data", str(after), "topic", "list") == [
+        "public/default/a"]
+    assert names("--data", str(before), "topic", "list", "--data", str(after)) == ["public/default/a"]
+    assert names("topic", "list", "--data", str(after), env={"SEGLOG_DATA": str(before)}) == ["public/default/a"]
+    assert run(runner, None, "topics", "describe", "b", "--json", "--data", str(before)).output == (
+        run(runner, before, "topics", "describe", "b", "--json").output)
+
+
 @pytest.mark.parametrize("command", [["topic", "list"], ["topic", "describe", "t"], ["topic", "delete", "t"],
                                      ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"],
                                      ["tenants", "list"], ["tenants", "delete", "acme"], ["namespaces", "list"],

@@ -18,7 +18,7 @@ from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
 from seglog.cli.check import check
 from seglog.cli.consume import consume
-from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
+from seglog.cli.datadir import DATA_PATH, DEFAULT_DATA, ENV_VAR, DataDir
 from seglog.cli.demo import demo
 from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
@@ -31,9 +31,10 @@ __all__ = ["main"]
 
 
 @click.group(name="seglog", cls=SeglogGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), envvar=ENV_VAR, default=DEFAULT_DATA,
-              show_default="./seglog-data", show_envvar=True, metavar="DIR",
-              help=f"Data directory (given before the command). Without it: ${ENV_VAR}, else ./{DEFAULT_DATA}.")
+@click.option("--data", type=DATA_PATH, envvar=ENV_VAR, default=DEFAULT_DATA, show_default="./seglog-data",
+              show_envvar=True, metavar="DIR",
+              help=f"Data directory (also accepted after the command). Without it: ${ENV_VAR}, else "
+                   f"./{DEFAULT_DATA}.")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, data: Path) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
+from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
 from seglog.metrics import prometheus_text
 from seglog.units import format_size
 
 
-@click.command()
+@click.command(cls=SeglogCommand)
 @pass_data
 def maintenance(data: DataDir) -> None:
     """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
@@ -22,7 +23,7 @@ def maintenance(data: DataDir) -> None:
         out().print(f"[yellow]Skipped[/] {topic} partition {partition}: {reason}")
 
 
-@click.command()
+@click.command(cls=SeglogCommand)
 @pass_data
 def metrics(data: DataDir) -> None:
     """Every topic's stats in Prometheus text format."""
