@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,6 +46,13 @@ def make_data(data: Path) -> None:
     """An empty data directory (commands other than create refuse a missing one)."""
     with seglog.open(data):
         pass
+
+
+def in_a_terminal(runner: CliRunner, data: Path, *args: str, columns: int = 200) -> str:
+    """The output of `seglog --data DATA ARGS` as a terminal shows it (styles removed)."""
+    result = runner.invoke(main, ["--data", str(data), *args], env={"TTY_COMPATIBLE": "1", "COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return click.unstyle(result.output)
 
 
 def one_line(text: str) -> str:
@@ -207,7 +215,8 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert "Created topic public/default/events with 3 partitions" in result.output
     run(runner, data, "topic", "create", "acme/billing/invoices")
 
-    listed = run(runner, data, "topic", "list").output
+    assert run(runner, data, "topic", "list").output == "acme/billing/invoices\npublic/default/events\n"  # a pipe
+    listed = in_a_terminal(runner, data, "topic", "list")
     assert ["NAME", "PARTITIONS", "RETENTION", "TIME", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == (
         listed.splitlines()[0].split())
     rows = [line.split() for line in listed.splitlines()[1:]]
@@ -235,6 +244,36 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert not (data / "topics" / "public" / "default" / "events").exists()
 
 
+def test_topic_list_never_cuts_a_name(runner: CliRunner, data: Path) -> None:
+    name = "a-tenant-with-a-long-name/a-namespace-with-a-long-name/a-topic-with-a-name-longer-than-the-terminal"
+    run(runner, data, "tenants", "create", "a-tenant-with-a-long-name")
+    run(runner, data, "namespaces", "create", "a-tenant-with-a-long-name/a-namespace-with-a-long-name")
+    run(runner, data, "topic", "create", name, "--retention-time", "1d 2h 3m 4s")
+    listed = in_a_terminal(runner, data, "topic", "list", columns=40)
+    assert listed.splitlines()[1].split() == [name, "1", "1day", "2h", "3m", "4s", "1", "GiB", "create_time"]
+    assert "…" not in listed
+    described = in_a_terminal(runner, data, "topic", "describe", name, columns=40)
+    assert f"Topic {name}" in one_line(described) and "…" not in described
+    assert run(runner, data, "topic", "list").output == f"{name}\n"
+
+
+def test_sizes_shown_are_all_in_binary_units(runner: CliRunner, data: Path) -> None:
+    """One unit system in a command's output: '10 GB' given is shown as GiB beside the GiB of the others."""
+    run(runner, data, "topic", "create", "t", "--segment-size", "1 KiB", "--max-partition-size", "10 GB")
+    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "25 MB", "--time", "1h")
+    run(runner, data, "namespaces", "set-backlog-quota", "public/default", "--limit", "1 GB", "-p",
+        "producer_exception")
+    run(runner, data, "produce", "t", input="".join(f"message {i}\n" for i in range(200)))
+    outputs = [in_a_terminal(runner, data, *command) for command in (
+        ["topic", "list"], ["topic", "describe", "t"], ["topic", "explain", "t"], ["maintenance"], ["check"])]
+    described = outputs[1]
+    for size in ("1 KiB", "9.3 GiB", "953.7 MiB"):
+        assert size in described
+    for output in outputs:
+        assert not re.search(r"\d (KB|MB|GB|TB)\b(?!/s)", output), output  # rates stay MB/s, as demo's
+    assert "KiB)" in outputs[4]  # check: the bytes checked, and rounded in binary units
+
+
 def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path) -> None:
     result = run(runner, data, "topic", "create", "kept", "--retention-time", "1d 2h 3m 4s",
                  "--max-partition-size", "10 GB", "--retention-min-timestamp", "1700000000000")
@@ -250,7 +289,7 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
         assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
             None, None)
 
-    listed = run(runner, data, "topics", "list").output  # pulsar-admin's plural
+    listed = in_a_terminal(runner, data, "topics", "list")  # pulsar-admin's plural
     rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
     assert rows.keys() == {"public/default/kept", "public/default/off", "public/default/weekly"}
     assert " 1day 2h 3m 4s " in rows["public/default/kept"]
@@ -267,9 +306,9 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     described = {line.split("  ")[0].strip(): line.split("  ", 1)[1].strip()
                  for line in run(runner, data, "topic", "describe", "kept").output.splitlines()[:16] if line.strip()}
     assert described["Retention time"] == "1day 2h 3m 4s"
-    assert described["Max partition size"] == "10 GB"
+    assert described["Max partition size"] == "9.3 GiB"  # 10 GB: binary units, as the other sizes shown
     assert described["Retention min timestamp"].startswith("1700000000000 (2023-11-14T22:13:20.000+00:00")
-    assert described["Retention"].startswith("time 1day 2h 3m 4s, size 10 GB (topic")  # Fluvio's limits act
+    assert described["Retention"].startswith("time 1day 2h 3m 4s, size 9.3 GiB (topic")  # Fluvio's limits act
     assert described["Message TTL"] == "off (broker)"
     assert described["Backlog quota message_age"] == "1h, producer_exception (namespace)"
     policies = json.loads(run(runner, data, "topic", "describe", "kept", "--json").output)["policies"]
@@ -581,14 +620,14 @@ def test_remove_backlog_quota_refuses_a_bad_type(runner: CliRunner, data: Path) 
 
 @pytest.mark.parametrize(("given", "seconds", "shown"), [
     ("120", 120, "2m"), ("2h", 7200, "2h"), ("1d 1h", 90_000, "1day 1h"), ("7 days", 604_800, "7days"),
-    ("0", 0, "0s"),
+    ("0", 0, "off (0: messages are never expired)"),
 ])
 def test_namespace_message_ttl(runner: CliRunner, data: Path, given: str, seconds: int, shown: str) -> None:
     make_data(data)
     assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) is None
     result = run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", given)
     assert f"Set message TTL of public/default: {shown}" in result.output
-    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) == seconds
+    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").stdout) == seconds
     with seglog.open(data) as log:
         assert log.admin.namespaces.get_message_ttl("public/default") == seconds
     run(runner, data, "namespaces", "set-message-ttl", "public/default", "-ttl", "60")  # pulsar-admin's flag
@@ -598,6 +637,17 @@ def test_namespace_message_ttl(runner: CliRunner, data: Path, given: str, second
     assert run(runner, data, "namespaces", "get-message-ttl", "public/default").output == "null\n"
     with seglog.open(data) as log:
         assert log.admin.namespaces.get_message_ttl("public/default") is None
+
+
+def test_a_message_ttl_of_0_says_the_ttl_is_off(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    for level, name in (("namespaces", "public/default"), ("topics", "t")):
+        assert "off" in run(runner, data, level, "set-message-ttl", name, "--messageTTL", "0").output
+        result = run(runner, data, level, "get-message-ttl", name)
+        assert json.loads(result.stdout) == 0  # pulsar-admin's JSON, for scripts
+        assert "0: the message TTL is off" in result.stderr
+        run(runner, data, level, "set-message-ttl", name, "--messageTTL", "60")
+        assert run(runner, data, level, "get-message-ttl", name).stderr == ""
 
 
 @pytest.mark.parametrize(("value", "detail"), [("soon", "expected a number"), ("-1", "-1 (no limit) is not accepted"),

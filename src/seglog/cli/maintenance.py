@@ -8,7 +8,7 @@ from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
 from seglog.metrics import prometheus_text
-from seglog.units import format_size
+from seglog.readable_size import readable_size
 
 
 @click.command(cls=SeglogCommand)
@@ -17,7 +17,7 @@ def maintenance(data: DataDir) -> None:
     """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
     with data.open() as log:
         report = log.run_maintenance()
-    out().print(f"Deleted {len(report.deleted_segments)} segments ({format_size(report.freed_bytes)}), "
+    out().print(f"Deleted {len(report.deleted_segments)} segments ({readable_size(report.freed_bytes)}), "
                 f"expired {report.expired} and evicted {report.evicted} messages")
     for topic, partition, reason in report.skipped_partitions:
         out().print(f"[yellow]Skipped[/] {topic} partition {partition}: {reason}")

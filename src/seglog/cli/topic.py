@@ -12,13 +12,14 @@ from rich.table import Table
 from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import topic_name, topic_settings
-from seglog.cli.output import out, print_json
+from seglog.cli.output import out, print_json, print_unclipped
 from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
 from seglog.config import TIMESTAMP_TYPES
 from seglog.log import MAX_PARTITIONS
 from seglog.policies import EffectivePolicies
+from seglog.readable_size import readable_size
 from seglog.topic import Topic
-from seglog.units import format_duration, format_size
+from seglog.units import format_duration
 
 _TIMESTAMP_FORMS = "|".join(TIMESTAMP_TYPES)
 
@@ -79,23 +80,29 @@ def create(data: DataDir, name: str, partitions: int, segment_size: str | None, 
 @click.option("--json", "as_json", is_flag=True, help="Print the topics and their settings as JSON.")
 @pass_data
 def list_topics(data: DataDir, as_json: bool) -> None:
-    """List the topics with their partitions and main settings.
+    """List the topics with their partitions and main settings; when stdout is not a terminal (a pipe, a
+    file), only their names, one a line.
 
     RETENTION TIME is the topic's own --retention-time, '-' when it has none (the retention policies of its
-    namespace and of the data directory still apply to acknowledged messages).
+    namespace and of the data directory still apply to acknowledged messages). Names are never cut: the
+    table is as wide as the longest name needs.
     """
     with data.open() as log:
         topics = [log.topic(name) for name in log.list_topics()]
     if as_json:
         print_json([_settings(t) for t in topics])
         return
+    if not out().is_terminal:  # for scripts: `for t in $(seglog topic list)`, as pulsar-admin topics list
+        for t in topics:
+            click.echo(t.name)
+        return
     table = Table("NAME", "PARTITIONS", "RETENTION TIME", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None,
                   header_style="bold")
     for t in topics:
         retention = t.config.retention_time
         table.add_row(t.name, str(t.partitions), "-" if retention is None else format_duration(retention),
-                      format_size(t.config.segment_size), t.config.timestamp_type)
-    out().print(table)
+                      readable_size(t.config.segment_size), t.config.timestamp_type)
+    print_unclipped(table)
 
 
 @topic.command()
@@ -119,24 +126,23 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
     settings.add_column(style="bold")
     settings.add_column()
     for label, value in (
-            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", format_size(config.segment_size)),
+            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", readable_size(config.segment_size)),
             ("Segment roll time", _off(config.segment_roll_time, format_duration)),
             ("Segment max messages", _off(config.segment_max_messages, "{:,}".format)),
             ("Timestamp type", config.timestamp_type), ("Fsync", config.fsync),
             ("Retention time", _off(config.retention_time, format_duration)),
-            ("Max partition size", _off(config.max_partition_size, format_size)),
+            ("Max partition size", _off(config.max_partition_size, readable_size)),
             ("Retention min timestamp", _min_timestamp(config.retention_min_timestamp)),
             *_policy_rows(policies),
-            ("Storage size", f"{format_size(storage)} ({storage:,} bytes)")):
+            ("Storage size", f"{readable_size(storage)} ({storage:,} bytes)")):
         settings.add_row(label, value)
     offsets = Table("PARTITION", "EARLIEST OFFSET", "END OFFSET", "MESSAGES", box=None, header_style="bold")
     for row in partitions:
         offsets.add_row(str(row["partition"]), f"{row['earliest_offset']}", f"{row['end_offset']}",
                         f"{row['end_offset'] - row['earliest_offset']:,}")
-    console = out()
-    console.print(settings)
-    console.print()
-    console.print(offsets)
+    print_unclipped(settings)
+    out().print()
+    print_unclipped(offsets)
 
 
 @topic.command()
@@ -170,11 +176,11 @@ def _min_timestamp(ms: int) -> str:
 def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
     """The policies in force, each with the level it comes from."""
     retention, ttl = policies.retention, policies.message_ttl_ms
-    kept = f"time {format_duration(retention.value.time_ms)}, size {format_size(retention.value.size_bytes)}"
+    kept = f"time {format_duration(retention.value.time_ms)}, size {readable_size(retention.value.size_bytes)}"
     rows = [("Retention", f"{kept} ({retention.level})"),
             ("Message TTL", f"{_off(ttl.value or None, format_duration)} ({ttl.level})")]
     for quota_type, quota in policies.backlog_quotas.items():
-        limit = format_size if quota_type == "destination_storage" else format_duration
+        limit = readable_size if quota_type == "destination_storage" else format_duration
         shown = f"{limit(quota.value.limit)}, {quota.value.policy} ({quota.level})"
         rows.append((f"Backlog quota {quota_type}", shown))
     return rows
@@ -217,7 +223,7 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
         for fate in fates:
             at = fate["deletedAtMs"]
             when = "-" if at is None else ("now" if at <= now else f"in {format_duration(at - now)}")
-            table.add_row(partition, str(fate["baseOffset"]), format_size(fate["size"]),
+            table.add_row(partition, str(fate["baseOffset"]), readable_size(fate["size"]),
                           "delete" if fate["deletedNextPass"] else "keep", fate["rule"], when, fate["reason"])
     out().print(table)
 
