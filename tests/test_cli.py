@@ -779,11 +779,75 @@ def test_produce_stdin_then_consume_back(runner: CliRunner, data: Path) -> None:
     assert "MessageId(partition=1, offset=3)" in result.output
     result = run(runner, data, "consume", "t", "--partition", "1")
     assert result.stdout == "first\nsecond line\n\nlast\n"
-    assert run(runner, data, "consume", "t").stdout == ""  # partition 0 is empty
+    assert run(runner, data, "consume", "t", "--partition", "0").stdout == ""  # partition 0 is empty
 
     assert run(runner, data, "consume", "t", "-p", "1", "--start", "1", "-n", "2").stdout == "second line\n\n"
     assert run(runner, data, "consume", "t", "-p", "1", "--start", "latest").stdout == ""
     assert run(runner, data, "consume", "t", "-p", "1", "-n", "0").stdout == ""
+
+
+def test_consume_reads_every_partition_unless_given_one(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "3")
+    for partition in (0, 2):
+        run(runner, data, "produce", "t", "--partition", str(partition),
+            input="".join(f"p{partition}-{i}\n" for i in range(3)))
+    lines = run(runner, data, "consume", "t", "--format", "json").stdout.splitlines()
+    assert sorted((m["partition"], m["offset"]) for m in map(json.loads, lines)) == [
+        (0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2)]
+    assert run(runner, data, "consume", "t", "--partition", "2").stdout == "p2-0\np2-1\np2-2\n"
+    assert len(run(runner, data, "consume", "t", "-n", "4").stdout.splitlines()) == 4
+    assert sorted(run(runner, data, "consume", "t", "--start", "2").stdout.splitlines()) == ["p0-2", "p2-2"]
+
+
+def test_consume_says_when_start_is_past_the_end(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "produce", "t", "--partition", "0", input="a\nb\nc\n")
+    result = run(runner, data, "consume", "t", "--start", "5", code=2)
+    message = one_line(result.output)
+    assert "Error: Invalid value for '--start' / '-s': offset 5 is past the end of public/default/t" in message
+    assert "partition 0 ends at offset 3, partition 1 ends at offset 0" in message
+    result = run(runner, data, "consume", "t", "--start", "2")  # partition 0 has one there
+    assert result.stdout == "c\n"
+    assert "Partition 1 ends at offset 0, before --start 2: nothing read there" in one_line(result.stderr)
+    result = run(runner, data, "consume", "t", "--partition", "0", "--start", "4", "--follow", "-n", "0")
+    assert "Partition 0 ends at offset 3, before --start 4: waiting for it" in one_line(result.stderr)
+    assert run(runner, data, "consume", "t", "--start", "latest").output == ""  # at the end, not past it
+
+
+def test_consume_through_a_subscription_goes_on_where_the_last_run_stopped(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "produce", "t", input="".join(f"m{i}\n" for i in range(6)))
+    first = run(runner, data, "consume", "t", "--subscription", "s", "-n", "4").stdout.splitlines()
+    rest = run(runner, data, "consume", "t", "--subscription", "s").stdout.splitlines()
+    assert len(first) == 4 and sorted(first + rest) == [f"m{i}" for i in range(6)]
+    assert run(runner, data, "consume", "t", "--subscription", "s").stdout == ""
+    run(runner, data, "produce", "t", "--value", "later")
+    assert run(runner, data, "consume", "t", "--subscription", "s", "--subscription-type", "shared").stdout == (
+        "later\n")
+    with seglog.open(data) as log:
+        stats = log.topic("t").stats()["subscriptions"]["s"]
+    assert (stats["msgBacklog"], stats["type"]) == (0, "shared")
+    # a new subscription starts at --start: latest skips what is there, earliest (the default) does not
+    assert run(runner, data, "consume", "t", "--subscription", "new", "--start", "latest").stdout == ""
+    assert len(run(runner, data, "consume", "t", "--subscription", "other").stdout.splitlines()) == 7
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--subscription", "s", "--partition", "0"], "'--partition' / '-p' cannot be used with --subscription"),
+    (["--subscription", "s", "--from-timestamp", "5"], "'--from-timestamp' cannot be used with --subscription"),
+    (["--subscription", "s", "--start", "3"], "with --subscription it is where a new subscription starts: "
+                                              "'earliest' or 'latest'"),
+    (["--subscription-type", "shared"], "'--subscription-type' needs --subscription"),
+    (["--subscription", "s", "--subscription-type", "queue"], "'queue' is not one of 'exclusive'"),
+    (["--subscription", "bad/name"], "subscription name"),
+])
+def test_consume_refuses_bad_subscription_options_and_creates_nothing(runner: CliRunner, data: Path,
+                                                                     options: list[str], expected: str) -> None:
+    run(runner, data, "topic", "create", "t")
+    message = one_line(run(runner, data, "consume", "t", *options, code=2).output)
+    assert "Error: " in message and expected in message
+    with seglog.open(data) as log:
+        assert log.topic("t").subscriptions() == []
 
 
 def test_produce_value_with_key_and_properties_then_consume_json(runner: CliRunner, data: Path) -> None:
