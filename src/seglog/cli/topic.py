@@ -11,18 +11,17 @@ from rich.table import Table
 
 from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.errors import UsageProblem
 from seglog.cli.options import topic_name, topic_settings
 from seglog.cli.output import out, print_json, print_unclipped
 from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
-from seglog.config import TIMESTAMP_TYPES
+from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
+from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
 from seglog.policies import EffectivePolicies
 from seglog.readable_size import readable_size
 from seglog.topic import Topic
 from seglog.units import format_duration
-
-_TIMESTAMP_FORMS = "|".join(TIMESTAMP_TYPES)
-
 
 @click.group(cls=SeglogGroup)
 def topic() -> None:
@@ -36,44 +35,49 @@ def topic() -> None:
 @click.argument("name")
 @click.option("--partitions", "-p", type=click.IntRange(1, MAX_PARTITIONS), default=1, show_default=True,
               help="Number of partitions.")
-@click.option("--segment-size", metavar="SIZE",
-              help="Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824. [default: 1 GiB]")
-@click.option("--segment-roll-time", metavar="DURATION",
-              help="Start a new segment when the active one is this old: '1h', '2d 10s'. [default: off]")
-@click.option("--segment-max-messages", type=int, metavar="N",
-              help="Start a new segment after N messages. [default: no limit]")
-@click.option("--timestamp-type", metavar=_TIMESTAMP_FORMS,
-              help=f"Message timestamps: the producer's ({TIMESTAMP_TYPES[0]}) or the time of the append "
-                   f"({TIMESTAMP_TYPES[1]}). [default: {TIMESTAMP_TYPES[0]}]")
-@click.option("--fsync", metavar="never|always|INTERVAL",
-              help="When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every "
-                   "INTERVAL, e.g. '100ms'. [default: never]")
-@click.option("--retention-time", metavar="DURATION",
-              help="Delete a sealed segment once it was last written this long ago, acknowledged or not "
-                   "(Fluvio's retention-time): '1d 2h', '7 days'; a bare number is ms; -1 for off. "
-                   "[default: off]")
-@click.option("--max-partition-size", metavar="SIZE",
-              help="Delete a partition's oldest sealed segments while it is larger than this (Fluvio's "
-                   "max-partition-size), at least --segment-size: '10 GB', '20G'; -1 for off. [default: off]")
-@click.option("--retention-min-timestamp", type=int, metavar="MS",
-              help="Delete sealed segments whose newest timestamp is below MS (ms since the epoch), as Kafka's "
-                   "retention minimum timestamp. "
-                   "[default: 0, off]")
+@setting_options(show_defaults=True)
 @pass_data
-def create(data: DataDir, name: str, partitions: int, segment_size: str | None, segment_roll_time: str | None,
-           segment_max_messages: int | None, timestamp_type: str | None, fsync: str | None,
-           retention_time: str | None, max_partition_size: str | None,
-           retention_min_timestamp: int | None) -> None:
+def create(data: DataDir, name: str, partitions: int, **given: Any) -> None:
     """Create topic NAME. Settings not given follow the data directory's defaults."""
     full_name = topic_name(name)
-    settings = topic_settings(segment_size=segment_size, segment_roll_time=segment_roll_time,
-                              segment_max_messages=segment_max_messages, timestamp_type=timestamp_type,
-                              fsync=fsync, retention_time=retention_time, max_partition_size=max_partition_size,
-                              retention_min_timestamp=retention_min_timestamp)
+    settings = topic_settings(**given)
     with data.open(create=True) as log:
         created = log.create_topic(name, partitions=partitions, **settings)
         out().print(f"[green]Created topic[/] {full_name} with {created.partitions} partition"
                     f"{'s' if created.partitions > 1 else ''}")
+
+
+@topic.command(short_help="Change a topic's settings; those not given keep their values.")
+@click.argument("name")
+@setting_options(show_defaults=False)
+@pass_data
+@click.pass_context
+def update(ctx: click.Context, data: DataDir, name: str, **given: Any) -> None:
+    """Change settings of topic NAME after its creation; those not given keep their values. Producers
+    already open take them at once; a smaller segment size applies from the next segment."""
+    full_name = topic_name(name)
+    settings = topic_settings(**given)
+    if not settings:
+        raise UsageProblem(f"no setting given to change; give one or more of {', '.join(SETTING_FLAGS)}", ctx)
+    with data.open() as log:
+        log.admin.topics.set_config(name, **settings)
+    changed = ", ".join(f"{name.replace('_', '-')} {value}" for name, value in settings.items())
+    out().print(f"[green]Updated topic[/] {full_name}: {changed}")
+
+
+@topic.command(name="update-partitioned-topic", short_help="Give a topic more partitions (never fewer).")
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, required=True, metavar="N",
+              help="The topic's new number of partitions: more than it has.")
+@pass_data
+def update_partitioned_topic(data: DataDir, name: str, partitions: int) -> None:
+    """Give topic NAME more partitions, as pulsar-admin topics update-partitioned-topic. Fewer is refused
+    (their messages would go), and so is a topic that producers or consumers use (they would go on with the
+    partitions they started with). Subscriptions read the new partitions from their start."""
+    with data.open() as log:
+        log.admin.topics.update_partitions(name, partitions)
+        full_name = log.topic(name).name
+    out().print(f"[green]Updated topic[/] {full_name}: {partitions} partitions")
 
 
 @topic.command(name="list")
@@ -204,6 +208,9 @@ def internal_stats(data: DataDir, name: str) -> None:
         print_json(log.admin.topics.internal_stats(name))
 
 
+topic.add_command(internal_stats, name="stats-internal")  # pulsar-admin's name
+
+
 @topic.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
@@ -231,3 +238,5 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
 add_policy_commands(topic, PolicyLevel("topic", "NAME", topic_name, lambda log: log.admin.topics,
                                        "the topic falls back to its namespace's policy, else the data "
                                        "directory's default"))
+for command in SUBSCRIPTION_COMMANDS:
+    topic.add_command(command)
