@@ -1135,8 +1135,26 @@ def test_topics_stats_explain_maintenance_and_metrics_agree_with_the_api(runner:
     assert "backlog" in explained and "active" in explained
     assert "Deleted 0 segments" in run(runner, data, "maintenance").output
     metrics = run(runner, data, "metrics").output
-    assert 'pulsar_subscription_back_log{namespace="default",subscription="s",tenant="public",topic="t"} 10.0' \
-        in metrics
+    assert ('pulsar_subscription_back_log{cluster="standalone",namespace="public/default",subscription="s",'
+            'topic="persistent://public/default/t"} 10.0') in metrics  # labels sorted, as Prometheus has them
+
+
+def test_metrics_have_pulsars_names_and_labels(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "acme/billing/t", "--partitions", "2")
+    run(runner, data, "tenants", "create", "idle")
+    run(runner, data, "topic", "create", "idle/ns/quiet")
+    run(runner, data, "produce", "acme/billing/t", input="".join(f"m{i}\n" for i in range(6)))
+    run(runner, data, "topics", "create-subscription", "acme/billing/t", "-s", "s", "-m", "earliest")
+    metrics = run(runner, data, "metrics", "--data", str(data)).output
+    labels = 'cluster="standalone",namespace="acme/billing",topic="persistent://acme/billing/t"'
+    sub_labels = 'cluster="standalone",namespace="acme/billing",subscription="s",topic="persistent://acme/billing/t"'
+    for line in (f"pulsar_msg_backlog{{{labels}}} 6.0", f"pulsar_subscriptions_count{{{labels}}} 1.0",
+                 f"pulsar_rate_in{{{labels}}} 0.1", f"pulsar_in_messages_total{{{labels}}} 6.0",
+                 f"pulsar_subscription_back_log{{{sub_labels}}} 6.0",
+                 f"pulsar_subscription_total_msg_expired{{{sub_labels}}} 0.0",
+                 'pulsar_rate_in{cluster="standalone",namespace="idle/ns",topic="persistent://idle/ns/quiet"} 0.0'):
+        assert line in metrics.splitlines(), line
+    assert "pulsar_storage_size{" in metrics and "# TYPE pulsar_in_messages_total counter" in metrics
 
 
 def test_clear_backlog_of_a_namespace_with_a_subscribed_topic(runner: CliRunner, data: Path) -> None:
