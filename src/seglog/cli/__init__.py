@@ -1,11 +1,14 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
-    seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
+    seglog [--data DIR] demo | bench | produce | consume | check | repair
+    seglog [--data DIR] topic create|list|describe|update|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
-    seglog [--data DIR] topics stats|internal-stats|explain NAME | maintenance | metrics
+    seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
+    seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
 
-One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
+--data may also follow the command. One module per command group; errors.py and base.py turn library errors
+into clean messages and exit codes."""
 
 from __future__ import annotations
 

@@ -53,8 +53,8 @@ def create(data: DataDir, name: str, partitions: int, **given: Any) -> None:
 @pass_data
 @click.pass_context
 def update(ctx: click.Context, data: DataDir, name: str, **given: Any) -> None:
-    """Change settings of topic NAME after its creation; those not given keep their values. Producers
-    already open take them at once; a smaller segment size applies from the next segment."""
+    """Change settings of topic NAME after its creation (log.admin.topics.set_config); those not given
+    keep their values. The settings are checked as a whole first: a refused change changes nothing."""
     full_name = topic_name(name)
     settings = topic_settings(**given)
     if not settings:
