@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +48,13 @@ def make_data(data: Path) -> None:
         pass
 
 
+def in_a_terminal(runner: CliRunner, data: Path, *args: str, columns: int = 200) -> str:
+    """The output of `seglog --data DATA ARGS` as a terminal shows it (styles removed)."""
+    result = runner.invoke(main, ["--data", str(data), *args], env={"TTY_COMPATIBLE": "1", "COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return click.unstyle(result.output)
+
+
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -80,8 +88,11 @@ def test_the_commands() -> None:
     policy_commands = ["get-backlog-quotas", "get-message-ttl", "get-retention", "remove-backlog-quota",
                        "remove-message-ttl", "remove-retention", "set-backlog-quota", "set-message-ttl",
                        "set-retention"]
+    subscription_commands = ["clear-backlog", "create-subscription", "expire-messages", "peek-messages",
+                             "reset-cursor", "skip", "subscriptions", "unsubscribe"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
-                             ("stats",), *[(c,) for c in policy_commands]])
+                             ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
+                             *[(c,) for c in policy_commands + subscription_commands]])
     namespace_commands = sorted(["clear-backlog", "create", "delete", "list", *policy_commands])
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
@@ -135,6 +146,45 @@ def test_data_option_wins_over_environment_which_wins_over_default(runner: CliRu
                       "default": ["public/default/c"]}
 
 
+def leaf_commands() -> list[tuple[str, ...]]:
+    return [path for path in all_commands() if path and not isinstance(_command(path), click.Group)]
+
+
+def _command(path: tuple[str, ...]) -> click.Command:
+    command = main
+    for name in path:
+        command = command.commands[name]
+    return command
+
+
+@pytest.mark.parametrize("path", leaf_commands(), ids=" ".join)
+def test_every_command_takes_data_after_its_name(runner: CliRunner, tmp_path: Path, path: tuple[str, ...]) -> None:
+    """--data after the command is parsed by the command itself: a file given there is refused by it (before
+    any missing argument), as `seglog --data FILE` is."""
+    a_file = tmp_path / "file"
+    a_file.write_text("not a directory")
+    result = run(runner, None, *path, "--data", str(a_file), code=2)
+    assert "Invalid value for '--data'" in result.output and "is a file" in result.output
+
+
+def test_data_after_the_command_is_the_data_before_it_and_wins(runner: CliRunner, tmp_path: Path) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    run(runner, None, "topic", "create", "a", "--data", str(after))
+    run(runner, before, "topic", "create", "b")
+
+    def names(*args: str, env: dict | None = None) -> list[str]:
+        result = runner.invoke(main, [*args, "--json"], env=env)
+        assert result.exit_code == 0, result.output
+        return [t["name"] for t in json.loads(result.output)]
+
+    assert names("topic", "list", "--data", str(after)) == names("--data", str(after), "topic", "list") == [
+        "public/default/a"]
+    assert names("--data", str(before), "topic", "list", "--data", str(after)) == ["public/default/a"]
+    assert names("topic", "list", "--data", str(after), env={"SEGLOG_DATA": str(before)}) == ["public/default/a"]
+    assert run(runner, None, "topics", "describe", "b", "--json", "--data", str(before)).output == (
+        run(runner, before, "topics", "describe", "b", "--json").output)
+
+
 @pytest.mark.parametrize("command", [["topic", "list"], ["topic", "describe", "t"], ["topic", "delete", "t"],
                                      ["consume", "t"], ["produce", "t", "--value", "x"], ["check"], ["repair"],
                                      ["tenants", "list"], ["tenants", "delete", "acme"], ["namespaces", "list"],
@@ -168,7 +218,8 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert "Created topic public/default/events with 3 partitions" in result.output
     run(runner, data, "topic", "create", "acme/billing/invoices")
 
-    listed = run(runner, data, "topic", "list").output
+    assert run(runner, data, "topic", "list").output == "acme/billing/invoices\npublic/default/events\n"  # a pipe
+    listed = in_a_terminal(runner, data, "topic", "list")
     assert ["NAME", "PARTITIONS", "RETENTION", "TIME", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == (
         listed.splitlines()[0].split())
     rows = [line.split() for line in listed.splitlines()[1:]]
@@ -196,6 +247,36 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert not (data / "topics" / "public" / "default" / "events").exists()
 
 
+def test_topic_list_never_cuts_a_name(runner: CliRunner, data: Path) -> None:
+    name = "a-tenant-with-a-long-name/a-namespace-with-a-long-name/a-topic-with-a-name-longer-than-the-terminal"
+    run(runner, data, "tenants", "create", "a-tenant-with-a-long-name")
+    run(runner, data, "namespaces", "create", "a-tenant-with-a-long-name/a-namespace-with-a-long-name")
+    run(runner, data, "topic", "create", name, "--retention-time", "1d 2h 3m 4s")
+    listed = in_a_terminal(runner, data, "topic", "list", columns=40)
+    assert listed.splitlines()[1].split() == [name, "1", "1day", "2h", "3m", "4s", "1", "GiB", "create_time"]
+    assert "…" not in listed
+    described = in_a_terminal(runner, data, "topic", "describe", name, columns=40)
+    assert f"Topic {name}" in one_line(described) and "…" not in described
+    assert run(runner, data, "topic", "list").output == f"{name}\n"
+
+
+def test_sizes_shown_are_all_in_binary_units(runner: CliRunner, data: Path) -> None:
+    """One unit system in a command's output: '10 GB' given is shown as GiB beside the GiB of the others."""
+    run(runner, data, "topic", "create", "t", "--segment-size", "1 KiB", "--max-partition-size", "10 GB")
+    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "25 MB", "--time", "1h")
+    run(runner, data, "namespaces", "set-backlog-quota", "public/default", "--limit", "1 GB", "-p",
+        "producer_exception")
+    run(runner, data, "produce", "t", input="".join(f"message {i}\n" for i in range(200)))
+    outputs = [in_a_terminal(runner, data, *command) for command in (
+        ["topic", "list"], ["topic", "describe", "t"], ["topic", "explain", "t"], ["maintenance"], ["check"])]
+    described = outputs[1]
+    for size in ("1 KiB", "9.3 GiB", "953.7 MiB"):
+        assert size in described
+    for output in outputs:
+        assert not re.search(r"\d (KB|MB|GB|TB)\b(?!/s)", output), output  # rates stay MB/s, as demo's
+    assert "KiB)" in outputs[4]  # check: the bytes checked, and rounded in binary units
+
+
 def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path) -> None:
     result = run(runner, data, "topic", "create", "kept", "--retention-time", "1d 2h 3m 4s",
                  "--max-partition-size", "10 GB", "--retention-min-timestamp", "1700000000000")
@@ -211,7 +292,7 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
         assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
             None, None)
 
-    listed = run(runner, data, "topics", "list").output  # pulsar-admin's plural
+    listed = in_a_terminal(runner, data, "topics", "list")  # pulsar-admin's plural
     rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
     assert rows.keys() == {"public/default/kept", "public/default/off", "public/default/weekly"}
     assert " 1day 2h 3m 4s " in rows["public/default/kept"]
@@ -228,9 +309,9 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     described = {line.split("  ")[0].strip(): line.split("  ", 1)[1].strip()
                  for line in run(runner, data, "topic", "describe", "kept").output.splitlines()[:16] if line.strip()}
     assert described["Retention time"] == "1day 2h 3m 4s"
-    assert described["Max partition size"] == "10 GB"
+    assert described["Max partition size"] == "9.3 GiB"  # 10 GB: binary units, as the other sizes shown
     assert described["Retention min timestamp"].startswith("1700000000000 (2023-11-14T22:13:20.000+00:00")
-    assert described["Retention"].startswith("time 1day 2h 3m 4s, size 10 GB (topic")  # Fluvio's limits act
+    assert described["Retention"].startswith("time 1day 2h 3m 4s, size 9.3 GiB (topic")  # Fluvio's limits act
     assert described["Message TTL"] == "off (broker)"
     assert described["Backlog quota message_age"] == "1h, producer_exception (namespace)"
     policies = json.loads(run(runner, data, "topic", "describe", "kept", "--json").output)["policies"]
@@ -542,14 +623,14 @@ def test_remove_backlog_quota_refuses_a_bad_type(runner: CliRunner, data: Path) 
 
 @pytest.mark.parametrize(("given", "seconds", "shown"), [
     ("120", 120, "2m"), ("2h", 7200, "2h"), ("1d 1h", 90_000, "1day 1h"), ("7 days", 604_800, "7days"),
-    ("0", 0, "0s"),
+    ("0", 0, "off (0: messages are never expired)"),
 ])
 def test_namespace_message_ttl(runner: CliRunner, data: Path, given: str, seconds: int, shown: str) -> None:
     make_data(data)
     assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) is None
     result = run(runner, data, "namespaces", "set-message-ttl", "public/default", "--messageTTL", given)
     assert f"Set message TTL of public/default: {shown}" in result.output
-    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").output) == seconds
+    assert json.loads(run(runner, data, "namespaces", "get-message-ttl", "public/default").stdout) == seconds
     with seglog.open(data) as log:
         assert log.admin.namespaces.get_message_ttl("public/default") == seconds
     run(runner, data, "namespaces", "set-message-ttl", "public/default", "-ttl", "60")  # pulsar-admin's flag
@@ -559,6 +640,17 @@ def test_namespace_message_ttl(runner: CliRunner, data: Path, given: str, second
     assert run(runner, data, "namespaces", "get-message-ttl", "public/default").output == "null\n"
     with seglog.open(data) as log:
         assert log.admin.namespaces.get_message_ttl("public/default") is None
+
+
+def test_a_message_ttl_of_0_says_the_ttl_is_off(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    for level, name in (("namespaces", "public/default"), ("topics", "t")):
+        assert "off" in run(runner, data, level, "set-message-ttl", name, "--messageTTL", "0").output
+        result = run(runner, data, level, "get-message-ttl", name)
+        assert json.loads(result.stdout) == 0  # pulsar-admin's JSON, for scripts
+        assert "0: the message TTL is off" in result.stderr
+        run(runner, data, level, "set-message-ttl", name, "--messageTTL", "60")
+        assert run(runner, data, level, "get-message-ttl", name).stderr == ""
 
 
 @pytest.mark.parametrize(("value", "detail"), [("soon", "expected a number"), ("-1", "-1 (no limit) is not accepted"),
@@ -690,11 +782,75 @@ def test_produce_stdin_then_consume_back(runner: CliRunner, data: Path) -> None:
     assert "MessageId(partition=1, offset=3)" in result.output
     result = run(runner, data, "consume", "t", "--partition", "1")
     assert result.stdout == "first\nsecond line\n\nlast\n"
-    assert run(runner, data, "consume", "t").stdout == ""  # partition 0 is empty
+    assert run(runner, data, "consume", "t", "--partition", "0").stdout == ""  # partition 0 is empty
 
     assert run(runner, data, "consume", "t", "-p", "1", "--start", "1", "-n", "2").stdout == "second line\n\n"
     assert run(runner, data, "consume", "t", "-p", "1", "--start", "latest").stdout == ""
     assert run(runner, data, "consume", "t", "-p", "1", "-n", "0").stdout == ""
+
+
+def test_consume_reads_every_partition_unless_given_one(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "3")
+    for partition in (0, 2):
+        run(runner, data, "produce", "t", "--partition", str(partition),
+            input="".join(f"p{partition}-{i}\n" for i in range(3)))
+    lines = run(runner, data, "consume", "t", "--format", "json").stdout.splitlines()
+    assert sorted((m["partition"], m["offset"]) for m in map(json.loads, lines)) == [
+        (0, 0), (0, 1), (0, 2), (2, 0), (2, 1), (2, 2)]
+    assert run(runner, data, "consume", "t", "--partition", "2").stdout == "p2-0\np2-1\np2-2\n"
+    assert len(run(runner, data, "consume", "t", "-n", "4").stdout.splitlines()) == 4
+    assert sorted(run(runner, data, "consume", "t", "--start", "2").stdout.splitlines()) == ["p0-2", "p2-2"]
+
+
+def test_consume_says_when_start_is_past_the_end(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "produce", "t", "--partition", "0", input="a\nb\nc\n")
+    result = run(runner, data, "consume", "t", "--start", "5", code=2)
+    message = one_line(result.output)
+    assert "Error: Invalid value for '--start' / '-s': offset 5 is past the end of public/default/t" in message
+    assert "partition 0 ends at offset 3, partition 1 ends at offset 0" in message
+    result = run(runner, data, "consume", "t", "--start", "2")  # partition 0 has one there
+    assert result.stdout == "c\n"
+    assert "Partition 1 ends at offset 0, before --start 2: nothing read there" in one_line(result.stderr)
+    result = run(runner, data, "consume", "t", "--partition", "0", "--start", "4", "--follow", "-n", "0")
+    assert "Partition 0 ends at offset 3, before --start 4: waiting for it" in one_line(result.stderr)
+    assert run(runner, data, "consume", "t", "--start", "latest").output == ""  # at the end, not past it
+
+
+def test_consume_through_a_subscription_goes_on_where_the_last_run_stopped(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "produce", "t", input="".join(f"m{i}\n" for i in range(6)))
+    first = run(runner, data, "consume", "t", "--subscription", "s", "-n", "4").stdout.splitlines()
+    rest = run(runner, data, "consume", "t", "--subscription", "s").stdout.splitlines()
+    assert len(first) == 4 and sorted(first + rest) == [f"m{i}" for i in range(6)]
+    assert run(runner, data, "consume", "t", "--subscription", "s").stdout == ""
+    run(runner, data, "produce", "t", "--value", "later")
+    assert run(runner, data, "consume", "t", "--subscription", "s", "--subscription-type", "shared").stdout == (
+        "later\n")
+    with seglog.open(data) as log:
+        stats = log.topic("t").stats()["subscriptions"]["s"]
+    assert (stats["msgBacklog"], stats["type"]) == (0, "shared")
+    # a new subscription starts at --start: latest skips what is there, earliest (the default) does not
+    assert run(runner, data, "consume", "t", "--subscription", "new", "--start", "latest").stdout == ""
+    assert len(run(runner, data, "consume", "t", "--subscription", "other").stdout.splitlines()) == 7
+
+
+@pytest.mark.parametrize(("options", "expected"), [
+    (["--subscription", "s", "--partition", "0"], "'--partition' / '-p' cannot be used with --subscription"),
+    (["--subscription", "s", "--from-timestamp", "5"], "'--from-timestamp' cannot be used with --subscription"),
+    (["--subscription", "s", "--start", "3"], "with --subscription it is where a new subscription starts: "
+                                              "'earliest' or 'latest'"),
+    (["--subscription-type", "shared"], "'--subscription-type' needs --subscription"),
+    (["--subscription", "s", "--subscription-type", "queue"], "'queue' is not one of 'exclusive'"),
+    (["--subscription", "bad/name"], "subscription name"),
+])
+def test_consume_refuses_bad_subscription_options_and_creates_nothing(runner: CliRunner, data: Path,
+                                                                     options: list[str], expected: str) -> None:
+    run(runner, data, "topic", "create", "t")
+    message = one_line(run(runner, data, "consume", "t", *options, code=2).output)
+    assert "Error: " in message and expected in message
+    with seglog.open(data) as log:
+        assert log.topic("t").subscriptions() == []
 
 
 def test_produce_value_with_key_and_properties_then_consume_json(runner: CliRunner, data: Path) -> None:
@@ -979,8 +1135,26 @@ def test_topics_stats_explain_maintenance_and_metrics_agree_with_the_api(runner:
     assert "backlog" in explained and "active" in explained
     assert "Deleted 0 segments" in run(runner, data, "maintenance").output
     metrics = run(runner, data, "metrics").output
-    assert 'pulsar_subscription_back_log{namespace="default",subscription="s",tenant="public",topic="t"} 10.0' \
-        in metrics
+    assert ('pulsar_subscription_back_log{cluster="standalone",namespace="public/default",subscription="s",'
+            'topic="persistent://public/default/t"} 10.0') in metrics  # labels sorted, as Prometheus has them
+
+
+def test_metrics_have_pulsars_names_and_labels(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "acme/billing/t", "--partitions", "2")
+    run(runner, data, "tenants", "create", "idle")
+    run(runner, data, "topic", "create", "idle/ns/quiet")
+    run(runner, data, "produce", "acme/billing/t", input="".join(f"m{i}\n" for i in range(6)))
+    run(runner, data, "topics", "create-subscription", "acme/billing/t", "-s", "s", "-m", "earliest")
+    metrics = run(runner, data, "metrics", "--data", str(data)).output
+    labels = 'cluster="standalone",namespace="acme/billing",topic="persistent://acme/billing/t"'
+    sub_labels = 'cluster="standalone",namespace="acme/billing",subscription="s",topic="persistent://acme/billing/t"'
+    for line in (f"pulsar_msg_backlog{{{labels}}} 6.0", f"pulsar_subscriptions_count{{{labels}}} 1.0",
+                 f"pulsar_rate_in{{{labels}}} 0.1", f"pulsar_in_messages_total{{{labels}}} 6.0",
+                 f"pulsar_subscription_back_log{{{sub_labels}}} 6.0",
+                 f"pulsar_subscription_total_msg_expired{{{sub_labels}}} 0.0",
+                 'pulsar_rate_in{cluster="standalone",namespace="idle/ns",topic="persistent://idle/ns/quiet"} 0.0'):
+        assert line in metrics.splitlines(), line
+    assert "pulsar_storage_size{" in metrics and "# TYPE pulsar_in_messages_total counter" in metrics
 
 
 def test_clear_backlog_of_a_namespace_with_a_subscribed_topic(runner: CliRunner, data: Path) -> None:
@@ -993,3 +1167,135 @@ def test_clear_backlog_of_a_namespace_with_a_subscribed_topic(runner: CliRunner,
     run(runner, data, "namespaces", "clear-backlog", "public/default", "-f")
     stats = json.loads(run(runner, data, "topics", "stats", "t").output)
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+# --- subscriptions, growing and updating topics (pulsar-admin topics ...) -----------------------------------
+
+def floors(data: Path, subscription: str, topic: str = "t") -> list[int]:
+    with seglog.open(data) as log:
+        cursors = log.topic(topic).internal_stats()["partitions"]
+    return [cursors[p]["cursors"][subscription]["markDeletePosition"] + 1 for p in sorted(cursors, key=int)]
+
+
+def test_subscription_commands_as_pulsar_admin_has_them(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "produce", "t", "--partition", "0", input="a\nb\nc\nd\n")
+    run(runner, data, "produce", "t", "--partition", "1", input="x\ny\n")
+    assert "Created subscription new on public/default/t" in run(
+        runner, data, "topics", "create-subscription", "t", "-s", "new").output
+    run(runner, data, "topics", "create-subscription", "t", "-s", "all", "--messageId", "earliest")
+    run(runner, data, "topics", "create-subscription", "t", "--subscription", "placed", "-m", "0:1")
+    assert run(runner, data, "topics", "subscriptions", "t").output == "all\nnew\nplaced\n"
+    assert json.loads(run(runner, data, "topics", "subscriptions", "t", "--json").output) == ["all", "new", "placed"]
+    assert (floors(data, "new"), floors(data, "all"), floors(data, "placed")) == ([4, 2], [0, 0], [1, 2])
+
+    peeked = run(runner, data, "topics", "peek-messages", "t", "-s", "all", "-n", "2").stdout.splitlines()
+    assert [json.loads(line)["value"] for line in peeked] == ["a", "b", "x", "y"]
+    assert floors(data, "all") == [0, 0]  # nothing acknowledged
+    assert "Skipped 4 messages of all" in run(runner, data, "topics", "skip", "t", "-s", "all", "-n", "2").output
+    assert floors(data, "all") == [2, 2]  # a, b and x, y: two a partition
+    assert run(runner, data, "topics", "peek-messages", "t", "-s", "all", "--format", "value").stdout == "c\n"
+
+    result = run(runner, data, "topics", "reset-cursor", "t", "-s", "all", "--messageId", "0:1", "-m", "1:0")
+    assert "Reset the cursor of all on public/default/t to partition 0 offset 1, partition 1 offset 0" in result.output
+    assert floors(data, "all") == [1, 0]
+    run(runner, data, "topics", "reset-cursor", "t", "-s", "all", "-m", "0:2", "--exclude-reset-position")
+    assert floors(data, "all") == [3, 0]
+    run(runner, data, "topics", "reset-cursor", "t", "-s", "all", "--time", "1h")  # all were written since
+    assert floors(data, "all") == [0, 0]
+    assert "Expired 0 messages" in run(runner, data, "topics", "expire-messages", "t", "-s", "all", "-t", "1h").output
+    result = run(runner, data, "topics", "expire-messages", "t", "-s", "all", "--expireTime", "0")
+    assert "Expired 6 messages of all" in result.output and floors(data, "all") == [4, 2]
+
+    run(runner, data, "topics", "reset-cursor", "t", "-s", "new", "-m", "0:0")
+    assert "Cleared the backlog of new" in run(runner, data, "topics", "clear-backlog", "t", "-s", "new").output
+    assert floors(data, "new") == [4, 2]
+    assert "Subscription new has no unacknowledged message" in run(
+        runner, data, "topics", "peek-messages", "t", "-s", "new").stderr
+    assert "Deleted subscription placed of public/default/t" in run(
+        runner, data, "topics", "unsubscribe", "t", "-s", "placed").output
+    assert run(runner, data, "topics", "subscriptions", "t").output == "all\nnew\n"
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["reset-cursor", "t", "-s", "s"], "give either --time or --messageId"),
+    (["reset-cursor", "t", "-s", "s", "-t", "1h", "-m", "0:0"], "give either --time or --messageId"),
+    (["reset-cursor", "t", "-s", "s", "-m", "zero"], "Invalid value for '--messageId' / '-m': 'zero' is not "
+                                                     "PARTITION:OFFSET"),
+    (["reset-cursor", "t", "-s", "s", "-t", "soon"], "Invalid value for '--time' / '-t'"),
+    (["reset-cursor", "t", "-s", "s", "-t", "1h", "-e"], "--exclude-reset-position goes with --messageId"),
+    (["reset-cursor", "t", "-s", "nope", "-t", "1h"], "subscription nope of public/default/t does not exist"),
+    (["skip", "t", "-s", "s", "-n", "0"], "Invalid value for '--count' / '-n'"),
+    (["skip", "t", "-s", "s"], "Missing option '--count' / '-n'"),
+    (["expire-messages", "t", "-s", "s", "-t", "-5"], "Invalid value for '--expireTime' / '-t'"),
+    (["create-subscription", "t", "-s", "s"], "subscription s of public/default/t already exists"),
+    (["create-subscription", "t", "-s", "x", "-m", "5:0"], "public/default/t has partitions 0 to 0"),
+    (["create-subscription", "t", "-s", "x", "-m", "soon"], "'soon' is not PARTITION:OFFSET"),
+    (["clear-backlog", "t", "-s", "nope"], "Invalid value for '--subscription' / '-s'"),
+    (["peek-messages", "t"], "Missing option '--subscription' / '-s'"),
+    (["unsubscribe", "t", "-s", "nope"], "subscription nope of public/default/t does not exist"),
+])
+def test_subscription_commands_refuse_bad_input_and_change_nothing(runner: CliRunner, data: Path,
+                                                                   command: list[str], expected: str) -> None:
+    run(runner, data, "topic", "create", "t")
+    run(runner, data, "produce", "t", input="a\nb\n")
+    run(runner, data, "topics", "create-subscription", "t", "-s", "s", "-m", "0:1")
+    result = run(runner, data, "topics", *command, code=2)
+    assert "Error: " in result.output and expected in one_line(result.output)
+    assert "Traceback" not in result.output
+    assert floors(data, "s") == [1]
+    assert run(runner, data, "topics", "subscriptions", "t").output == "s\n"
+
+
+def test_a_consumed_subscription_is_not_changed_or_deleted_even_with_force(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    run(runner, data, "produce", "t", input="a\nb\n")
+    with seglog.open(data) as log, log.topic("t").subscribe("s", initial_position="earliest"):
+        for command in (["unsubscribe", "t", "-s", "s"], ["unsubscribe", "t", "-s", "s", "-f"],
+                        ["skip", "t", "-s", "s", "-n", "1"], ["reset-cursor", "t", "-s", "s", "-m", "0:1"]):
+            result = run(runner, data, "topics", *command, code=2)
+            assert "subscription s of public/default/t is consumed by another process" in one_line(result.output)
+    assert floors(data, "s") == [0]
+    run(runner, data, "topics", "unsubscribe", "t", "-s", "s")
+    assert run(runner, data, "topics", "subscriptions", "t").output == ""
+
+
+def test_update_partitioned_topic_grows_only(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--partitions", "2")
+    run(runner, data, "topics", "create-subscription", "t", "-s", "s", "-m", "earliest")
+    result = run(runner, data, "topics", "update-partitioned-topic", "t", "-p", "4")
+    assert "Updated topic public/default/t: 4 partitions" in result.output
+    for fewer in ("4", "1"):
+        message = one_line(run(runner, data, "topics", "update-partitioned-topic", "t", "--partitions", fewer,
+                               code=2).output)
+        assert "Error: Invalid value for '--partitions' / '-p'" in message
+        assert "more than the 4 partitions public/default/t has (a partition is never removed)" in message
+    assert "Missing option '--partitions'" in run(runner, data, "topics", "update-partitioned-topic", "t",
+                                                  code=2).output
+    run(runner, data, "produce", "t", "--partition", "3", "--value", "new")
+    assert run(runner, data, "consume", "t", "--subscription", "s").stdout == "new\n"
+    assert floors(data, "s") == [0, 0, 0, 1]
+
+
+def test_topic_update_changes_settings_after_creation(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t", "--segment-size", "1 MiB")
+    result = run(runner, data, "topic", "update", "t", "--retention-time", "7 days", "--segment-size", "2 MiB")
+    assert "Updated topic public/default/t: retention-time 7 days, segment-size 2 MiB" in result.output
+    config = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
+    assert (config["retention_time"], config["segment_size"]) == (7 * 86_400_000, 2 << 20)
+    for options, named in ((["--segment-size", "lots"], "'--segment-size'"),
+                           (["--max-partition-size", "1 KiB"], "'--max-partition-size'")):
+        message = one_line(run(runner, data, "topic", "update", "t", *options, code=2).output)
+        assert f"Error: Invalid value for {named}" in message
+    assert "no setting given to change" in run(runner, data, "topic", "update", "t", code=2).output
+    assert "public/default/nope does not exist" in run(runner, data, "topic", "update", "nope", "--fsync",
+                                                       "always", code=2).output
+    after = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
+    assert (after["retention_time"], after["segment_size"], after["max_partition_size"]) == (
+        7 * 86_400_000, 2 << 20, None)
+
+
+def test_stats_internal_is_internal_stats(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    assert run(runner, data, "topics", "stats-internal", "t").output == (
+        run(runner, data, "topics", "internal-stats", "t").output)

@@ -6,17 +6,22 @@ changes anything: a refused call leaves the policies as they were."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from seglog._core._messages import Message
+from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
 from seglog.reader import MAX_OFFSET
+from seglog.subscription import reading
+from seglog.units import parse_duration
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.subscription import Subscription
     from seglog.topic import Topic
 
 
@@ -177,16 +182,112 @@ class Topics(_PolicyLevel):
     def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
         self._log.topic(topic)._clear_backlog(subscription)
 
-    def create_subscription(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> None:
-        """Create `subscription` with its cursor at `offsets` ({partition: offset}, every partition), as
-        pulsar-admin topics create-subscription --messageId does: messages before them count as acknowledged.
+    def update_partitions(self, topic: str, partitions: int) -> None:
+        """Give the topic more partitions, never fewer (pulsar-admin topics update-partitioned-topic); see
+        Log.update_partitions (refused while producers or consumers use it)."""
+        self._log.update_partitions(topic, partitions)
+
+    def subscriptions(self, topic: str) -> list[str]:
+        """The names of the topic's subscriptions, sorted (pulsar-admin topics subscriptions)."""
+        return sorted(self._log.topic(topic).subscriptions())
+
+    def create_subscription(self, topic: str, subscription: str,
+                            offsets: Mapping[int, int] | str = "latest") -> None:
+        """Create `subscription` at 'latest' (Pulsar's default: only messages written from now on are
+        delivered), 'earliest', or with its cursor at `offsets` ({partition: offset}, every partition), as
+        pulsar-admin topics create-subscription --messageId does: messages before count as acknowledged.
         AlreadyExistsError if it exists."""
         t = self._log.topic(topic)
         if subscription in t.subscriptions():
             raise AlreadyExistsError(f"subscription {subscription} of {t.name} already exists")
+        if isinstance(offsets, str) and offsets in ("earliest", "latest"):
+            t.subscribe(subscription, initial_position=offsets).close()
+            return
         positions = _cursor_offsets(t, offsets, every_partition=True, written_only=False)
         t.subscribe(subscription, initial_position="earliest").close()
         self.reset_cursor(topic, subscription, positions)
+
+    def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> None:
+        """Delete the subscription (pulsar-admin topics unsubscribe): its backlog no longer keeps messages.
+        Refused with ConsumerBusyError while it has consumers; with `force`, those of this process are
+        closed first. Consumers in another process are never closed from here (there is no broker to
+        disconnect them): refused even with `force`."""
+        t = self._subscribed_topic(topic, subscription)
+        registry = self._log._subscriptions
+        live = registry.live(t, subscription)
+        if live is not None and live.consumers:
+            if not force:
+                raise ConsumerBusyError(f"subscription {subscription} of {t.name} has {len(live.consumers)} "
+                                        "consumer(s) in this process; close them, or unsubscribe with force")
+            for consumer in list(live.consumers):
+                consumer.close()
+        with self._changing(t, subscription) as changed:
+            registry.unsubscribe(changed)
+
+    def reset_cursor_to_time(self, topic: str, subscription: str, timestamp: int) -> bool:
+        """Move the cursor of every partition to its first message whose timestamp is >= `timestamp` (ms
+        since the epoch), as pulsar-admin topics reset-cursor --time does; see reset_cursor."""
+        t = self._log.topic(topic)
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_OFFSET:
+            raise InvalidArgumentError("timestamp", timestamp, f"ms since the epoch, an int from 0 to {MAX_OFFSET}")
+        return self.reset_cursor(topic, subscription, {p: t._start_offset({"timestamp": timestamp}, p)
+                                                       for p in range(t.partitions)})
+
+    def skip(self, topic: str, subscription: str, count: int) -> int:
+        """Acknowledge the `count` oldest unacknowledged messages of each partition (pulsar-admin topics
+        skip -n); returns how many were skipped in all. ConsumerBusyError while another process consumes
+        the subscription (skip there)."""
+        t = self._subscribed_topic(topic, subscription)
+        _check_count(count)
+        with self._changing(t, subscription) as changed:
+            return sum(changed.skip(p, count) for p in range(t.partitions))
+
+    def expire_messages(self, topic: str, subscription: str, seconds: Any) -> int:
+        """Acknowledge the messages older than `seconds` (an int, or a duration such as '1h'), by their
+        timestamps, as the message TTL does and pulsar-admin topics expire-messages -t; they count as
+        expired in stats. Returns how many were unacknowledged. ConsumerBusyError while another process
+        consumes the subscription."""
+        t = self._subscribed_topic(topic, subscription)
+        older_than = self._log.clock() - parse_duration(seconds, argument="expire time", unit="s")
+        with self._changing(t, subscription) as changed:
+            return sum(changed.skip_to(p, t._start_offset({"timestamp": max(older_than, 0)}, p), counter="expired")
+                       for p in range(t.partitions))
+
+    def peek_messages(self, topic: str, subscription: str, count: int = 1) -> list[Message]:
+        """The next `count` messages of each partition that the subscription has not acknowledged, without
+        acknowledging them (pulsar-admin topics peek-messages -n): by its cursor in this process, else as
+        last persisted (a process consuming it may have acknowledged more since)."""
+        t = self._subscribed_topic(topic, subscription)
+        _check_count(count)
+        record, live = next((record, live) for name, record, live in self._log._subscriptions.states(t)
+                            if name == subscription)
+        messages: list[Message] = []
+        for p in range(t.partitions):
+            acks, taken = record.partitions[p].acks, []
+            with t.reader(acks.floor, p) as reader:
+                while len(taken) < count and (batch := reader.read_messages(count - len(taken))):
+                    with reading(live):
+                        taken += [m for m in batch if not acks.is_acked(m.offset)]
+            messages += taken
+        return messages
+
+    def _subscribed_topic(self, topic: str, subscription: str) -> Topic:
+        """The topic, if it has the subscription; NotFoundError naming those it has otherwise."""
+        t = self._log.topic(topic)
+        if subscription not in t.subscriptions():
+            raise NotFoundError(f"subscription {subscription} of {t.name} does not exist (it has "
+                                f"{', '.join(sorted(t.subscriptions())) or 'none'})")
+        return t
+
+    @contextmanager
+    def _changing(self, t: Topic, subscription: str) -> Iterator[Subscription]:
+        """The subscription to change: this process's, or the persisted one, locked meanwhile.
+        ConsumerBusyError while another process consumes it: that process owns its cursor."""
+        with self._log._subscriptions.modify(t, subscription) as changed:
+            if changed is None:
+                raise ConsumerBusyError(f"subscription {subscription} of {t.name} is consumed by another "
+                                        "process; change it there, or once it stopped")
+            yield changed
 
     def reset_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
         """Move the cursor of each partition given to its offset, as pulsar-admin topics reset-cursor does:
@@ -205,9 +306,7 @@ class Topics(_PolicyLevel):
 
     def _move_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int],
                      move: Callable[[Any, int, int], Any], *, written_only: bool) -> bool:
-        t = self._log.topic(topic)
-        if subscription not in t.subscriptions():
-            raise NotFoundError(f"subscription {subscription} of {t.name} does not exist")
+        t = self._subscribed_topic(topic, subscription)
         positions = _cursor_offsets(t, offsets, every_partition=False, written_only=written_only)
         with self._log._subscriptions.modify(t, subscription) as live:
             if live is None:
@@ -221,6 +320,11 @@ class Topics(_PolicyLevel):
 
     def _write(self, name: str, policies: Policies) -> None:
         self._log._metadata_store().set_topic_policies(TopicName.parse(name), policies)
+
+
+def _check_count(count: Any) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidArgumentError("count", count, "a number of messages, an int >= 1")
 
 
 def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition: bool,

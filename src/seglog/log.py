@@ -206,6 +206,29 @@ class Log:
             self._forget_topic(topic)
             self._remove_topic(topic.topic_name)
 
+    def update_partitions(self, name: str, partitions: int) -> Topic:
+        """Give a topic more partitions, as `pulsar-admin topics update-partitioned-topic -p N`; never fewer
+        (their messages would go). Returns a handle with all of them.
+
+        Refused with TopicInUseError while producers or consumers use the topic, in this process or another:
+        they spread messages over the partitions they started with. Topic handles made before keep working
+        on the partitions they know (a subscribe() through one takes in the new ones); every subscription
+        reads the new partitions from their start."""
+        self._check_open()
+        topic = self.topic(name)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or \
+                not topic.partitions < partitions <= MAX_PARTITIONS:
+            raise InvalidArgumentError("partitions", partitions, f"an int from {topic.partitions + 1} to "
+                                       f"{MAX_PARTITIONS}: more than the {topic.partitions} partitions {topic.name} "
+                                       "has (a partition is never removed)")
+        with ExitStack() as locks:  # held while the count changes: no producer or consumer can start meanwhile
+            users = self._topic_users(topic, locks)
+            if users:
+                raise TopicInUseError(f"topic {topic.name} has {' and '.join(users)}; close them first: they "
+                                      "would go on with the partitions they started with")
+            self._metadata.grow_topic(topic.topic_name, partitions)
+        return self.topic(name)
+
     def _topic_users(self, topic: Topic, locks: ExitStack) -> list[str]:
         """Who produces to or consumes the topic, in this process and others; the writer and subscription
         locks nobody holds are taken into `locks`."""

@@ -136,6 +136,18 @@ class Metadata:
         with self._transaction():
             yield [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
 
+    def grow_topic(self, name: TopicName, partitions: int) -> None:
+        """Give a topic `partitions` partitions, more than it has (checked in the transaction, so two
+        processes growing it at once cannot shrink it)."""
+        with self._transaction():
+            row = self._db.execute("SELECT partitions FROM topics WHERE name = ?", (str(name),)).fetchone()
+            if row is None:
+                raise TopicNotFoundError(f"topic {name} does not exist")
+            if partitions <= row[0]:
+                raise InvalidArgumentError("partitions", partitions, f"more than the {row[0]} partitions {name} "
+                                           "has (a partition is never removed)")
+            self._db.execute("UPDATE topics SET partitions = ? WHERE name = ?", (partitions, str(name)))
+
     def set_topic_config(self, name: TopicName, config: dict[str, Any]) -> None:
         self._update_json("topics", "config", str(name), config)
 

@@ -1,5 +1,7 @@
-"""Topic stats in Prometheus text format, with the names Pulsar's broker exports (pulsar_storage_size,
-pulsar_msg_backlog, ...) and the same labels (tenant, namespace, topic, subscription).
+"""Topic stats in Prometheus text format, with the names and labels Pulsar's broker exports
+(pulsar_storage_size, pulsar_msg_backlog, pulsar_subscription_back_log, pulsar_rate_in ...; labels cluster,
+namespace="tenant/ns", topic="persistent://tenant/ns/topic", subscription), so Pulsar's dashboards and
+alerts work unchanged. A topic's partitions are summed into the topic, as the dashboards sum Pulsar's.
 
 A collector reads `topic.stats()` of every topic when scraped, so the figures are the admin API's own."""
 
@@ -8,12 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
     from seglog.log import Log
+    from seglog.topic import Topic
 
-TOPIC_LABELS = ["tenant", "namespace", "topic"]
+# Pulsar's `cluster` label. There is no cluster setting yet: once broker.conf has Pulsar's clusterName, the
+# label takes it; until then "standalone", the name a Pulsar standalone broker reports.
+CLUSTER = "standalone"
+RATE_WINDOW_MS = 60_000  # rates over the last minute, as Pulsar's stats interval
+TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUBSCRIPTION_LABELS = [*TOPIC_LABELS, "subscription"]
 
 # (metric name, stats key, help): figures per topic, then per subscription
@@ -30,9 +37,24 @@ TOPIC_GAUGES = (
 SUBSCRIPTION_GAUGES = (
     ("pulsar_subscription_back_log", "msgBacklog", "Unacknowledged messages of the subscription"),
     ("seglog_subscription_backlog_size", "backlogSize", "Unacknowledged bytes of the subscription"),
-    ("pulsar_subscription_msg_expired", "msgExpired", "Messages acknowledged by the message TTL"),
+    ("pulsar_subscription_total_msg_expired", "msgExpired", "Messages acknowledged by the message TTL"),
     ("seglog_subscription_msg_evicted", "msgEvicted", "Messages skipped by eviction or deleted segments"),
 )
+
+
+def topic_labels(topic: Topic) -> list[str]:
+    """The values of TOPIC_LABELS for `topic`, as Pulsar writes them."""
+    name = topic.topic_name
+    return [CLUSTER, name.namespace_name, f"persistent://{name}"]  # seglog's topics are all persistent
+
+
+def written_since(topic: Topic, since_ms: int) -> int:
+    """Messages of every partition whose timestamp is at least `since_ms` (by the time index)."""
+    total = 0
+    for partition in range(topic.partitions):
+        with topic.reader({"timestamp": since_ms}, partition) as reader:
+            total += topic.end_offset(partition) - reader.offset
+    return total
 
 
 class LogCollector:
@@ -41,12 +63,25 @@ class LogCollector:
 
     def collect(self) -> Iterator[Metric]:
         topics = [self._log.topic(name) for name in self._log.list_topics()]
-        stats = [(topic.topic_name.path_parts(), topic.stats()) for topic in topics]
+        stats = [(topic_labels(topic), topic.stats()) for topic in topics]
         for name, key, text in TOPIC_GAUGES:
             family = GaugeMetricFamily(name, text, labels=TOPIC_LABELS)
             for labels, figures in stats:
-                family.add_metric(list(labels), float(figures[key] or 0))
+                family.add_metric(labels, float(figures[key] or 0))
             yield family
+        subscriptions = GaugeMetricFamily("pulsar_subscriptions_count", "Subscriptions of the topic",
+                                          labels=TOPIC_LABELS)
+        rate_in = GaugeMetricFamily("pulsar_rate_in", "Messages written per second over the last minute",
+                                    labels=TOPIC_LABELS)
+        messages_in = CounterMetricFamily("pulsar_in_messages", "Messages written to the topic",
+                                          labels=TOPIC_LABELS)
+        window_start = self._log.clock() - RATE_WINDOW_MS
+        for topic, (labels, figures) in zip(topics, stats):
+            subscriptions.add_metric(labels, len(figures["subscriptions"]))
+            rate_in.add_metric(labels, written_since(topic, window_start) / (RATE_WINDOW_MS / 1000))
+            # offsets start at 0 and are never reused: the end offsets count every message ever written
+            messages_in.add_metric(labels, sum(p["endOffset"] for p in figures["partitions"].values()))
+        yield from (subscriptions, rate_in, messages_in)
         for name, key, text in SUBSCRIPTION_GAUGES:
             family = GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS)
             for labels, figures in stats:

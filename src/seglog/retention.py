@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from seglog.policies import InForce, Retention
+from seglog.readable_size import readable_size
 from seglog.segment_table import SegmentTable
-from seglog.units import format_duration, format_size
+from seglog.units import format_duration
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,9 @@ def _why_deleted(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
         return "retention_time", (f"last written {format_duration(age)} ago, at least the topic's "
                                   f"retention_time of {format_duration(limits.retention_time)}")
     if limits.max_partition_size is not None and table.total_size - older > limits.max_partition_size:
-        return "max_partition_size", (f"the partition holds {format_size(table.total_size - older)} from this "
+        return "max_partition_size", (f"the partition holds {readable_size(table.total_size - older)} from this "
                                       f"segment on, more than max_partition_size "
-                                      f"{format_size(limits.max_partition_size)}")
+                                      f"{readable_size(limits.max_partition_size)}")
     if limits.min_timestamp and table.max_timestamps[i] < limits.min_timestamp:
         return "retention_min_timestamp", (f"newest timestamp {int(table.max_timestamps[i])} is below "
                                            f"retention_min_timestamp {limits.min_timestamp}")
@@ -127,7 +128,7 @@ def _why_deleted(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
                              f"retention time of {format_duration(retention.time_ms)} "
                              f"(set at {limits.retention.level} level)")
     return "retention", (f"acknowledged, and the acknowledged segments hold more than the retention size "
-                         f"of {format_size(retention.size_bytes)} (set at {limits.retention.level} level)")
+                         f"of {readable_size(retention.size_bytes)} (set at {limits.retention.level} level)")
 
 
 def _why_kept(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
@@ -149,7 +150,7 @@ def _why_kept(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
     if retention.time_ms >= 0:
         parts.append(f"time {format_duration(retention.time_ms)} not yet reached")
     if retention.size_bytes >= 0:
-        parts.append(f"acknowledged data within size {format_size(retention.size_bytes)}")
+        parts.append(f"acknowledged data within size {readable_size(retention.size_bytes)}")
     return "retention", f"retention (set at {level} level): {', '.join(parts)}"
 
 

@@ -399,6 +399,26 @@ class Subscription:
                 self.dirty = True
             return skipped
 
+    def skip(self, partition: int, count: int) -> int:
+        """Acknowledge the `count` oldest unacknowledged messages of `partition`, or as many as it has
+        (pulsar-admin topics skip); returns how many."""
+        with self.mutex:
+            acks = self.cursors[partition].acks
+            end = self.topic.end_offset(partition)
+            start, skipped = acks.floor, 0
+            while skipped < count and start < end:
+                stop = min(end, start + count - skipped)  # at most the messages still to skip
+                offsets = np.arange(start, stop, dtype=np.int64)
+                if acks.high > start:  # acknowledged ones in range: they are not skipped again
+                    offsets = offsets[acks.unacked_mask(start, stop)]
+                if len(offsets):
+                    acks.ack_many(offsets)
+                    skipped += len(offsets)
+                start = stop
+            if skipped:
+                self.dirty = True
+            return skipped
+
     def seek(self, partition: int, offset: int) -> None:
         """Reset the cursor: everything before `offset` acknowledged, everything from it on not. An offset
         past the partition's end is its end, as in Pulsar: the next message written is the next delivered."""
@@ -475,7 +495,9 @@ class Subscriptions:
                 else:
                     record = self._new_record(topic, subscription_type, initial_position)
                     save(path, record, fsync=topic.config.fsync != "never")
+                grown = cover_new_partitions(record, topic)
                 subscription = Subscription(self, topic, name, record, lock, path)
+                subscription.dirty = grown
             except BaseException:
                 lock.release()
                 raise
@@ -511,6 +533,7 @@ class Subscriptions:
             cached = self._file_cache.get(path)
             if cached is None or cached[0] != identity:
                 cached = self._file_cache[path] = (identity, load(Path(path)))
+            cover_new_partitions(cached[1], topic)
             yield name, cached[1], None
 
     def modify(self, topic: Topic, name: str):
@@ -609,6 +632,15 @@ class _Modify:
     def __exit__(self, *exc: object) -> None:
         if self._subscription is not None:
             self.registry.release(self._subscription)
+
+
+def cover_new_partitions(record: CursorRecord, topic: Topic) -> bool:
+    """Give a cursor saved before partitions were added to the topic (log.update_partitions) a position on
+    each new one: its earliest offset, so everything written there is unacknowledged, as in Pulsar. Returns
+    whether any was added (the record then needs saving)."""
+    added = range(len(record.partitions), topic.partitions)
+    record.partitions.extend(PartitionCursor(AckSet(topic.earliest_offset(p))) for p in added)
+    return bool(added)
 
 
 def _subscription_busy(topic: str, name: str):

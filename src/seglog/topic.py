@@ -63,6 +63,8 @@ class Topic:
         key's messages to one consumer). ack_timeout: seconds after which an unacknowledged message is
         redelivered (None: never); negative_ack_redelivery_delay: seconds before a negatively acknowledged
         message is redelivered (Pulsar's default, 60). Both are measured by the log's clock."""
+        # Partitions added since this handle was made (log.update_partitions): a subscription spans them all.
+        self.partitions = self._log._metadata_store().topic(self.topic_name).partitions
         registry = self._log._subscriptions
         new = name not in self.subscriptions()
         subscription = registry.open(self, name, subscription_type, initial_position)

@@ -1,11 +1,14 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
-    seglog [--data DIR] demo | bench | topic create|list|describe|delete | produce | consume | check | repair
+    seglog [--data DIR] demo | bench | produce | consume | check | repair
+    seglog [--data DIR] topic create|list|describe|update|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
-    seglog [--data DIR] topics stats|internal-stats|explain NAME | maintenance | metrics
+    seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
+    seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
 
-One module per command; errors.py and base.py turn library errors into clean messages and exit codes."""
+--data may also follow the command. One module per command group; errors.py and base.py turn library errors
+into clean messages and exit codes."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
 from seglog.cli.check import check
 from seglog.cli.consume import consume
-from seglog.cli.datadir import DEFAULT_DATA, ENV_VAR, DataDir
+from seglog.cli.datadir import DATA_PATH, DEFAULT_DATA, ENV_VAR, DataDir
 from seglog.cli.demo import demo
 from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
@@ -31,9 +34,10 @@ __all__ = ["main"]
 
 
 @click.group(name="seglog", cls=SeglogGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), envvar=ENV_VAR, default=DEFAULT_DATA,
-              show_default="./seglog-data", show_envvar=True, metavar="DIR",
-              help=f"Data directory (given before the command). Without it: ${ENV_VAR}, else ./{DEFAULT_DATA}.")
+@click.option("--data", type=DATA_PATH, envvar=ENV_VAR, default=DEFAULT_DATA, show_default="./seglog-data",
+              show_envvar=True, metavar="DIR",
+              help=f"Data directory (also accepted after the command). Without it: ${ENV_VAR}, else "
+                   f"./{DEFAULT_DATA}.")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, data: Path) -> None:

@@ -1,5 +1,5 @@
-"""Command and group classes every seglog command uses: library errors become clean CLI errors, and
-click's own usage errors are shown in the same style."""
+"""Command and group classes every seglog command uses: library errors become clean CLI errors, click's own
+usage errors are shown in the same style, and every command takes `--data DIR` after its name too."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from seglog.cli.datadir import data_option
 from seglog.cli.errors import as_usage_problem, from_library, from_os_error
 from seglog.errors import SeglogError
 
@@ -14,6 +15,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class SeglogCommand(click.Command):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(data_option())
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)

@@ -13,7 +13,7 @@ from seglog.cli.output import out, print_json
 from seglog.cli.throughput import CHUNK
 from seglog.cli.throughput_report import as_json, measure_with_progress, table
 from seglog.log import MAX_PARTITIONS
-from seglog.units import format_size
+from seglog.readable_size import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Throughput benchmark vs Python baselines (table or JSON).")
@@ -49,7 +49,7 @@ def bench(data: DataDir, messages: int, size: str, partitions: int, chunk: int, 
         print_json({"messages": messages, "size": size_bytes, "partitions": partitions, "chunk": chunk,
                     "topic": topic.name if keep else None, "results": as_json(results)})
         return
-    title = (f"{messages:,} messages of {format_size(size_bytes)}, {partitions} partition"
+    title = (f"{messages:,} messages of {readable_size(size_bytes)}, {partitions} partition"
              f"{'s' if partitions > 1 else ''}")
     console = out()
     console.print(table(results, title=title))

@@ -9,8 +9,9 @@ from rich.table import Table
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE
-from seglog.cli.output import approximate_size, out
+from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
+from seglog.readable_size import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Verify every batch and index of the data directory.")
@@ -30,7 +31,7 @@ def check(ctx: click.Context, data: DataDir) -> None:
     rate = report.bytes_checked / 1e9 / seconds if seconds > 0 else 0.0
     for label, value in (("Partitions", f"{report.partitions:,}"), ("Segments", f"{report.segments:,}"),
                          ("Batches", f"{report.batches:,}"),
-                         ("Bytes", f"{report.bytes_checked:,} ({approximate_size(report.bytes_checked)})"),
+                         ("Bytes", f"{report.bytes_checked:,} ({readable_size(report.bytes_checked)})"),
                          ("Seconds", f"{seconds:.3f}"), ("GB/s", f"{rate:.2f}")):
         summary.add_row(label, value)
     console = out()

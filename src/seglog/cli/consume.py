@@ -1,4 +1,5 @@
-"""`seglog consume`: print the messages of one partition, and with --follow keep printing new ones."""
+"""`seglog consume`: print the messages of a topic (every partition, or --partition P), directly or through a
+subscription that acknowledges what is printed; with --follow keep printing new ones."""
 
 from __future__ import annotations
 
@@ -11,28 +12,77 @@ from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
+from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
 from seglog.cli.output import err
+from seglog.cursor_file import SUBSCRIPTION_TYPES
+from seglog.subscription import wait_until
+from seglog.topic import Topic
 
-FOLLOW_POLL_SECONDS = 0.5
+CHUNK = 1024  # messages printed at a time: output flows while a long backlog is read
+NEW_SUBSCRIPTION_POSITIONS = ("earliest", "latest")
 
 
 def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) -> Any:
     """What Reader accepts as start: 'earliest', 'latest', an offset, or {'timestamp': ms}."""
     if from_timestamp is not None:
-        if ctx.get_parameter_source("start") != ParameterSource.DEFAULT:
+        if _given(ctx, "start"):
             raise UsageProblem("--start and --from-timestamp cannot be used together", ctx)
         return {"timestamp": from_timestamp}
     text = start.strip()
     return int(text) if text.lstrip("-").isdigit() else text  # the reader refuses anything else, with --start
 
 
-@click.command(cls=SeglogCommand, short_help="Print the messages of a partition (--follow for new ones).")
+def _given(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+
+def _check_subscription_options(ctx: click.Context, subscription: str | None, start: str) -> None:
+    """A subscription spans every partition and resumes at its cursor: --start only places a new one."""
+    params = {param.name: param for param in ctx.command.params}
+    if subscription is None:
+        if _given(ctx, "subscription_type"):
+            raise UsageProblem(f"{params['subscription_type'].get_error_hint(ctx)} needs --subscription", ctx)
+        return
+    for name in ("partition", "from_timestamp"):
+        if _given(ctx, name):
+            raise UsageProblem(f"{params[name].get_error_hint(ctx)} cannot be used with --subscription, which "
+                               "reads every partition from its cursor (move it with `seglog topics "
+                               "reset-cursor`)", ctx)
+    if start not in NEW_SUBSCRIPTION_POSITIONS:
+        raise UsageProblem(f"Invalid value for {params['start'].get_error_hint(ctx)}: {start!r}; with "
+                           "--subscription it is where a new subscription starts: 'earliest' or 'latest' (an "
+                           "existing one goes on at its cursor; move it with `seglog topics reset-cursor`)", ctx)
+
+
+def _say_what_is_past_the_end(ctx: click.Context, topic: Topic, readers: PartitionReaders, follow: bool,
+                              partitions: list[int]) -> None:
+    """A --start past the end of a partition is said, not met with silence: a note for each such partition,
+    and an error when nothing at all can be read (without --follow)."""
+    past = readers.past_the_end(topic)
+    if not follow and len(past) == len(partitions):
+        ends = ", ".join(f"partition {p} ends at offset {end}" for p, _, end in past)
+        raise UsageProblem(f"Invalid value for '--start' / '-s': offset {past[0][1]} is past the end of "
+                           f"{topic.name} ({ends}): nothing to read; the end offset is where the next message "
+                           "written goes (--follow waits for it)", ctx)
+    for partition, start, end in past:
+        what = "waiting for it" if follow else "nothing read there"
+        err().print(f"[yellow]Partition {partition} ends at offset {end}, before --start {start}:[/] {what}")
+
+
+@click.command(cls=SeglogCommand, short_help="Print a topic's messages (--follow for new ones).")
 @click.argument("topic")
-@click.option("--partition", "-p", type=int, default=0, show_default=True, help="Partition to read.")
+@click.option("--partition", "-p", type=int, metavar="P",
+              help="Read only partition P. [default: every partition, as fluvio consume -A]")
 @click.option("--start", "-s", default="earliest", show_default=True, metavar="earliest|latest|OFFSET",
-              help="Where to start: the first stored message, the end, or an offset.")
+              help="Where to start in each partition: the first stored message, the end, or an offset. With "
+                   "--subscription: where a new subscription starts (earliest or latest).")
 @click.option("--from-timestamp", type=int, metavar="MS",
               help="Start at the first message whose timestamp (ms since the epoch) is >= MS.")
+@click.option("--subscription", metavar="NAME",
+              help="Consume through the durable subscription NAME (created if new): what is printed is "
+                   "acknowledged, so the next run goes on after it.")
+@click.option("--subscription-type", type=click.Choice(SUBSCRIPTION_TYPES), default="exclusive",
+              show_default=True, help="The subscription's type, as in Pulsar (with --subscription).")
 @click.option("--count", "-n", type=click.IntRange(min=0), metavar="N", help="Stop after N messages.")
 @click.option("--follow", "-f", is_flag=True,
               help="At the end, wait for new messages until Ctrl-C (or until --count messages were printed).")
@@ -42,28 +92,40 @@ def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) 
                    "text, else base64, as key_encoding and value_encoding say).")
 @pass_data
 @click.pass_context
-def consume(ctx: click.Context, data: DataDir, topic: str, partition: int, start: str,
-            from_timestamp: int | None, count: int | None, follow: bool, output_format: str) -> None:
-    """Print the messages of one partition of TOPIC, one per line, from --start to the end.
+def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None, start: str,
+            from_timestamp: int | None, subscription: str | None, subscription_type: str, count: int | None,
+            follow: bool, output_format: str) -> None:
+    """Print the messages of TOPIC, one per line: every partition's (taken in turn), or --partition P's,
+    from --start to the end; or, with --subscription, those the subscription has not acknowledged yet,
+    acknowledging each once printed.
 
     Values containing newlines are printed as they are; use --format json for an unambiguous stream.
     """
-    position = _start_position(ctx, start, from_timestamp)
+    _check_subscription_options(ctx, subscription, start)
+    position = _start_position(ctx, start, from_timestamp) if subscription is None else start
     show = FORMATTERS[output_format]
     printed = 0
-    with data.open() as log, log.topic(topic).reader(position, partition) as reader:
+    with data.open() as log:
+        handle = log.topic(topic)
+        if subscription is not None:
+            source: PartitionReaders | SubscriptionMessages = SubscriptionMessages(
+                handle, subscription, subscription_type, position)
+        else:
+            partitions = list(range(handle.partitions)) if partition is None else [partition]
+            source = PartitionReaders(handle, partitions, position)
+            _say_what_is_past_the_end(ctx, handle, source, follow, partitions)
         try:
             while count is None or printed < count:
-                wanted = None if count is None else count - printed
-                messages = reader.read_messages(max_messages=wanted,
-                                                timeout=FOLLOW_POLL_SECONDS if follow else None)
+                wanted = CHUNK if count is None else min(CHUNK, count - printed)
+                messages = wait_until(None, lambda: source.take(wanted)) if follow else source.take(wanted)
                 if not messages:
-                    if follow:
-                        continue
                     break
-                printed += len(messages)
                 click.echo("\n".join(map(show, messages)))
+                source.printed(messages)
+                printed += len(messages)
         except KeyboardInterrupt:
             if not follow:
                 raise
             err().print(f"[dim]Stopped after {printed:,} message{'' if printed == 1 else 's'}.[/]")
+        finally:
+            source.close()

@@ -1,4 +1,5 @@
-"""The data directory a command works on: `--data DIR`, else $SEGLOG_DATA, else ./seglog-data."""
+"""The data directory a command works on: `--data DIR` (before the command or after it), else $SEGLOG_DATA,
+else ./seglog-data."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from seglog.cli.errors import CliError
 
 DEFAULT_DATA = "seglog-data"
 ENV_VAR = "SEGLOG_DATA"
+DATA_PATH = click.Path(file_okay=False, path_type=Path)
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,18 @@ class DataDir:
 
 
 pass_data = click.make_pass_decorator(DataDir)
+
+
+def _data_after_the_command(ctx: click.Context, param: click.Parameter, path: Path | None) -> None:
+    """`seglog topic list --data d` as `seglog --data d topic list`: the command's context gets its own
+    DataDir, which pass_data finds before the group's (so the one given last, after the command, wins)."""
+    if path is not None:
+        ctx.obj = DataDir(path)
+
+
+def data_option() -> click.Option:
+    """The `--data` every command accepts after its name (no default or environment variable of its own:
+    without it the group's --data, $SEGLOG_DATA or ./seglog-data applies)."""
+    return click.Option(["--data"], type=DATA_PATH, metavar="DIR", expose_value=False,
+                        callback=_data_after_the_command,
+                        help="Data directory, as `seglog --data DIR` before the command (this one wins).")

@@ -8,11 +8,11 @@ from rich.markup import escape
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import message_size, topic_name
-from seglog.cli.output import approximate_size, out
+from seglog.cli.output import out
 from seglog.cli.throughput import CHUNK
 from seglog.cli.throughput_report import measure_with_progress, table
 from seglog.errors import TopicNotFoundError
-from seglog.units import format_size
+from seglog.readable_size import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Write and read messages; throughput vs a Python baseline.")
@@ -34,7 +34,7 @@ def demo(data: DataDir, messages: int, size: str, topic: str) -> None:
     name = topic_name(topic)
     size_bytes = message_size(size)
     console = out()
-    console.print(f"[bold]seglog demo[/]: {messages:,} messages of {format_size(size_bytes)}, written twice, to "
+    console.print(f"[bold]seglog demo[/]: {messages:,} messages of {readable_size(size_bytes)}, written twice, to "
                   f"topic {name} in {escape(str(data.path))}", soft_wrap=True)
     with data.open(create=True) as log:
         try:
@@ -42,9 +42,9 @@ def demo(data: DataDir, messages: int, size: str, topic: str) -> None:
         except TopicNotFoundError:
             handle = log.create_topic(name)
         results = measure_with_progress(handle, messages, size_bytes, scratch_dir=data.path, chunk=CHUNK)
-        console.print(table(results, title=f"{messages:,} messages of {format_size(size_bytes)}"))
+        console.print(table(results, title=f"{messages:,} messages of {readable_size(size_bytes)}"))
         total = sum(handle.end_offset(p) - handle.earliest_offset(p) for p in range(handle.partitions))
-        console.print(f"Topic {name} now holds {total:,} messages ({approximate_size(handle.storage_size())}).")
+        console.print(f"Topic {name} now holds {total:,} messages ({readable_size(handle.storage_size())}).")
     prefix = escape(f"seglog --data {data.path}")
     console.print("Next:")
     for command in (f"consume {topic} -n 3", f"topic describe {topic}", "check"):

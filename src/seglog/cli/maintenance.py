@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import click
 
+from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
 from seglog.metrics import prometheus_text
-from seglog.units import format_size
+from seglog.readable_size import readable_size
 
 
-@click.command()
+@click.command(cls=SeglogCommand)
 @pass_data
 def maintenance(data: DataDir) -> None:
     """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
     with data.open() as log:
         report = log.run_maintenance()
-    out().print(f"Deleted {len(report.deleted_segments)} segments ({format_size(report.freed_bytes)}), "
+    out().print(f"Deleted {len(report.deleted_segments)} segments ({readable_size(report.freed_bytes)}), "
                 f"expired {report.expired} and evicted {report.evicted} messages")
     for topic, partition, reason in report.skipped_partitions:
         out().print(f"[yellow]Skipped[/] {topic} partition {partition}: {reason}")
 
 
-@click.command()
+@click.command(cls=SeglogCommand)
 @pass_data
 def metrics(data: DataDir) -> None:
     """Every topic's stats in Prometheus text format."""

@@ -7,6 +7,10 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+_UNLIMITED_WIDTH = 1 << 20
 
 
 def out() -> Console:
@@ -24,11 +28,12 @@ def print_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2))
 
 
-def approximate_size(n: int) -> str:
-    """`n` bytes rounded for reading: '21.4 MiB' (units.format_size is exact, so '22401248 B' here)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
+def print_unclipped(table: Table) -> None:
+    """Print `table` on stdout without ever cutting or folding a cell (a topic's name shown in part is a
+    wrong name): as wide as its widest row needs, wider than the terminal if need be, which then wraps the
+    lines as it wraps any long line."""
+    console = out()
+    needed = Measurement.get(console, console.options.update_width(_UNLIMITED_WIDTH), table).maximum
+    if needed > console.width:
+        console = Console(highlight=False, soft_wrap=True, width=needed)
+    console.print(table)

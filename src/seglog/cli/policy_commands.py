@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
-from seglog.cli.output import out, print_json
+from seglog.cli.output import err, out, print_json
 from seglog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
 from seglog.units import format_duration, format_size
 
@@ -38,14 +38,19 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
     name_argument = click.argument("name", metavar=level.metavar)
     noun = level.noun
 
-    def add_getter(method: str, short_help: str, help_text: str) -> None:
+    def add_getter(method: str, short_help: str, help_text: str,
+                   note: Callable[[Any], str | None] = lambda value: None) -> None:
         @group.command(name=method.replace("_", "-"), short_help=short_help, help=help_text)
         @name_argument
         @pass_data
         def get(data: DataDir, name: str) -> None:
             name = level.parse_name(name)
             with data.open() as log:
-                print_json(getattr(level.admin(log), method)(name))
+                value = getattr(level.admin(log), method)(name)
+            print_json(value)
+            said = note(value)
+            if said is not None:  # on stderr: stdout stays the JSON pulsar-admin prints
+                err().print(f"[dim]{said}[/]")
 
     def add_remover(method: str, what: str) -> None:
         @group.command(name=method.replace("_", "-"), short_help=f"Remove the {what}.",
@@ -65,7 +70,8 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
                f"Print the backlog quotas set on the {noun} as Pulsar's JSON, by type (limit in bytes, limitTime "
                "in seconds).")
     add_getter("get_message_ttl", "Print the message TTL in seconds (or null).",
-               f"Print the message TTL set on the {noun} in seconds, or null.")
+               f"Print the message TTL set on the {noun} in seconds, or null; 0 is no TTL.",
+               note=lambda seconds: "0: the message TTL is off" if seconds == 0 else None)
     add_remover("remove_message_ttl", "message TTL")
 
     @group.command(name="set-retention", short_help="Keep acknowledged messages up to --size and --time.",
@@ -139,7 +145,8 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
         with data.open() as log:
             level.admin(log).set_message_ttl(name, message_ttl)
             seconds = level.admin(log).get_message_ttl(name)
-        out().print(f"[green]Set message TTL[/] of {name}: {format_duration(seconds * 1000)}")
+        shown = "off (0: messages are never expired)" if seconds == 0 else format_duration(seconds * 1000)
+        out().print(f"[green]Set message TTL[/] of {name}: {shown}")
 
 
 def _check_quota_limit(ctx: click.Context, quota_type: str, limit: str | None, limit_time: str | None) -> None:

@@ -9,8 +9,9 @@ from seglog.check import repair_log
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE
-from seglog.cli.output import approximate_size, out
+from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
+from seglog.readable_size import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Cut torn tails, rebuild indexes, report damage left.")
@@ -31,7 +32,7 @@ def repair(ctx: click.Context, data: DataDir) -> None:
     remaining = list(dict.fromkeys([*repaired.damaged, *report.problems]))  # Problem is hashable: no duplicates
     console = out()
     cut, rebuilt = repaired.cut_bytes, repaired.rebuilt_indexes
-    console.print(f"Cut {cut:,} bytes ({approximate_size(cut)}) after the last committed batches")
+    console.print(f"Cut {cut:,} bytes ({readable_size(cut)}) after the last committed batches")
     console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")
     if repaired.lost:
         console.print("[bold yellow]Acknowledged batches were lost[/] before this repair (a power loss without "

@@ -11,17 +11,17 @@ from rich.table import Table
 
 from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.errors import UsageProblem
 from seglog.cli.options import topic_name, topic_settings
-from seglog.cli.output import out, print_json
+from seglog.cli.output import out, print_json, print_unclipped
 from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
-from seglog.config import TIMESTAMP_TYPES
+from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
+from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
 from seglog.policies import EffectivePolicies
+from seglog.readable_size import readable_size
 from seglog.topic import Topic
-from seglog.units import format_duration, format_size
-
-_TIMESTAMP_FORMS = "|".join(TIMESTAMP_TYPES)
-
+from seglog.units import format_duration
 
 @click.group(cls=SeglogGroup)
 def topic() -> None:
@@ -35,67 +35,78 @@ def topic() -> None:
 @click.argument("name")
 @click.option("--partitions", "-p", type=click.IntRange(1, MAX_PARTITIONS), default=1, show_default=True,
               help="Number of partitions.")
-@click.option("--segment-size", metavar="SIZE",
-              help="Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824. [default: 1 GiB]")
-@click.option("--segment-roll-time", metavar="DURATION",
-              help="Start a new segment when the active one is this old: '1h', '2d 10s'. [default: off]")
-@click.option("--segment-max-messages", type=int, metavar="N",
-              help="Start a new segment after N messages. [default: no limit]")
-@click.option("--timestamp-type", metavar=_TIMESTAMP_FORMS,
-              help=f"Message timestamps: the producer's ({TIMESTAMP_TYPES[0]}) or the time of the append "
-                   f"({TIMESTAMP_TYPES[1]}). [default: {TIMESTAMP_TYPES[0]}]")
-@click.option("--fsync", metavar="never|always|INTERVAL",
-              help="When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every "
-                   "INTERVAL, e.g. '100ms'. [default: never]")
-@click.option("--retention-time", metavar="DURATION",
-              help="Delete a sealed segment once it was last written this long ago, acknowledged or not "
-                   "(Fluvio's retention-time): '1d 2h', '7 days'; a bare number is ms; -1 for off. "
-                   "[default: off]")
-@click.option("--max-partition-size", metavar="SIZE",
-              help="Delete a partition's oldest sealed segments while it is larger than this (Fluvio's "
-                   "max-partition-size), at least --segment-size: '10 GB', '20G'; -1 for off. [default: off]")
-@click.option("--retention-min-timestamp", type=int, metavar="MS",
-              help="Delete sealed segments whose newest timestamp is below MS (ms since the epoch), as Kafka's "
-                   "retention minimum timestamp. "
-                   "[default: 0, off]")
+@setting_options(show_defaults=True)
 @pass_data
-def create(data: DataDir, name: str, partitions: int, segment_size: str | None, segment_roll_time: str | None,
-           segment_max_messages: int | None, timestamp_type: str | None, fsync: str | None,
-           retention_time: str | None, max_partition_size: str | None,
-           retention_min_timestamp: int | None) -> None:
+def create(data: DataDir, name: str, partitions: int, **given: Any) -> None:
     """Create topic NAME. Settings not given follow the data directory's defaults."""
     full_name = topic_name(name)
-    settings = topic_settings(segment_size=segment_size, segment_roll_time=segment_roll_time,
-                              segment_max_messages=segment_max_messages, timestamp_type=timestamp_type,
-                              fsync=fsync, retention_time=retention_time, max_partition_size=max_partition_size,
-                              retention_min_timestamp=retention_min_timestamp)
+    settings = topic_settings(**given)
     with data.open(create=True) as log:
         created = log.create_topic(name, partitions=partitions, **settings)
         out().print(f"[green]Created topic[/] {full_name} with {created.partitions} partition"
                     f"{'s' if created.partitions > 1 else ''}")
 
 
+@topic.command(short_help="Change a topic's settings; those not given keep their values.")
+@click.argument("name")
+@setting_options(show_defaults=False)
+@pass_data
+@click.pass_context
+def update(ctx: click.Context, data: DataDir, name: str, **given: Any) -> None:
+    """Change settings of topic NAME after its creation (log.admin.topics.set_config); those not given
+    keep their values. The settings are checked as a whole first: a refused change changes nothing."""
+    full_name = topic_name(name)
+    settings = topic_settings(**given)
+    if not settings:
+        raise UsageProblem(f"no setting given to change; give one or more of {', '.join(SETTING_FLAGS)}", ctx)
+    with data.open() as log:
+        log.admin.topics.set_config(name, **settings)
+    changed = ", ".join(f"{name.replace('_', '-')} {value}" for name, value in settings.items())
+    out().print(f"[green]Updated topic[/] {full_name}: {changed}")
+
+
+@topic.command(name="update-partitioned-topic", short_help="Give a topic more partitions (never fewer).")
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, required=True, metavar="N",
+              help="The topic's new number of partitions: more than it has.")
+@pass_data
+def update_partitioned_topic(data: DataDir, name: str, partitions: int) -> None:
+    """Give topic NAME more partitions, as pulsar-admin topics update-partitioned-topic. Fewer is refused
+    (their messages would go), and so is a topic that producers or consumers use (they would go on with the
+    partitions they started with). Subscriptions read the new partitions from their start."""
+    with data.open() as log:
+        log.admin.topics.update_partitions(name, partitions)
+        full_name = log.topic(name).name
+    out().print(f"[green]Updated topic[/] {full_name}: {partitions} partitions")
+
+
 @topic.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print the topics and their settings as JSON.")
 @pass_data
 def list_topics(data: DataDir, as_json: bool) -> None:
-    """List the topics with their partitions and main settings.
+    """List the topics with their partitions and main settings; when stdout is not a terminal (a pipe, a
+    file), only their names, one a line.
 
     RETENTION TIME is the topic's own --retention-time, '-' when it has none (the retention policies of its
-    namespace and of the data directory still apply to acknowledged messages).
+    namespace and of the data directory still apply to acknowledged messages). Names are never cut: the
+    table is as wide as the longest name needs.
     """
     with data.open() as log:
         topics = [log.topic(name) for name in log.list_topics()]
     if as_json:
         print_json([_settings(t) for t in topics])
         return
+    if not out().is_terminal:  # for scripts: `for t in $(seglog topic list)`, as pulsar-admin topics list
+        for t in topics:
+            click.echo(t.name)
+        return
     table = Table("NAME", "PARTITIONS", "RETENTION TIME", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None,
                   header_style="bold")
     for t in topics:
         retention = t.config.retention_time
         table.add_row(t.name, str(t.partitions), "-" if retention is None else format_duration(retention),
-                      format_size(t.config.segment_size), t.config.timestamp_type)
-    out().print(table)
+                      readable_size(t.config.segment_size), t.config.timestamp_type)
+    print_unclipped(table)
 
 
 @topic.command()
@@ -119,24 +130,23 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
     settings.add_column(style="bold")
     settings.add_column()
     for label, value in (
-            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", format_size(config.segment_size)),
+            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", readable_size(config.segment_size)),
             ("Segment roll time", _off(config.segment_roll_time, format_duration)),
             ("Segment max messages", _off(config.segment_max_messages, "{:,}".format)),
             ("Timestamp type", config.timestamp_type), ("Fsync", config.fsync),
             ("Retention time", _off(config.retention_time, format_duration)),
-            ("Max partition size", _off(config.max_partition_size, format_size)),
+            ("Max partition size", _off(config.max_partition_size, readable_size)),
             ("Retention min timestamp", _min_timestamp(config.retention_min_timestamp)),
             *_policy_rows(policies),
-            ("Storage size", f"{format_size(storage)} ({storage:,} bytes)")):
+            ("Storage size", f"{readable_size(storage)} ({storage:,} bytes)")):
         settings.add_row(label, value)
     offsets = Table("PARTITION", "EARLIEST OFFSET", "END OFFSET", "MESSAGES", box=None, header_style="bold")
     for row in partitions:
         offsets.add_row(str(row["partition"]), f"{row['earliest_offset']}", f"{row['end_offset']}",
                         f"{row['end_offset'] - row['earliest_offset']:,}")
-    console = out()
-    console.print(settings)
-    console.print()
-    console.print(offsets)
+    print_unclipped(settings)
+    out().print()
+    print_unclipped(offsets)
 
 
 @topic.command()
@@ -170,11 +180,11 @@ def _min_timestamp(ms: int) -> str:
 def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
     """The policies in force, each with the level it comes from."""
     retention, ttl = policies.retention, policies.message_ttl_ms
-    kept = f"time {format_duration(retention.value.time_ms)}, size {format_size(retention.value.size_bytes)}"
+    kept = f"time {format_duration(retention.value.time_ms)}, size {readable_size(retention.value.size_bytes)}"
     rows = [("Retention", f"{kept} ({retention.level})"),
             ("Message TTL", f"{_off(ttl.value or None, format_duration)} ({ttl.level})")]
     for quota_type, quota in policies.backlog_quotas.items():
-        limit = format_size if quota_type == "destination_storage" else format_duration
+        limit = readable_size if quota_type == "destination_storage" else format_duration
         shown = f"{limit(quota.value.limit)}, {quota.value.policy} ({quota.level})"
         rows.append((f"Backlog quota {quota_type}", shown))
     return rows
@@ -198,6 +208,9 @@ def internal_stats(data: DataDir, name: str) -> None:
         print_json(log.admin.topics.internal_stats(name))
 
 
+topic.add_command(internal_stats, name="stats-internal")  # pulsar-admin's name
+
+
 @topic.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
@@ -217,7 +230,7 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
         for fate in fates:
             at = fate["deletedAtMs"]
             when = "-" if at is None else ("now" if at <= now else f"in {format_duration(at - now)}")
-            table.add_row(partition, str(fate["baseOffset"]), format_size(fate["size"]),
+            table.add_row(partition, str(fate["baseOffset"]), readable_size(fate["size"]),
                           "delete" if fate["deletedNextPass"] else "keep", fate["rule"], when, fate["reason"])
     out().print(table)
 
@@ -225,3 +238,5 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
 add_policy_commands(topic, PolicyLevel("topic", "NAME", topic_name, lambda log: log.admin.topics,
                                        "the topic falls back to its namespace's policy, else the data "
                                        "directory's default"))
+for command in SUBSCRIPTION_COMMANDS:
+    topic.add_command(command)

@@ -15,8 +15,8 @@ from seglog.cli.output import err
 
 def check_with_progress(path: Path, label: str = "checking") -> tuple[CheckReport, float]:
     """The check report of the data directory `path` and the seconds it took; the bar goes to stderr."""
-    with Progress(TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                  console=err(), transient=True) as progress:
+    with Progress(TextColumn(label), BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
+                  TimeRemainingColumn(), console=err(), transient=True) as progress:
         task = progress.add_task(label, total=total_log_bytes(path))
         started = time.perf_counter()
         report = check_log(path, progress=lambda n: progress.update(task, advance=n))
