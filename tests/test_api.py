@@ -397,3 +397,13 @@ def test_many_producers_in_one_process_share_the_writer(log):
     for n in range(4):
         mine = [int(m.value.split(b"-")[1]) for m in messages if m.value.startswith(b"p%d-" % n)]
         assert mine == list(range(500))
+
+
+def test_a_producer_closed_after_its_log_is_closed_quietly(tmp_path):
+    log = seglog.open(tmp_path)
+    producer = log.create_topic("t", partitions=2).producer()
+    producer.send(b"written at the log's close", partition=1)
+    log.close()
+    producer.close()  # its writers went with the log
+    with seglog.open(tmp_path) as reopened:
+        assert [m.value for m in reopened.topic("t").reader("earliest", partition=1)] == [b"written at the log's close"]

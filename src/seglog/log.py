@@ -301,7 +301,8 @@ class Log:
 
     def _producer_closed(self, topic: Topic) -> None:
         with self._writers_lock:
-            if not topic.fence.deleted:  # else counted no more; the name may be another topic's now
+            # Counted no more after the log closed or the topic was deleted (the name may be another's now).
+            if not self._closed and not topic.fence.deleted:
                 self._producers[topic.name] -= 1
                 if not self._producers[topic.name]:
                     del self._producers[topic.name]
@@ -322,7 +323,7 @@ class Log:
         """A user is done with a partition's writer: the last one closes it (and lets its lock go)."""
         key = (topic.name, partition)
         with self._writers_lock:
-            if topic.fence.deleted:  # its writers went with the topic; the name may be another topic's now
+            if self._closed or topic.fence.deleted:  # its writers went with the log or the topic
                 return
             self._writer_users[key] -= 1
             if not self._writer_users[key]:
