@@ -475,7 +475,7 @@ def test_sigkill_resumes_at_the_persisted_cursor_without_skipping(tmp_path):
         produce(topic, 20_000)
     script = textwrap.dedent(f"""
         import seglog, sys
-        log = seglog.open({str(tmp_path)!r}, cursor_persist_interval=20)
+        log = seglog.open({str(tmp_path)!r}, cursor_persist_interval="20ms")
         consumer = log.topic("t").subscribe("s", initial_position="earliest")
         while True:
             message = consumer.receive()

@@ -82,9 +82,9 @@ def _fsync(value: Any) -> str:
         return value
     try:
         interval = parse_duration(value, argument="fsync")
-    except InvalidArgumentError:
-        raise InvalidArgumentError("fsync", value, "'never', 'always', or an interval such as '100ms', '1s' "
-                                   "or an int of ms") from None
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError("fsync", value, "'never', 'always', or an interval with its unit, such as "
+                                   "'100ms' or '1s'", detail=error.detail) from None
     return "always" if interval == 0 else f"{interval}ms"
 
 
@@ -114,13 +114,22 @@ class TopicConfig:
 
     def updated(self, options: Mapping[str, Any]) -> TopicConfig:
         """A copy with `options` parsed and applied; unknown names are refused with the accepted ones."""
-        config = replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))
-        if config.max_partition_size is not None and config.max_partition_size < config.segment_size:
-            raise InvalidArgumentError("max_partition_size", options.get("max_partition_size",
-                                                                         config.max_partition_size),
-                                       f"a size of at least the segment_size ({config.segment_size} bytes)",
+        return replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))._checked(options)
+
+    def restored(self, stored: Mapping[str, Any]) -> TopicConfig:
+        """A copy with the settings a topic's metadata holds: values the parsers made (bytes and ms as
+        ints, fsync as text), taken as they are. Parsed again, a duration stored as a bare number of ms
+        would be refused as ambiguous."""
+        return replace(self, **stored)._checked(stored)
+
+    def _checked(self, given: Mapping[str, Any]) -> TopicConfig:
+        """Self, if its settings agree with each other; `given` are the values as the caller gave them."""
+        if self.max_partition_size is not None and self.max_partition_size < self.segment_size:
+            raise InvalidArgumentError("max_partition_size",
+                                       given.get("max_partition_size", self.max_partition_size),
+                                       f"a size of at least the segment_size ({self.segment_size} bytes)",
                                        detail="a partition always keeps its active segment")
-        return config
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,7 +177,7 @@ def _interval(name: str) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         ms = parse_duration(value, argument=name)
         if ms <= 0:
-            raise InvalidArgumentError(name, value, "a duration greater than 0, e.g. '60s' or 60000 (ms)")
+            raise InvalidArgumentError(name, value, "a duration greater than 0 with its unit, e.g. '60s' or '500ms'")
         return ms
     return parse
 

@@ -19,6 +19,7 @@ class InvalidArgumentError(SeglogError, ValueError):
         self.argument = argument
         self.value = value
         self.accepted = accepted
+        self.detail = detail
         reason = f": {detail}" if detail else ""
         super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
 

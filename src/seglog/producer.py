@@ -42,7 +42,7 @@ class Producer(SendPath):
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
-        self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
+        self.linger_ms = parse_duration(linger_ms, argument="linger_ms", unit="ms")
         # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
         self.send_timeout = parse_timeout(send_timeout, argument="send_timeout", none=math.inf)
         if self.batch_size <= 0:

@@ -38,7 +38,8 @@ def topic() -> None:
 @click.option("--segment-size", metavar="SIZE",
               help="Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824. [default: 1 GiB]")
 @click.option("--segment-roll-time", metavar="DURATION",
-              help="Start a new segment when the active one is this old: '1h', '2d 10s'. [default: off]")
+              help="Start a new segment when the active one is this old: '1h', '2d 10s' (a number needs its "
+                   "unit). [default: off]")
 @click.option("--segment-max-messages", type=int, metavar="N",
               help="Start a new segment after N messages. [default: no limit]")
 @click.option("--timestamp-type", metavar=_TIMESTAMP_FORMS,
@@ -46,10 +47,10 @@ def topic() -> None:
                    f"({TIMESTAMP_TYPES[1]}). [default: {TIMESTAMP_TYPES[0]}]")
 @click.option("--fsync", metavar="never|always|INTERVAL",
               help="When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every "
-                   "INTERVAL, e.g. '100ms'. [default: never]")
+                   "INTERVAL, e.g. '100ms' (a number needs its unit). [default: never]")
 @click.option("--retention-time", metavar="DURATION",
               help="Delete a sealed segment once it was last written this long ago, acknowledged or not "
-                   "(Fluvio's retention-time): '1d 2h', '7 days'; a bare number is ms; -1 for off. "
+                   "(Fluvio's retention-time): '1d 2h', '7 days' (a number needs its unit); -1 for off. "
                    "[default: off]")
 @click.option("--max-partition-size", metavar="SIZE",
               help="Delete a partition's oldest sealed segments while it is larger than this (Fluvio's "
