@@ -400,10 +400,10 @@ def test_namespaces_refusals(runner: CliRunner, data: Path) -> None:
 
 @pytest.mark.parametrize(("size", "time", "expected"), [
     ("10G", "3h", {"retentionTimeInMinutes": 180, "retentionSizeInMB": 10240}),
-    ("10 MiB", "2d 10s", {"retentionTimeInMinutes": 2880, "retentionSizeInMB": 10}),
-    ("1 GB", "7 days", {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 953}),
+    ("10 MiB", "2d 10m", {"retentionTimeInMinutes": 2890, "retentionSizeInMB": 10}),
+    ("1.5 GiB", "7 days", {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 1536}),
     ("1T", "3600", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1 << 20}),
-    ("2 Ki", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": 0}),
+    ("2M", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": 2}),
     ("-1", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}),
     ("0", "0", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}),
 ])
@@ -422,8 +422,8 @@ def test_namespace_retention(runner: CliRunner, data: Path, size: str, time: str
 
 def test_set_retention_shows_what_it_understood(runner: CliRunner, data: Path) -> None:
     make_data(data)
-    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1.5K", "--time", "90m")
-    assert "Set retention of public/default: size 1.5 KiB, time 1h 30m" in result.output
+    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1.5G", "--time", "90m")
+    assert "Set retention of public/default: size 1.5 GiB, time 1h 30m" in result.output
     result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "-1", "--time", "-1")
     assert "size infinite, time infinite" in result.output
 
@@ -435,6 +435,8 @@ BAD_RETENTION = [
     (["--size", "10G", "--time", "3 fortnights"], "'--time' / '-t'", "'1h', '2d 10s', '7 days'"),
     (["--size", "10G", "--time", "-2h"], "'--time' / '-t'", "seconds as an int, or a duration"),
     (["--size", "0", "--time", "3h"], "'--size' / '-s' and '--time' / '-t'", "both limits 0 (keep nothing)"),
+    (["--size", "10", "--time", "1h"], "'--size' / '-s'", "10 B is not a whole number of MB"),
+    (["--size", "10G", "--time", "10"], "'--time' / '-t'", "10s is not a whole number of minutes"),
     (["--size", "10G"], "", "Missing option '--time' / '-t'"),
     (["--time", "3h"], "", "Missing option '--size' / '-s'"),
 ]

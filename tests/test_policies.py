@@ -91,3 +91,68 @@ def test_cli_topic_create_refuses_a_bare_number_of_time(runner: CliRunner, tmp_p
     assert f"Error: Invalid value for '{option}': invalid " in one_line(output)
     assert "a bare number is ambiguous here" in one_line(output) and "Traceback" not in output
     assert not (tmp_path / "data").exists()
+
+
+# --- 1. retention kept and reported exactly: what would not read back as given is refused --------------------
+
+@pytest.mark.parametrize(("size", "time", "detail"), [
+    (10, 10, "10s is not a whole number of minutes (retentionTimeInMinutes)"),
+    ("10M", 90, "1m 30s is not a whole number of minutes"),
+    ("10M", "1h 30s", "1h 30s is not a whole number of minutes"),
+    (10, "1h", "10 B is not a whole number of MB (retentionSizeInMB, 1 MB = 1 MiB = 1048576 bytes)"),
+    ("2 Ki", -1, "2 KiB is not a whole number of MB"),
+    ("1 GB", "7 days", "1 GB is not a whole number of MB"),
+])
+def test_a_retention_that_would_not_read_back_as_given_is_refused(log, size: object, time: object,
+                                                                  detail: str) -> None:
+    log.admin.namespaces.set_retention("public/default", size="1G", time="1d")
+    with pytest.raises(InvalidArgumentError, match="^invalid retention (size|time) .*" + detail.replace("(", r"\(")
+                       .replace(")", r"\)") + ".*; accepted: whole "):
+        log.admin.namespaces.set_retention("public/default", size=size, time=time)
+    assert log.admin.namespaces.get_retention("public/default") == {"retentionTimeInMinutes": 1440,
+                                                                    "retentionSizeInMB": 1024}
+
+
+@pytest.mark.parametrize(("size", "time", "expected"), [
+    ("10M", 600, (10, 10)), ("1.5G", "1.5h", (1536, 90)), (1 << 20, "1m", (1, 1)), (-1, "7 days", (-1, 10080)),
+    (0, 0, (0, 0)),
+])
+def test_a_retention_in_whole_units_reads_back_exactly(log, size: object, time: object,
+                                                       expected: tuple[int, int]) -> None:
+    log.admin.namespaces.set_retention("public/default", size=size, time=time)
+    got = log.admin.namespaces.get_retention("public/default")
+    assert (got["retentionSizeInMB"], got["retentionTimeInMinutes"]) == expected
+
+
+@pytest.mark.parametrize(("setter", "value", "detail"), [
+    ("set_message_ttl", "500ms", "500ms is not a whole number of seconds"),
+    ("set_message_ttl", "1.5s", "1s 500ms is not a whole number of seconds"),
+    ("set_backlog_quota", "1500ms", "1s 500ms is not a whole number of seconds (limitTime)"),
+])
+def test_a_ttl_or_age_limit_that_would_not_read_back_in_seconds_is_refused(log, setter: str, value: str,
+                                                                          detail: str) -> None:
+    admin = log.admin.namespaces
+    call = (lambda v: admin.set_message_ttl("public/default", v)) if setter == "set_message_ttl" else (
+        lambda v: admin.set_backlog_quota("public/default", limit_time=v, type="message_age",
+                                          policy="producer_exception"))
+    with pytest.raises(InvalidArgumentError, match=detail.replace("(", r"\(").replace(")", r"\)")):
+        call(value)
+    assert admin.get_message_ttl("public/default") is None and admin.get_backlog_quotas("public/default") == {}
+
+
+def test_cli_set_retention_refuses_what_would_read_back_as_keep_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    """pulsar-admin stores --size 10 --time 10 as 0 MB and 0 minutes: keep nothing. seglog refuses it."""
+    data = tmp_path / "data"
+    run(runner, data, "namespaces", "create", "public/ns")
+    output = one_line(run(runner, data, "namespaces", "set-retention", "public/ns", "--size", "10", "--time", "10",
+                          code=2))
+    assert "Error: Invalid value for '--time' / '-t': invalid retention time '10': 10s is not a whole number of " \
+           "minutes" in output and "Traceback" not in output
+    assert run(runner, data, "namespaces", "get-retention", "public/ns") == "null\n"
+
+
+def test_fluvio_limits_acting_as_retention_are_reported_rounded_up_never_as_keep_nothing(log) -> None:
+    topic = log.create_topic("t", retention_time="90s", max_partition_size="1500 KiB", segment_size="1 MiB")
+    retention = topic.stats()["policies"]["retention"]
+    assert (retention["retentionTimeInMinutes"], retention["retentionSizeInMB"]) == (2, 2)
+    assert (topic.config.retention_time, topic.config.max_partition_size) == (90_000, 1500 << 10)  # kept exactly
