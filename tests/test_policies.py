@@ -4,6 +4,7 @@ Pulsar's camelCase in every admin and stats answer."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,63 @@ def test_fluvio_limits_acting_as_retention_are_reported_rounded_up_never_as_keep
     retention = topic.stats()["policies"]["retention"]
     assert (retention["retentionTimeInMinutes"], retention["retentionSizeInMB"]) == (2, 2)
     assert (topic.config.retention_time, topic.config.max_partition_size) == (90_000, 1500 << 10)  # kept exactly
+
+
+# --- 4. broker.conf: Pulsar's names, and errors that name the file and the line ------------------------------
+
+def test_broker_conf_takes_pulsars_names(tmp_path: Path) -> None:
+    (tmp_path / "broker.conf").write_text(
+        "# as in Pulsar's conf/broker.conf\ndefaultRetentionTimeInMinutes=60\ndefaultRetentionSizeInMB=-1\n"
+        "ttlDurationDefaultInSeconds=120\nbacklogQuotaDefaultLimitBytes=1048576\nbacklogQuotaDefaultLimitSecond=600\n"
+        "backlogQuotaDefaultRetentionPolicy=producer_exception\n")
+    with seglog.open(tmp_path) as log:
+        policies = log.create_topic("t").stats()["policies"]
+    assert policies["retention"] == {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1, "level": "broker"}
+    assert policies["messageTTLInSeconds"] == {"value": 120, "level": "broker"}
+    assert policies["backlogQuotas"] == {
+        "destination_storage": {"limit": 1 << 20, "policy": "producer_exception", "level": "broker"},
+        "message_age": {"limitTime": 600, "policy": "producer_exception", "level": "broker"}}
+
+
+BAD_BROKER_CONF = [
+    (b"verify_crc=true\nttl=\xff\xfe\n", "line 2", r"invalid line b'ttl=\\xff\\xfe': byte 0xff is not UTF-8"),
+    (b"# Pulsar's\nclusterName=standalone\n", "line 2", "invalid broker setting 'clusterName'; accepted: "
+                                                        "backlogQuotaDefaultLimitBytes, "),
+    (b"defaultRetentionSizeInMB=ten\n", "line 1", "invalid default_retention_size_mb 'ten'; accepted: MB as an int"),
+    (b"\nsegment_roll_time=3600\n", "line 2", "invalid segment_roll_time '3600': a bare number is ambiguous"),
+    (b"just some words\n", "line 1", "invalid line 'just some words'; accepted: UTF-8 text of 'name=value' lines"),
+    (b"defaultRetentionTimeInMinutes=0\nverify_crc=true\ndefault_retention_size_mb=7\n", "lines 1 and 3",
+     "invalid retention .*a limit of 0 with the other limit set is refused"),
+]
+
+
+@pytest.mark.parametrize(("content", "where", "reason"), BAD_BROKER_CONF)
+def test_a_bad_broker_conf_is_refused_naming_the_file_and_the_line(tmp_path: Path, content: bytes, where: str,
+                                                                   reason: str) -> None:
+    (tmp_path / "broker.conf").write_bytes(content)
+    with pytest.raises(InvalidArgumentError) as caught:
+        seglog.open(tmp_path)
+    assert str(caught.value).startswith(f"{tmp_path / 'broker.conf'}, {where}: ")
+    assert re.search(reason, str(caught.value))
+
+
+def test_a_keyword_of_open_overrides_a_bad_line_and_its_own_errors_name_no_file(tmp_path: Path) -> None:
+    (tmp_path / "broker.conf").write_text("default_retention_size_mb=ten\n")
+    with seglog.open(tmp_path, default_retention_size_mb=5):
+        pass
+    with pytest.raises(InvalidArgumentError, match="^invalid default_retention_size_mb 'five'; accepted: MB as an"):
+        seglog.open(tmp_path, default_retention_size_mb="five")
+
+
+@pytest.mark.parametrize(("content", "where", "reason"), BAD_BROKER_CONF)
+def test_cli_reports_a_bad_broker_conf_in_one_line_and_check_lists_it(runner: CliRunner, tmp_path: Path,
+                                                                       content: bytes, where: str,
+                                                                       reason: str) -> None:
+    data = tmp_path / "data"
+    run(runner, data, "topic", "create", "t")
+    (data / "broker.conf").write_bytes(content)
+    output = run(runner, data, "topics", "get-retention", "t", code=2)
+    assert output.startswith(f"Error: {data / 'broker.conf'}, {where}: ") and output.count("\n") == 1
+    assert "Usage:" not in output and "Traceback" not in output
+    checked = run(runner, data, "check", code=1)
+    assert f"{data / 'broker.conf'}: line {where.split()[1]}: " in checked and "1 problem found" in checked

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from pathlib import Path
 
-from seglog.errors import InvalidArgumentError
+from seglog.errors import ConfigFileError, InvalidArgumentError
 from seglog.policies import QUOTA_POLICIES, BacklogQuota, Policies, Retention
 from seglog.units import parse_duration, parse_size
 
@@ -215,8 +215,18 @@ class BrokerConfig:
     @classmethod
     def load(cls, directory: Path, options: Mapping[str, Any]) -> BrokerConfig:
         """The settings of `directory/broker.conf` (Pulsar's `key=value` lines, `#` comments) overridden
-        by `options` (the keyword arguments of seglog.open)."""
-        return cls.from_options({**read_broker_file(directory / BROKER_FILE), **options})
+        by `options` (the keyword arguments of seglog.open). A refused value of the file raises
+        ConfigFileError naming the file and its line."""
+        path = directory / BROKER_FILE
+        entries = read_broker_file(path)
+        try:
+            return cls.from_options({**{name: entry.value for name, entry in entries.items()}, **options})
+        except InvalidArgumentError as error:
+            from_file = [entries[name].line for name in _settings_named_by(error.argument)
+                         if name in entries and name not in options]
+            if not from_file:
+                raise
+            raise ConfigFileError(str(path), sorted(from_file), error) from None
 
     def policies(self) -> Policies:
         """The broker level of the policies: the default of every namespace and topic."""
@@ -251,22 +261,70 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
 assert set(BROKER_SETTINGS) == {f.name for f in fields(BrokerConfig)} - {"topic_defaults"}
 
 
-def read_broker_file(path: Path) -> dict[str, str]:
-    """`key=value` lines of a broker.conf; blank lines and `#` comments skipped. Missing file: no settings."""
+# Pulsar's broker.conf names of the settings seglog has, so a line copied from Pulsar's file means the same.
+PULSAR_BROKER_NAMES = {
+    "defaultRetentionTimeInMinutes": "default_retention_time_minutes",
+    "defaultRetentionSizeInMB": "default_retention_size_mb",
+    "ttlDurationDefaultInSeconds": "ttl_duration_default_seconds",
+    "backlogQuotaDefaultLimitBytes": "backlog_quota_default_limit_bytes",
+    "backlogQuotaDefaultLimitSecond": "backlog_quota_default_limit_seconds",
+    "backlogQuotaDefaultRetentionPolicy": "backlog_quota_default_retention_policy",
+}
+_BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    value: str
+    line: int
+
+
+def read_broker_file(path: Path) -> dict[str, FileEntry]:
+    """The settings of a broker.conf by seglog's name (a Pulsar name is taken for its seglog one), each with
+    its value as text and its line; blank lines and `#` comments skipped. Missing file: no settings. A line
+    that is not UTF-8, not `name=value` or names no setting raises ConfigFileError."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as error:
+        number = raw.count(b"\n", 0, error.start) + 1
+        line = raw.split(b"\n")[number - 1]
+        raise ConfigFileError(str(path), [number], InvalidArgumentError(
+            "line", line, _BROKER_FILE_FORM, detail=f"byte {raw[error.start]:#04x} is not UTF-8")) from None
+    known = {*BROKER_SETTINGS, *TOPIC_SETTINGS, *PULSAR_BROKER_NAMES}
     settings = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        key, equals, value = line.partition("=")
-        if not equals or not key.strip():
-            raise InvalidArgumentError(f"{path} line {number}", line, "'name=value' lines and # comments")
-        settings[key.strip()] = value.strip()
+        key, equals, value = (part.strip() for part in line.partition("="))
+        if not equals or not key:
+            raise ConfigFileError(str(path), [number], InvalidArgumentError("line", line, _BROKER_FILE_FORM))
+        if key not in known:
+            raise ConfigFileError(str(path), [number], InvalidArgumentError("broker setting", key,
+                                                                            ", ".join(sorted(known))))
+        settings[PULSAR_BROKER_NAMES.get(key, key)] = FileEntry(value, number)
     return settings
+
+
+def _settings_named_by(argument: str) -> tuple[str, ...]:
+    """The settings an InvalidArgumentError's `argument` stands for: itself, or both retention defaults for
+    the retention they make together."""
+    if argument == "retention":
+        return ("default_retention_time_minutes", "default_retention_size_mb")
+    return (argument,)
+
+
+def broker_file_problem(directory: Path) -> ConfigFileError | None:
+    """What is wrong with `directory/broker.conf` on its own (keyword arguments of seglog.open aside)."""
+    try:
+        BrokerConfig.load(directory, {})
+    except ConfigFileError as error:
+        return error
+    return None
 
 
 def parse_options(options: Mapping[str, Any], settings: Mapping[str, Callable[[Any], Any]], what: str,
