@@ -217,3 +217,72 @@ def test_cli_reports_a_bad_broker_conf_in_one_line_and_check_lists_it(runner: Cl
     assert "Usage:" not in output and "Traceback" not in output
     checked = run(runner, data, "check", code=1)
     assert f"{data / 'broker.conf'}: line {where.split()[1]}: " in checked and "1 problem found" in checked
+
+
+# --- 3. a backlog quota holds at its limit, in the bytes stats() reports ---------------------------------------
+
+STORED = 184  # a 100-byte value stored alone in a batch: header, offsets, timestamp and padding included
+
+
+@pytest.fixture
+def quota_topic(log):
+    """A topic under a 2 KiB producer_exception quota, with one subscription that acknowledges nothing."""
+    log.admin.namespaces.set_backlog_quota("public/default", limit="2 KiB", policy="producer_exception")
+    topic = log.create_topic("q")
+    topic.subscribe("s", initial_position="earliest").close()
+    return topic
+
+
+@pytest.mark.parametrize("send", ["send and flush", "send_batch"])
+def test_a_backlog_quota_refuses_the_send_that_would_reach_it(quota_topic, send: str) -> None:
+    """Counted in the value's bytes, 20 sends of 100 bytes passed a 2 KiB quota with the backlog at 3,680."""
+    with quota_topic.producer() as producer:
+        def send_one() -> None:
+            if send == "send_batch":
+                producer.send_batch([b"x" * 100])
+            else:
+                producer.send(b"x" * 100)
+                producer.flush()
+
+        for count in range(1, 12):
+            send_one()
+            assert quota_topic.stats()["backlogSize"] == count * STORED
+        with pytest.raises(seglog.errors.ProducerBlockedQuotaExceededError,
+                           match=r"has a backlog of 2,024 bytes, and this send of 184 bytes would take it to "
+                                 r"2,208, at or above the destination_storage limit of 2 KiB \(2,048 bytes\)"):
+            send_one()
+    stats = quota_topic.stats()
+    assert (stats["backlogSize"], stats["backlogQuotaUsage"]["size"], quota_topic.end_offset()) == (2024, 2024, 11)
+
+
+def test_queued_sends_count_once_written_and_never_pass_the_quota(quota_topic) -> None:
+    """send() queues: its messages count what they would take alone until the quota is near, then the queue
+    is written and the backlog counted from the index, as stats() counts it."""
+    with quota_topic.producer(linger_ms="1h") as producer:  # only the quota check writes the queue
+        backlogs = []
+        with pytest.raises(seglog.errors.ProducerBlockedQuotaExceededError, match="backlog of 2,008 bytes"):
+            while True:
+                producer.send(b"x" * 100)
+                backlogs.append(quota_topic.stats()["backlogSize"])
+        producer.flush()
+    assert backlogs == [0] * 11 + [1304] * 4 + [1824]  # 11 queued, then written as one batch of 1,304 bytes
+    assert quota_topic.stats()["backlogSize"] == 2008 and quota_topic.end_offset() == 16
+    assert 2008 + STORED >= 2048
+
+
+def test_a_send_larger_than_the_quota_is_refused_even_without_a_backlog(quota_topic) -> None:
+    with quota_topic.producer() as producer:
+        with pytest.raises(seglog.errors.ProducerBlockedQuotaExceededError, match="backlog of 0 bytes"):
+            producer.send_batch([b"x" * 100] * 30)
+    assert quota_topic.end_offset() == 0
+
+
+def test_eviction_makes_room_for_the_send_below_the_quota(log) -> None:
+    log.admin.namespaces.set_backlog_quota("public/default", limit="2 KiB", policy="consumer_backlog_eviction")
+    topic = log.create_topic("q")
+    topic.subscribe("s", initial_position="earliest").close()
+    with topic.producer() as producer:
+        for _ in range(40):
+            producer.send_batch([b"x" * 100] * 3)  # 392 bytes each
+            assert topic.stats()["backlogSize"] < 2048
+    assert topic.stats()["subscriptions"]["s"]["msgEvicted"] > 0
