@@ -176,10 +176,10 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
                     ["public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
 
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
-    assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segment_size": 64 << 20,
-                          "segment_roll_time": 3_600_000, "segment_max_messages": 1000,
-                          "timestamp_type": "log_append_time", "fsync": "100ms",
-                          "retention_time": None, "max_partition_size": None, "retention_min_timestamp": 0}
+    assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segmentSize": 64 << 20,
+                          "segmentRollTimeMs": 3_600_000, "segmentMaxMessages": 1000,
+                          "timestampType": "log_append_time", "fsync": "100ms",
+                          "retentionTimeMs": None, "maxPartitionSize": None, "retentionMinTimestampMs": 0}
 
     run(runner, data, "produce", "events", "--partition", "2", input="a\nb\nc\n")
     described = run(runner, data, "topic", "describe", "events").output
@@ -187,8 +187,8 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     offsets = [line.split() for line in described.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])]
     assert offsets == [["0", "0", "0", "0"], ["1", "0", "0", "0"], ["2", "0", "3", "3"]]
     description = json.loads(run(runner, data, "topic", "describe", "events", "--json").output)
-    assert description["partition_offsets"][2] == {"partition": 2, "earliest_offset": 0, "end_offset": 3}
-    assert description["storage_bytes"] > 0
+    assert description["partitionOffsets"][2] == {"partition": 2, "earliestOffset": 0, "endOffset": 3}
+    assert description["storageSize"] > 0
 
     assert "Deleted topic public/default/events" in run(runner, data, "topic", "delete", "events").output
     assert [t["name"] for t in json.loads(run(runner, data, "topic", "list", "--json").output)] == [
@@ -203,9 +203,9 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     run(runner, data, "topic", "create", "weekly", "--retention-time", "7 days", "--max-partition-size", "20G")
     run(runner, data, "topic", "create", "off", "--retention-time", "-1", "--max-partition-size", "-1")
     with seglog.open(data) as log:
-        assert log.topic("kept").config.to_dict() == {
-            **log.topic("off").config.to_dict(), "retention_time": 93_784_000,
-            "max_partition_size": 10**10, "retention_min_timestamp": 1_700_000_000_000}
+        assert log.admin.topics.get_config("kept") == {
+            **log.admin.topics.get_config("off"), "retentionTimeMs": 93_784_000,
+            "maxPartitionSize": 10**10, "retentionMinTimestampMs": 1_700_000_000_000}
         assert (log.topic("weekly").config.retention_time, log.topic("weekly").config.max_partition_size) == (
             7 * 86_400_000, 20 << 30)
         assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
@@ -218,10 +218,10 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     assert " 7days " in rows["public/default/weekly"]
     assert rows["public/default/off"].split()[:3] == ["public/default/off", "1", "-"]
     as_json = {t["name"]: t for t in json.loads(run(runner, data, "topics", "list", "--json").output)}
-    assert as_json["public/default/kept"]["retention_time"] == 93_784_000
-    assert as_json["public/default/kept"]["max_partition_size"] == 10**10
-    assert as_json["public/default/kept"]["retention_min_timestamp"] == 1_700_000_000_000
-    assert as_json["public/default/off"]["retention_time"] is None
+    assert as_json["public/default/kept"]["retentionTimeMs"] == 93_784_000
+    assert as_json["public/default/kept"]["maxPartitionSize"] == 10**10
+    assert as_json["public/default/kept"]["retentionMinTimestampMs"] == 1_700_000_000_000
+    assert as_json["public/default/off"]["retentionTimeMs"] is None
 
     run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-lt", "1h", "-p", "producer_exception",
         "-t", "message_age")
@@ -755,7 +755,7 @@ def test_produce_refuses_bad_values_and_writes_nothing(runner: CliRunner, data: 
     message = one_line(run(runner, data, "produce", "t", "--property", "novalue", "--value", "x", code=2).output)
     assert "Invalid value for '--property'" in message and "KEY=VALUE" in message
     description = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
-    assert [p["end_offset"] for p in description["partition_offsets"]] == [0, 0]
+    assert [p["endOffset"] for p in description["partitionOffsets"]] == [0, 0]
 
 
 def test_produce_sends_key_and_value_bytes_as_given_and_refuses_a_property_that_is_not_utf8(

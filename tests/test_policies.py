@@ -4,6 +4,7 @@ Pulsar's camelCase in every admin and stats answer."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -286,3 +287,62 @@ def test_eviction_makes_room_for_the_send_below_the_quota(log) -> None:
             producer.send_batch([b"x" * 100] * 3)  # 392 bytes each
             assert topic.stats()["backlogSize"] < 2048
     assert topic.stats()["subscriptions"]["s"]["msgEvicted"] > 0
+
+
+# --- 10. every key of the admin and stats JSON is camelCase, as Pulsar's ----------------------------------------
+
+# Keys that are values rather than field names: Pulsar's backlog quota types, subscription and topic names.
+NAMES = {"destination_storage", "message_age", "sub_1", "public/default/kept_t"}
+
+
+def snake_case_keys(document: object, path: str = "") -> list[str]:
+    """The paths of the keys in `document` that hold an underscore and are no names."""
+    found = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if "_" in key and key not in NAMES:
+                found.append(f"{path}/{key}")
+            found += snake_case_keys(value, f"{path}/{key}")
+    elif isinstance(document, list):
+        for value in document:
+            found += snake_case_keys(value, f"{path}[]")
+    return found
+
+
+@pytest.fixture
+def busy_data(tmp_path: Path) -> Path:
+    """A topic with every kind of policy and setting, a subscription and messages."""
+    data = tmp_path / "data"
+    with seglog.open(data) as log:
+        admin = log.admin.namespaces
+        admin.set_retention("public/default", size="1G", time="1h")
+        admin.set_message_ttl("public/default", "1h")
+        admin.set_backlog_quota("public/default", limit="1G", policy="producer_exception")
+        admin.set_backlog_quota("public/default", limit_time="1h", type="message_age", policy="producer_exception")
+        topic = log.create_topic("kept_t", retention_time="1h", max_partition_size="2G", segment_roll_time="1d",
+                                 retention_min_timestamp=1)
+        topic.subscribe("sub_1", initial_position="earliest").close()
+        with topic.producer() as producer:
+            producer.send_batch([b"x"] * 10)
+    return data
+
+
+def test_admin_and_stats_answers_are_camel_case(busy_data: Path) -> None:
+    with seglog.open(busy_data) as log:
+        topics, namespaces = log.admin.topics, log.admin.namespaces
+        answers = {"stats": topics.stats("kept_t"), "internal_stats": topics.internal_stats("kept_t"),
+                   "explain_retention": topics.explain_retention("kept_t"), "get_config": topics.get_config("kept_t"),
+                   "get_retention": namespaces.get_retention("public/default"),
+                   "get_backlog_quotas": namespaces.get_backlog_quotas("public/default"),
+                   "tenants.get": log.admin.tenants.get("public")}
+    assert {name: snake_case_keys(answer) for name, answer in answers.items()} == dict.fromkeys(answers, [])
+    assert answers["explain_retention"]["retentionTimeMs"] == answers["get_config"]["retentionTimeMs"] == 3_600_000
+    assert answers["get_config"]["maxPartitionSize"] == 2 << 30
+
+
+@pytest.mark.parametrize("command", [["topics", "stats", "kept_t"], ["topics", "internal-stats", "kept_t"],
+                                     ["topics", "explain", "kept_t", "--json"], ["topic", "describe", "kept_t", "--json"],
+                                     ["topics", "get-backlog-quotas", "kept_t"],
+                                     ["namespaces", "get-retention", "public/default"]])
+def test_cli_json_answers_are_camel_case(runner: CliRunner, busy_data: Path, command: list[str]) -> None:
+    assert snake_case_keys(json.loads(run(runner, busy_data, *command))) == []

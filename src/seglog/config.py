@@ -131,8 +131,10 @@ class TopicConfig:
                                        detail="a partition always keeps its active segment")
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_admin(self) -> dict[str, Any]:
+        """The settings as admin answers show them (get_config, explain_retention, `topic describe --json`):
+        camelCase names, sizes in bytes, durations and the timestamp in ms, None for off."""
+        return {ADMIN_NAMES[name]: value for name, value in asdict(self).items()}
 
 
 TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
@@ -146,6 +148,15 @@ TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "retention_min_timestamp": _min_timestamp,
 }
 assert set(TOPIC_SETTINGS) == {f.name for f in fields(TopicConfig)}
+
+# Pulsar's admin JSON is camelCase and names the unit of a time (retentionTimeInMinutes); these are in ms.
+ADMIN_NAMES = {
+    "segment_size": "segmentSize", "segment_roll_time": "segmentRollTimeMs",
+    "segment_max_messages": "segmentMaxMessages", "timestamp_type": "timestampType", "fsync": "fsync",
+    "retention_time": "retentionTimeMs", "max_partition_size": "maxPartitionSize",
+    "retention_min_timestamp": "retentionMinTimestampMs",
+}
+assert set(ADMIN_NAMES) == set(TOPIC_SETTINGS)
 
 
 def _verify_crc(value: Any) -> bool:
