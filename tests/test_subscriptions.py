@@ -78,8 +78,10 @@ def test_receive_timeout_and_receive_batch_returns_at_once(log):
 def test_receive_waits_for_a_message_from_another_thread(log):
     topic = log.create_topic("t")
     consumer = topic.subscribe("s")
-    threading.Timer(0.05, lambda: produce(topic, 1)).start()
+    producing = threading.Timer(0.05, lambda: produce(topic, 1))
+    producing.start()
     assert consumer.receive(timeout=5).value == b"m0"
+    producing.join()  # its producer closes before the log does (closing it after the log fails: KeyError)
 
 
 def test_receive_batch_is_zero_copy_and_carries_its_partition(log):
