@@ -227,10 +227,10 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
                     ["public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
 
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
-    assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segment_size": 64 << 20,
-                          "segment_roll_time": 3_600_000, "segment_max_messages": 1000,
-                          "timestamp_type": "log_append_time", "fsync": "100ms",
-                          "retention_time": None, "max_partition_size": None, "retention_min_timestamp": 0}
+    assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segmentSize": 64 << 20,
+                          "segmentRollTimeMs": 3_600_000, "segmentMaxMessages": 1000,
+                          "timestampType": "log_append_time", "fsync": "100ms",
+                          "retentionTimeMs": None, "maxPartitionSize": None, "retentionMinTimestampMs": 0}
 
     run(runner, data, "produce", "events", "--partition", "2", input="a\nb\nc\n")
     described = run(runner, data, "topic", "describe", "events").output
@@ -238,8 +238,8 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     offsets = [line.split() for line in described.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"])]
     assert offsets == [["0", "0", "0", "0"], ["1", "0", "0", "0"], ["2", "0", "3", "3"]]
     description = json.loads(run(runner, data, "topic", "describe", "events", "--json").output)
-    assert description["partition_offsets"][2] == {"partition": 2, "earliest_offset": 0, "end_offset": 3}
-    assert description["storage_bytes"] > 0
+    assert description["partitionOffsets"][2] == {"partition": 2, "earliestOffset": 0, "endOffset": 3}
+    assert description["storageSize"] > 0
 
     assert "Deleted topic public/default/events" in run(runner, data, "topic", "delete", "events").output
     assert [t["name"] for t in json.loads(run(runner, data, "topic", "list", "--json").output)] == [
@@ -263,7 +263,7 @@ def test_topic_list_never_cuts_a_name(runner: CliRunner, data: Path) -> None:
 def test_sizes_shown_are_all_in_binary_units(runner: CliRunner, data: Path) -> None:
     """One unit system in a command's output: '10 GB' given is shown as GiB beside the GiB of the others."""
     run(runner, data, "topic", "create", "t", "--segment-size", "1 KiB", "--max-partition-size", "10 GB")
-    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "25 MB", "--time", "1h")
+    run(runner, data, "namespaces", "set-retention", "public/default", "--size", "25M", "--time", "1h")
     run(runner, data, "namespaces", "set-backlog-quota", "public/default", "--limit", "1 GB", "-p",
         "producer_exception")
     run(runner, data, "produce", "t", input="".join(f"message {i}\n" for i in range(200)))
@@ -284,9 +284,9 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     run(runner, data, "topic", "create", "weekly", "--retention-time", "7 days", "--max-partition-size", "20G")
     run(runner, data, "topic", "create", "off", "--retention-time", "-1", "--max-partition-size", "-1")
     with seglog.open(data) as log:
-        assert log.topic("kept").config.to_dict() == {
-            **log.topic("off").config.to_dict(), "retention_time": 93_784_000,
-            "max_partition_size": 10**10, "retention_min_timestamp": 1_700_000_000_000}
+        assert log.admin.topics.get_config("kept") == {
+            **log.admin.topics.get_config("off"), "retentionTimeMs": 93_784_000,
+            "maxPartitionSize": 10**10, "retentionMinTimestampMs": 1_700_000_000_000}
         assert (log.topic("weekly").config.retention_time, log.topic("weekly").config.max_partition_size) == (
             7 * 86_400_000, 20 << 30)
         assert (log.topic("off").config.retention_time, log.topic("off").config.max_partition_size) == (
@@ -299,10 +299,10 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     assert " 7days " in rows["public/default/weekly"]
     assert rows["public/default/off"].split()[:3] == ["public/default/off", "1", "-"]
     as_json = {t["name"]: t for t in json.loads(run(runner, data, "topics", "list", "--json").output)}
-    assert as_json["public/default/kept"]["retention_time"] == 93_784_000
-    assert as_json["public/default/kept"]["max_partition_size"] == 10**10
-    assert as_json["public/default/kept"]["retention_min_timestamp"] == 1_700_000_000_000
-    assert as_json["public/default/off"]["retention_time"] is None
+    assert as_json["public/default/kept"]["retentionTimeMs"] == 93_784_000
+    assert as_json["public/default/kept"]["maxPartitionSize"] == 10**10
+    assert as_json["public/default/kept"]["retentionMinTimestampMs"] == 1_700_000_000_000
+    assert as_json["public/default/off"]["retentionTimeMs"] is None
 
     run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-lt", "1h", "-p", "producer_exception",
         "-t", "message_age")
@@ -336,10 +336,12 @@ BAD_CREATE_OPTIONS = [
     (["--segment-max-messages", "-3"], "'--segment-max-messages'", "a positive int"),
     (["--segment-max-messages", "many"], "'--segment-max-messages'", "is not a valid integer"),
     (["--timestamp-type", "wall_clock"], "'--timestamp-type'", "'create_time' or 'log_append_time'"),
-    (["--fsync", "sometimes"], "'--fsync'", "'never', 'always', or an interval such as '100ms'"),
+    (["--fsync", "sometimes"], "'--fsync'", "'never', 'always', or an interval with its unit, such as '100ms'"),
+    (["--fsync", "100"], "'--fsync'", "a bare number is ambiguous here"),
     (["--partitions", "0"], "'--partitions'", "1<=x<=10000"),
     (["--retention-time", "a week"], "'--retention-time'", "'2d 10s', '7 days'"),
     (["--retention-time", "-5s"], "'--retention-time'", "a duration such as '1h'"),
+    (["--retention-time", "3600"], "'--retention-time'", "give its unit, e.g. '3600s', '1h' or '500ms'"),
     (["--max-partition-size", "huge"], "'--max-partition-size'", "'2 Ki', '10 MiB', '1 GB', 10G, 1T"),
     (["--max-partition-size", "1M"], "'--max-partition-size'", "a size of at least the segment_size"),
     (["--retention-min-timestamp", "-1"], "'--retention-min-timestamp'", "ms since the epoch as an int"),
@@ -479,10 +481,10 @@ def test_namespaces_refusals(runner: CliRunner, data: Path) -> None:
 
 @pytest.mark.parametrize(("size", "time", "expected"), [
     ("10G", "3h", {"retentionTimeInMinutes": 180, "retentionSizeInMB": 10240}),
-    ("10 MiB", "2d 10s", {"retentionTimeInMinutes": 2880, "retentionSizeInMB": 10}),
-    ("1 GB", "7 days", {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 953}),
+    ("10 MiB", "2d 10m", {"retentionTimeInMinutes": 2890, "retentionSizeInMB": 10}),
+    ("1.5 GiB", "7 days", {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 1536}),
     ("1T", "3600", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 1 << 20}),
-    ("2 Ki", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": 0}),
+    ("2M", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": 2}),
     ("-1", "-1", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}),
     ("0", "0", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}),
 ])
@@ -501,8 +503,8 @@ def test_namespace_retention(runner: CliRunner, data: Path, size: str, time: str
 
 def test_set_retention_shows_what_it_understood(runner: CliRunner, data: Path) -> None:
     make_data(data)
-    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1.5K", "--time", "90m")
-    assert "Set retention of public/default: size 1.5 KiB, time 1h 30m" in result.output
+    result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "1.5G", "--time", "90m")
+    assert "Set retention of public/default: size 1.5 GiB, time 1h 30m" in result.output
     result = run(runner, data, "namespaces", "set-retention", "public/default", "--size", "-1", "--time", "-1")
     assert "size infinite, time infinite" in result.output
 
@@ -514,6 +516,8 @@ BAD_RETENTION = [
     (["--size", "10G", "--time", "3 fortnights"], "'--time' / '-t'", "'1h', '2d 10s', '7 days'"),
     (["--size", "10G", "--time", "-2h"], "'--time' / '-t'", "seconds as an int, or a duration"),
     (["--size", "0", "--time", "3h"], "'--size' / '-s' and '--time' / '-t'", "both limits 0 (keep nothing)"),
+    (["--size", "10", "--time", "1h"], "'--size' / '-s'", "10 B is not a whole number of MB"),
+    (["--size", "10G", "--time", "10"], "'--time' / '-t'", "10s is not a whole number of minutes"),
     (["--size", "10G"], "", "Missing option '--time' / '-t'"),
     (["--time", "3h"], "", "Missing option '--size' / '-s'"),
 ]
@@ -907,7 +911,7 @@ def test_produce_refuses_bad_values_and_writes_nothing(runner: CliRunner, data: 
     message = one_line(run(runner, data, "produce", "t", "--property", "novalue", "--value", "x", code=2).output)
     assert "Invalid value for '--property'" in message and "KEY=VALUE" in message
     description = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
-    assert [p["end_offset"] for p in description["partition_offsets"]] == [0, 0]
+    assert [p["endOffset"] for p in description["partitionOffsets"]] == [0, 0]
 
 
 def test_produce_sends_key_and_value_bytes_as_given_and_refuses_a_property_that_is_not_utf8(
@@ -1282,7 +1286,7 @@ def test_topic_update_changes_settings_after_creation(runner: CliRunner, data: P
     result = run(runner, data, "topic", "update", "t", "--retention-time", "7 days", "--segment-size", "2 MiB")
     assert "Updated topic public/default/t: retention-time 7 days, segment-size 2 MiB" in result.output
     config = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
-    assert (config["retention_time"], config["segment_size"]) == (7 * 86_400_000, 2 << 20)
+    assert (config["retentionTimeMs"], config["segmentSize"]) == (7 * 86_400_000, 2 << 20)
     for options, named in ((["--segment-size", "lots"], "'--segment-size'"),
                            (["--max-partition-size", "1 KiB"], "'--max-partition-size'")):
         message = one_line(run(runner, data, "topic", "update", "t", *options, code=2).output)
@@ -1291,7 +1295,7 @@ def test_topic_update_changes_settings_after_creation(runner: CliRunner, data: P
     assert "public/default/nope does not exist" in run(runner, data, "topic", "update", "nope", "--fsync",
                                                        "always", code=2).output
     after = json.loads(run(runner, data, "topic", "describe", "t", "--json").output)
-    assert (after["retention_time"], after["segment_size"], after["max_partition_size"]) == (
+    assert (after["retentionTimeMs"], after["segmentSize"], after["maxPartitionSize"]) == (
         7 * 86_400_000, 2 << 20, None)
 
 

@@ -90,7 +90,7 @@ def test_nothing_is_deleted_at_open_close_or_roll(tmp_path, clock):
     (-1, -1, 3),       # infinite: every sealed segment stays
     (0, 0, 1),         # no retention: every acknowledged sealed segment goes at once
     ("1h", -1, 3),     # time only, not yet reached
-    (-1, "1500 KiB", 2),  # size only: the oldest acknowledged segment goes while they hold more
+    (-1, "1M", 2),        # size only: the oldest acknowledged segment goes while they hold more
 ])
 def test_retention_combinations_for_a_topic_without_subscriptions(log, time, size, kept):
     log.admin.namespaces.set_retention("public/default", time=time, size=size)

@@ -78,8 +78,10 @@ def test_receive_timeout_and_receive_batch_returns_at_once(log):
 def test_receive_waits_for_a_message_from_another_thread(log):
     topic = log.create_topic("t")
     consumer = topic.subscribe("s")
-    threading.Timer(0.05, lambda: produce(topic, 1)).start()
+    producing = threading.Timer(0.05, lambda: produce(topic, 1))
+    producing.start()
     assert consumer.receive(timeout=5).value == b"m0"
+    producing.join()  # its producer closes before the log does (closing it after the log fails: KeyError)
 
 
 def test_receive_batch_is_zero_copy_and_carries_its_partition(log):
@@ -475,7 +477,7 @@ def test_sigkill_resumes_at_the_persisted_cursor_without_skipping(tmp_path):
         produce(topic, 20_000)
     script = textwrap.dedent(f"""
         import seglog, sys
-        log = seglog.open({str(tmp_path)!r}, cursor_persist_interval=20)
+        log = seglog.open({str(tmp_path)!r}, cursor_persist_interval="20ms")
         consumer = log.topic("t").subscribe("s", initial_position="earliest")
         while True:
             message = consumer.receive()
@@ -501,20 +503,20 @@ def quota(log, policy, **limits):
     log.admin.namespaces.set_backlog_quota("public/default", policy=policy, **limits)
 
 
-def test_producer_exception_refuses_at_or_above_the_limit(log):
+def test_producer_exception_refuses_a_send_that_would_reach_the_limit(log):
     quota(log, "producer_exception", limit="10 KiB")
     topic = log.create_topic("q")
     consumer = topic.subscribe("s", initial_position="earliest")
     with topic.producer() as producer:
-        producer.send_batch([b"x" * 1000] * 9)  # below: accepted
-        producer.send_batch([b"x" * 1000] * 9)  # still below before it: accepted, takes it over
+        producer.send_batch([b"x" * 1000] * 9)  # 9,176 bytes: below, accepted
         with pytest.raises(ProducerBlockedQuotaExceededError, match="destination_storage"):
-            producer.send(b"x")
+            producer.send_batch([b"x" * 1000] * 2)  # would take it over
         with pytest.raises(ProducerBlockedQuotaExceededError):
-            producer.send_batch([b"y"])
+            producer.send(b"y" * 1000)  # would take it to 10,256 bytes
+        producer.send(b"z")  # still fits below
         drain(consumer)
         producer.send(b"after acks")  # room again
-    assert topic.end_offset() == 19
+    assert topic.end_offset() == 11
 
 
 def test_producer_request_hold_waits_for_acks_or_times_out(log):
@@ -522,15 +524,15 @@ def test_producer_request_hold_waits_for_acks_or_times_out(log):
     topic = log.create_topic("q")
     consumer = topic.subscribe("s", initial_position="earliest")
     with topic.producer(send_timeout=0.1) as producer:
-        producer.send_batch([b"x" * 1000] * 5)
+        producer.send_batch([b"x" * 1000] * 3)
         started = time.monotonic()
         with pytest.raises(ProducerSendTimeoutError, match="send timeout of 0.1 s"):
-            producer.send(b"held")
+            producer.send(b"held" * 250)  # 3,128 bytes and 1,072 more would reach 4 KiB
         assert time.monotonic() - started >= 0.1
     with topic.producer(send_timeout=10) as producer:
         threading.Timer(0.1, lambda: drain(consumer)).start()
-        producer.send(b"released")
-    assert topic.end_offset() == 6
+        producer.send(b"released" * 125)  # as large as the held one: waits for the drain
+    assert topic.end_offset() == 4
 
 
 def test_message_age_quota_by_the_log_clock(log, clock):

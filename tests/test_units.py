@@ -92,7 +92,6 @@ def test_parse_size_accepts(value: int | str, expected: int) -> None:
     ("-1 K", "negative"),
     (-1, "-1 (no limit) is not accepted here"),
     ("-1", "-1 (no limit) is not accepted here"),
-    (MAX + 1, "more than the maximum"),
     ("10000 PB", "more than the maximum"),
     ("8192 PiB", "more than the maximum"),
     ("9" * 5000, "too many digits"),
@@ -192,10 +191,8 @@ def test_format_size_uses_the_largest_exact_unit(whole: int, unit: int, hundredt
 
 @pytest.mark.parametrize(("value", "expected"), [
     (0, 0),
-    (1500, 1500),
-    ("1500", 1500),
-    (" 1500 ", 1500),
     ("0", 0),
+    (" 0.0 ", 0),
     ("0s", 0),
     ("6h", 6 * HOUR),
     ("3h", 3 * HOUR),
@@ -235,10 +232,22 @@ def test_format_size_uses_the_largest_exact_unit(whole: int, unit: int, hundredt
     ("5M", 5 * MINUTE),  # case-insensitive: M is minutes, not months
     ("1h 1h", 2 * HOUR),  # parts add up
     ("30m 1h", 90 * MINUTE),  # in any order
-    (MAX, MAX),
+    ("%dms" % MAX, MAX),
 ])
 def test_parse_duration_accepts(value: int | str, expected: int) -> None:
     assert parse_duration(value) == expected
+
+
+@pytest.mark.parametrize("value", [1500, "1500", " 1500 ", "0.5", MAX])
+def test_parse_duration_refuses_a_bare_number_when_the_caller_names_no_unit(value: int | str) -> None:
+    """Kafka's retention.ms would read 3600 as ms, pulsar-admin as seconds: a guess is off 1000 times."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        parse_duration(value, argument="retention_time")
+    message = str(caught.value)
+    assert message.startswith(f"invalid retention_time {value!r}: a bare number is ambiguous here")
+    assert "give its unit, e.g. '3600s', '1h' or '500ms'" in message
+    assert message.endswith("accepted: a duration such as '1h', '2d 10s', '7 days', '1d 2h 3m 4s' (a number "
+                            "needs its unit), or 0")
 
 
 @pytest.mark.parametrize(("value", "unit", "expected"), [
@@ -289,7 +298,7 @@ def test_parse_duration_bare_numbers_are_in_the_callers_unit(value: int | str, u
 ])
 def test_parse_duration_refuses(value: object, detail: str) -> None:
     with pytest.raises(InvalidArgumentError) as caught:
-        parse_duration(value, argument="retention_time")  # type: ignore[arg-type]
+        parse_duration(value, argument="retention_time", unit="ms")  # type: ignore[arg-type]
     message = str(caught.value)
     assert message.startswith(f"invalid retention_time {value!r}")
     assert detail in message
@@ -305,7 +314,7 @@ def test_parse_duration_message_names_the_callers_unit(unit: str, word: str) -> 
 
 
 def test_parse_duration_refuses_an_unknown_caller_unit() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"^invalid unit 'h'; accepted: 'ms', 's', 'min'$"):
+    with pytest.raises(InvalidArgumentError, match=r"^invalid unit 'h'; accepted: 'ms', 's', 'min' or None$"):
         parse_duration(1, unit="h")
 
 

@@ -166,8 +166,9 @@ class Topics(_PolicyLevel):
         self._log._set_topic_config(topic, topic_config)
 
     def get_config(self, topic: str) -> dict[str, Any]:
-        """Every setting of the topic in force (sizes in bytes, durations in ms, None for off)."""
-        return self._log.topic(topic).config.to_dict()
+        """Every setting of the topic in force, by camelCase name (segmentSize, retentionTimeMs, ...): sizes in
+        bytes, durations in ms, None for off."""
+        return self._log.topic(topic).config.to_admin()
 
     def stats(self, topic: str) -> dict[str, Any]:
         return self._log.topic(topic).stats()

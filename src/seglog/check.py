@@ -1,7 +1,7 @@
 """Verifying and repairing a data directory (`seglog check`, `seglog repair`).
 
 check: read every batch of every segment, checking header, offsets and CRC32C, and every index against its
-log; nothing is changed. repair: the recovery a writer runs when it opens a partition, applied to every
+log, and the settings of broker.conf; nothing is changed. repair: the recovery a writer runs when it opens a partition, applied to every
 partition and forced (clean shutdown markers are not trusted): newest segments cut back to their commit
 point, every index that disagrees with its log rebuilt. Damage inside a sealed segment cannot be repaired
 without losing what follows it; repair reports it. recover_log: the recovery `seglog.open` runs."""
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from seglog.config import broker_file_problem
 from seglog.errors import PartitionLockedError, SymbolicLinkError
 from seglog.lock import WriterLock, writer_locks
 from seglog.segment import (
@@ -35,9 +36,10 @@ class Problem:
     path: str
     position: int
     reason: str
+    unit: str = "byte"  # what `position` counts: a byte of a segment or index, a line of broker.conf
 
     def __str__(self) -> str:
-        return f"{self.path}: byte {self.position}: {self.reason}"
+        return f"{self.path}: {self.unit} {self.position}: {self.reason}"
 
 
 @dataclass
@@ -130,8 +132,11 @@ def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
 
 
 def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
-    """Verify every partition of a data directory; nothing is changed."""
+    """Verify the data directory's broker.conf and every partition; nothing is changed."""
     report = CheckReport()
+    config_error = broker_file_problem(Path(data_directory))
+    if config_error is not None:
+        report.problems.append(Problem(config_error.path, config_error.lines[0], config_error.reason, unit="line"))
     for directory in partition_directories(data_directory):
         check_partition(directory, report, progress)
     return report

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from pathlib import Path
 
-from seglog.errors import InvalidArgumentError
+from seglog.errors import ConfigFileError, InvalidArgumentError
 from seglog.policies import QUOTA_POLICIES, BacklogQuota, Policies, Retention
 from seglog.units import parse_duration, parse_size
 
@@ -82,9 +82,9 @@ def _fsync(value: Any) -> str:
         return value
     try:
         interval = parse_duration(value, argument="fsync")
-    except InvalidArgumentError:
-        raise InvalidArgumentError("fsync", value, "'never', 'always', or an interval such as '100ms', '1s' "
-                                   "or an int of ms") from None
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError("fsync", value, "'never', 'always', or an interval with its unit, such as "
+                                   "'100ms' or '1s'", detail=error.detail) from None
     return "always" if interval == 0 else f"{interval}ms"
 
 
@@ -114,16 +114,27 @@ class TopicConfig:
 
     def updated(self, options: Mapping[str, Any]) -> TopicConfig:
         """A copy with `options` parsed and applied; unknown names are refused with the accepted ones."""
-        config = replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))
-        if config.max_partition_size is not None and config.max_partition_size < config.segment_size:
-            raise InvalidArgumentError("max_partition_size", options.get("max_partition_size",
-                                                                         config.max_partition_size),
-                                       f"a size of at least the segment_size ({config.segment_size} bytes)",
-                                       detail="a partition always keeps its active segment")
-        return config
+        return replace(self, **parse_options(options, TOPIC_SETTINGS, "topic setting"))._checked(options)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def restored(self, stored: Mapping[str, Any]) -> TopicConfig:
+        """A copy with the settings a topic's metadata holds: values the parsers made (bytes and ms as
+        ints, fsync as text), taken as they are. Parsed again, a duration stored as a bare number of ms
+        would be refused as ambiguous."""
+        return replace(self, **stored)._checked(stored)
+
+    def _checked(self, given: Mapping[str, Any]) -> TopicConfig:
+        """Self, if its settings agree with each other; `given` are the values as the caller gave them."""
+        if self.max_partition_size is not None and self.max_partition_size < self.segment_size:
+            raise InvalidArgumentError("max_partition_size",
+                                       given.get("max_partition_size", self.max_partition_size),
+                                       f"a size of at least the segment_size ({self.segment_size} bytes)",
+                                       detail="a partition always keeps its active segment")
+        return self
+
+    def to_admin(self) -> dict[str, Any]:
+        """The settings as admin answers show them (get_config, explain_retention, `topic describe --json`):
+        camelCase names, sizes in bytes, durations and the timestamp in ms, None for off."""
+        return {ADMIN_NAMES[name]: value for name, value in asdict(self).items()}
 
 
 TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
@@ -137,6 +148,15 @@ TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "retention_min_timestamp": _min_timestamp,
 }
 assert set(TOPIC_SETTINGS) == {f.name for f in fields(TopicConfig)}
+
+# Pulsar's admin JSON is camelCase and names the unit of a time (retentionTimeInMinutes); these are in ms.
+ADMIN_NAMES = {
+    "segment_size": "segmentSize", "segment_roll_time": "segmentRollTimeMs",
+    "segment_max_messages": "segmentMaxMessages", "timestamp_type": "timestampType", "fsync": "fsync",
+    "retention_time": "retentionTimeMs", "max_partition_size": "maxPartitionSize",
+    "retention_min_timestamp": "retentionMinTimestampMs",
+}
+assert set(ADMIN_NAMES) == set(TOPIC_SETTINGS)
 
 
 def _verify_crc(value: Any) -> bool:
@@ -168,7 +188,7 @@ def _interval(name: str) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         ms = parse_duration(value, argument=name)
         if ms <= 0:
-            raise InvalidArgumentError(name, value, "a duration greater than 0, e.g. '60s' or 60000 (ms)")
+            raise InvalidArgumentError(name, value, "a duration greater than 0 with its unit, e.g. '60s' or '500ms'")
         return ms
     return parse
 
@@ -206,8 +226,18 @@ class BrokerConfig:
     @classmethod
     def load(cls, directory: Path, options: Mapping[str, Any]) -> BrokerConfig:
         """The settings of `directory/broker.conf` (Pulsar's `key=value` lines, `#` comments) overridden
-        by `options` (the keyword arguments of seglog.open)."""
-        return cls.from_options({**read_broker_file(directory / BROKER_FILE), **options})
+        by `options` (the keyword arguments of seglog.open). A refused value of the file raises
+        ConfigFileError naming the file and its line."""
+        path = directory / BROKER_FILE
+        entries = read_broker_file(path)
+        try:
+            return cls.from_options({**{name: entry.value for name, entry in entries.items()}, **options})
+        except InvalidArgumentError as error:
+            from_file = [entries[name].line for name in _settings_named_by(error.argument)
+                         if name in entries and name not in options]
+            if not from_file:
+                raise
+            raise ConfigFileError(str(path), sorted(from_file), error) from None
 
     def policies(self) -> Policies:
         """The broker level of the policies: the default of every namespace and topic."""
@@ -242,22 +272,70 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
 assert set(BROKER_SETTINGS) == {f.name for f in fields(BrokerConfig)} - {"topic_defaults"}
 
 
-def read_broker_file(path: Path) -> dict[str, str]:
-    """`key=value` lines of a broker.conf; blank lines and `#` comments skipped. Missing file: no settings."""
+# Pulsar's broker.conf names of the settings seglog has, so a line copied from Pulsar's file means the same.
+PULSAR_BROKER_NAMES = {
+    "defaultRetentionTimeInMinutes": "default_retention_time_minutes",
+    "defaultRetentionSizeInMB": "default_retention_size_mb",
+    "ttlDurationDefaultInSeconds": "ttl_duration_default_seconds",
+    "backlogQuotaDefaultLimitBytes": "backlog_quota_default_limit_bytes",
+    "backlogQuotaDefaultLimitSecond": "backlog_quota_default_limit_seconds",
+    "backlogQuotaDefaultRetentionPolicy": "backlog_quota_default_retention_policy",
+}
+_BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    value: str
+    line: int
+
+
+def read_broker_file(path: Path) -> dict[str, FileEntry]:
+    """The settings of a broker.conf by seglog's name (a Pulsar name is taken for its seglog one), each with
+    its value as text and its line; blank lines and `#` comments skipped. Missing file: no settings. A line
+    that is not UTF-8, not `name=value` or names no setting raises ConfigFileError."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as error:
+        number = raw.count(b"\n", 0, error.start) + 1
+        line = raw.split(b"\n")[number - 1]
+        raise ConfigFileError(str(path), [number], InvalidArgumentError(
+            "line", line, _BROKER_FILE_FORM, detail=f"byte {raw[error.start]:#04x} is not UTF-8")) from None
+    known = {*BROKER_SETTINGS, *TOPIC_SETTINGS, *PULSAR_BROKER_NAMES}
     settings = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        key, equals, value = line.partition("=")
-        if not equals or not key.strip():
-            raise InvalidArgumentError(f"{path} line {number}", line, "'name=value' lines and # comments")
-        settings[key.strip()] = value.strip()
+        key, equals, value = (part.strip() for part in line.partition("="))
+        if not equals or not key:
+            raise ConfigFileError(str(path), [number], InvalidArgumentError("line", line, _BROKER_FILE_FORM))
+        if key not in known:
+            raise ConfigFileError(str(path), [number], InvalidArgumentError("broker setting", key,
+                                                                            ", ".join(sorted(known))))
+        settings[PULSAR_BROKER_NAMES.get(key, key)] = FileEntry(value, number)
     return settings
+
+
+def _settings_named_by(argument: str) -> tuple[str, ...]:
+    """The settings an InvalidArgumentError's `argument` stands for: itself, or both retention defaults for
+    the retention they make together."""
+    if argument == "retention":
+        return ("default_retention_time_minutes", "default_retention_size_mb")
+    return (argument,)
+
+
+def broker_file_problem(directory: Path) -> ConfigFileError | None:
+    """What is wrong with `directory/broker.conf` on its own (keyword arguments of seglog.open aside)."""
+    try:
+        BrokerConfig.load(directory, {})
+    except ConfigFileError as error:
+        return error
+    return None
 
 
 def parse_options(options: Mapping[str, Any], settings: Mapping[str, Callable[[Any], Any]], what: str,

@@ -19,8 +19,22 @@ class InvalidArgumentError(SeglogError, ValueError):
         self.argument = argument
         self.value = value
         self.accepted = accepted
+        self.detail = detail
         reason = f": {detail}" if detail else ""
         super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
+
+
+class ConfigFileError(InvalidArgumentError):
+    """A line of a configuration file (the data directory's broker.conf) that is not accepted. The message
+    names the file and the line(s), then what is wrong as InvalidArgumentError says it (`reason`)."""
+
+    def __init__(self, path: str, lines: list[int], cause: InvalidArgumentError) -> None:
+        self.path = path
+        self.lines = lines
+        self.reason = str(cause)
+        self.argument, self.value, self.accepted, self.detail = cause.argument, cause.value, cause.accepted, cause.detail
+        where = f"line {lines[0]}" if len(lines) == 1 else f"lines {', '.join(map(str, lines[:-1]))} and {lines[-1]}"
+        SeglogError.__init__(self, f"{path}, {where}: {self.reason}")
 
 
 def not_utf8(argument: str, error: UnicodeEncodeError) -> InvalidArgumentError:

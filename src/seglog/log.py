@@ -104,7 +104,7 @@ class Log:
         """The existing topic `name`; TopicNotFoundError if there is none."""
         self._check_open()
         record = self._metadata.topic(TopicName.parse(name))
-        return Topic(self, record.name, record.partitions, self.config.topic_defaults.updated(record.config),
+        return Topic(self, record.name, record.partitions, self.config.topic_defaults.restored(record.config),
                      self._fence(record.name))
 
     def _fence(self, name: TopicName) -> TopicFence:
@@ -132,7 +132,7 @@ class Log:
         self._check_open()
         topic_name = TopicName.parse(name)
         record = self._metadata.topic(topic_name)
-        config = self.config.topic_defaults.updated({**record.config, **changes})
+        config = self.config.topic_defaults.restored(record.config).updated(changes)
         given = {key: getattr(config, key) for key in {**record.config, **changes}}
         self._metadata.set_topic_config(topic_name, given)
         self._policies_changed()

@@ -115,16 +115,18 @@ def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
     return total
 
 
-def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[BacklogQuota], now: int) -> int:
+def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[BacklogQuota], now: int,
+          incoming: int = 0) -> int:
     """consumer_backlog_eviction: the cursors at or over any of `quotas` skip their oldest messages, far
-    enough for all of them."""
+    enough for all of them. `incoming`: the bytes of a send about to be written, which must find room below
+    a size limit."""
     view = topic._segments(partition)
     evicted = 0
     registry = topic._log._subscriptions
     for name, record, live in list(registry.states(topic)):
         with reading(live):
             backlog = partition_backlog(view, table, record.partitions[partition].acks)
-        targets = [_eviction_target(view, table, backlog, quota, now) for quota in quotas]
+        targets = [_eviction_target(view, table, backlog, quota, now, incoming) for quota in quotas]
         target = max((t for t in targets if t is not None), default=None)
         if target is None:
             continue
@@ -135,10 +137,12 @@ def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[Backlo
 
 
 def _eviction_target(view: PartitionView, table: SegmentTable, backlog: PartitionBacklog, quota: BacklogQuota,
-                     now: int) -> int | None:
-    """The offset a cursor with `backlog` skips to under `quota`, or None if it is within it."""
-    if quota.type == "destination_storage" and backlog.bytes >= quota.limit:
-        return offset_within_bytes(view, table, int(quota.limit * EVICTION_TARGET))
+                     now: int, incoming: int) -> int | None:
+    """The offset a cursor with `backlog` skips to under `quota`, `incoming` bytes more to come, or None if
+    it is within it."""
+    if quota.type == "destination_storage" and backlog.bytes + incoming >= quota.limit:
+        kept = min(int(quota.limit * EVICTION_TARGET), quota.limit - incoming - 1)
+        return offset_within_bytes(view, table, max(kept, 0))
     if quota.type == "message_age" and backlog.oldest_timestamp is not None \
             and now - backlog.oldest_timestamp >= quota.limit:
         return first_offset_at_or_after(view, table, now - quota.limit + 1)

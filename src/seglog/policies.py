@@ -2,7 +2,9 @@
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
 namespace's over the broker's default, and removing one falls back to the next level (../shared/LIFECYCLE.md).
-Values are kept exactly (ms and bytes); the admin API reports them in Pulsar's units (minutes, MB, seconds).
+Values are kept exactly (ms and bytes); the admin API reports them in Pulsar's units (minutes, MB, seconds),
+so a value that is not a whole number of the unit it is reported in is refused: rounded, it would read back
+as another, and a retention of 10 s or 10 bytes would read as 0, which in Pulsar's table means keep nothing.
 
 Input forms follow pulsar-admin: a retention time or TTL given as a bare number is seconds ('3h', '2d 10s',
 120), a size given as a bare number is bytes ('10G' is 10 GiB, '1 GB' 10**9 bytes), -1 means no limit."""
@@ -10,13 +12,14 @@ Input forms follow pulsar-admin: a retention time or TTL given as a bare number 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from seglog.errors import InvalidArgumentError
-from seglog.units import parse_duration, parse_size
+from seglog.units import format_duration, format_size, parse_duration, parse_size
 
+SECOND_MS = 1000
 MINUTE_MS = 60_000
-MB = 1 << 20
+MB = 1 << 20  # Pulsar's MB, as in retentionSizeInMB
 
 QUOTA_TYPES = ("destination_storage", "message_age")
 QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
@@ -32,8 +35,16 @@ class Retention:
 
     @classmethod
     def parse(cls, *, size: Any, time: Any) -> Retention:
-        retention = cls(parse_duration(time, argument="retention time", allow_infinite=True, unit="s"),
-                        parse_size(size, argument="retention size", allow_infinite=True))
+        time_ms = parse_duration(time, argument="retention time", allow_infinite=True, unit="s")
+        size_bytes = parse_size(size, argument="retention size", allow_infinite=True)
+        retention = cls(
+            _whole(time_ms, MINUTE_MS, argument="retention time", given=time, shown=format_duration,
+                   unit="minutes (retentionTimeInMinutes)",
+                   accepted="whole minutes: '10m', '3h', '7 days' or seconds as an int (3600), -1 for no limit, "
+                            "0 (with size 0) for none"),
+            _whole(size_bytes, MB, argument="retention size", given=size, shown=format_size,
+                   unit="MB (retentionSizeInMB, 1 MB = 1 MiB = 1048576 bytes)",
+                   accepted="whole MB: '10M', '500 MiB', '10G', '1T', -1 for no limit, 0 (with time 0) for none"))
         if (retention.time_ms == 0) != (retention.size_bytes == 0):
             raise InvalidArgumentError(
                 "retention", {"size": size, "time": time},
@@ -46,9 +57,10 @@ class Retention:
         return self.time_ms == -1 and self.size_bytes == -1
 
     def to_admin(self) -> dict[str, int]:
-        """Pulsar's RetentionPolicies: whole minutes and MB, -1 for no limit."""
-        return {"retentionTimeInMinutes": self.time_ms if self.time_ms == -1 else self.time_ms // MINUTE_MS,
-                "retentionSizeInMB": self.size_bytes if self.size_bytes == -1 else self.size_bytes // MB}
+        """Pulsar's RetentionPolicies: minutes and MB, -1 for no limit. Exact for a policy (parse refuses
+        other values); a topic's Fluvio limits acting as its retention are rounded up, never down to 0."""
+        return {"retentionTimeInMinutes": _rounded_up(self.time_ms, MINUTE_MS),
+                "retentionSizeInMB": _rounded_up(self.size_bytes, MB)}
 
     def to_json(self) -> dict[str, int]:
         return {"time_ms": self.time_ms, "size_bytes": self.size_bytes}
@@ -83,7 +95,9 @@ class BacklogQuota:
             if limit_time is None or limit is not None:
                 raise InvalidArgumentError("limit_time", limit_time, "a duration for type 'message_age' (and "
                                            "no limit), e.g. 3600 (seconds) or '1h'")
-            value = parse_duration(limit_time, argument="limit_time", unit="s")
+            value = _whole(parse_duration(limit_time, argument="limit_time", unit="s"), SECOND_MS,
+                           argument="limit_time", given=limit_time, shown=format_duration,
+                           unit="seconds (limitTime)", accepted="whole seconds: 3600, '1h', '2d 10s'")
         if value <= 0:
             raise InvalidArgumentError("limit" if type == "destination_storage" else "limit_time",
                                        limit if limit is not None else limit_time, "a limit greater than 0")
@@ -93,7 +107,7 @@ class BacklogQuota:
         """As pulsar-admin's get-backlog-quotas shows it: bytes, or whole seconds for message_age."""
         if self.type == "destination_storage":
             return {"limit": self.limit, "policy": self.policy}
-        return {"limitTime": self.limit // 1000, "policy": self.policy}
+        return {"limitTime": self.limit // SECOND_MS, "policy": self.policy}
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "limit": self.limit, "policy": self.policy}
@@ -104,8 +118,26 @@ class BacklogQuota:
 
 
 def parse_ttl(seconds: Any) -> int:
-    """A message TTL in ms; 0 means none (as in Pulsar)."""
-    return parse_duration(seconds, argument="message TTL", unit="s")
+    """A message TTL in ms, whole seconds (as get_message_ttl reports it); 0 means none (as in Pulsar)."""
+    return _whole(parse_duration(seconds, argument="message TTL", unit="s"), SECOND_MS, argument="message TTL",
+                  given=seconds, shown=format_duration, unit="seconds (get_message_ttl)",
+                  accepted="whole seconds: 120, '2h', '1d', 0 for no TTL")
+
+
+def _whole(amount: int, per_unit: int, *, argument: str, given: Any, shown: Callable[[int], str], unit: str,
+           accepted: str) -> int:
+    """`amount` (ms or bytes), if -1, 0 or a whole number of the `unit` it is reported in (`per_unit` ms or
+    bytes each); else InvalidArgumentError, since the report would round it to another value."""
+    if amount > 0 and amount % per_unit:
+        raise InvalidArgumentError(argument, given, accepted,
+                                   detail=f"{shown(amount)} is not a whole number of {unit}, the unit it is "
+                                          "reported in: rounded, it would read back as another value")
+    return amount
+
+
+def _rounded_up(amount: int, unit: int) -> int:
+    """`amount` in `unit`s, rounded up; -1 (no limit) stays -1."""
+    return amount if amount == -1 else -(-amount // unit)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ class Producer(SendPath):
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
         self.batch_size = parse_size(batch_size, argument="batch_size")
-        self.linger_ms = parse_duration(linger_ms, argument="linger_ms")
+        self.linger_ms = parse_duration(linger_ms, argument="linger_ms", unit="ms")
         # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
         self.send_timeout = parse_timeout(send_timeout, argument="send_timeout", none=math.inf)
         if self.batch_size <= 0:
@@ -68,9 +68,19 @@ class Producer(SendPath):
         self._quota_guard = topic._log._quota_guard(topic)
         self._quota_guard.register(self)  # arms `_quota_gate` only while the topic has backlog quotas
 
+    def _check_message_quota(self, partition: int, value: bytes, key: bytes | None, timestamp: int | None,
+                             properties: dict[str, str] | None) -> None:
+        """send()'s backlog quota check. The message counts the bytes it would take alone in a batch, header
+        included: at least what it adds to the batch it joins, so the quota is never passed."""
+        alone = self._writer(partition).source([value], None if key is None else [key],
+                                               None if timestamp is None else [timestamp],
+                                               None if properties is None else [properties])
+        self._check_quota(partition, alone.size(0, 1))
+
     def _check_quota(self, partition: int, nbytes: int) -> None:
-        """Backlog quotas (quota.py): O(1) while the partition is below its limits."""
-        self._quota_guard.check(partition, nbytes, self.send_timeout)
+        """Backlog quotas (quota.py) for `nbytes` more stored bytes: O(1) while the partition is below its
+        limits; else what send() queued is written first, so the backlog is counted as stats() counts it."""
+        self._quota_guard.check(partition, nbytes, self.send_timeout, self._writer(partition).flush_pending)
 
     def _writer(self, partition: int) -> PartitionWriter:
         writer = self._writers[partition]

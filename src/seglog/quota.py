@@ -1,15 +1,19 @@
 """Backlog quotas on the send path (../shared/LIFECYCLE.md, section 4).
 
-As in Pulsar, a send is refused while the backlog of the topic's slowest subscription is at or above the
-limit and accepted while it is below, even if that send takes it over; and as in Pulsar, where each
-partition of a partitioned topic is a topic of its own, the backlog compared is the partition's.
+A quota holds at its limit: a send is refused if the backlog of the topic's slowest subscription, with
+that send, would be at or above the limit (Pulsar's test, "at or above", applied to the backlog the send
+would make, so no send takes it over). Bytes are those `topic.stats()` reports as `backlogSize`: stored
+batches, headers included. As in Pulsar, where each partition of a partitioned topic is a topic of its
+own, the backlog compared is the partition's.
 
 A topic without backlog quotas costs its producers nothing: their quota gate is None, set again whenever
 this process changes a policy, and every `cursor_persist_interval` by the housekeeper for changes made by
 other processes. With quotas, the check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
 margin in bytes that each send uses up, and a time until the oldest unacknowledged message reaches the age
-limit. The backlog is computed again only when the margin or the time runs out, or, while the partition is
-at its limit, when some subscription's cursor has moved since the last computation."""
+limit. A send() counts the bytes its message would take alone in a batch, at least what it adds to the
+batch it joins. When the margin or the time runs out, what send() queued is written and the backlog
+computed again from the index, exactly as stats() computes it; while the partition is at its limit, only
+once some subscription's cursor has moved since the last computation."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from seglog.backlog import partition_backlog
 from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
@@ -50,27 +54,27 @@ class QuotaGuard:
         self._states = [_PartitionState() for _ in range(topic.partitions)]
         self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
 
-    def check(self, partition: int, nbytes: int, send_timeout: float) -> None:
-        """Return if `partition` may take `nbytes` more now; else apply the quota's policy: raise
-        (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict."""
+    def check(self, partition: int, nbytes: int, send_timeout: float, write_queued: Callable[[], object]) -> None:
+        """Return if `partition` may take `nbytes` more stored bytes now; else apply the quota's policy: raise
+        (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict. Before the
+        backlog is computed again, `write_queued` writes what send() queued on the partition."""
         log = self.topic._log
         state = self._states[partition]
         if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
             state.margin -= nbytes
             return
+        write_queued()
         with self._lock:
-            refusal = self._evaluate(partition)
-            if refusal is None:
-                state.margin -= nbytes
+            quota = self._admit(partition, nbytes)
+            if quota is None:
                 return
-            quota = refusal
             if quota.policy == "consumer_backlog_eviction":
-                self._evict(partition, quota)
+                self._evict(partition, quota, nbytes)
                 return
             if quota.policy == "producer_exception":
                 raise ProducerBlockedQuotaExceededError(state.refusal)
         deadline = time.monotonic() + send_timeout
-        if wait_until(deadline, lambda: self._evaluate_locked(partition) is None):
+        if wait_until(deadline, lambda: self._admit_locked(partition, nbytes) is None):
             return
         raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
                                        f"{send_timeout:g} s (policy producer_request_hold)")
@@ -90,22 +94,31 @@ class QuotaGuard:
             self._set_gate(producer)
 
     def _set_gate(self, producer: Producer) -> None:
-        producer._quota_gate = producer._check_quota if self._quotas else None
+        producer._quota_gate = producer._check_message_quota if self._quotas else None
 
-    def _evaluate_locked(self, partition: int) -> BacklogQuota | None:
+    def _admit_locked(self, partition: int, nbytes: int) -> BacklogQuota | None:
         with self._lock:
-            return self._evaluate(partition)
+            return self._admit(partition, nbytes)
 
-    def _evaluate(self, partition: int) -> BacklogQuota | None:
-        """The quota the partition is at or over (None if below all), updating the partition's state."""
+    def _admit(self, partition: int, nbytes: int) -> BacklogQuota | None:
+        """The quota a send of `nbytes` would reach (None if it reaches none: then its bytes are taken from
+        the margin)."""
+        quota = self._evaluate(partition, nbytes)
+        if quota is None:
+            self._states[partition].margin -= nbytes
+        return quota
+
+    def _evaluate(self, partition: int, nbytes: int) -> BacklogQuota | None:
+        """The quota the partition is at or over with `nbytes` more (None if below all), updating the
+        partition's state."""
         topic, log = self.topic, self.topic._log
         state = self._states[partition]
         states = list(log._subscriptions.states(topic))
         cursors = tuple((name, r.partitions[partition].acks.floor, r.partitions[partition].acks.individual_count)
                         for name, r, _ in states)
         now = log.clock()
-        if state.refusal is not None and cursors == state.cursors:  # no cursor moved: only sends happened
-            return self._over(state, now)
+        if state.refusal is not None and cursors == state.cursors:  # refused since, and no cursor moved
+            return self._over(state, now, nbytes)
         view = topic._segments(partition)
         table = log._segment_facts(view).table()
         largest, oldest, slowest = 0, None, None
@@ -126,15 +139,16 @@ class QuotaGuard:
                 state.margin = min(state.margin, quota.limit - largest)
             else:  # without a backlog, the next message is at least as new as now
                 state.age_deadline = min(state.age_deadline, (oldest[0] if oldest else now) + quota.limit)
-        return self._over(state, now)
+        return self._over(state, now, nbytes)
 
-    def _over(self, state: _PartitionState, now: int) -> BacklogQuota | None:
+    def _over(self, state: _PartitionState, now: int, nbytes: int) -> BacklogQuota | None:
         largest, slowest, oldest = self._last
         for quota in self._quotas:
-            if quota.type == "destination_storage" and state.margin <= 0:
+            if quota.type == "destination_storage" and state.margin <= nbytes:
                 state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {slowest!r} has a "
-                                 f"backlog of {format_size(largest)}, at or above the destination_storage limit "
-                                 f"of {format_size(quota.limit)}")
+                                 f"backlog of {largest:,} bytes, and this send of {nbytes:,} bytes would take it "
+                                 f"to {largest + nbytes:,}, at or above the destination_storage limit of "
+                                 f"{format_size(quota.limit)} ({quota.limit:,} bytes)")
                 return quota
             if quota.type == "message_age" and oldest is not None and now >= state.age_deadline:
                 state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {oldest[1]!r} has an "
@@ -144,8 +158,8 @@ class QuotaGuard:
         state.refusal = None
         return None
 
-    def _evict(self, partition: int, quota: BacklogQuota) -> None:
+    def _evict(self, partition: int, quota: BacklogQuota, incoming: int) -> None:
         topic = self.topic
         table = topic._log._segment_facts(topic._segments(partition)).table()
-        evict(topic, partition, table, [quota], topic._log.clock())
+        evict(topic, partition, table, [quota], topic._log.clock(), incoming)
         self._states[partition] = _PartitionState()

@@ -122,7 +122,7 @@ def explain_retention(topic: Topic) -> dict[str, Any]:
     for p, (_, table) in enumerate(_tables(topic)):
         backlog = acked_until(topic, p, table)
         partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, backlog)]
-    config = topic.config
+    config = topic.config.to_admin()
     return {"topic": topic.name, "nowMs": now, "policies": _policies(topic),
-            "retention_time": config.retention_time, "max_partition_size": config.max_partition_size,
-            "retention_min_timestamp": config.retention_min_timestamp, "partitions": partitions}
+            **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
+            "partitions": partitions}

@@ -15,8 +15,10 @@ Size units, case-insensitive:
 
 Durations follow Rust's humantime, which Fluvio uses: one or more ``<number><unit>`` parts, such as
 ``1d 2h 3m 4s`` or ``7 days``, with units from milliseconds to weeks. A bare number is read in the unit the
-caller names, because tools differ: pulsar-admin's ``--messageTTL 120`` is seconds, Kafka's
-``retention.ms`` is milliseconds.
+caller names (seconds for pulsar-admin's ``--messageTTL 120``; milliseconds only where the setting's name
+says so, as ``linger_ms``); where the caller names none, a bare number other than 0 is refused, because
+tools differ (Kafka's ``retention.ms`` is milliseconds, pulsar-admin's ``--time`` seconds, Fluvio asks for
+a unit) and guessing would be off by a factor of 1000. README.md, "Units", has the table of which is which.
 
 Numbers may have a decimal part (``1.5K``, ``1.5h``) as long as the result is a whole number of bytes or
 milliseconds; nothing is rounded. Results are at most 2**63 - 1, the largest value a Kafka ``long``
@@ -79,6 +81,8 @@ _DURATION_TEXT = re.compile(rf"(?:{_DURATION_PART})+", re.ASCII | re.IGNORECASE)
 _DURATION_PARTS = re.compile(_DURATION_PART, re.ASCII | re.IGNORECASE)
 _PLAIN_NUMBER = re.compile(_NUMBER, re.ASCII)
 _DURATION_EXAMPLES = "a duration such as '1h', '2d 10s', '7 days', '1d 2h 3m 4s'"
+_UNIT_NEEDED = ("a bare number is ambiguous here (Kafka's *.ms settings read it as milliseconds, pulsar-admin "
+                "as seconds): give its unit, e.g. '3600s', '1h' or '500ms'")
 
 
 def parse_size(value: int | str, *, argument: str = "size", allow_infinite: bool = False) -> int:
@@ -116,18 +120,36 @@ def _exactly_in(n: int, units: tuple[tuple[int, str], ...]) -> tuple[str, str] |
 
 
 def parse_duration(value: int | str, *, argument: str = "duration", allow_infinite: bool = False,
-                   unit: str = "ms") -> int:
+                   unit: str | None = None) -> int:
     """Return the duration `value` in milliseconds.
 
-    An int or a bare number ('120', '1.5') is read in `unit` ('ms', 's' or 'min'); a string may also be
-    humantime-style parts such as '6h', '1d 2h 3m 4s', '7 days', '500ms', '1w'. -1 (int or '-1') is returned
-    as is when `allow_infinite`, meaning no limit. Raises InvalidArgumentError naming `argument`."""
-    if unit not in _PLAIN_UNITS:
-        raise InvalidArgumentError("unit", unit, ", ".join(map(repr, _PLAIN_UNITS)))
-    scale, unit_name = _PLAIN_UNITS[unit]
-    return _parse_amount(value, argument=argument, allow_infinite=allow_infinite,
-                         accepted=f"{unit_name} as an int, or {_DURATION_EXAMPLES}", scale=scale,
-                         parse_text=lambda text: _milliseconds_in(text, scale), whole="milliseconds")
+    A string may be humantime-style parts such as '6h', '1d 2h 3m 4s', '7 days', '500ms', '1w'. An int or a
+    bare number ('120', '1.5') is read in `unit` ('ms', 's' or 'min'); with no `unit`, one other than 0 is
+    refused as ambiguous. -1 (int or '-1') is returned as is when `allow_infinite`, meaning no limit. Raises
+    InvalidArgumentError naming `argument`."""
+    if unit is None:
+        accepted = f"{_DURATION_EXAMPLES} (a number needs its unit), or 0"
+        if _is_bare_positive_number(value):
+            raise InvalidArgumentError(argument, value, accepted + (_NO_LIMIT if allow_infinite else ""),
+                                       _UNIT_NEEDED)
+        scale = 1  # only 0 and -1 are left to be read bare, the same in any unit
+    elif unit in _PLAIN_UNITS:
+        scale, unit_name = _PLAIN_UNITS[unit]
+        accepted = f"{unit_name} as an int, or {_DURATION_EXAMPLES}"
+    else:
+        raise InvalidArgumentError("unit", unit, ", ".join(map(repr, _PLAIN_UNITS)) + " or None")
+    return _parse_amount(value, argument=argument, allow_infinite=allow_infinite, accepted=accepted,
+                         scale=scale, parse_text=lambda text: _milliseconds_in(text, scale), whole="milliseconds")
+
+
+def _is_bare_positive_number(value: object) -> bool:
+    """Whether `value` is a number without a unit, above 0: an int, or a string of digits."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value > 0
+    return isinstance(value, str) and _PLAIN_NUMBER.fullmatch(value.strip()) is not None \
+        and any(digit in "123456789" for digit in value)
 
 
 def format_duration(ms: int) -> str:

@@ -103,7 +103,8 @@ cdef class SendPath:
     cdef int _partitions
     cdef Py_ssize_t _batch_size
     cdef unsigned int _next_partition
-    cdef public object _quota_gate  # called as gate(partition, value bytes) before a message is queued
+    cdef public object _quota_gate  # called as gate(partition, value, key, timestamp, properties) before a
+                                    # message is queued
     cdef const uint8_t[::1] _fence  # the topic's fence byte (fence.py): set when the topic is deleted
 
     def _init_send_path(self, list accumulators, Py_ssize_t batch_size, fence):
@@ -145,7 +146,7 @@ cdef class SendPath:
         if properties is not None:
             properties = _check_properties(properties)
         if self._quota_gate is not None:
-            self._quota_gate(p, PyBytes_GET_SIZE(value))
+            self._quota_gate(p, value, key, timestamp, properties)
         acc = <Accumulator?>self._accumulators[p] if self._accumulators[p] is not None else self._open_partition(p)
         if not acc.values:
             self._first_pending(p)

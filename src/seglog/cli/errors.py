@@ -16,7 +16,7 @@ from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 from rich.text import Text
 
-from seglog.errors import CorruptLogError, InvalidArgumentError, MetadataError, SeglogError
+from seglog.errors import ConfigFileError, CorruptLogError, InvalidArgumentError, MetadataError, SeglogError
 
 EXIT_FAILURE = 1
 EXIT_DAMAGE = EXIT_FAILURE
@@ -74,6 +74,8 @@ def as_usage_problem(error: click.UsageError, ctx: click.Context) -> click.Usage
 
 def from_library(error: SeglogError, ctx: click.Context) -> click.ClickException:
     """The CLI form of a library error raised while running the command of `ctx`."""
+    if isinstance(error, ConfigFileError):  # the file's fault, not the command line's: no usage line
+        return CliError(str(error), EXIT_USAGE)
     if isinstance(error, InvalidArgumentError):
         params = _parameters_for(ctx, error.argument)
         if params:

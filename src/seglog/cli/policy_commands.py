@@ -80,10 +80,11 @@ def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
                         "them is refused, as in Pulsar.")
     @name_argument
     @click.option("--size", "-s", "retention_size", required=True, metavar="SIZE",
-                  help="Acknowledged data to keep per topic: '10G', '500 MiB', bytes as an int; -1 for no limit.")
+                  help="Acknowledged data to keep per topic, in whole MB (as Pulsar reports it): '10G', '500 MiB', "
+                       "bytes as an int; -1 for no limit.")
     @click.option("--time", "-t", "retention_time", required=True, metavar="DURATION",
-                  help="How long to keep acknowledged messages: '3h', '7 days', seconds as an int; "
-                       "-1 for no limit.")
+                  help="How long to keep acknowledged messages, in whole minutes (as Pulsar reports it): '3h', "
+                       "'7 days', seconds as an int; -1 for no limit.")
     @pass_data
     def set_retention(data: DataDir, name: str, retention_size: str, retention_time: str) -> None:
         name = level.parse_name(name)

@@ -117,11 +117,11 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
     """Show a topic's settings, each partition's offsets and the storage it uses."""
     with data.open() as log:
         t = log.topic(name)
-        partitions = [{"partition": p, "earliest_offset": t.earliest_offset(p), "end_offset": t.end_offset(p)}
+        partitions = [{"partition": p, "earliestOffset": t.earliest_offset(p), "endOffset": t.end_offset(p)}
                       for p in range(t.partitions)]
         storage = t.storage_size()
         if as_json:  # the policies in force as stats shows them: Pulsar's JSON with the levels
-            print_json({**_settings(t), "storage_bytes": storage, "partition_offsets": partitions,
+            print_json({**_settings(t), "storageSize": storage, "partitionOffsets": partitions,
                         "policies": t.stats()["policies"]})
             return
         policies = t.policies()
@@ -142,8 +142,8 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
         settings.add_row(label, value)
     offsets = Table("PARTITION", "EARLIEST OFFSET", "END OFFSET", "MESSAGES", box=None, header_style="bold")
     for row in partitions:
-        offsets.add_row(str(row["partition"]), f"{row['earliest_offset']}", f"{row['end_offset']}",
-                        f"{row['end_offset'] - row['earliest_offset']:,}")
+        offsets.add_row(str(row["partition"]), f"{row['earliestOffset']}", f"{row['endOffset']}",
+                        f"{row['endOffset'] - row['earliestOffset']:,}")
     print_unclipped(settings)
     out().print()
     print_unclipped(offsets)
@@ -164,7 +164,7 @@ def delete(data: DataDir, name: str, force: bool) -> None:
 
 
 def _settings(t: Topic) -> dict[str, Any]:
-    return {"name": t.name, "partitions": t.partitions, **t.config.to_dict()}
+    return {"name": t.name, "partitions": t.partitions, **t.config.to_admin()}
 
 
 def _off(value: int | None, show: Any) -> str:

@@ -17,7 +17,7 @@ _SETTINGS: tuple[tuple[str, dict[str, Any], str, str], ...] = (
     ("--segment-size", {"metavar": "SIZE"},
      "Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824.", "1 GiB"),
     ("--segment-roll-time", {"metavar": "DURATION"},
-     "Start a new segment when the active one is this old: '1h', '2d 10s'.", "off"),
+     "Start a new segment when the active one is this old: '1h', '2d 10s' (a number needs its unit).", "off"),
     ("--segment-max-messages", {"type": int, "metavar": "N"}, "Start a new segment after N messages.",
      "no limit"),
     ("--timestamp-type", {"metavar": "|".join(TIMESTAMP_TYPES)},
@@ -25,10 +25,10 @@ _SETTINGS: tuple[tuple[str, dict[str, Any], str, str], ...] = (
      TIMESTAMP_TYPES[0]),
     ("--fsync", {"metavar": "never|always|INTERVAL"},
      "When to fsync: 'never' (leave it to the OS), 'always' (every batch) or at most every INTERVAL, e.g. "
-     "'100ms'.", "never"),
+     "'100ms' (a number needs its unit).", "never"),
     ("--retention-time", {"metavar": "DURATION"},
      "Delete a sealed segment once it was last written this long ago, acknowledged or not (Fluvio's "
-     "retention-time): '1d 2h', '7 days'; a bare number is ms; -1 for off.", "off"),
+     "retention-time): '1d 2h', '7 days' (a number needs its unit); -1 for off.", "off"),
     ("--max-partition-size", {"metavar": "SIZE"},
      "Delete a partition's oldest sealed segments while it is larger than this (Fluvio's max-partition-size), "
      "at least --segment-size: '10 GB', '20G'; -1 for off.", "off"),
