@@ -162,3 +162,15 @@ def test_a_deletion_interrupted_after_the_fence_is_finished_at_the_next_open(tmp
     with seglog.open(data) as log:
         assert log.list_topics() == []
         assert topic_files(data) == []
+
+
+def test_a_topic_without_a_fence_gets_one_at_open(tmp_path: Path) -> None:
+    """Data directories made before fences (or a crash inside create_topic) are given them."""
+    data = tmp_path / "data"
+    with seglog.open(data) as log, log.create_topic(TOPIC).producer() as producer:
+        producer.send(b"kept")
+    fence = data.joinpath("topics", *TOPIC.split("/"), ".fence")
+    fence.unlink()
+    with seglog.open(data, background=False) as log:
+        assert fence.read_bytes() == b"\0"
+        assert [m.value for m in log.topic(TOPIC).reader("earliest")] == [b"kept"]

@@ -117,11 +117,13 @@ class Log:
     def _prepare_topic_fences(self, *, finish_deletions: bool) -> None:
         """Give every topic a fence (a data directory made before fences, a crash in create_topic), and
         finish deletions a crash interrupted after the fence was set (unless this process changes nothing)."""
-        with self._metadata.topics_held() as names:
-            for name in names:
-                directory = self._topic_directory(TopicName.parse(name))
-                if not has_fence(directory):
-                    create_fence(directory)
+        names = self._metadata.list_topics()
+        if not all(has_fence(self._topic_directory(TopicName.parse(name))) for name in names):
+            with self._metadata.topics_held() as names:  # the write lock only when there is one to make
+                for name in names:
+                    directory = self._topic_directory(TopicName.parse(name))
+                    if not has_fence(directory):
+                        create_fence(directory)
         if finish_deletions:
             for name in names:
                 if fence_deleted(self._topic_directory(TopicName.parse(name))):
