@@ -217,7 +217,8 @@ def test_cli_reports_a_bad_broker_conf_in_one_line_and_check_lists_it(runner: Cl
     assert output.startswith(f"Error: {data / 'broker.conf'}, {where}: ") and output.count("\n") == 1
     assert "Usage:" not in output and "Traceback" not in output
     checked = run(runner, data, "check", code=1)
-    assert f"{data / 'broker.conf'}: line {where.split()[1]}: " in checked and "1 problem found" in checked
+    assert f"{data / 'broker.conf'}: line {where.split()[1]}: " in checked and "1 problem found:" in checked
+    assert "seglog repair" not in checked  # repair mends segments and indexes, not broker.conf
 
 
 # --- 3. a backlog quota holds at its limit, in the bytes stats() reports ---------------------------------------

@@ -43,7 +43,8 @@ def check(ctx: click.Context, data: DataDir) -> None:
         console.print(f"[green]OK[/]: no damage in {escape(str(path))}")
         return
     count = len(report.problems)
-    console.print(f"[bold red]{count} problem{'s' if count > 1 else ''} found[/] "
-                  "(`seglog repair` cuts what follows the last committed batch and rebuilds indexes):")
+    in_storage = any(problem.unit == "byte" for problem in report.problems)  # broker.conf's are by line
+    hint = " (`seglog repair` cuts what follows the last committed batch and rebuilds indexes)" if in_storage else ""
+    console.print(f"[bold red]{count} problem{'s' if count > 1 else ''} found[/]{hint}:")
     print_problems(console, report.problems)
     ctx.exit(EXIT_DAMAGE)
