@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog._core import _format
+from seglog._core._writer import message_size
 from seglog.batch import HEADER, SCHEMA, make_source, to_record_batch
 from seglog.errors import InvalidArgumentError
 
@@ -251,3 +252,16 @@ def test_scan_detects_each_kind_of_damage():
     assert scan(bytes(flipped))[1:3] == (len(one), _format.ScanStatus.SCAN_BAD_CRC)
     assert scan(good, expected=5)[2] == _format.ScanStatus.SCAN_BAD_OFFSET
     assert scan(b"JUNK" + good[4:])[2] == _format.ScanStatus.SCAN_BAD_MAGIC
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.binary(max_size=300), key=st.none() | st.binary(max_size=40),
+       timestamp=st.none() | st.integers(0, 2**62), log_append_time=st.booleans(),
+       properties=st.none() | st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=4))
+def test_message_size_is_the_encoders_size_of_a_one_message_batch(value, key, timestamp, log_append_time,
+                                                                  properties):
+    """send()'s backlog-quota check counts a message by message_size: exactly what the encoder writes."""
+    source = make_source([value], None if key is None else [key], None if timestamp is None else [timestamp],
+                         None if properties is None else [properties], now=1, log_append_time=log_append_time)
+    event_time_column = timestamp is not None and log_append_time
+    assert message_size(value, key, event_time_column, properties) == source.size(0, 1)

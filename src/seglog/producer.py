@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog._core._accumulator import Accumulator, SendPath
 from seglog._core._messages import MessageId
+from seglog._core._writer import message_size
 from seglog.batch import checked_source
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size, parse_timeout
@@ -72,10 +73,8 @@ class Producer(SendPath):
                              properties: dict[str, str] | None) -> None:
         """send()'s backlog quota check. The message counts the bytes it would take alone in a batch, header
         included: at least what it adds to the batch it joins, so the quota is never passed."""
-        alone = self._writer(partition).source([value], None if key is None else [key],
-                                               None if timestamp is None else [timestamp],
-                                               None if properties is None else [properties])
-        self._check_quota(partition, alone.size(0, 1))
+        event_time_column = timestamp is not None and self._writer(partition).config.log_append_time
+        self._check_quota(partition, message_size(value, key, event_time_column, properties))
 
     def _check_quota(self, partition: int, nbytes: int) -> None:
         """Backlog quotas (quota.py) for `nbytes` more stored bytes: O(1) while the partition is below its

@@ -242,3 +242,37 @@ def key_partitions(Column keys, int partitions):
             else:
                 out[i] = (seglog_murmur2(c.data + start, stop - start) & 0x7FFFFFFF) % partitions
     return result
+
+
+def message_size(bytes value, key, bint event_time_column, dict properties) -> int:
+    """The bytes one message takes stored alone in a batch: the encoder's own encoded_batch_size of a
+    one-message batch, header included. send()'s backlog-quota check counts a message by it (at least what
+    the message adds to the batch it joins) without building a batch per message."""
+    cdef BatchColumns b
+    cdef int64_t value_prefix[2]
+    cdef int64_t key_prefix[2]
+    cdef int64_t entries[2]
+    cdef int64_t[::1] key_bytes, value_bytes
+    cdef Py_ssize_t m
+    memset(&b, 0, sizeof(BatchColumns))
+    b.count = 1
+    value_prefix[0], value_prefix[1] = 0, PyBytes_GET_SIZE(value)
+    b.values.count, b.values.prefix64 = 1, value_prefix
+    if key is not None:
+        key_prefix[0], key_prefix[1] = 0, PyBytes_GET_SIZE(<bytes?>key)
+        b.keys.count, b.keys.prefix64 = 1, key_prefix
+        b.flags |= FLAG_HAS_KEYS
+    if event_time_column:
+        b.flags |= FLAG_EVENT_TIME_COLUMN
+    if properties is not None:
+        m = len(properties)
+        # only the first and last positions of a section are read for its size
+        key_bytes, value_bytes = np.zeros(m + 1, dtype=np.int64), np.zeros(m + 1, dtype=np.int64)
+        key_bytes[m] = sum(len(k.encode()) for k in properties)
+        value_bytes[m] = sum(len(v.encode()) for v in properties.values())
+        entries[0], entries[1] = 0, m
+        b.property_entries = entries
+        b.property_keys.count, b.property_keys.prefix64 = m, &key_bytes[0]
+        b.property_values.count, b.property_values.prefix64 = m, &value_bytes[0]
+        b.flags |= FLAG_HAS_PROPERTIES
+    return encoded_batch_size(&b, 0, 1)
