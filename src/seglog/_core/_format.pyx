@@ -166,6 +166,12 @@ cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end)
     return SCAN_END
 
 
+cdef inline int crc_status(const uint8_t *batch, const BatchHeader *h) noexcept nogil:
+    if seglog_crc32c(0, batch + CRC_START, HEADER_SIZE - CRC_START + h.body_length) == h.crc:
+        return SCAN_END
+    return SCAN_BAD_CRC
+
+
 def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
     """Fault in the pages of [start, end) of a mapping with one madvise (MADV_POPULATE_READ), far cheaper
     than a fault per 4 KiB when a reader first touches a segment. Does nothing where unsupported."""
@@ -186,7 +192,6 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     cdef int status
-    cdef uint32_t crc
     if end > view.shape[0]:
         end = view.shape[0]
     if position + HEADER_SIZE > end:
@@ -196,21 +201,62 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     if status != SCAN_END:
         return status
     with nogil:
-        crc = seglog_crc32c(0, &view[position + CRC_START], HEADER_SIZE - CRC_START + h.body_length)
-    return SCAN_END if crc == h.crc else SCAN_BAD_CRC
+        status = crc_status(&view[position], &h)
+    return status
 
 
 def header_agrees(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count) -> bool:
     """Whether the batch header at `start` describes what an index entry says is there: `count` records from
-    `base_offset`, ending at `end`. One 64-byte read: readers check every entry they use, so a damaged index
-    is caught rather than followed (docs/FORMAT.md, Recovery)."""
+    `base_offset`, ending at `end`. One 64-byte read (check_entry does the same for readers)."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     if start < 0 or start + HEADER_SIZE > end or end > view.shape[0]:
         return False
     memcpy(&h, &view[start], HEADER_SIZE)
+    return names_entry(&h, start, end, base_offset, count)
+
+
+cdef inline bint names_entry(const BatchHeader *h, Py_ssize_t start, Py_ssize_t end, int64_t base_offset,
+                             int64_t count) noexcept nogil:
     return (h.magic == MAGIC and h.header_size == HEADER_SIZE and h.base_offset == base_offset
             and h.record_count == count and HEADER_SIZE + <Py_ssize_t>h.body_length == end - start)
+
+
+# check_entry's outcomes besides the SCAN_* code of a batch that fails its header or CRC check.
+ENTRY_SOUND = SCAN_END
+ENTRY_PAST_DATA = -1    # the index places the batch past the end of the data
+ENTRY_DIFFERS = -2      # the batch there is sound, but not the one the entry names (a damaged index)
+
+
+def check_entry(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
+                bint verify_crc) -> int:
+    """Whether the batch an index entry names, `count` records from `base_offset` at [start, end), is there:
+    its header agrees with the entry (one 64-byte read), and with `verify_crc` its CRC32C matches. Returns
+    ENTRY_SOUND, ENTRY_PAST_DATA (`buffer` None or too short), ENTRY_DIFFERS, or the SCAN_* code of the
+    damage found where the entry points. Readers run this on every entry they use (docs/FORMAT.md, Recovery)."""
+    cdef Py_buffer view
+    cdef BatchHeader h
+    cdef const uint8_t *data
+    cdef int status = SCAN_END
+    if buffer is None:
+        return ENTRY_PAST_DATA
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    try:
+        if start < 0 or start + HEADER_SIZE > end or end > view.len:
+            return ENTRY_PAST_DATA if end > view.len else ENTRY_DIFFERS
+        data = <const uint8_t *>view.buf
+        memcpy(&h, data + start, HEADER_SIZE)
+        if not names_entry(&h, start, end, base_offset, count):
+            status = check_header(&h, start, view.len)
+            if status == SCAN_END:
+                status = crc_status(data + start, &h)
+            return ENTRY_DIFFERS if status == SCAN_END else status
+        if verify_crc:
+            with nogil:
+                status = crc_status(data + start, &h)
+        return status
+    finally:
+        PyBuffer_Release(&view)
 
 
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
