@@ -196,6 +196,32 @@ def test_read_batch_slices_and_ends_with_none(log):
     assert reader.read_batch() is None
 
 
+def test_read_batch_goes_on_batch_by_batch_through_seeks_slices_rolls_and_appends(log):
+    # Reading on from the last batch takes a shortcut (Reader._following_batch): whatever moves the
+    # reader or the log in between, it must return what a fresh lookup of its offset would.
+    topic = log.create_topic("t", segment_size="4 KiB")
+    producer = topic.producer()
+    for first in range(0, 60, 6):
+        producer.send_batch([b"%300d" % i for i in range(first, first + 6)])  # two batches a segment
+    reader = topic.reader()
+    offsets = []
+
+    def read(**options):
+        batch = reader.read_batch(**options)
+        offsets.extend(batch.column("offset").to_pylist())
+
+    read(), read(), read(max_messages=2), read(), read()
+    reader.seek(40)
+    read(), read()
+    producer.send_batch([b"late"] * 3)
+    producer.flush()
+    while (batch := reader.read_batch()) is not None:
+        offsets.extend(batch.column("offset").to_pylist())
+    assert offsets == list(range(0, 24)) + list(range(40, 63))
+    assert len(topic._segments(0).bases) > 1  # the reads crossed segment rolls
+    producer.close()
+
+
 def test_read_batch_waits_for_new_data_with_a_timeout(log):
     topic = log.create_topic("t")
     reader = topic.reader("latest")

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from seglog._core import _format
+from seglog._core._arrow import indexed_batch
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
@@ -50,8 +51,9 @@ logger = logging.getLogger("seglog.reader")
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
-# A reader's first touch of a segment's pages is faulted in with one madvise per range at least this big.
-_POPULATE_MIN_BYTES = 64 * 1024
+# A reader's first touch of a segment's pages is faulted in with one madvise per window of this many bytes
+# (or the batch, if larger): a fault per 4 KiB costs far more, a syscall per small batch too.
+_POPULATE_WINDOW = 1 << 20
 _POLL_START_S = 0.0002
 _POLL_MAX_S = 0.01
 # Segments a PartitionView keeps mapped (three maps each), and how old a directory's mtime must be
@@ -89,7 +91,7 @@ class SegmentView:
 
     def _map_data(self) -> None:
         self.data = map_file(self.paths.log, writable=False)
-        self._populated_end = 0  # pages below this are faulted in (see batch_at)
+        self.populated_end = 0  # pages below this are faulted in (see batch_at)
 
     def _map_index(self) -> None:
         self._index_identity = self._current_identity()
@@ -202,13 +204,14 @@ class SegmentView:
         entry and, with `verify_crc`, its CRC32C (CorruptLogError if the log is damaged there,
         IndexMismatchError if the index is)."""
         base, next_offset, start, end = self.index.entry(entry)
-        self._ensure_mapped(end)
+        if self.data is None or len(self.data) < end:
+            self._map_data()
         status = _format.check_entry(self.data, start, end, base, next_offset - base, verify_crc)
         if status != _format.ENTRY_SOUND:
             raise self._entry_error(entry, status)
-        if end - self._populated_end >= _POPULATE_MIN_BYTES:  # small ranges: faults beat a syscall
-            _format.populate_read(self.data, max(start, self._populated_end), end)
-            self._populated_end = end
+        if end > self.populated_end:  # first touch: the pages of a window of published batches in one call
+            self.populated_end = max(end, min(self.index.end_position, start + _POPULATE_WINDOW))
+            _format.populate_read(self.data, start, self.populated_end)
         return start, end, base, next_offset - base
 
     def _entry_error(self, entry: int, status: int) -> CorruptLogError:
@@ -320,6 +323,7 @@ class Reader:
         self.verify_crc = verify_crc
         self._view = segments
         self._verified: tuple[IndexView, int] | None = None  # the last batch this reader checked
+        self._last: tuple[SegmentView, IndexView, int, int] | None = None  # the last one located, its end offset
         self._offset = start_offset(segments, start)
         self._closed = False
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
@@ -341,15 +345,38 @@ class Reader:
 
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
         '500ms', see units.parse_timeout); without, it returns at once."""
-        located = self._next_batch(timeout)
-        if located is None:
-            return None
-        view, position, base, count = located
-        batch = to_record_batch(view.data, position)
+        batch = self._following_batch() if timeout is None else None
+        if batch is not None:
+            base, count = self._offset, batch.num_rows
+        else:
+            located = self._next_batch(timeout)
+            if located is None:
+                return None
+            view, position, base, count = located
+            batch = to_record_batch(view.data, position)
         skip = self._offset - base
         take = count - skip if max_messages is None else min(count - skip, max_messages)
         self._offset += take
         return batch if skip == 0 and take == count else batch.slice(skip, take)
+
+    def _following_batch(self) -> pa.RecordBatch | None:
+        """The stored batch right after the last one this reader located, when it goes on there and nothing
+        changed since: same segment, its index already naming the batch (sequential reading, the common
+        case). One native call, no lookup; None otherwise, or when the batch fails a check, and read_batch
+        then takes the general way (which reports the damage, or reads on after choosing the index again)."""
+        last = self._last
+        if last is None or self._closed or self._fence.deleted:
+            return None
+        view, index, entry, end_offset = last
+        entry += 1
+        if self._offset != end_offset or view.index is not index \
+                or self._view.views.get(view.base_offset) is not view:  # moved, or the segment let go
+            return None
+        batch = indexed_batch(view.data, index, entry, self.verify_crc, view.populated_end)
+        if batch is not None:
+            self._last = (view, index, entry, end_offset + batch.num_rows)
+            self._verified = (index, entry)
+        return batch
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
         """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
@@ -372,7 +399,7 @@ class Reader:
             yield from messages
 
     def _next_batch(self, timeout: float | None):
-        seconds = parse_timeout(timeout, none=0)
+        seconds = 0 if timeout is None else parse_timeout(timeout, none=0)
         if self._closed:
             raise ClosedError("reader is closed")
         self._fence.check()
@@ -455,6 +482,7 @@ class Reader:
                 self._verified = None
                 return self._locate(offset, retry=False)
             raise
+        self._last = (view, *checked, batch_base + count)
         return view, position, batch_base, count
 
     def close(self) -> None:

@@ -9,10 +9,12 @@ mapped (and its file's pages valid) until the last array that points into it is 
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uintptr_t
-from libc.stdlib cimport calloc, malloc, free
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
-from seglog._core._format cimport BatchHeader, BatchLayout, HEADER_SIZE, compute_layout
+from seglog._core._format cimport (BatchHeader, BatchLayout, C_ENTRY_SOUND, HEADER_SIZE, compute_layout,
+                                   entry_status)
+from seglog._core._index cimport IndexView
 
 import pyarrow as pa
 
@@ -50,6 +52,7 @@ cdef enum:
 
 # Everything one imported batch owns, in one allocation, followed by its offset column (int64[n]).
 cdef struct StoredBatch:
+    Py_ssize_t size  # of the allocation
     Py_buffer view  # the export that keeps the map mapped
     ArrowArray arrays[CHILDREN]
     ArrowArray *columns[5]
@@ -77,13 +80,50 @@ cdef const uint8_t *zeros(Py_ssize_t size) except NULL:
     return _zeros
 
 
+# A few allocations of released batches, reused by the next ones: a reader releases each batch before it
+# reads the next, and malloc and free of these sizes cost as much as filling the structs (above 128 KiB, a
+# 16k-message batch, malloc maps fresh pages each time). Touched only with the GIL held.
+cdef enum:
+    KEPT_ALLOCATIONS = 4
+    KEPT_MAX_BYTES = 1 << 20
+cdef StoredBatch *_kept[KEPT_ALLOCATIONS]
+cdef int _kept_count = 0
+
+
+cdef StoredBatch *allocate(Py_ssize_t size) except NULL:
+    """A StoredBatch of at least `size` bytes: a kept one if one is large enough."""
+    global _kept_count
+    cdef StoredBatch *stored
+    cdef int i
+    for i in range(_kept_count):
+        if _kept[i].size >= size:
+            stored = _kept[i]
+            _kept_count -= 1
+            _kept[i] = _kept[_kept_count]
+            return stored
+    stored = <StoredBatch *>malloc(size)
+    if stored == NULL:
+        raise MemoryError()
+    stored.size = size
+    return stored
+
+
+cdef void keep_or_free(StoredBatch *stored) noexcept:
+    global _kept_count
+    if _kept_count < KEPT_ALLOCATIONS and stored.size <= KEPT_MAX_BYTES:
+        _kept[_kept_count] = stored
+        _kept_count += 1
+    else:
+        free(stored)
+
+
 cdef void release_batch(ArrowArray *root) noexcept nogil:
     """The root's release callback: pyarrow calls it once no array of the batch is referenced, from any
     thread, holding the GIL or not."""
     cdef StoredBatch *stored = <StoredBatch *>root.private_data
     with gil:
         PyBuffer_Release(&stored.view)
-    free(stored)
+        keep_or_free(stored)
     root.release = NULL
 
 
@@ -214,6 +254,37 @@ def record_batch(buffer, Py_ssize_t position):
     `properties` the batch's own sections. ValueError if its sections do not fit its length. The caller
     has checked the batch (its header against the index, its CRC when asked)."""
     cdef Py_buffer view
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    return import_batch(&view, position)
+
+
+def indexed_batch(data, IndexView index, Py_ssize_t entry, bint verify_crc, Py_ssize_t populated_end):
+    """record_batch of index entry `entry` of a segment whose log is mapped as `data`, checked as
+    _format.check_entry checks it, when nothing stands in the way: the entry is published, its batch lies
+    below `populated_end` (pages the reader has faulted in) and is sound as the entry names it. None
+    otherwise, and SegmentView.batch_at then does what is needed, or says what is wrong. The reader's way
+    on to the next batch, in one call."""
+    cdef Py_buffer view
+    cdef int64_t base, next_offset, start, end
+    if not 0 <= entry < index.count:
+        return None
+    base, start = index.base_offset, 0
+    if entry:
+        base, start = index.offsets[entry - 1, 0], index.offsets[entry - 1, 1]
+    next_offset, end = index.offsets[entry, 0], index.offsets[entry, 1]
+    if end > populated_end or data is None:
+        return None
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    if entry_status(<const uint8_t *>view.buf, view.len, start, end, base, next_offset - base,
+                    verify_crc) != C_ENTRY_SOUND:
+        PyBuffer_Release(&view)
+        return None
+    return import_batch(&view, start)
+
+
+cdef object import_batch(Py_buffer *view, Py_ssize_t position):
+    """The RecordBatch of the batch at `position` of `view`, which it takes over (released with the batch,
+    or here on an error)."""
     cdef BatchHeader h
     cdef BatchLayout layout
     cdef ArrowArray root
@@ -222,17 +293,14 @@ def record_batch(buffer, Py_ssize_t position):
     cdef const uint8_t *zeroed
     cdef int64_t *offsets
     cdef Py_ssize_t i
-    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
-        batch = locate(&view, position, &h, &layout)
+        batch = locate(view, position, &h, &layout)
         zeroed = zeros(4 * (layout.count + 1))  # null keys and properties: validity and offsets
-        stored = <StoredBatch *>malloc(sizeof(StoredBatch) + 8 * layout.count)
-        if stored == NULL:
-            raise MemoryError()
+        stored = allocate(sizeof(StoredBatch) + 8 * layout.count)
     except BaseException:
-        PyBuffer_Release(&view)
+        PyBuffer_Release(view)
         raise
-    stored.view = view  # moved: released once, with the batch
+    stored.view = view[0]  # moved: released once, with the batch
     offsets = <int64_t *>(stored + 1)
     for i in range(layout.count):
         offsets[i] = h.base_offset + i

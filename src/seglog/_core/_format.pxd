@@ -113,3 +113,13 @@ cdef struct BatchLayout:
 
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
+
+
+# entry_status (check_entry without Python objects): ENTRY_SOUND is SCAN_END (0), damage a SCAN_* code.
+cdef enum:
+    C_ENTRY_SOUND = 0
+    C_ENTRY_PAST_DATA = -1
+    C_ENTRY_DIFFERS = -2
+
+cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py_ssize_t end,
+                      int64_t base_offset, int64_t count, bint verify_crc) noexcept nogil

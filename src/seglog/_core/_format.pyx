@@ -222,10 +222,11 @@ cdef inline bint names_entry(const BatchHeader *h, Py_ssize_t start, Py_ssize_t 
             and h.record_count == count and HEADER_SIZE + <Py_ssize_t>h.body_length == end - start)
 
 
-# check_entry's outcomes besides the SCAN_* code of a batch that fails its header or CRC check.
-ENTRY_SOUND = SCAN_END
-ENTRY_PAST_DATA = -1    # the index places the batch past the end of the data
-ENTRY_DIFFERS = -2      # the batch there is sound, but not the one the entry names (a damaged index)
+# check_entry's outcomes besides the SCAN_* code of a batch that fails its header or CRC check (the enum
+# is in _format.pxd).
+ENTRY_SOUND = C_ENTRY_SOUND
+ENTRY_PAST_DATA = C_ENTRY_PAST_DATA    # the index places the batch past the end of the data
+ENTRY_DIFFERS = C_ENTRY_DIFFERS        # the batch there is sound, but not the one the entry names (a damaged index)
 
 
 def check_entry(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
@@ -235,28 +236,29 @@ def check_entry(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, i
     ENTRY_SOUND, ENTRY_PAST_DATA (`buffer` None or too short), ENTRY_DIFFERS, or the SCAN_* code of the
     damage found where the entry points. Readers run this on every entry they use (docs/FORMAT.md, Recovery)."""
     cdef Py_buffer view
-    cdef BatchHeader h
-    cdef const uint8_t *data
-    cdef int status = SCAN_END
     if buffer is None:
-        return ENTRY_PAST_DATA
+        return C_ENTRY_PAST_DATA
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
-        if start < 0 or start + HEADER_SIZE > end or end > view.len:
-            return ENTRY_PAST_DATA if end > view.len else ENTRY_DIFFERS
-        data = <const uint8_t *>view.buf
-        memcpy(&h, data + start, HEADER_SIZE)
-        if not names_entry(&h, start, end, base_offset, count):
-            status = check_header(&h, start, view.len)
-            if status == SCAN_END:
-                status = crc_status(data + start, &h)
-            return ENTRY_DIFFERS if status == SCAN_END else status
-        if verify_crc:
-            with nogil:
-                status = crc_status(data + start, &h)
-        return status
+        return entry_status(<const uint8_t *>view.buf, view.len, start, end, base_offset, count, verify_crc)
     finally:
         PyBuffer_Release(&view)
+
+
+cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py_ssize_t end,
+                      int64_t base_offset, int64_t count, bint verify_crc) noexcept nogil:
+    """check_entry over `size` bytes at `data`."""
+    cdef BatchHeader h
+    cdef int status
+    if start < 0 or start + HEADER_SIZE > end or end > size:
+        return C_ENTRY_PAST_DATA if end > size else C_ENTRY_DIFFERS
+    memcpy(&h, data + start, HEADER_SIZE)
+    if not names_entry(&h, start, end, base_offset, count):
+        status = check_header(&h, start, size)
+        if status == SCAN_END:
+            status = crc_status(data + start, &h)
+        return C_ENTRY_DIFFERS if status == SCAN_END else status
+    return crc_status(data + start, &h) if verify_crc else SCAN_END
 
 
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,

@@ -18,16 +18,8 @@ cdef class IndexView:
     """Offset and time lookups over the index arrays of one segment.
 
     The arrays are views of the mapped index files (or, for a reader that found an index damaged and
-    rebuilt it in memory, plain arrays); `owners` keeps their buffers alive while the view is used."""
-    cdef const int64_t[:, ::1] offsets     # [capacity, 2]: next_offset, end_position
-    cdef const int64_t[:, ::1] times       # [capacity, 2]: running max timestamp, next_offset
-    cdef int64_t[:, ::1] offsets_w
-    cdef int64_t[:, ::1] times_w
-    cdef readonly Py_ssize_t capacity
-    cdef readonly Py_ssize_t count
-    cdef readonly int64_t base_offset
-    cdef readonly bint writable
-    cdef object owners
+    rebuilt it in memory, plain arrays); `owners` keeps their buffers alive while the view is used. Its
+    fields are declared in _index.pxd, so other kernels read entries in C."""
 
     def __init__(self, offsets, times, int64_t base_offset, bint writable=False):
         arrays = np.asarray(offsets).reshape(-1, 2), np.asarray(times).reshape(-1, 2)
