@@ -40,9 +40,9 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     key_column = None if keys is None else binary_column(keys, "keys", allow_null=True, count=n)
     stamps, event_times, flags = _timestamps(timestamps, n, now, log_append_time)
     if properties is None:
-        return BatchSource(value_column, key_column, stamps, event_times, flags)
+        return BatchSource(value_column, key_column, stamps, event_times, flags, now)
     entries, prop_keys, prop_values = _properties(properties, n)
-    return BatchSource(value_column, key_column, stamps, event_times, flags, entries, prop_keys, prop_values)
+    return BatchSource(value_column, key_column, stamps, event_times, flags, now, entries, prop_keys, prop_values)
 
 
 def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None) -> Column:
@@ -96,15 +96,16 @@ def _numpy_column(array: np.ndarray, argument: str) -> Column:
 
 
 def _timestamps(timestamps: Any, n: int, now: int, log_append_time: bool):
+    """(the timestamp column, or None for `now` on every message; the event-time column or None; flags)."""
     flags = _format.LOG_APPEND_TIME if log_append_time else 0
     if timestamps is None:
-        return np.full(n, now, dtype=np.int64), None, flags
+        return None, None, flags
     given, missing = _given_timestamps(timestamps)
     if len(given) != n:
         raise InvalidArgumentError("timestamps", f"{len(given)} timestamps", f"one per value ({n})")
     event_times = given if missing is None else np.where(missing, _format.NO_EVENT_TIME, given)
     if log_append_time:
-        return np.full(n, now, dtype=np.int64), event_times, flags
+        return None, event_times, flags
     if missing is None:
         return given, None, flags | _format.EVENT_TIME_IS_TIMESTAMP
     return np.where(missing, now, given), event_times, flags

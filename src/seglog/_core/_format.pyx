@@ -112,9 +112,8 @@ cpdef int partition_for_key(key, int partitions) except -1:
 
 cdef class Prefaulter:
     """Keeps the pages ahead of a writer faulted in, from a C thread (see native.h). `target` a writable
-    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping."""
-    cdef seglog_prefaulter *native
-    cdef uint8_t[::1] mapping
+    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping.
+    (Its fields are declared in _format.pxd: the writer's kernel advances it in C.)"""
 
     def __cinit__(self, size_t ahead=32 << 20, size_t step=4 << 20):
         self.native = seglog_prefaulter_new(ahead, step)
@@ -377,10 +376,10 @@ cdef uint8_t *write_binary(uint8_t *base, uint8_t *p, const RawColumn *c, Py_ssi
     for i in range(n + 1):
         offsets[i] = <int32_t>(data_start(c, start + i) - first)
     p = pad_to8(base, p + 4 * (n + 1))
-    if c.pointers != NULL:
+    if c.items != NULL:
         for i in range(start, stop):
             length = c.prefix64[i + 1] - c.prefix64[i]
-            memcpy(p, c.pointers[i], length)
+            memcpy(p, item_data(c, i), length)
             p += length
     else:
         length = data_start(c, stop) - first
@@ -407,12 +406,19 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
     cdef Py_ssize_t i, n = stop - start, first_entry, e
     cdef BatchHeader h
     cdef uint8_t *p = dest + HEADER_SIZE
-    cdef int64_t max_ts = b.timestamps[start]
+    cdef int64_t *stamps = <int64_t *>p
+    cdef int64_t first_ts, max_ts
     cdef int32_t *entries
-    for i in range(start + 1, stop):
-        if b.timestamps[i] > max_ts:
-            max_ts = b.timestamps[i]
-    memcpy(p, b.timestamps + start, 8 * n)
+    if b.timestamps == NULL:
+        first_ts = max_ts = b.constant_timestamp
+        for i in range(n):
+            stamps[i] = first_ts
+    else:
+        first_ts = max_ts = b.timestamps[start]
+        for i in range(start + 1, stop):
+            if b.timestamps[i] > max_ts:
+                max_ts = b.timestamps[i]
+        memcpy(p, b.timestamps + start, 8 * n)
     p += 8 * n
     if b.flags & FLAG_EVENT_TIME_COLUMN:
         memcpy(p, b.event_times + start, 8 * n)
@@ -436,7 +442,7 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
     h.header_size = HEADER_SIZE
     h.flags = b.flags
     h.base_offset = base_offset
-    h.first_timestamp = b.timestamps[start]
+    h.first_timestamp = first_ts
     h.max_timestamp = max_ts
     h.record_count = <int32_t>n
     h.body_length = <uint32_t>(p - dest - HEADER_SIZE)

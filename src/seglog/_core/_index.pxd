@@ -13,6 +13,11 @@ cdef class IndexView:
     cdef object owners
 
     cpdef Py_ssize_t refresh(self)
+    cpdef int append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) except -1
+
+    cdef inline int64_t end_position_at(self, Py_ssize_t count) noexcept:
+        """The byte position after the first `count` batches (0 for none)."""
+        return self.offsets[count - 1, 1] if count else 0
     cpdef tuple entry(self, Py_ssize_t i)
     cpdef Py_ssize_t find_offset(self, int64_t offset)
     cpdef Py_ssize_t find_timestamp(self, int64_t timestamp)

@@ -63,7 +63,7 @@ cdef class IndexView:
     @property
     def end_position(self) -> int:
         """The byte position after the last published batch: the segment's logical size."""
-        return self.offsets[self.count - 1, 1] if self.count else 0
+        return self.end_position_at(self.count)
 
     @property
     def max_timestamp(self) -> int:
@@ -104,7 +104,7 @@ cdef class IndexView:
                 high = middle
         return low if low < self.count else -1
 
-    def append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) -> None:
+    cpdef int append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) except -1:
         """Publish one entry (writer only): time entry first, fence, then the offset slot readers poll."""
         cdef Py_ssize_t i = self.count
         cdef int64_t running = max_timestamp
@@ -120,6 +120,7 @@ cdef class IndexView:
         seglog_release_fence()
         self.offsets_w[i, 0] = next_offset
         self.count = i + 1
+        return 0
 
     def arrays(self):
         """The published entries as numpy views: (next_offsets, end_positions, running_max_timestamps)."""
