@@ -158,6 +158,21 @@ def test_linger_writes_queued_messages_in_the_background(log):
         assert batch is not None and batch.column("value").to_pylist() == [b"lingered"]
 
 
+def test_linger_follows_the_batch_being_gathered_and_never_splits_one_early(log):
+    # One background call per partition at a time: it follows the batch gathered since the one it was
+    # asked for. A batch must be written once it has lingered, and not before it has.
+    topic = log.create_topic("t")
+    with topic.producer(linger_ms=1000, batch_size=2) as producer:
+        producer.send(b"a"), producer.send(b"b")  # full: written at once, its linger call stays due (at 1 s)
+        time.sleep(0.5)
+        producer.send(b"c")  # a new batch: due at 1.5 s, not when the first call comes
+        time.sleep(0.7)
+        assert topic.end_offset() == 2
+        reader = topic.reader(2)
+        batch = reader.read_batch(timeout=5)
+        assert batch.column("value").to_pylist() == [b"c"]
+
+
 def test_reader_start_positions(log, clock):
     topic = log.create_topic("t")
     with topic.producer() as producer:

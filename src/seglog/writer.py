@@ -271,6 +271,9 @@ class PartitionWriter:
         self._last_sync = time.monotonic()
         self._unsynced = False  # written to since the last fsync
         self._sync_scheduled = False  # the background flusher will call sync_when_due
+        self._linger_lock = threading.Lock()  # guards the two below
+        self._lingering: tuple[int, float] = (-1, 0.0)  # (batch, due) of the last batch that asked to linger
+        self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
         self.closed = False
 
     @property
@@ -325,6 +328,31 @@ class PartitionWriter:
         with self.write_lock:
             queued = self.accumulator.drain()
             return 0 if queued is None else self._write_queued(queued)
+
+    def linger_until(self, due: float) -> bool:
+        """The batch being gathered (its first message just queued) is to be written at `due`
+        (time.monotonic()) if it is still waiting then. True if the background flusher must be asked to come
+        at `due`: no call of it for this writer is due that early."""
+        with self._linger_lock:  # not the write lock: a send() never waits for a write
+            self._lingering = (self.accumulator.batches_taken, due)
+            if self._linger_call is not None and self._linger_call <= due:
+                return False
+            self._linger_call = due
+            return True
+
+    def flush_lingering(self) -> float | None:
+        """The background flusher's call (LingerFlusher.schedule): write the batch being gathered if its
+        linger time has run out. Returns when to come again, for a batch whose time is still to come."""
+        with self._linger_lock:
+            self._linger_call = None
+            batch, due = self._lingering
+            if self.accumulator.batches_taken != batch:
+                return None  # written since (full, or flushed), and no batch asked since
+            if due > time.monotonic():
+                self._linger_call = due
+                return due
+        self.flush_pending()
+        return None
 
     def _write_queued(self, queued: tuple) -> int:
         base, values, keys, timestamps, properties = queued
