@@ -1,17 +1,24 @@
 """Appending 1M values of 100 B: seglog's producer against the plain ways to put the same bytes on disk.
 
+Every group comes in three call sizes, each with its own baselines and the same targets: 1,000, 10,000
+and 65,536 messages per send_batch call (e.g. "append: python objects, 1,000 per call"; the `calls`
+fixture). The baselines take the values in the same calls.
+
 Group "append: python objects" (the values are a list of bytes):
   baselines  python loop    `f.write(struct.pack('<I', len(v)) + v)` per value into a buffered file
-             sqlite3        executemany into (offset INTEGER PRIMARY KEY, value BLOB), 10,000 rows per
-                            transaction; WAL, synchronous=OFF, so like seglog (fsync='never') it hands
-                            the data to the page cache without waiting for the disk
-  seglog     send_batch(list) in chunks of 64k, 1 GiB segments  >= 4x python loop, >= 10x sqlite3
-             the same with 64 MiB segments (shows the cost of rolling)
+             sqlite3        executemany into (offset INTEGER PRIMARY KEY, value BLOB), one transaction
+                            per call; WAL, synchronous=OFF, so like seglog (fsync='never') it hands the
+                            data to the page cache without waiting for the disk
+  seglog     send_batch(list), 1 GiB segments                    >= 4x python loop, >= 10x sqlite3
+             the same with 64 MiB segments (a roll every ~0.6M messages)
              send(v) per value, then flush()                     >= 2x python loop
+             (send() has no call size: the producer's batch_size is the call's bytes, so it writes
+             batches of as many messages as send_batch does)
 
 Group "append: pyarrow array" (the values are one Arrow binary array, sliced into chunks):
   baselines  memcpy, fresh map     create a file, posix_fallocate 1 GiB, mmap it, copy the payload in
-                                   with numpy: the physical limit of an append into a new segment
+                                   with numpy, a call's bytes at a time: the physical limit of an append
+                                   into a new segment
              memcpy, mapped pages  the copy alone into pages already faulted in (memory bandwidth)
   seglog     send_batch(arrow), 1 GiB and 64 MiB segments   >= 70% of "memcpy, fresh map"
 
@@ -37,7 +44,6 @@ OBJECTS = "append: python objects"
 ARROW = "append: pyarrow array"
 GiB = 1 << 30
 MiB = 1 << 20
-SQLITE_TRANSACTION_ROWS = 10_000
 
 
 @pytest.fixture
@@ -68,21 +74,20 @@ def fresh_topic(fresh_path):
 # ---------------------------------------------------------------------------------------------------------
 # append: python objects
 
-def test_python_loop(bench, payload, fresh_path):
-    values = payload.values
-
+def test_python_loop(bench, calls, fresh_path):
     def write(path):
         with open(path, "wb") as f:
-            for v in values:  # noqa: FURB122 (this per-value loop is the baseline)
-                f.write(struct.pack('<I', len(v)) + v)
+            for chunk in calls.list_chunks:
+                for v in chunk:  # noqa: FURB122 (this per-value loop is the baseline)
+                    f.write(struct.pack('<I', len(v)) + v)
 
-    bench.baseline(OBJECTS, "python loop", messages=payload.n, nbytes=payload.nbytes)
+    bench.baseline(calls.group(OBJECTS), "python loop", messages=calls.n, nbytes=calls.nbytes)
     bench.run(write, setup=lambda: (fresh_path(".bin"),), teardown=os.unlink)
 
 
-def test_sqlite3(bench, payload, fresh_path):
-    rows = list(enumerate(payload.values))
-    transactions = [rows[i:i + SQLITE_TRANSACTION_ROWS] for i in range(0, len(rows), SQLITE_TRANSACTION_ROWS)]
+def test_sqlite3(bench, calls, fresh_path):
+    rows = list(enumerate(calls.values))
+    transactions = [rows[i:i + calls.chunk] for i in range(0, len(rows), calls.chunk)]
 
     def setup():
         path = fresh_path(".sqlite")
@@ -104,9 +109,9 @@ def test_sqlite3(bench, payload, fresh_path):
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(f"{path}{suffix}"):
                 os.unlink(f"{path}{suffix}")
-        assert stored == payload.n
+        assert stored == calls.n
 
-    bench.baseline(OBJECTS, "sqlite3", messages=payload.n, nbytes=payload.nbytes)
+    bench.baseline(calls.group(OBJECTS), "sqlite3", messages=calls.n, nbytes=calls.nbytes)
     bench.run(insert, setup=setup, teardown=teardown)
 
 
@@ -123,27 +128,27 @@ def send_chunks(chunks):
 
 
 @pytest.mark.parametrize("segment_size", [GiB, 64 * MiB], ids=["1GiB", "64MiB"])
-def test_send_batch_list(bench, payload, fresh_topic, segment_size):
+def test_send_batch_list(bench, calls, fresh_topic, segment_size):
     label = f"send_batch(list), {size_name(segment_size)} segments"
-    bench.seglog(OBJECTS, label, messages=payload.n, nbytes=payload.nbytes,
+    bench.seglog(calls.group(OBJECTS), label, messages=calls.n, nbytes=calls.nbytes,
                  at_least={"python loop": 4, "sqlite3": 10})
-    setup, teardown = fresh_topic(payload, segment_size)
-    bench.run(send_chunks(payload.list_chunks), setup=setup, teardown=teardown)
+    setup, teardown = fresh_topic(calls, segment_size)
+    bench.run(send_chunks(calls.list_chunks), setup=setup, teardown=teardown)
 
 
-def test_send_loop(bench, payload, fresh_topic):
-    values = payload.values
+def test_send_loop(bench, calls, fresh_topic):
+    values = calls.values
 
     def send_each(log, topic):
-        with topic.producer() as producer:
+        with topic.producer(batch_size=calls.chunk * calls.value_bytes) as producer:
             send = producer.send
             for v in values:
                 send(v)
             producer.flush()
 
-    bench.seglog(OBJECTS, "send(v) loop + flush()", messages=payload.n, nbytes=payload.nbytes,
+    bench.seglog(calls.group(OBJECTS), "send(v) loop + flush()", messages=calls.n, nbytes=calls.nbytes,
                  at_least={"python loop": 2})
-    setup, teardown = fresh_topic(payload, GiB)
+    setup, teardown = fresh_topic(calls, GiB)
     bench.run(send_each, setup=setup, teardown=teardown)
 
 
@@ -167,36 +172,36 @@ def map_new_file(path, size):
         os.close(fd)
 
 
-def test_memcpy_fresh_map(bench, payload, fresh_path):
+def test_memcpy_fresh_map(bench, calls, fresh_path):
     def append(path):
         mapped = map_new_file(path, GiB)
-        copy_in_chunks(np.frombuffer(mapped, dtype=np.uint8), payload)
+        copy_in_chunks(np.frombuffer(mapped, dtype=np.uint8), calls)
         mapped.close()
 
-    bench.baseline(ARROW, "memcpy, fresh map", messages=payload.n, nbytes=payload.nbytes)
+    bench.baseline(calls.group(ARROW), "memcpy, fresh map", messages=calls.n, nbytes=calls.nbytes)
     bench.run(append, setup=lambda: (fresh_path(".seg"),), teardown=os.unlink)
 
 
-def test_memcpy_mapped_pages(bench, payload, fresh_path):
+def test_memcpy_mapped_pages(bench, calls, fresh_path):
     def setup():
         path = fresh_path(".seg")
-        mapped = map_new_file(path, payload.nbytes)
+        mapped = map_new_file(path, calls.nbytes)
         view = np.frombuffer(mapped, dtype=np.uint8)
         view[:] = 0xA5  # every page allocated, dirty and mapped writable
         return view, mapped, path
 
     def teardown(view, mapped, path):
-        assert np.array_equal(view, payload.raw)
+        assert np.array_equal(view, calls.raw)
         os.unlink(path)  # unmapped when the round's arguments are dropped (the view pins the map till then)
 
-    bench.baseline(ARROW, "memcpy, mapped pages", messages=payload.n, nbytes=payload.nbytes)
-    bench.run(lambda view, mapped, path: copy_in_chunks(view, payload), setup=setup, teardown=teardown)
+    bench.baseline(calls.group(ARROW), "memcpy, mapped pages", messages=calls.n, nbytes=calls.nbytes)
+    bench.run(lambda view, mapped, path: copy_in_chunks(view, calls), setup=setup, teardown=teardown)
 
 
 @pytest.mark.parametrize("segment_size", [GiB, 64 * MiB], ids=["1GiB", "64MiB"])
-def test_send_batch_arrow(bench, payload, fresh_topic, segment_size):
+def test_send_batch_arrow(bench, calls, fresh_topic, segment_size):
     label = f"send_batch(arrow), {size_name(segment_size)} segments"
-    bench.seglog(ARROW, label, messages=payload.n, nbytes=payload.nbytes,
+    bench.seglog(calls.group(ARROW), label, messages=calls.n, nbytes=calls.nbytes,
                  at_least={"memcpy, fresh map": 0.7})
-    setup, teardown = fresh_topic(payload, segment_size)
-    bench.run(send_chunks(payload.arrow_chunks), setup=setup, teardown=teardown)
+    setup, teardown = fresh_topic(calls, segment_size)
+    bench.run(send_chunks(calls.arrow_chunks), setup=setup, teardown=teardown)

@@ -1,5 +1,8 @@
 """Reading a whole topic of 1M values of 100 B, against a Python loop reading the same values from a file.
 
+The topic is stored in batches of 1,000, 10,000 and 65,536 messages (one send_batch call each), each size
+its own group with its own baseline and the same targets ("read: whole topic, 1,000 per call").
+
 baseline  python read loop   `n = struct.unpack('<I', f.read(4))[0]; v = f.read(n)` per message, over the
                              length-prefixed file the append baseline writes (made here, outside the timing)
 seglog    read_batch(), CRC32C checked (the default)   >= 20x
@@ -7,7 +10,7 @@ seglog    read_batch(), CRC32C checked (the default)   >= 20x
           for m in reader (Message objects)            >= 2x
 
 read_batch returns pyarrow RecordBatches over the mapped segment (zero copy), so its cost is the CRC pass
-and a few Python calls per stored batch (64k messages each here); iteration builds one Message per message.
+and a few Python calls per stored batch; iteration builds one Message per message.
 Each round opens a new reader (new maps, so the page-cache pages are mapped again), as a consumer would.
 All files are in the page cache: this measures the library, not the disk.
 """
@@ -24,33 +27,39 @@ GROUP = "read: whole topic"
 
 
 @pytest.fixture(scope="module")
-def stored(scratch, payload):
-    """(topic, baseline file) holding the payload: the topic written with send_batch, the file with the
-    append baseline's loop."""
-    baseline_file = scratch / "values.bin"
-    with open(baseline_file, "wb") as f:
+def baseline_file(scratch, payload):
+    """The payload as the append baseline's loop writes it: length-prefixed values."""
+    path = scratch / "values.bin"
+    with open(path, "wb") as f:
         for v in payload.values:  # noqa: FURB122 (the append baseline's loop)
             f.write(struct.pack('<I', len(v)) + v)
-    with seglog.open(scratch / "log") as log:
+    return path
+
+
+@pytest.fixture(scope="module")
+def stored(scratch, calls, baseline_file):
+    """(topic, baseline file) holding the payload: the topic written with send_batch in the call size of
+    `calls`, the file with the append baseline's loop."""
+    with seglog.open(scratch / f"log-{calls.chunk}") as log:
         topic = log.create_topic("bench")
         with topic.producer() as producer:
-            for chunk in payload.list_chunks:
+            for chunk in calls.list_chunks:
                 producer.send_batch(chunk)
         yield topic, baseline_file
 
 
-def test_python_read_loop(bench, payload, stored):
+def test_python_read_loop(bench, calls, stored):
     _, path = stored
-    n_messages = payload.n
+    n_messages = calls.n
 
     def read():
         with open(path, "rb") as f:
             for _ in range(n_messages):
                 n = struct.unpack('<I', f.read(4))[0]
                 v = f.read(n)
-        assert len(v) == payload.value_bytes
+        assert len(v) == calls.value_bytes
 
-    bench.baseline(GROUP, "python read loop", messages=payload.n, nbytes=payload.nbytes)
+    bench.baseline(calls.group(GROUP), "python read loop", messages=calls.n, nbytes=calls.nbytes)
     bench.run(read)
 
 
@@ -66,15 +75,15 @@ def read_batches(topic, **options):
 
 
 @pytest.mark.parametrize("verify_crc", [True, False], ids=["crc", "no_crc"])
-def test_read_batch(bench, payload, stored, verify_crc):
+def test_read_batch(bench, calls, stored, verify_crc):
     topic, _ = stored
     label, target = ("read_batch(), CRC checked", 20) if verify_crc else ("read_batch(), verify_crc=False", 50)
-    bench.seglog(GROUP, label, messages=payload.n, nbytes=payload.nbytes,
+    bench.seglog(calls.group(GROUP), label, messages=calls.n, nbytes=calls.nbytes,
                  at_least={"python read loop": target})
-    assert bench.run(read_batches(topic, verify_crc=verify_crc)) == payload.n
+    assert bench.run(read_batches(topic, verify_crc=verify_crc)) == calls.n
 
 
-def test_iterate_messages(bench, payload, stored):
+def test_iterate_messages(bench, calls, stored):
     topic, _ = stored
 
     def iterate():
@@ -84,6 +93,6 @@ def test_iterate_messages(bench, payload, stored):
                 count += 1
         return count
 
-    bench.seglog(GROUP, "for m in reader", messages=payload.n, nbytes=payload.nbytes,
+    bench.seglog(calls.group(GROUP), "for m in reader", messages=calls.n, nbytes=calls.nbytes,
                  at_least={"python read loop": 2})
-    assert bench.run(iterate) == payload.n
+    assert bench.run(iterate) == calls.n

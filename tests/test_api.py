@@ -158,6 +158,21 @@ def test_linger_writes_queued_messages_in_the_background(log):
         assert batch is not None and batch.column("value").to_pylist() == [b"lingered"]
 
 
+def test_linger_follows_the_batch_being_gathered_and_never_splits_one_early(log):
+    # One background call per partition at a time: it follows the batch gathered since the one it was
+    # asked for. A batch must be written once it has lingered, and not before it has.
+    topic = log.create_topic("t")
+    with topic.producer(linger_ms=1000, batch_size=2) as producer:
+        producer.send(b"a"), producer.send(b"b")  # full: written at once, its linger call stays due (at 1 s)
+        time.sleep(0.5)
+        producer.send(b"c")  # a new batch: due at 1.5 s, not when the first call comes
+        time.sleep(0.7)
+        assert topic.end_offset() == 2
+        reader = topic.reader(2)
+        batch = reader.read_batch(timeout=5)
+        assert batch.column("value").to_pylist() == [b"c"]
+
+
 def test_reader_start_positions(log, clock):
     topic = log.create_topic("t")
     with topic.producer() as producer:
@@ -196,6 +211,32 @@ def test_read_batch_slices_and_ends_with_none(log):
     assert reader.read_batch() is None
 
 
+def test_read_batch_goes_on_batch_by_batch_through_seeks_slices_rolls_and_appends(log):
+    # Reading on from the last batch takes a shortcut (Reader._following_batch): whatever moves the
+    # reader or the log in between, it must return what a fresh lookup of its offset would.
+    topic = log.create_topic("t", segment_size="4 KiB")
+    producer = topic.producer()
+    for first in range(0, 60, 6):
+        producer.send_batch([b"%300d" % i for i in range(first, first + 6)])  # two batches a segment
+    reader = topic.reader()
+    offsets = []
+
+    def read(**options):
+        batch = reader.read_batch(**options)
+        offsets.extend(batch.column("offset").to_pylist())
+
+    read(), read(), read(max_messages=2), read(), read()
+    reader.seek(40)
+    read(), read()
+    producer.send_batch([b"late"] * 3)
+    producer.flush()
+    while (batch := reader.read_batch()) is not None:
+        offsets.extend(batch.column("offset").to_pylist())
+    assert offsets == list(range(0, 24)) + list(range(40, 63))
+    assert len(topic._segments(0).bases) > 1  # the reads crossed segment rolls
+    producer.close()
+
+
 def test_read_batch_waits_for_new_data_with_a_timeout(log):
     topic = log.create_topic("t")
     reader = topic.reader("latest")
@@ -215,7 +256,7 @@ def test_read_batch_is_zero_copy_over_the_map(log):
         producer.send_batch([b"x" * 100] * 1000, keys=[b"k"] * 1000)
     reader = topic.reader()
     batch = reader.read_batch()
-    whole = reader._view.views[0].whole  # the pyarrow buffer over the segment's map
+    whole = pa.py_buffer(reader._view.views[0].data)  # the segment's map as one Arrow buffer
     for column in ("value", "key", "timestamp"):
         for buffer in batch.column(column).buffers()[1:]:
             assert whole.address <= buffer.address < whole.address + whole.size

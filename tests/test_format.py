@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from seglog._core import _format
 from seglog._core._writer import message_size
-from seglog.batch import HEADER, SCHEMA, make_source, to_record_batch
+from seglog.batch import SCHEMA, make_source, to_record_batch
 from seglog.errors import InvalidArgumentError
+
+HEADER = struct.Struct("<IHHIIqqqiIQq")  # docs/FORMAT.md, Header
 
 NOW = 1_700_000_000_000
 
@@ -28,8 +30,7 @@ def encode(values, keys=None, timestamps=None, properties=None, log_append_time=
 
 
 def decode(buffer):
-    data = bytes(buffer)
-    return to_record_batch(pa.py_buffer(data), data, 0)
+    return to_record_batch(bytes(buffer), 0)
 
 
 @pytest.mark.parametrize("data", [b"", b"123456789", bytes(range(256)) * 17, b"x" * 1001])

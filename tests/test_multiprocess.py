@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from helpers_storage import (
     SEND_KIND,
@@ -359,7 +360,7 @@ def test_batches_are_views_of_the_map_and_outlive_reader_log_and_files(tmp_path:
 
     reader = topic.reader("earliest")
     batches = [reader.read_batch() for _ in range(3)]
-    whole = reader._view.views[0].whole  # the pyarrow Buffer over the first segment's memory map
+    whole = pa.py_buffer(reader._view.views[0].data)  # the first segment's memory map as one Arrow buffer
     low, high = whole.address, whole.address + whole.size
     for batch, batch_stored in zip(batches, stored):
         check_batch(batch, batch_stored.base_offset)

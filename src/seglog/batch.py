@@ -2,33 +2,21 @@
 encoder's columns, and a stored batch turned into a pyarrow.RecordBatch whose buffers are the segment's.
 
 Inputs are used in place where their memory already has the format's shape (Arrow binary arrays, numpy
-fixed-width records); a list of bytes is walked once in C. Decoding wraps slices of the mapped segment,
-so key and value columns point into the map and keep it alive for as long as they are referenced."""
+fixed-width records); a list of bytes is walked once in C. Decoding (`to_record_batch`, in C: see
+_core/_arrow.pyx) wraps sections of the mapped segment, so the columns point into the map and keep it
+mapped for as long as they are referenced."""
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from seglog._core import _format
+from seglog._core._arrow import SCHEMA, record_batch as to_record_batch  # noqa: F401 (re-exported: decoding)
 from seglog._core._writer import BatchSource, Column
 from seglog.errors import InvalidArgumentError, not_utf8
-
-PROPERTIES_TYPE = pa.map_(pa.string(), pa.string())
-TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
-SCHEMA = pa.schema([
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("timestamp", TIMESTAMP_TYPE, nullable=False),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary(), nullable=False),
-    pa.field("properties", PROPERTIES_TYPE),
-])
-HEADER = struct.Struct("<IHHIIqqqiIQq")
-_I32 = struct.Struct("<i")
-_MAP_ENTRIES = [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.string())]
 
 ACCEPTED_VALUES = ("a list of bytes, a pyarrow Binary/LargeBinary/String/LargeString array, "
                    "or a numpy array of fixed-width records")
@@ -52,9 +40,9 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     key_column = None if keys is None else binary_column(keys, "keys", allow_null=True, count=n)
     stamps, event_times, flags = _timestamps(timestamps, n, now, log_append_time)
     if properties is None:
-        return BatchSource(value_column, key_column, stamps, event_times, flags)
+        return BatchSource(value_column, key_column, stamps, event_times, flags, now)
     entries, prop_keys, prop_values = _properties(properties, n)
-    return BatchSource(value_column, key_column, stamps, event_times, flags, entries, prop_keys, prop_values)
+    return BatchSource(value_column, key_column, stamps, event_times, flags, now, entries, prop_keys, prop_values)
 
 
 def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> BatchSource:
@@ -114,15 +102,16 @@ def _numpy_column(array: np.ndarray, argument: str) -> Column:
 
 
 def _timestamps(timestamps: Any, n: int, now: int, log_append_time: bool):
+    """(the timestamp column, or None for `now` on every message; the event-time column or None; flags)."""
     flags = _format.LOG_APPEND_TIME if log_append_time else 0
     if timestamps is None:
-        return np.full(n, now, dtype=np.int64), None, flags
+        return None, None, flags
     given, missing = _given_timestamps(timestamps)
     if len(given) != n:
         raise InvalidArgumentError("timestamps", f"{len(given)} timestamps", f"one per value ({n})")
     event_times = given if missing is None else np.where(missing, _format.NO_EVENT_TIME, given)
     if log_append_time:
-        return np.full(n, now, dtype=np.int64), event_times, flags
+        return None, event_times, flags
     if missing is None:
         return given, None, flags | _format.EVENT_TIME_IS_TIMESTAMP
     return np.where(missing, now, given), event_times, flags
@@ -197,42 +186,3 @@ def _arrow_properties(array: pa.MapArray, n: int):
     keys, values = array.keys, array.items
     return (offsets, _arrow_column(keys, "properties keys", False),
             _arrow_column(values.fill_null(""), "properties values", False))
-
-
-def to_record_batch(whole: pa.Buffer, mapped: Any, position: int) -> pa.RecordBatch:
-    """The batch at `position` of a mapped segment as a RecordBatch over the map's own memory.
-
-    `whole` is a pyarrow Buffer over the entire map (it keeps the map alive); `mapped` is the map itself,
-    for reading the few integers that locate the columns."""
-    header = HEADER.unpack_from(mapped, position)
-    base_offset, n = header[5], header[8]
-    layout = _format.batch_layout(mapped, position)
-
-    def section(start: int, length: int) -> pa.Buffer:
-        return whole.slice(position + start, length)
-
-    def binary(offsets_at: int, data_at: int, count: int, validity: pa.Buffer | None, type_=pa.binary()):
-        data_length = _I32.unpack_from(mapped, position + offsets_at + 4 * count)[0]
-        return pa.Array.from_buffers(type_, count, [validity, section(offsets_at, 4 * (count + 1)),
-                                                    section(data_at, data_length)])
-
-    offsets = pa.array(np.arange(base_offset, base_offset + n, dtype=np.int64))
-    timestamps = pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, section(layout["timestamps"], 8 * n)])
-    if layout["key_offsets"] >= 0:
-        validity = section(layout["key_validity"], (n + 7) // 8) if layout["key_validity"] >= 0 else None
-        keys = binary(layout["key_offsets"], layout["key_data"], n, validity)
-    else:
-        keys = pa.nulls(n, pa.binary())
-    values = binary(layout["value_offsets"], layout["value_data"], n, None)
-    if layout["property_entries"] >= 0:
-        m = layout["property_entry_count"]
-        entries = pa.StructArray.from_arrays(
-            [binary(layout["property_key_offsets"], layout["property_key_data"], m, None, pa.string()),
-             binary(layout["property_value_offsets"], layout["property_value_data"], m, None, pa.string())],
-            fields=_MAP_ENTRIES)
-        properties = pa.Array.from_buffers(PROPERTIES_TYPE, n, [None, section(layout["property_entries"],
-                                                                              4 * (n + 1))],
-                                           children=[entries])
-    else:
-        properties = pa.nulls(n, PROPERTIES_TYPE)
-    return pa.RecordBatch.from_arrays([offsets, timestamps, keys, values, properties], schema=SCHEMA)

@@ -20,27 +20,34 @@ log = logging.getLogger("seglog.linger")
 
 class LingerFlusher:
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, PartitionWriter, Callable[[], object]]] = []
+        self._due: list[tuple[float, int, PartitionWriter, Callable[[], float | None]]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
 
     def schedule(self, writer: PartitionWriter, linger_ms: int) -> None:
-        """Flush `writer`'s queued messages `linger_ms` from now (earlier if its batch fills first)."""
-        self._run_at(time.monotonic() + linger_ms / 1000, writer, writer.flush_pending)
+        """Write the batch `writer` is gathering `linger_ms` from now, unless it is written before then (it
+        filled up, or was flushed). A writer has one call at a time: when it comes, it follows the batch
+        gathered since (PartitionWriter.flush_lingering), so a fast sender costs this thread a wakeup per
+        linger time, not one per batch."""
+        due = time.monotonic() + linger_ms / 1000
+        if writer.linger_until(due):
+            self._run_at(due, writer, writer.flush_lingering)
 
     def schedule_sync(self, writer: PartitionWriter, due: float) -> None:
         """Let `writer` fsync what it has written at `due` (time.monotonic()), if it still needs to then."""
         self._run_at(due, writer, writer.sync_when_due)
 
-    def _run_at(self, due: float, writer: PartitionWriter, task: Callable[[], object]) -> None:
+    def _run_at(self, due: float, writer: PartitionWriter, task: Callable[[], float | None]) -> None:
+        entry = (due, next(self._order), writer, task)
         with self._wake:
-            heapq.heappush(self._due, (due, next(self._order), writer, task))
+            heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="seglog-linger", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            elif self._due[0] is entry:  # else the thread waits for an earlier one: no need to wake it
+                self._wake.notify()
 
     def _run(self) -> None:
         while True:
@@ -53,9 +60,12 @@ class LingerFlusher:
             if writer.closed or writer.fence.deleted:  # a deleted topic's queued messages go with it
                 continue
             try:
-                task()
+                again = task()
             except Exception:  # logged (a failed flush's batch was dropped by the writer); serve the others
                 log.exception("background %s of %s failed", task.__name__, writer.directory)
+                continue
+            if again is not None:  # the task asks to run again then
+                self._run_at(again, writer, task)
 
     def stop(self) -> None:
         with self._wake:

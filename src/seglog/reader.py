@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from seglog._core import _format
+from seglog._core._arrow import indexed_batch
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
@@ -50,8 +51,9 @@ logger = logging.getLogger("seglog.reader")
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
-# A reader's first touch of a segment's pages is faulted in with one madvise per range at least this big.
-_POPULATE_MIN_BYTES = 64 * 1024
+# A reader's first touch of a segment's pages is faulted in with one madvise per window of this many bytes
+# (or the batch, if larger): a fault per 4 KiB costs far more, a syscall per small batch too.
+_POPULATE_WINDOW = 1 << 20
 _POLL_START_S = 0.0002
 _POLL_MAX_S = 0.01
 # Segments a PartitionView keeps mapped (three maps each), and how old a directory's mtime must be
@@ -75,7 +77,6 @@ class SegmentView:
         self.base_offset = base_offset
         self.next_base = next_base
         self.data: Mapping | None = None
-        self.whole: pa.Buffer | None = None
         self.index: IndexView
         self._file_index: IndexView | None = None
         self._index_identity: tuple | None = None  # (inode, size) of both index files as mapped
@@ -90,8 +91,7 @@ class SegmentView:
 
     def _map_data(self) -> None:
         self.data = map_file(self.paths.log, writable=False)
-        self.whole = pa.py_buffer(self.data) if self.data is not None else None
-        self._populated_end = 0  # pages below this are faulted in (see batch_at)
+        self.populated_end = 0  # pages below this are faulted in (see batch_at)
 
     def _map_index(self) -> None:
         self._index_identity = self._current_identity()
@@ -199,31 +199,31 @@ class SegmentView:
         if self.data is None or len(self.data) < end:
             self._map_data()
 
-    def batch_at(self, entry: int) -> tuple[int, int, int, int]:
+    def batch_at(self, entry: int, *, verify_crc: bool = False) -> tuple[int, int, int, int]:
         """(position, end, base_offset, count) of indexed batch `entry`, its header checked against the
-        entry (CorruptLogError if the log is damaged there, IndexMismatchError if the index is)."""
+        entry and, with `verify_crc`, its CRC32C (CorruptLogError if the log is damaged there,
+        IndexMismatchError if the index is)."""
         base, next_offset, start, end = self.index.entry(entry)
-        self._ensure_mapped(end)
         if self.data is None or len(self.data) < end:
-            raise CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
-                                  "the end of the file (the log was cut short)")
-        if not _format.header_agrees(self.data, start, end, base, next_offset - base):
-            status = _format.verify_batch(self.data, start, len(self.data))
-            if status != ScanStatus.SCAN_END:
-                raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
-            raise IndexMismatchError(str(self.paths.index), entry * ENTRY_BYTES,
-                                      f"entry {entry} names offsets {base} to {next_offset - 1} at bytes {start} "
-                                      f"to {end} of {self.paths.log.name}, but the sound batch there differs")
-        if end - self._populated_end >= _POPULATE_MIN_BYTES:  # small ranges: faults beat a syscall
-            _format.populate_read(self.data, max(start, self._populated_end), end)
-            self._populated_end = end
+            self._map_data()
+        status = _format.check_entry(self.data, start, end, base, next_offset - base, verify_crc)
+        if status != _format.ENTRY_SOUND:
+            raise self._entry_error(entry, status)
+        if end > self.populated_end:  # first touch: the pages of a window of published batches in one call
+            self.populated_end = max(end, min(self.index.end_position, start + _POPULATE_WINDOW))
+            _format.populate_read(self.data, start, self.populated_end)
         return start, end, base, next_offset - base
 
-    def verify(self, start: int, end: int) -> None:
-        """Check the header and CRC32C of the batch at [start, end); CorruptLogError names file and byte."""
-        status = _format.verify_batch(self.data, start, end)
-        if status != ScanStatus.SCAN_END:
-            raise CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
+    def _entry_error(self, entry: int, status: int) -> CorruptLogError:
+        base, next_offset, start, end = self.index.entry(entry)
+        if status == _format.ENTRY_PAST_DATA:
+            return CorruptLogError(str(self.paths.log), start, f"the index places a batch up to byte {end}, past "
+                                   "the end of the file (the log was cut short)")
+        if status == _format.ENTRY_DIFFERS:
+            return IndexMismatchError(str(self.paths.index), entry * ENTRY_BYTES,
+                                      f"entry {entry} names offsets {base} to {next_offset - 1} at bytes {start} "
+                                      f"to {end} of {self.paths.log.name}, but the sound batch there differs")
+        return CorruptLogError(str(self.paths.log), start, _format.SCAN_REASONS[status])
 
 
 class PartitionView:
@@ -322,7 +322,8 @@ class Reader:
         self._fence = fence
         self.verify_crc = verify_crc
         self._view = segments
-        self._verified: tuple[SegmentView, int] | None = None  # the last batch this reader checked
+        self._verified: tuple[IndexView, int] | None = None  # the last batch this reader checked
+        self._last: tuple[SegmentView, IndexView, int, int] | None = None  # the last one located, its end offset
         self._offset = start_offset(segments, start)
         self._closed = False
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
@@ -344,15 +345,38 @@ class Reader:
 
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
         '500ms', see units.parse_timeout); without, it returns at once."""
-        located = self._next_batch(timeout)
-        if located is None:
-            return None
-        view, position, base, count = located
-        batch = to_record_batch(view.whole, view.data, position)
+        batch = self._following_batch() if timeout is None else None
+        if batch is not None:
+            base, count = self._offset, batch.num_rows
+        else:
+            located = self._next_batch(timeout)
+            if located is None:
+                return None
+            view, position, base, count = located
+            batch = to_record_batch(view.data, position)
         skip = self._offset - base
         take = count - skip if max_messages is None else min(count - skip, max_messages)
         self._offset += take
         return batch if skip == 0 and take == count else batch.slice(skip, take)
+
+    def _following_batch(self) -> pa.RecordBatch | None:
+        """The stored batch right after the last one this reader located, when it goes on there and nothing
+        changed since: same segment, its index already naming the batch (sequential reading, the common
+        case). One native call, no lookup; None otherwise, or when the batch fails a check, and read_batch
+        then takes the general way (which reports the damage, or reads on after choosing the index again)."""
+        last = self._last
+        if last is None or self._closed or self._fence.deleted:
+            return None
+        view, index, entry, end_offset = last
+        entry += 1
+        if self._offset != end_offset or view.index is not index \
+                or self._view.views.get(view.base_offset) is not view:  # moved, or the segment let go
+            return None
+        batch = indexed_batch(view.data, index, entry, self.verify_crc, view.populated_end)
+        if batch is not None:
+            self._last = (view, index, entry, end_offset + batch.num_rows)
+            self._verified = (index, entry)
+        return batch
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
         """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
@@ -375,29 +399,35 @@ class Reader:
             yield from messages
 
     def _next_batch(self, timeout: float | None):
-        seconds = parse_timeout(timeout, none=0)
+        seconds = 0 if timeout is None else parse_timeout(timeout, none=0)
         if self._closed:
             raise ClosedError("reader is closed")
         self._fence.check()
+        located = self._locate_next()
+        if located is not None or seconds == 0:
+            return located
         deadline = time.monotonic() + seconds
         delay = _POLL_START_S
-        while True:
-            try:
-                located = self.locate(self._offset)
-            except OffsetOutOfRangeError:
-                # Deleted by the lifecycle rules under us: go on at the earliest retained offset, as a Kafka
-                # consumer with auto.offset.reset=earliest does (LIFECYCLE.md, section 7).
-                earliest = self._view.earliest_offset()
-                self.skipped += earliest - self._offset
-                self._offset = earliest
-                continue
-            if located is not None or seconds == 0:
-                return located
+        while located is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             time.sleep(min(delay, remaining))
             delay = min(delay * 2, _POLL_MAX_S)
+            located = self._locate_next()
+        return located
+
+    def _locate_next(self):
+        """locate(self.offset); an offset deleted by the lifecycle rules under this reader moves it on to the
+        earliest retained offset, as a Kafka consumer with auto.offset.reset=earliest does (LIFECYCLE.md,
+        section 7)."""
+        while True:
+            try:
+                return self.locate(self._offset)
+            except OffsetOutOfRangeError:
+                earliest = self._view.earliest_offset()
+                self.skipped += earliest - self._offset
+                self._offset = earliest
 
     def locate(self, offset: int, *, retry: bool = True):
         """(segment view, position, base offset, count) of the stored batch holding `offset`, its CRC checked
@@ -441,16 +471,18 @@ class Reader:
                 raise view.damage_at_end() or CorruptLogError(
                     str(view.paths.log), view.index.end_position,
                     f"offsets {view.index.next_offset} to {next_base - 1} are missing")
+        checked = (view.index, entry)  # CRC checked once per batch, however it is sliced
+        verify = self.verify_crc and self._verified != checked
         try:
-            position, end, batch_base, count = view.batch_at(entry)
-            if self.verify_crc and self._verified != (view, position):  # once per batch, however it is sliced
-                view.verify(position, end)
-                self._verified = (view, position)
+            position, _, batch_base, count = view.batch_at(entry, verify_crc=verify)
+            if verify:
+                self._verified = checked
         except CorruptLogError as error:
             if retry and view.reconsider(error):
                 self._verified = None
                 return self._locate(offset, retry=False)
             raise
+        self._last = (view, *checked, batch_base + count)
         return view, position, batch_base, count
 
     def close(self) -> None:

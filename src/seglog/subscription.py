@@ -71,7 +71,7 @@ class Piece:
         """Zero-copy when the offsets are one run; a filtered copy otherwise."""
         first = int(self.offsets[0])
         span = int(self.offsets[-1]) - first + 1
-        batch = to_record_batch(self.view.whole, self.view.data, self.position).slice(first - self.base, span)
+        batch = to_record_batch(self.view.data, self.position).slice(first - self.base, span)
         if not self.contiguous:
             keep = np.zeros(span, dtype=bool)
             keep[self.offsets - first] = True
@@ -285,7 +285,7 @@ class Subscription:
             self._ring = HashRing([c.name for c in self.consumers])
         mine = []
         for piece in pieces:
-            keys = to_record_batch(piece.view.whole, piece.view.data, piece.position).column("key")
+            keys = to_record_batch(piece.view.data, piece.position).column("key")
             owners = self._ring.owners(key_slots(keys.take(pa.array(piece.offsets - piece.base))))
             for index, owner in enumerate(self.consumers):
                 chosen = piece.offsets[owners == index]

@@ -12,8 +12,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,11 +106,7 @@ class ActiveSegment:
         return self.next_offset - self.base_offset
 
     def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
-        position = self.end_position
-        length = source.write(self.data, position, base_offset, start, stop)
-        self._prefaulter.advance(position + length)
-        max_timestamp = _format.read_header(self.data, position)[7]
-        self.index.append(base_offset + stop - start, position + length, max_timestamp)
+        source.append_to(self.data, self.index, self._prefaulter, base_offset, start, stop)
 
     def sync(self) -> None:
         """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
@@ -277,6 +271,9 @@ class PartitionWriter:
         self._last_sync = time.monotonic()
         self._unsynced = False  # written to since the last fsync
         self._sync_scheduled = False  # the background flusher will call sync_when_due
+        self._linger_lock = threading.Lock()  # guards the two below
+        self._lingering: tuple[int, float] = (-1, 0.0)  # (batch, due) of the last batch that asked to linger
+        self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
         self.closed = False
 
     @property
@@ -332,32 +329,58 @@ class PartitionWriter:
             queued = self.accumulator.drain()
             return 0 if queued is None else self._write_queued(queued)
 
+    def linger_until(self, due: float) -> bool:
+        """The batch being gathered (its first message just queued) is to be written at `due`
+        (time.monotonic()) if it is still waiting then. True if the background flusher must be asked to come
+        at `due`: no call of it for this writer is due that early."""
+        with self._linger_lock:  # not the write lock: a send() never waits for a write
+            self._lingering = (self.accumulator.batches_taken, due)
+            if self._linger_call is not None and self._linger_call <= due:
+                return False
+            self._linger_call = due
+            return True
+
+    def flush_lingering(self) -> float | None:
+        """The background flusher's call (LingerFlusher.schedule): write the batch being gathered if its
+        linger time has run out. Returns when to come again, for a batch whose time is still to come."""
+        with self._linger_lock:
+            self._linger_call = None
+            batch, due = self._lingering
+            if self.accumulator.batches_taken != batch:
+                return None  # written since (full, or flushed), and no batch asked since
+            if due > time.monotonic():
+                self._linger_call = due
+                return due
+        self.flush_pending()
+        return None
+
     def _write_queued(self, queued: tuple) -> int:
         base, values, keys, timestamps, properties = queued
-        with self._dropping_queued_on_failure():
+        try:
             source = self.source(values, keys, timestamps, properties)
+        except BaseException:
+            self._drop_queued()
+            raise
         self._write(source, base)
         return source.count
 
     def _write(self, source: BatchSource, base: int) -> None:
-        with self._dropping_queued_on_failure():
+        try:
             self.fence.check()  # a deleted topic's files are no one's to write (or another topic's now)
             if base != self.end_offset:
                 raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
             self._write_records(source, base)
             self._sync_if_due()
-
-    @contextmanager
-    def _dropping_queued_on_failure(self) -> Iterator[None]:
-        """A write that fails drops what send() queued since (numbered after it) and numbers on from the
-        partition's end, so the offsets given out next are the ones the messages will get."""
-        try:
-            yield
         except BaseException:
-            dropped = self.accumulator.discard(self.end_offset)
-            if dropped:
-                log.error("%s: write failed; %d queued messages dropped", self.directory, dropped)
+            self._drop_queued()
             raise
+
+    def _drop_queued(self) -> None:
+        """After a write that failed: drop what send() queued since (numbered after it) and number on from
+        the partition's end, so the offsets given out next are the ones the messages will get."""
+        dropped = self.accumulator.discard(self.end_offset)
+        if dropped:
+            log.error("%s: write failed; %d queued messages dropped", self.directory, dropped)
 
     def _write_records(self, source: BatchSource, base: int) -> None:
         config = self.config
@@ -367,10 +390,9 @@ class PartitionWriter:
             limit = count
             if config.segment_max_messages:
                 limit = min(count, start + config.segment_max_messages - segment.message_count)
-            stop = source.fit(start, segment.free_bytes)
-            stop = min(stop, limit)
-            whole_fits_fresh = source.size(start, limit) <= config.segment_size
-            if stop == start or (stop < limit and whole_fits_fresh and segment.end_position):
+            stop = min(source.fit(start, segment.free_bytes), limit)
+            if stop == start or (stop < limit and segment.end_position  # a part fits: would all of it, fresh?
+                                 and source.size(start, limit) <= config.segment_size):
                 if segment.end_position == 0:  # one record larger than a segment: a segment of its own
                     self._roll(capacity=source.size(start, start + 1))
                     continue

@@ -20,6 +20,7 @@ cdef class Accumulator:
     """Messages sent one by one to one partition, waiting to be written as one batch."""
     cdef readonly int64_t next_offset
     cdef readonly Py_ssize_t pending_bytes
+    cdef readonly Py_ssize_t batches_taken  # numbers the batch being gathered (linger tells them apart)
     cdef list values
     cdef list keys
     cdef list timestamps
@@ -84,6 +85,7 @@ cdef class Accumulator:
         self.timestamps = None
         self.properties = None
         self.pending_bytes = 0
+        self.batches_taken += 1
         return taken
 
     def discard(self, int64_t next_offset) -> int:
@@ -125,6 +127,7 @@ cdef class SendPath:
         cdef int p
         cdef Accumulator acc
         cdef int64_t offset
+        cdef bint first
         if self._partitions == 0:
             from seglog.errors import ClosedError
             raise ClosedError("producer is closed")
@@ -148,9 +151,10 @@ cdef class SendPath:
         if self._quota_gate is not None:
             self._quota_gate(p, value, key, timestamp, properties)
         acc = <Accumulator?>self._accumulators[p] if self._accumulators[p] is not None else self._open_partition(p)
-        if not acc.values:
-            self._first_pending(p)
+        first = not acc.values
         offset = acc.append(value, key, timestamp, properties)
+        if first:  # after the append: the batch the linger is for holds the message
+            self._first_pending(p)
         if acc.pending_bytes >= self._batch_size:
             self._batch_full(p)
         return new_message_id(p, offset)

@@ -1,4 +1,5 @@
 # Declarations shared by seglog's Cython kernels: the C layer and the record-batch header (docs/FORMAT.md).
+from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
@@ -60,7 +61,7 @@ cdef inline Py_ssize_t align8(Py_ssize_t n) noexcept nogil:
 
 
 # One binary column (values, keys, property keys or values) of a batch being encoded, whatever its source:
-# a list of bytes objects (pointers gathered under the GIL), Arrow-style offsets plus data, or fixed-width
+# a list of bytes objects (sizes summed under the GIL), Arrow-style offsets plus data, or fixed-width
 # records. `prefix[i]` is the byte position of record i in the concatenated data, so any record range
 # [start, stop) has a size in O(1) and can be copied without the GIL.
 cdef struct RawColumn:
@@ -69,13 +70,24 @@ cdef struct RawColumn:
     const int64_t *prefix64        # count + 1 positions (list and int64-offset kinds)
     const int32_t *prefix32        # count + 1 positions (int32-offset kinds)
     Py_ssize_t width               # fixed-width kind: bytes per record, else 0
-    const uint8_t **pointers       # list kind: one pointer per record
+    PyObject **items               # list kind: the items of a list of bytes no one else holds (see item_data)
     const uint8_t *validity        # Arrow-order bitmap, 1 = present; NULL = all present
+
+
+cdef extern from "Python.h":
+    char *bytes_data "PyBytes_AS_STRING" (PyObject *item) nogil
+
+
+cdef inline const uint8_t *item_data(const RawColumn *c, Py_ssize_t i) noexcept nogil:
+    """The data of item i of a list-kind column: pointer arithmetic on a bytes object, safe without the GIL
+    because the column's private list keeps the object alive and no one else can replace it."""
+    return <const uint8_t *>bytes_data(c.items[i])
 
 
 cdef struct BatchColumns:
     Py_ssize_t count
-    const int64_t *timestamps
+    const int64_t *timestamps      # NULL: every record has constant_timestamp (the append time)
+    int64_t constant_timestamp
     const int64_t *event_times     # NULL unless FLAG_EVENT_TIME_COLUMN
     uint32_t flags
     RawColumn values
@@ -113,3 +125,18 @@ cdef struct BatchLayout:
 
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
+
+
+# entry_status (check_entry without Python objects): ENTRY_SOUND is SCAN_END (0), damage a SCAN_* code.
+cdef enum:
+    C_ENTRY_SOUND = 0
+    C_ENTRY_PAST_DATA = -1
+    C_ENTRY_DIFFERS = -2
+
+cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py_ssize_t end,
+                      int64_t base_offset, int64_t count, bint verify_crc) noexcept nogil
+
+
+cdef class Prefaulter:
+    cdef seglog_prefaulter *native
+    cdef uint8_t[::1] mapping

@@ -112,9 +112,8 @@ cpdef int partition_for_key(key, int partitions) except -1:
 
 cdef class Prefaulter:
     """Keeps the pages ahead of a writer faulted in, from a C thread (see native.h). `target` a writable
-    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping."""
-    cdef seglog_prefaulter *native
-    cdef uint8_t[::1] mapping
+    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping.
+    (Its fields are declared in _format.pxd: the writer's kernel advances it in C.)"""
 
     def __cinit__(self, size_t ahead=32 << 20, size_t step=4 << 20):
         self.native = seglog_prefaulter_new(ahead, step)
@@ -166,6 +165,12 @@ cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end)
     return SCAN_END
 
 
+cdef inline int crc_status(const uint8_t *batch, const BatchHeader *h) noexcept nogil:
+    if seglog_crc32c(0, batch + CRC_START, HEADER_SIZE - CRC_START + h.body_length) == h.crc:
+        return SCAN_END
+    return SCAN_BAD_CRC
+
+
 def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
     """Fault in the pages of [start, end) of a mapping with one madvise (MADV_POPULATE_READ), far cheaper
     than a fault per 4 KiB when a reader first touches a segment. Does nothing where unsupported."""
@@ -186,7 +191,6 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     cdef int status
-    cdef uint32_t crc
     if end > view.shape[0]:
         end = view.shape[0]
     if position + HEADER_SIZE > end:
@@ -196,21 +200,64 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     if status != SCAN_END:
         return status
     with nogil:
-        crc = seglog_crc32c(0, &view[position + CRC_START], HEADER_SIZE - CRC_START + h.body_length)
-    return SCAN_END if crc == h.crc else SCAN_BAD_CRC
+        status = crc_status(&view[position], &h)
+    return status
 
 
 def header_agrees(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count) -> bool:
     """Whether the batch header at `start` describes what an index entry says is there: `count` records from
-    `base_offset`, ending at `end`. One 64-byte read: readers check every entry they use, so a damaged index
-    is caught rather than followed (docs/FORMAT.md, Recovery)."""
+    `base_offset`, ending at `end`. One 64-byte read (check_entry does the same for readers)."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     if start < 0 or start + HEADER_SIZE > end or end > view.shape[0]:
         return False
     memcpy(&h, &view[start], HEADER_SIZE)
+    return names_entry(&h, start, end, base_offset, count)
+
+
+cdef inline bint names_entry(const BatchHeader *h, Py_ssize_t start, Py_ssize_t end, int64_t base_offset,
+                             int64_t count) noexcept nogil:
     return (h.magic == MAGIC and h.header_size == HEADER_SIZE and h.base_offset == base_offset
             and h.record_count == count and HEADER_SIZE + <Py_ssize_t>h.body_length == end - start)
+
+
+# check_entry's outcomes besides the SCAN_* code of a batch that fails its header or CRC check (the enum
+# is in _format.pxd).
+ENTRY_SOUND = C_ENTRY_SOUND
+ENTRY_PAST_DATA = C_ENTRY_PAST_DATA    # the index places the batch past the end of the data
+ENTRY_DIFFERS = C_ENTRY_DIFFERS        # the batch there is sound, but not the one the entry names (a damaged index)
+
+
+def check_entry(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
+                bint verify_crc) -> int:
+    """Whether the batch an index entry names, `count` records from `base_offset` at [start, end), is there:
+    its header agrees with the entry (one 64-byte read), and with `verify_crc` its CRC32C matches. Returns
+    ENTRY_SOUND, ENTRY_PAST_DATA (`buffer` None or too short), ENTRY_DIFFERS, or the SCAN_* code of the
+    damage found where the entry points. Readers run this on every entry they use (docs/FORMAT.md, Recovery)."""
+    cdef Py_buffer view
+    if buffer is None:
+        return C_ENTRY_PAST_DATA
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    try:
+        return entry_status(<const uint8_t *>view.buf, view.len, start, end, base_offset, count, verify_crc)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py_ssize_t end,
+                      int64_t base_offset, int64_t count, bint verify_crc) noexcept nogil:
+    """check_entry over `size` bytes at `data`."""
+    cdef BatchHeader h
+    cdef int status
+    if start < 0 or start + HEADER_SIZE > end or end > size:
+        return C_ENTRY_PAST_DATA if end > size else C_ENTRY_DIFFERS
+    memcpy(&h, data + start, HEADER_SIZE)
+    if not names_entry(&h, start, end, base_offset, count):
+        status = check_header(&h, start, size)
+        if status == SCAN_END:
+            status = crc_status(data + start, &h)
+        return C_ENTRY_DIFFERS if status == SCAN_END else status
+    return crc_status(data + start, &h) if verify_crc else SCAN_END
 
 
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
@@ -329,10 +376,10 @@ cdef uint8_t *write_binary(uint8_t *base, uint8_t *p, const RawColumn *c, Py_ssi
     for i in range(n + 1):
         offsets[i] = <int32_t>(data_start(c, start + i) - first)
     p = pad_to8(base, p + 4 * (n + 1))
-    if c.pointers != NULL:
+    if c.items != NULL:
         for i in range(start, stop):
             length = c.prefix64[i + 1] - c.prefix64[i]
-            memcpy(p, c.pointers[i], length)
+            memcpy(p, item_data(c, i), length)
             p += length
     else:
         length = data_start(c, stop) - first
@@ -359,12 +406,19 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
     cdef Py_ssize_t i, n = stop - start, first_entry, e
     cdef BatchHeader h
     cdef uint8_t *p = dest + HEADER_SIZE
-    cdef int64_t max_ts = b.timestamps[start]
+    cdef int64_t *stamps = <int64_t *>p
+    cdef int64_t first_ts, max_ts
     cdef int32_t *entries
-    for i in range(start + 1, stop):
-        if b.timestamps[i] > max_ts:
-            max_ts = b.timestamps[i]
-    memcpy(p, b.timestamps + start, 8 * n)
+    if b.timestamps == NULL:
+        first_ts = max_ts = b.constant_timestamp
+        for i in range(n):
+            stamps[i] = first_ts
+    else:
+        first_ts = max_ts = b.timestamps[start]
+        for i in range(start + 1, stop):
+            if b.timestamps[i] > max_ts:
+                max_ts = b.timestamps[i]
+        memcpy(p, b.timestamps + start, 8 * n)
     p += 8 * n
     if b.flags & FLAG_EVENT_TIME_COLUMN:
         memcpy(p, b.event_times + start, 8 * n)
@@ -388,7 +442,7 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
     h.header_size = HEADER_SIZE
     h.flags = b.flags
     h.base_offset = base_offset
-    h.first_timestamp = b.timestamps[start]
+    h.first_timestamp = first_ts
     h.max_timestamp = max_ts
     h.record_count = <int32_t>n
     h.body_length = <uint32_t>(p - dest - HEADER_SIZE)

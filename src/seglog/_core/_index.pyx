@@ -18,16 +18,8 @@ cdef class IndexView:
     """Offset and time lookups over the index arrays of one segment.
 
     The arrays are views of the mapped index files (or, for a reader that found an index damaged and
-    rebuilt it in memory, plain arrays); `owners` keeps their buffers alive while the view is used."""
-    cdef const int64_t[:, ::1] offsets     # [capacity, 2]: next_offset, end_position
-    cdef const int64_t[:, ::1] times       # [capacity, 2]: running max timestamp, next_offset
-    cdef int64_t[:, ::1] offsets_w
-    cdef int64_t[:, ::1] times_w
-    cdef readonly Py_ssize_t capacity
-    cdef readonly Py_ssize_t count
-    cdef readonly int64_t base_offset
-    cdef readonly bint writable
-    cdef object owners
+    rebuilt it in memory, plain arrays); `owners` keeps their buffers alive while the view is used. Its
+    fields are declared in _index.pxd, so other kernels read entries in C."""
 
     def __init__(self, offsets, times, int64_t base_offset, bint writable=False):
         arrays = np.asarray(offsets).reshape(-1, 2), np.asarray(times).reshape(-1, 2)
@@ -71,7 +63,7 @@ cdef class IndexView:
     @property
     def end_position(self) -> int:
         """The byte position after the last published batch: the segment's logical size."""
-        return self.offsets[self.count - 1, 1] if self.count else 0
+        return self.end_position_at(self.count)
 
     @property
     def max_timestamp(self) -> int:
@@ -112,7 +104,7 @@ cdef class IndexView:
                 high = middle
         return low if low < self.count else -1
 
-    def append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) -> None:
+    cpdef int append(self, int64_t next_offset, int64_t end_position, int64_t max_timestamp) except -1:
         """Publish one entry (writer only): time entry first, fence, then the offset slot readers poll."""
         cdef Py_ssize_t i = self.count
         cdef int64_t running = max_timestamp
@@ -128,6 +120,7 @@ cdef class IndexView:
         seglog_release_fence()
         self.offsets_w[i, 0] = next_offset
         self.count = i + 1
+        return 0
 
     def arrays(self):
         """The published entries as numpy views: (next_offsets, end_positions, running_max_timestamps)."""

@@ -1,17 +1,20 @@
 """Batch sources for `send_batch`: the columns of one call, normalised for the shared encoder.
 
-A list of bytes is walked once under the GIL to gather pointers and prefix sums; Arrow arrays and numpy
-fixed-width records are used in place. Either way the copy into the segment happens once, without the GIL."""
+A list of bytes is walked once under the GIL to sum its sizes; Arrow arrays and numpy fixed-width records
+are used in place. Either way the copy into the segment happens once, without the GIL."""
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_Check
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_GET_SIZE, PyBytes_Check
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.sequence cimport PySequence_Fast_ITEMS
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
-from seglog._core._format cimport (BatchColumns, RawColumn, encode_batch, encoded_batch_size, fit_records, seglog_murmur2,
-                                   FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES,
-                                   FLAG_EVENT_TIME_COLUMN)
+from seglog._core._format cimport (BatchColumns, BatchHeader, RawColumn, Prefaulter, encode_batch, encoded_batch_size,
+                                   fit_records, item_data, seglog_murmur2, seglog_prefaulter_advance,
+                                   FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES, FLAG_EVENT_TIME_COLUMN)
+from seglog._core._index cimport IndexView
 
 import numpy as np
 
@@ -21,14 +24,12 @@ cdef class Column:
     cdef RawColumn raw
     cdef object owners
     cdef int64_t *prefix_owned
-    cdef const uint8_t **pointers_owned
 
     def __cinit__(self):
         memset(&self.raw, 0, sizeof(RawColumn))
 
     def __dealloc__(self):
         free(self.prefix_owned)
-        free(<void *>self.pointers_owned)
 
     @property
     def count(self) -> int:
@@ -44,8 +45,7 @@ cdef class Column:
         cdef object present = None  # bool per record, made on the first None only
         column.owners = items = list(items)  # a private copy, so a caller's later mutation cannot race the copy
         column.prefix_owned = <int64_t *>malloc(8 * (n + 1))
-        column.pointers_owned = <const uint8_t **>malloc(sizeof(uint8_t *) * (n if n else 1))
-        if column.prefix_owned == NULL or column.pointers_owned == NULL:
+        if column.prefix_owned == NULL:
             raise MemoryError()
         column.prefix_owned[0] = 0
         for i in range(n):
@@ -58,13 +58,12 @@ cdef class Column:
                     present[i] = False
                     item = b""
                 items[i] = item
-            column.pointers_owned[i] = <const uint8_t *>PyBytes_AS_STRING(item)
             column.prefix_owned[i + 1] = column.prefix_owned[i] + PyBytes_GET_SIZE(item)
         if column.prefix_owned[n] >= 2**31:
             raise _too_large(argument, column.prefix_owned[n])
         column.raw.count = n
         column.raw.prefix64 = column.prefix_owned
-        column.raw.pointers = column.pointers_owned
+        column.raw.items = PySequence_Fast_ITEMS(items)  # the list is never resized from here on
         if present is not None:
             column.set_validity(np.packbits(present, bitorder="little"))
         return column
@@ -143,7 +142,8 @@ def _too_large(str argument, Py_ssize_t size):
 
 
 cdef class BatchSource:
-    """The columns of one send_batch call. `write` encodes records [start, stop) into a writable buffer."""
+    """The columns of one send_batch call. `write` encodes records [start, stop) into a writable buffer,
+    `append_to` as the next batch of a segment."""
     cdef BatchColumns columns
     cdef readonly Column values
     cdef readonly Column keys
@@ -151,20 +151,25 @@ cdef class BatchSource:
     cdef readonly Column property_values
     cdef object owners
 
-    def __init__(self, Column values, Column keys, timestamps, event_times, unsigned int flags,
+    def __init__(self, Column values, Column keys, timestamps, event_times, unsigned int flags, int64_t now=0,
                  property_entries=None, Column property_keys=None, Column property_values=None):
-        cdef const int64_t[::1] ts = np.ascontiguousarray(timestamps, dtype=np.int64)
+        """timestamps: one int64 per value, or None for `now` on every one (no array made)."""
+        cdef const int64_t[::1] ts
         cdef const int64_t[::1] ev
         cdef const int64_t[::1] entries
         cdef Py_ssize_t n = values.raw.count
-        if ts.shape[0] != n:
-            raise ValueError(f"timestamps: {ts.shape[0]} given for {n} values; one per value is required")
         memset(&self.columns, 0, sizeof(BatchColumns))
         self.values = values
         self.columns.count = n
-        self.columns.timestamps = &ts[0] if n else NULL
         self.columns.values = values.raw
-        self.owners = [ts]
+        self.columns.constant_timestamp = now
+        self.owners = []
+        if timestamps is not None:
+            ts = np.ascontiguousarray(timestamps, dtype=np.int64)
+            if ts.shape[0] != n:
+                raise ValueError(f"timestamps: {ts.shape[0]} given for {n} values; one per value is required")
+            self.owners.append(ts)
+            self.columns.timestamps = &ts[0] if n else NULL
         if keys is not None:
             if keys.raw.count != n:
                 raise ValueError(f"keys: {keys.raw.count} given for {n} values; one per value is required")
@@ -203,18 +208,41 @@ cdef class BatchSource:
         """The largest stop such that records [start, stop) fit in `space` bytes (start if none does)."""
         return fit_records(&self.columns, start, space)
 
-    def write(self, buffer, Py_ssize_t position, int64_t base_offset, Py_ssize_t start, Py_ssize_t stop,
-              uint64_t origin_cluster=0, int64_t origin_base_offset=0) -> int:
+    def write(self, buffer, Py_ssize_t position, int64_t base_offset, Py_ssize_t start, Py_ssize_t stop) -> int:
         """Encode records [start, stop) at `position` of `buffer`; returns the batch length."""
-        cdef uint8_t[::1] dest = buffer
+        cdef Py_buffer view
+        PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
+        try:
+            return self._encode_into(&view, position, base_offset, start, stop)
+        finally:
+            PyBuffer_Release(&view)
+
+    def append_to(self, data, IndexView index, Prefaulter prefaulter, int64_t base_offset, Py_ssize_t start,
+                  Py_ssize_t stop) -> None:
+        """Write records [start, stop) as the next batch of a segment, numbered from `base_offset`: encoded at
+        its index's end position in its mapped log `data`, then its index entry published (readers see the
+        batch from then on), then the prefault thread told how far the writer got."""
+        cdef Py_buffer view
+        cdef Py_ssize_t position = index.end_position_at(index.count), length
+        PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+        try:
+            length = self._encode_into(&view, position, base_offset, start, stop)
+            index.append(base_offset + stop - start, position + length,
+                         (<const BatchHeader *>(<uint8_t *>view.buf + position)).max_timestamp)
+        finally:
+            PyBuffer_Release(&view)
+        seglog_prefaulter_advance(prefaulter.native, position + length)
+
+    cdef Py_ssize_t _encode_into(self, Py_buffer *view, Py_ssize_t position, int64_t base_offset, Py_ssize_t start,
+                                 Py_ssize_t stop) except -1:
         cdef Py_ssize_t size = encoded_batch_size(&self.columns, start, stop), written
+        cdef uint8_t *dest = <uint8_t *>view.buf
         if not 0 <= start < stop <= self.columns.count:
             raise IndexError(f"record range [{start}, {stop}) outside 0..{self.columns.count}")
-        if position < 0 or position + size > dest.shape[0]:
-            raise ValueError(f"batch of {size} bytes does not fit at position {position} of {dest.shape[0]}")
+        if position < 0 or position + size > view.len:
+            raise ValueError(f"batch of {size} bytes does not fit at position {position} of {view.len}")
         with nogil:
-            written = encode_batch(&dest[position], &self.columns, start, stop, base_offset, origin_cluster,
-                                   origin_base_offset)
+            written = encode_batch(dest + position, &self.columns, start, stop, base_offset, 0, 0)
         return written
 
 
@@ -237,8 +265,8 @@ def key_partitions(Column keys, int partitions):
                 start, stop = c.prefix32[i], c.prefix32[i + 1]
             else:
                 start, stop = c.prefix64[i], c.prefix64[i + 1]
-            if c.pointers != NULL:
-                out[i] = (seglog_murmur2(c.pointers[i], stop - start) & 0x7FFFFFFF) % partitions
+            if c.items != NULL:
+                out[i] = (seglog_murmur2(item_data(c, i), stop - start) & 0x7FFFFFFF) % partitions
             else:
                 out[i] = (seglog_murmur2(c.data + start, stop - start) & 0x7FFFFFFF) % partitions
     return result

@@ -714,9 +714,12 @@ void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length
 }
 
 void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position) {
-    size_t wanted;
+    /* The thread is woken when a whole step more is wanted (or the end of the mapping): a wakeup per small
+     * batch costs the writer more than the faults it saves. `wanted` and `length` change only in calls from
+     * the writer, which its own lock serialises, so they are read here without the mutex. */
+    size_t wanted = position + p->ahead < p->length ? position + p->ahead : p->length;
+    if (wanted < p->wanted + p->step && wanted < p->length) return;
     pthread_mutex_lock(&p->mutex);
-    wanted = position + p->ahead < p->length ? position + p->ahead : p->length;
     if (wanted > p->wanted) {
         p->wanted = wanted;
         pthread_cond_signal(&p->wake);

@@ -44,7 +44,8 @@ typedef struct seglog_prefaulter seglog_prefaulter;
 seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step);
 /* Follow a new mapping from `start` (NULL detaches); returns once the thread has left the old one. */
 void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start);
-/* The writer is at `position`: fault in up to `position + ahead`. */
+/* The writer is at `position`: fault in up to `position + ahead`, waking the thread once a whole `step`
+ * more is wanted. Called only by the writer (under its lock), as `target` is. */
 void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position);
 void seglog_prefaulter_free(seglog_prefaulter *p);
 
