@@ -3,6 +3,9 @@ subscription that acknowledges what is printed; with --follow keep printing new 
 
 from __future__ import annotations
 
+import signal
+import threading
+
 from typing import Any
 
 import click
@@ -114,18 +117,23 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
             partitions = list(range(handle.partitions)) if partition is None else [partition]
             source = PartitionReaders(handle, partitions, position)
             _say_what_is_past_the_end(ctx, handle, source, follow, partitions)
+        # With --follow, Ctrl-C asks the loop to stop between chunks: raised in the middle of one it could
+        # land after a chunk was printed and before it was counted (or acknowledged).
+        stopping = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: stopping.set()) if follow else None
         try:
-            while count is None or printed < count:
+            while (count is None or printed < count) and not stopping.is_set():
                 wanted = CHUNK if count is None else min(CHUNK, count - printed)
-                messages = wait_until(None, lambda: source.take(wanted)) if follow else source.take(wanted)
-                if not messages:
+                messages = (wait_until(None, lambda: stopping.is_set() or source.take(wanted)) if follow
+                            else source.take(wanted))
+                if messages is True or not messages:
                     break
                 click.echo("\n".join(map(show, messages)))
                 source.printed(messages)
                 printed += len(messages)
-        except KeyboardInterrupt:
-            if not follow:
-                raise
-            err().print(f"[dim]Stopped after {printed:,} message{'' if printed == 1 else 's'}.[/]")
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
             source.close()
+        if stopping.is_set():
+            err().print(f"[dim]Stopped after {printed:,} message{'' if printed == 1 else 's'}.[/]")
