@@ -317,7 +317,7 @@ class Commit:
                           self.end_position, ScanStatus.SCAN_END)
 
 
-def committed(data: mmap.mmap | None, base_offset: int, offsets: np.ndarray | None,
+def committed(data: Mapping | None, base_offset: int, offsets: np.ndarray | None,
               times: np.ndarray | None, *, clean: bool = False) -> Commit:
     """Apply the commit rule (Commit) to a segment's mapped log and its index rows (None: no usable index
     files). Checks every CRC of the log: this runs once per unclean stop, not on every open."""

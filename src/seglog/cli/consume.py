@@ -16,7 +16,7 @@ from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
 from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
-from seglog.cli.output import err
+from seglog.cli.output import err, message_count
 from seglog.cursor_file import SUBSCRIPTION_TYPES
 from seglog.subscription import wait_until
 from seglog.topic import Topic
@@ -136,4 +136,4 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
                 signal.signal(signal.SIGINT, previous)
             source.close()
         if stopping.is_set():
-            err().print(f"[dim]Stopped after {printed:,} message{'' if printed == 1 else 's'}.[/]")
+            err().print(f"[dim]Stopped after {message_count(printed)}.[/]")

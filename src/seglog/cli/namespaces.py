@@ -8,7 +8,7 @@ import click
 from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import namespace_name, tenant_name
-from seglog.cli.output import out, print_json
+from seglog.cli.output import out, print_names
 from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
 from seglog.errors import NotFoundError
 from seglog.names import DEFAULT_TENANT
@@ -49,11 +49,7 @@ def list_namespaces(data: DataDir, tenant: str | None, as_json: bool) -> None:
         tenant_name(tenant)
     with data.open() as log:
         names = log.admin.namespaces.list(tenant)
-    if as_json:
-        print_json(names)
-        return
-    for name in names:
-        click.echo(name)
+    print_names(names, as_json)
 
 
 @namespaces.command()

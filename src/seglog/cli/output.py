@@ -28,6 +28,20 @@ def print_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2))
 
 
+def print_names(names: list[str], as_json: bool) -> None:
+    """A list of names: a JSON array, or one name a line (for scripts reading plain lines)."""
+    if as_json:
+        print_json(names)
+        return
+    for name in names:
+        click.echo(name)
+
+
+def message_count(count: int) -> str:
+    """'1 message', '2,000 messages'."""
+    return f"{count:,} message{'' if count == 1 else 's'}"
+
+
 def print_unclipped(table: Table) -> None:
     """Print `table` on stdout without ever cutting or folding a cell (a topic's name shown in part is a
     wrong name): as wide as its widest row needs, wider than the terminal if need be, which then wraps the

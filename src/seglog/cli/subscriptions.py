@@ -11,7 +11,7 @@ from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import CliError, UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
-from seglog.cli.output import err, out, print_json
+from seglog.cli.output import err, message_count, out, print_names
 from seglog.units import format_duration, parse_duration
 
 _TOPIC = click.argument("topic", metavar="NAME")
@@ -45,11 +45,7 @@ def subscriptions(data: DataDir, topic: str, as_json: bool) -> None:
     """List the subscriptions of topic NAME, one a line (pulsar-admin topics subscriptions)."""
     with data.open() as log:
         names = log.admin.topics.subscriptions(topic)
-    if as_json:
-        print_json(names)
-        return
-    for name in names:
-        click.echo(name)
+    print_names(names, as_json)
 
 
 @click.command(name="create-subscription", cls=SeglogCommand, short_help="Create a subscription.")
@@ -140,7 +136,7 @@ def skip(data: DataDir, topic: str, subscription: str, count: int) -> None:
     with data.open() as log:
         skipped = log.admin.topics.skip(topic, subscription, count)
         name = log.topic(topic).name
-    out().print(f"[green]Skipped {skipped:,} message{'' if skipped == 1 else 's'}[/] of {subscription} on {name}")
+    out().print(f"[green]Skipped {message_count(skipped)}[/] of {subscription} on {name}")
 
 
 @click.command(name="expire-messages", cls=SeglogCommand, short_help="Acknowledge the messages older than -t.")
@@ -155,7 +151,7 @@ def expire_messages(data: DataDir, topic: str, subscription: str, expire_time: s
     with data.open() as log:
         expired = log.admin.topics.expire_messages(topic, subscription, expire_time)
         name = log.topic(topic).name
-    out().print(f"[green]Expired {expired:,} message{'' if expired == 1 else 's'}[/] of {subscription} on {name}")
+    out().print(f"[green]Expired {message_count(expired)}[/] of {subscription} on {name}")
 
 
 @click.command(name="peek-messages", cls=SeglogCommand, short_help="Show the next messages without acknowledging.")
