@@ -136,7 +136,6 @@ class ActiveSegment:
         end, count = self.end_position, self.index.count
         self._sealed_next_offset = self.next_offset
         self.index = None
-        self._prefaulter.target(None)
         self._unmap()
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
@@ -154,7 +153,6 @@ class ActiveSegment:
         if not self.sealed:
             self._sealed_next_offset = self.next_offset
             self.index = None
-            self._prefaulter.target(None)
             self._unmap()
 
 
@@ -265,8 +263,8 @@ class SpareMaker:
 
 
 def unmap_in_background(mapped: Mapping, prefaulter: Prefaulter) -> None:
-    """Have the prefault thread unmap a segment's log (Prefaulter.unmap_later), or, while a view still points
-    into it, close_map it (unmapped when the last view is gone)."""
+    """Have the prefault thread stop faulting a segment's log in and unmap it (Prefaulter.unmap_later), or,
+    while a view still points into it, close_map it (unmapped when the last view is gone)."""
     try:
         prefaulter.unmap_later(mapped)
     except BufferError:

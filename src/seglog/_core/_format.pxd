@@ -23,6 +23,7 @@ cdef extern from "native.h" nogil:
     void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start)
     void seglog_prefaulter_spare(seglog_prefaulter *p, uint8_t *base, size_t length)
     void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length)
+    void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base)
     void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position)
     void seglog_prefaulter_free(seglog_prefaulter *p)
 

@@ -112,10 +112,9 @@ cpdef int partition_for_key(key, int partitions) except -1:
 
 cdef class Prefaulter:
     """Keeps the pages ahead of a writer faulted in, from a C thread (see native.h). `target` a writable
-    mapping when a segment becomes active (BatchSource.append_to then advances it after each write),
-    `target(None)` before unmapping it (or `unmap_later`); `prepare` the next segment's mapping, made ahead
-    of the roll, and `prepare(None)` before unmapping that one (or `target` it: it becomes the active one).
-    Its fields are declared in _format.pxd."""
+    mapping when a segment becomes active (BatchSource.append_to then advances it after each write);
+    `prepare` the next segment's mapping, made ahead of the roll (`target` it when it becomes the active
+    one); `unmap_later` either when it is done with. Its fields are declared in _format.pxd."""
 
     def __cinit__(self, size_t ahead=32 << 20, size_t step=4 << 20):
         self.native = seglog_prefaulter_new(ahead, step)
@@ -123,34 +122,36 @@ cdef class Prefaulter:
             raise MemoryError("could not start the prefault thread")
 
     def target(self, mapping, size_t start=0) -> None:
-        cdef uint8_t[::1] view = None if mapping is None else mapping
+        cdef uint8_t[::1] view = mapping
         with nogil:
-            seglog_prefaulter_target(self.native, _address(view), _length(view), start)
+            seglog_prefaulter_target(self.native, &view[0], view.shape[0], start)
         self.mapping = view  # the old map is unmapped only after this
-        if view is not None and self.spare is not None and &self.spare[0] == &view[0]:
+        if self.spare is not None and &self.spare[0] == &view[0]:
             self.spare = None  # the spare became the active mapping
 
     def prepare(self, mapping) -> None:
-        cdef uint8_t[::1] view = None if mapping is None else mapping
+        cdef uint8_t[::1] view = mapping
         with nogil:
-            seglog_prefaulter_spare(self.native, _address(view), _length(view))
+            seglog_prefaulter_spare(self.native, &view[0], view.shape[0])
         self.spare = view
 
     def unmap_later(self, mapping) -> None:
         """Have the thread unmap `mapping` (a _mapping.Mapping, closed from now on): unmapping a segment's
-        faulted-in pages takes milliseconds that a roll or a close need not wait for. The spare's mapping is
-        let go as well, without waiting for the thread to finish a step in it. BufferError, and nothing
-        unmapped (the thread has left it), while another buffer points into it."""
+        faulted-in pages takes milliseconds that a roll or a close need not wait for. The thread stops faulting
+        it in first, without this call waiting for a step in it to end. BufferError, while another buffer
+        points into it: then the thread has left it, and nothing is unmapped."""
         cdef uint8_t[::1] view = mapping
-        cdef bint spare = self.spare is not None and &self.spare[0] == &view[0]
+        cdef uint8_t *base = &view[0]
         view = None
-        if spare:
-            self.spare = None  # this object's own view of it
+        if self.mapping is not None and &self.mapping[0] == base:
+            self.mapping = None  # this object's own views of it
+        if self.spare is not None and &self.spare[0] == base:
+            self.spare = None
         try:
             address, length = mapping.detach()
         except BufferError:
-            if spare:
-                self.prepare(None)
+            with nogil:
+                seglog_prefaulter_release(self.native, base)
             raise
         seglog_prefaulter_unmap(self.native, <void *><uintptr_t>address, length)
 
@@ -158,14 +159,6 @@ cdef class Prefaulter:
         if self.native != NULL:
             with nogil:
                 seglog_prefaulter_free(self.native)
-
-
-cdef inline uint8_t *_address(uint8_t[::1] view) noexcept nogil:
-    return NULL if view is None else &view[0]
-
-
-cdef inline size_t _length(uint8_t[::1] view) noexcept nogil:
-    return 0 if view is None else view.shape[0]
 
 
 def read_header(buffer, Py_ssize_t position) -> tuple:

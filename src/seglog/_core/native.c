@@ -772,9 +772,22 @@ void seglog_prefaulter_spare(seglog_prefaulter *p, uint8_t *base, size_t length)
     pthread_mutex_unlock(&p->mutex);
 }
 
+/* Stop faulting in `base`, the active mapping or the spare. */
+static void forget(seglog_prefaulter *p, const uint8_t *base) {
+    if (p->active.base == base) p->active.base = NULL;
+    if (p->spare.base == base) p->spare.base = NULL;
+}
+
+void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base) {
+    pthread_mutex_lock(&p->mutex);
+    forget(p, base);
+    leave(p, base);
+    pthread_mutex_unlock(&p->mutex);
+}
+
 void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length) {
     pthread_mutex_lock(&p->mutex);
-    if (p->spare.base == address) p->spare.base = NULL; /* the thread unmaps it after any step in it */
+    forget(p, address); /* the thread unmaps it after any step it is taking in it: no need to wait */
     if (p->pending_unmaps == UNMAP_QUEUE) { /* the thread is behind: unmap here rather than wait */
         leave(p, address);
         pthread_mutex_unlock(&p->mutex);
