@@ -11,7 +11,8 @@ seglog    read_batch(), CRC32C checked (the default)   >= 20x
 
 read_batch returns pyarrow RecordBatches over the mapped segment (zero copy), so its cost is the CRC pass
 and a few Python calls per stored batch; iteration builds one Message per message.
-Each round opens a new reader (new maps, so the page-cache pages are mapped again), as a consumer would.
+Each round opens a new reader, as a consumer would; the segments' maps belong to the open log (shared by its
+readers), so after the warm-up round the pages are mapped: the rounds measure the read path, not first faults.
 All files are in the page cache: this measures the library, not the disk.
 """
 

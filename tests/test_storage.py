@@ -1,9 +1,11 @@
 """Segments on disk: names, rolls by size, time and count, oversized batches, trimming, storage size."""
 
 import errno
+import logging
 import os
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -425,3 +427,90 @@ def test_a_full_disk_when_a_message_needs_a_segment_of_its_own(tmp_path, monkeyp
             assert producer.send_batch(values(1)) == (0, 1)
         assert segments(topic) == [0, 1]
     assert_reopens_with(data, oversized + values(1))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The spare segment: the next segment's files, made and prefaulted before the roll that takes them.
+
+def spare_files(directory):
+    spare = segment.SegmentPaths.spare(directory)
+    return [path for path in (spare.log, spare.index, spare.timeindex) if path.exists()]
+
+
+def wait_for(condition, timeout=10):
+    """The spare is made in the background: wait until `condition()` holds (AssertionError after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_spare_segment_is_made_at_half_full_taken_by_the_roll_and_never_read(tmp_path):
+    with seglog.open(tmp_path / "data") as log:
+        topic = log.create_topic("t", segment_size="64 KiB")
+        directory = topic.partition_directory(0)
+        with topic.producer() as producer:
+            producer.send_batch(values(400))  # 42 KiB: less than three quarters of the segment
+            assert spare_files(directory) == []
+            producer.send_batch(values(100))  # past three quarters: the spare is made, in the background
+            wait_for(lambda: producer._writers[0]._spares._spare is not None)
+            assert len(spare_files(directory)) == 3 and segments(topic) == [0]
+            assert [f for f in segment_files(topic) if f.endswith(".log")] == ["00000000000000000000.log"]
+            spare_inode = segment.SegmentPaths.spare(directory).log.stat().st_ino
+            assert len(read_all(topic)) == 500 and check_log(tmp_path / "data").ok
+            producer.send_batch(values(300))  # does not fit: the roll renames the spare into place
+            first, second = segments(topic)
+            assert segment.SegmentPaths.of(directory, second).log.stat().st_ino == spare_inode
+            assert read_all(topic) == values(400) + values(100) + values(300)
+        assert spare_files(directory) == []  # a clean close leaves no spare
+    assert check_log(tmp_path / "data").ok
+
+
+CRASH_WITH_A_SPARE = """
+import os, signal, sys, time
+import seglog
+log = seglog.open(sys.argv[1])
+producer = log.create_topic("t", segment_size="64 KiB").producer()
+producer.send_batch([b"%08d" % i + b"x" * 92 for i in range(500)])
+deadline = time.monotonic() + 10
+while producer._writers[0]._spares._spare is None:  # made in the background
+    assert time.monotonic() < deadline
+    time.sleep(0.005)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("opener", ["writer", "seglog.open"])
+def test_a_spare_a_crash_leaves_is_removed_by_the_next_recovery_and_nothing_else_changes(tmp_path, opener):
+    data = tmp_path / "data"
+    result = subprocess.run(python_command(CRASH_WITH_A_SPARE, str(data)), capture_output=True, timeout=60)
+    assert result.returncode == -9, result.stderr.decode(errors="replace")
+    with seglog.open(data) as log:  # recovers every partition nobody writes
+        topic = log.topic("t")
+        directory = topic.partition_directory(0)
+        if opener == "writer":
+            with topic.producer() as producer:
+                assert spare_files(directory) == []
+                producer.send_batch(values(1))
+        assert spare_files(directory) == [] and segments(topic) == [0]
+        assert len(read_all(topic)) == 500 + (opener == "writer")
+    assert check_log(data).ok
+
+
+def test_a_spare_that_cannot_be_made_leaves_no_file_and_the_roll_makes_its_segment(tmp_path, monkeypatch,
+                                                                                    caplog):
+    disk = FullDisk(monkeypatch, "posix_fallocate")
+    caplog.set_level(logging.INFO, logger="seglog.writer")
+    with seglog.open(tmp_path / "data") as log:
+        topic = log.create_topic("t", segment_size="64 KiB")
+        directory = topic.partition_directory(0)
+        with topic.producer() as producer:
+            producer.send_batch(values(400))
+            disk.full = True
+            producer.send_batch(values(100))  # past three quarters: the spare is refused, the write is not
+            wait_for(lambda: "no spare segment" in caplog.text)
+            assert spare_files(directory) == []
+            disk.full = False
+            producer.send_batch(values(300))  # the roll makes the next segment itself
+            assert len(segments(topic)) == 2
+            assert read_all(topic) == values(400) + values(100) + values(300)

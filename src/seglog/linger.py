@@ -1,7 +1,7 @@
 """The background flusher: writes a partition's queued messages once the oldest has waited `linger_ms`,
-as Kafka's sender thread does, and fsyncs a partition whose fsync interval has run out on unsynced
-writes, so an idle partition is synced within its interval too. Waits use real time (time.monotonic),
-never the log's clock."""
+as Kafka's sender thread does, fsyncs a partition whose fsync interval has run out on unsynced writes, so
+an idle partition is synced within its interval too, and makes writers' spare segments (writer.SpareMaker).
+Waits use real time (time.monotonic), never the log's clock."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ class LingerFlusher:
         due = time.monotonic() + linger_ms / 1000
         if writer.linger_until(due):
             self._run_at(due, writer, writer.flush_lingering)
+
+    def run_soon(self, writer: PartitionWriter, task: Callable[[], None]) -> None:
+        """Run `task` (work of `writer` that need not hold up its caller, such as making its spare segment)
+        as soon as this thread is free."""
+        self._run_at(time.monotonic(), writer, task)
 
     def schedule_sync(self, writer: PartitionWriter, due: float) -> None:
         """Let `writer` fsync what it has written at `due` (time.monotonic()), if it still needs to then."""

@@ -26,6 +26,7 @@ CLEAN_MARKER = ".clean-shutdown"  # in a partition directory: its writer closed 
 LOCK_FILE = ".lock"  # in a partition directory: the writer lock (lock.py)
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+SPARE_STEM, SPARE_SUFFIX = "next", ".spare"  # the next segment made ahead of its roll: next.log.spare, ...
 
 # An index slot per batch; a batch is at least a header and one 8-byte timestamp. The cap keeps a huge
 # segment's index at 16 MiB per file; a segment whose index fills up rolls early, as Kafka's does.
@@ -67,6 +68,19 @@ class SegmentPaths:
         stem = directory / segment_stem(base_offset)
         return cls(stem.with_suffix(LOG_SUFFIX), stem.with_suffix(INDEX_SUFFIX),
                    stem.with_suffix(TIMEINDEX_SUFFIX))
+
+    @classmethod
+    def spare(cls, directory: Path) -> SegmentPaths:
+        """The files of a spare segment (writer.SpareSegment), made before its base offset is known: no
+        base-offset stem and a .spare suffix, so list_segments, recovery and readers never take them for a
+        segment. A roll renames them into place (rename_to); recovery removes any a crash left."""
+        return cls(*(directory / f"{SPARE_STEM}{suffix}{SPARE_SUFFIX}"
+                     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)))
+
+    def rename_to(self, other: SegmentPaths) -> None:
+        """Give the files `other`'s names, the .log last: readers must never find a segment without its index."""
+        for source, target in ((self.index, other.index), (self.timeindex, other.timeindex), (self.log, other.log)):
+            os.rename(source, target)
 
     def remove(self) -> None:
         """Delete the segment's files, the .log first: readers find segments by it, and one that still

@@ -14,12 +14,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
 from seglog._core._format import Prefaulter
 from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._mapping import Mapping
 from seglog._core._writer import BatchSource
 from seglog.batch import make_source
 from seglog.clock import Clock
@@ -51,32 +53,42 @@ from seglog.segment import (
 log = logging.getLogger("seglog.writer")
 
 
+def map_segment(paths: SegmentPaths, capacity: int, slots: int) -> tuple[Mapping, Mapping, Mapping]:
+    """A segment's files mapped writable, pre-sized to `capacity` bytes of log and `slots` index entries:
+    (offset index, time index, log). Index files first: readers find segments by their .log, and must never
+    find one without its index. A failure (a full disk) unmaps what was mapped, so that its blocks are freed
+    with its files."""
+    maps: list[Mapping] = []
+    try:
+        for path, size, random_access in ((paths.index, slots * ENTRY_BYTES, True),
+                                          (paths.timeindex, slots * ENTRY_BYTES, True),
+                                          (paths.log, capacity, False)):
+            maps.append(map_file(path, writable=True, size=size, random_access=random_access))
+    except BaseException:
+        for mapped in maps:
+            close_map(mapped)
+        raise
+    offsets_map, times_map, data = maps
+    return offsets_map, times_map, data
+
+
 class ActiveSegment:
     """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it.
 
     Pre-allocated with posix_fallocate (cheap, and a full disk fails here rather than mid-append) and
     prefaulted ahead of the writer by a C thread: bench/bench_page_faults.py measured the alternatives."""
 
-    def __init__(self, directory: Path, base_offset: int, capacity: int, slots: int, created_ms: int,
-                 prefaulter: Prefaulter, last_write_ms: int | None = None) -> None:
-        self.paths = SegmentPaths.of(directory, base_offset)
+    def __init__(self, paths: SegmentPaths, base_offset: int, capacity: int,
+                 maps: tuple[Mapping, Mapping, Mapping], created_ms: int, prefaulter: Prefaulter,
+                 last_write_ms: int | None = None) -> None:
+        self.paths = paths
         self.base_offset = base_offset
         self.capacity = capacity
         self.created_ms = created_ms
         # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
         # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
         self.last_write_ms = last_write_ms
-        self._offsets_map = self._times_map = self.data = None
-        try:
-            # Index files first: readers find segments by their .log, and must never find one without its index.
-            self._offsets_map = map_file(self.paths.index, writable=True, size=slots * ENTRY_BYTES,
-                                         random_access=True)
-            self._times_map = map_file(self.paths.timeindex, writable=True, size=slots * ENTRY_BYTES,
-                                       random_access=True)
-            self.data = map_file(self.paths.log, writable=True, size=capacity)
-        except BaseException:  # a full disk: unmap what was mapped, so its blocks are freed with its files
-            self._unmap()
-            raise
+        self._offsets_map, self._times_map, self.data = maps
         self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
                                writable=True)
         self._sealed_next_offset: int | None = None
@@ -124,7 +136,6 @@ class ActiveSegment:
         end, count = self.end_position, self.index.count
         self._sealed_next_offset = self.next_offset
         self.index = None
-        self._prefaulter.target(None)
         self._unmap()
         truncate_file(self.paths.log, end)
         truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
@@ -133,16 +144,131 @@ class ActiveSegment:
             os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
 
     def _unmap(self) -> None:
-        for mapped in (self.data, self._offsets_map, self._times_map):
-            close_map(mapped)
+        close_map(self._offsets_map)
+        close_map(self._times_map)
+        unmap_in_background(self.data, self._prefaulter)
 
     def abandon(self) -> None:
         """Unmap without trimming or touching the files (their topic was deleted)."""
         if not self.sealed:
             self._sealed_next_offset = self.next_offset
             self.index = None
-            self._prefaulter.target(None)
             self._unmap()
+
+
+class SpareSegment:
+    """The next segment's files, made before the roll that takes them (SpareMaker) and their first pages
+    faulted in by the prefault thread whenever the active segment needs nothing, so that a roll renames them
+    into place instead of creating, allocating and mapping three files and then faulting on their first
+    pages. Named SegmentPaths.spare until then: nothing takes them for a segment (docs/FORMAT.md)."""
+
+    def __init__(self, directory: Path, capacity: int, slots: int, prefaulter: Prefaulter) -> None:
+        self.paths = SegmentPaths.spare(directory)
+        self.capacity, self.slots = capacity, slots
+        try:
+            self.maps = map_segment(self.paths, capacity, slots)
+        except OSError:
+            self.paths.remove()
+            raise
+        self._prefaulter = prefaulter
+        prefaulter.prepare(self.maps[2])
+
+    def take(self, paths: SegmentPaths) -> tuple[Mapping, Mapping, Mapping]:
+        """Rename the files to `paths` and hand over their maps, for the caller's new active segment. If a
+        rename fails, the spare is discarded (an index file renamed already holds only zeros)."""
+        try:
+            self.paths.rename_to(paths)
+        except OSError:
+            self.discard()
+            raise
+        return self.maps
+
+    def discard(self) -> None:
+        self.abandon()
+        self.paths.remove()
+
+    def abandon(self) -> None:
+        """Unmap, leaving the files as they are."""
+        offsets_map, times_map, data = self.maps
+        close_map(offsets_map)
+        close_map(times_map)
+        unmap_in_background(data, self._prefaulter)
+
+
+class SpareMaker:
+    """A writer's spare segments: each made in the background (the log's LingerFlusher thread) once the active
+    segment is three quarters full, so that neither making it nor the roll that takes it holds up a write. One at a
+    time. A roll never waits for one being made (it makes its segment itself); a close does, so that nothing
+    of this writer touches the files once another writer may own the partition."""
+
+    def __init__(self, directory: Path, prefaulter: Prefaulter, size: Callable[[], tuple[int, int]]) -> None:
+        self._directory = directory
+        self._prefaulter = prefaulter
+        self._size = size  # (capacity, index slots) of a new segment, by the topic's settings now
+        self._lock = threading.Lock()  # held while a spare is made, taken or dropped
+        self._spare: SpareSegment | None = None
+        self._asked = False  # asked for since the last roll (made, being made, or refused)
+        self._closed = False
+
+    def ask(self, writer: PartitionWriter, background: LingerFlusher) -> None:
+        """The active segment is three quarters full: have the spare made, once per segment (the writer's lock
+        held)."""
+        if not self._asked:
+            self._asked = True
+            background.run_soon(writer, self._make)
+
+    def _make(self) -> None:
+        with self._lock:
+            if self._closed or self._spare is not None:
+                return
+            try:
+                self._spare = SpareSegment(self._directory, *self._size(), self._prefaulter)
+            except OSError as error:  # an optimisation: the next roll makes its segment itself, as without
+                log.info("%s: no spare segment (%s)", self._directory, error)
+
+    def take(self) -> SpareSegment | None:
+        """The spare for a roll: None if none is ready, or if it is not the size a new segment has now (the
+        topic's settings changed: it is discarded)."""
+        if not self._lock.acquire(blocking=False):  # being made: the roll does not wait for it
+            return None
+        try:
+            spare, self._spare = self._spare, None
+        finally:
+            self._lock.release()
+        if spare is not None and (spare.capacity, spare.slots) != self._size():
+            spare.discard()
+            return None
+        return spare
+
+    def rolled(self) -> None:
+        """A new segment is active: its spare is to be asked for when it is half full."""
+        self._asked = False
+
+    def close(self, *, abandon: bool = False) -> None:
+        """No more spares: the one there is deleted (with `abandon`, unmapped and its files left as they are,
+        since the topic was deleted), after one being made is done. A failure to delete is logged: the next
+        writer's recovery removes it."""
+        with self._lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        if abandon:
+            spare.abandon()
+            return
+        try:
+            spare.discard()
+        except OSError as error:
+            log.warning("%s: the spare segment could not be removed (%s)", self._directory, error)
+
+
+def unmap_in_background(mapped: Mapping, prefaulter: Prefaulter) -> None:
+    """Have the prefault thread stop faulting a segment's log in and unmap it (Prefaulter.unmap_later), or,
+    while a view still points into it, close_map it (unmapped when the last view is gone)."""
+    try:
+        prefaulter.unmap_later(mapped)
+    except BufferError:
+        close_map(mapped)
 
 
 @dataclass
@@ -166,6 +292,7 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
     inside a sealed segment is reported, never cut: reads stop there with its position."""
     clean = (directory / CLEAN_MARKER).exists()
     report = RecoveryReport(clean=clean and trust_clean, damaged=[], lost=[])
+    SegmentPaths.spare(directory).remove()  # a spare segment a crash left is no part of the partition
     bases = list_segments(directory)
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
@@ -266,6 +393,7 @@ class PartitionWriter:
             self._lock.release()
             raise
         self.write_lock = threading.RLock()
+        self._spares = SpareMaker(directory, self._prefaulter, self._new_segment_size)
         self.accumulator = Accumulator(self.active.next_offset)
         self._background = background
         self._last_sync = time.monotonic()
@@ -287,7 +415,8 @@ class PartitionWriter:
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
         try:
-            segment = ActiveSegment(self.directory, base_offset, capacity, slots, self.clock(), self._prefaulter)
+            segment = ActiveSegment(paths, base_offset, capacity, map_segment(paths, capacity, slots), self.clock(),
+                                    self._prefaulter)
         except OSError:
             if not reopen:  # a full disk: no part of a segment that could not be made is left
                 paths.remove()
@@ -402,6 +531,13 @@ class PartitionWriter:
             segment.last_write_ms = self.clock()
             self._unsynced = True
             start = stop
+        if 4 * segment.end_position >= 3 * segment.capacity:  # late enough that few are made in vain
+            self._spares.ask(self, self._background)
+
+    def _new_segment_size(self) -> tuple[int, int]:
+        """(capacity, index slots) of the next segment, by the topic's settings now."""
+        config = self.config
+        return config.segment_size, index_slots(config.segment_size, config.segment_max_messages)
 
     def _segment_for_write(self) -> ActiveSegment:
         segment, config = self.active, self.config
@@ -429,8 +565,16 @@ class PartitionWriter:
 
     def _open_after(self, sealed: ActiveSegment, capacity: int | None = None) -> None:
         """Make the segment that follows `sealed` (closed, so trimmed) the active one: a new segment at its
-        next offset or, if it holds nothing, itself again, its files extended to the new capacity."""
-        self.active = self._open_segment(sealed.next_offset, reopen=sealed.message_count == 0, capacity=capacity)
+        next offset (the spare, renamed into place, when it has the size asked) or, if `sealed` holds
+        nothing, itself again, its files extended to the new capacity."""
+        base = sealed.next_offset
+        spare = self._spares.take() if sealed.message_count and capacity is None else None
+        if spare is not None:
+            paths = SegmentPaths.of(self.directory, base)
+            self.active = ActiveSegment(paths, base, spare.capacity, spare.take(paths), self.clock(), self._prefaulter)
+        else:
+            self.active = self._open_segment(base, reopen=sealed.message_count == 0, capacity=capacity)
+        self._spares.rolled()
 
     def _sync_if_due(self) -> None:
         """fsync what was written once the fsync interval has passed since the last fsync (at once for
@@ -469,6 +613,7 @@ class PartitionWriter:
                     self.active.sync()
             finally:
                 self.active.close()
+                self._spares.close()
                 (self.directory / CLEAN_MARKER).touch()
                 self._lock.release()
                 self.closed = True
@@ -479,5 +624,6 @@ class PartitionWriter:
         with self.write_lock:
             self.accumulator.discard(self.end_offset)
             self.active.abandon()
+            self._spares.close(abandon=True)
             self._lock.release()
             self.closed = True

@@ -21,6 +21,9 @@ cdef extern from "native.h" nogil:
         pass
     seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step)
     void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start)
+    void seglog_prefaulter_spare(seglog_prefaulter *p, uint8_t *base, size_t length)
+    void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length)
+    void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base)
     void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position)
     void seglog_prefaulter_free(seglog_prefaulter *p)
 
@@ -140,3 +143,4 @@ cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py
 cdef class Prefaulter:
     cdef seglog_prefaulter *native
     cdef uint8_t[::1] mapping
+    cdef uint8_t[::1] spare

@@ -112,8 +112,9 @@ cpdef int partition_for_key(key, int partitions) except -1:
 
 cdef class Prefaulter:
     """Keeps the pages ahead of a writer faulted in, from a C thread (see native.h). `target` a writable
-    mapping when a segment becomes active, `advance` after each write, `target(None)` before unmapping.
-    (Its fields are declared in _format.pxd: the writer's kernel advances it in C.)"""
+    mapping when a segment becomes active (BatchSource.append_to then advances it after each write);
+    `prepare` the next segment's mapping, made ahead of the roll (`target` it when it becomes the active
+    one); `unmap_later` either when it is done with. Its fields are declared in _format.pxd."""
 
     def __cinit__(self, size_t ahead=32 << 20, size_t step=4 << 20):
         self.native = seglog_prefaulter_new(ahead, step)
@@ -121,18 +122,38 @@ cdef class Prefaulter:
             raise MemoryError("could not start the prefault thread")
 
     def target(self, mapping, size_t start=0) -> None:
-        cdef uint8_t *base = NULL
-        cdef size_t length = 0
-        cdef uint8_t[::1] view
-        if mapping is not None:
-            view = mapping
-            base, length = &view[0], view.shape[0]
+        cdef uint8_t[::1] view = mapping
         with nogil:
-            seglog_prefaulter_target(self.native, base, length, start)
-        self.mapping = view if mapping is not None else None  # the old map is unmapped only after this
+            seglog_prefaulter_target(self.native, &view[0], view.shape[0], start)
+        self.mapping = view  # the old map is unmapped only after this
+        if self.spare is not None and &self.spare[0] == &view[0]:
+            self.spare = None  # the spare became the active mapping
 
-    def advance(self, size_t position) -> None:
-        seglog_prefaulter_advance(self.native, position)
+    def prepare(self, mapping) -> None:
+        cdef uint8_t[::1] view = mapping
+        with nogil:
+            seglog_prefaulter_spare(self.native, &view[0], view.shape[0])
+        self.spare = view
+
+    def unmap_later(self, mapping) -> None:
+        """Have the thread unmap `mapping` (a _mapping.Mapping, closed from now on): unmapping a segment's
+        faulted-in pages takes milliseconds that a roll or a close need not wait for. The thread stops faulting
+        it in first, without this call waiting for a step in it to end. BufferError, while another buffer
+        points into it: then the thread has left it, and nothing is unmapped."""
+        cdef uint8_t[::1] view = mapping
+        cdef uint8_t *base = &view[0]
+        view = None
+        if self.mapping is not None and &self.mapping[0] == base:
+            self.mapping = None  # this object's own views of it
+        if self.spare is not None and &self.spare[0] == base:
+            self.spare = None
+        try:
+            address, length = mapping.detach()
+        except BufferError:
+            with nogil:
+                seglog_prefaulter_release(self.native, base)
+            raise
+        seglog_prefaulter_unmap(self.native, <void *><uintptr_t>address, length)
 
     def __dealloc__(self):
         if self.native != NULL:

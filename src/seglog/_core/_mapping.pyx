@@ -11,6 +11,7 @@ from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABL
 from cpython.exc cimport PyErr_SetFromErrno
 from posix.mman cimport MADV_RANDOM as C_MADV_RANDOM
 from posix.mman cimport MAP_FAILED, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise, mmap, msync, munmap
+from libc.stdint cimport uintptr_t
 from posix.types cimport off_t
 
 MADV_RANDOM = C_MADV_RANDOM
@@ -81,6 +82,16 @@ cdef class Mapping:
         if self.exports:
             raise BufferError(f"cannot close a mapping while {self.exports} buffers point into it")
         self._unmap()
+
+    def detach(self) -> tuple:
+        """Hand the pages over to a caller that unmaps them itself (the prefault thread): returns (address,
+        length) and leaves this Mapping closed. Refused with BufferError while a buffer points into it."""
+        self._check_open()
+        if self.exports:
+            raise BufferError(f"cannot detach a mapping while {self.exports} buffers point into it")
+        pages = (<uintptr_t>self.address, self.length)
+        self.address = NULL
+        return pages
 
     cdef void _unmap(self) noexcept:
         cdef char *address = self.address

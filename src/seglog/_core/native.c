@@ -649,36 +649,70 @@ int seglog_populate_read(const void *address, size_t length) {
 #endif
 }
 
+/* A mapping the thread faults in: [0, done) is done, up to `wanted` is asked for. */
+typedef struct {
+    uint8_t *base;
+    size_t length, done, wanted;
+} prefault_range;
+
+#define UNMAP_QUEUE 8
+
 struct seglog_prefaulter {
     pthread_t thread;
     pthread_mutex_t mutex;
     pthread_cond_t wake;
     pthread_cond_t idle;
-    uint8_t *base;
-    size_t length, done, wanted, ahead, step;
-    int busy, stop, supported;
+    prefault_range active; /* the writer's segment, `ahead` bytes ahead of the writer */
+    prefault_range spare;  /* the next segment, its first `step` bytes, once the active one is served */
+    size_t ahead, step;
+    uint8_t *busy; /* the mapping the thread is faulting in, outside the mutex (NULL: none) */
+    struct { void *address; size_t length; } unmaps[UNMAP_QUEUE]; /* maps handed over to unmap */
+    int pending_unmaps, stop, supported;
 };
+
+/* One step on `r` (the mutex held, released during the madvise). */
+static void prefault_step(seglog_prefaulter *p, prefault_range *r) {
+    uint8_t *base = r->base;
+    size_t from = r->done, to = r->wanted < from + p->step ? r->wanted : from + p->step;
+    p->busy = base;
+    pthread_mutex_unlock(&p->mutex);
+    int rc = seglog_populate_write(base + from, to - from);
+    int error = errno;
+    pthread_mutex_lock(&p->mutex);
+    p->busy = NULL;
+    pthread_cond_broadcast(&p->idle);
+    if (rc != 0 && error == EINVAL) p->supported = 0; /* kernel older than 5.14 */
+    if (r->base == base && r->done == from) r->done = to;
+}
+
+static int wants_work(const prefault_range *r) { return r->base != NULL && r->done < r->wanted; }
+
+/* Unmap the oldest map handed over (the mutex held, released during the munmap). */
+static void unmap_one(seglog_prefaulter *p) {
+    void *address = p->unmaps[0].address;
+    size_t length = p->unmaps[0].length;
+    p->pending_unmaps--;
+    memmove(&p->unmaps[0], &p->unmaps[1], p->pending_unmaps * sizeof(p->unmaps[0]));
+    pthread_mutex_unlock(&p->mutex);
+    munmap(address, length);
+    pthread_mutex_lock(&p->mutex);
+}
 
 static void *prefaulter_run(void *arg) {
     seglog_prefaulter *p = (seglog_prefaulter *)arg;
     pthread_mutex_lock(&p->mutex);
     while (!p->stop) {
-        if (p->base != NULL && p->supported && p->done < p->wanted) {
-            uint8_t *base = p->base;
-            size_t from = p->done, to = p->wanted < from + p->step ? p->wanted : from + p->step;
-            p->busy = 1;
-            pthread_mutex_unlock(&p->mutex);
-            int rc = seglog_populate_write(base + from, to - from);
-            int error = errno;
-            pthread_mutex_lock(&p->mutex);
-            p->busy = 0;
-            pthread_cond_broadcast(&p->idle);
-            if (rc != 0 && error == EINVAL) p->supported = 0; /* kernel older than 5.14 */
-            if (p->base == base && p->done == from) p->done = to;
-            continue;
+        if (p->supported && wants_work(&p->active)) {
+            prefault_step(p, &p->active);
+        } else if (p->pending_unmaps) {
+            unmap_one(p);
+        } else if (p->supported && wants_work(&p->spare)) {
+            prefault_step(p, &p->spare);
+        } else {
+            pthread_cond_wait(&p->wake, &p->mutex);
         }
-        pthread_cond_wait(&p->wake, &p->mutex);
     }
+    while (p->pending_unmaps) unmap_one(p);
     pthread_mutex_unlock(&p->mutex);
     return NULL;
 }
@@ -702,13 +736,67 @@ seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step) {
     return p;
 }
 
+static size_t ahead_of(const seglog_prefaulter *p, size_t position, size_t length) {
+    return position + p->ahead < length ? position + p->ahead : length;
+}
+
+/* Wait until the thread is not inside `base`: the caller may unmap it next. */
+static void leave(seglog_prefaulter *p, const uint8_t *base) {
+    while (base != NULL && p->busy == base) pthread_cond_wait(&p->idle, &p->mutex);
+}
+
 void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start) {
     pthread_mutex_lock(&p->mutex);
-    while (p->busy) pthread_cond_wait(&p->idle, &p->mutex); /* the old mapping may be unmapped next */
-    p->base = base;
-    p->length = length;
-    p->done = start & ~(size_t)4095;
-    p->wanted = start + p->ahead < length ? start + p->ahead : length;
+    leave(p, p->active.base);
+    size_t done = start & ~(size_t)4095;
+    if (base != NULL && base == p->spare.base) { /* the spare became the active segment: keep its progress */
+        done = p->spare.done > done ? p->spare.done : done;
+        p->spare.base = NULL;
+    }
+    p->active.base = base;
+    p->active.length = length;
+    p->active.done = done;
+    p->active.wanted = ahead_of(p, start, length);
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+void seglog_prefaulter_spare(seglog_prefaulter *p, uint8_t *base, size_t length) {
+    pthread_mutex_lock(&p->mutex);
+    leave(p, p->spare.base);
+    p->spare.base = base;
+    p->spare.length = length;
+    p->spare.done = 0;
+    p->spare.wanted = p->step < length ? p->step : length;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+/* Stop faulting in `base`, the active mapping or the spare. */
+static void forget(seglog_prefaulter *p, const uint8_t *base) {
+    if (p->active.base == base) p->active.base = NULL;
+    if (p->spare.base == base) p->spare.base = NULL;
+}
+
+void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base) {
+    pthread_mutex_lock(&p->mutex);
+    forget(p, base);
+    leave(p, base);
+    pthread_mutex_unlock(&p->mutex);
+}
+
+void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length) {
+    pthread_mutex_lock(&p->mutex);
+    forget(p, address); /* the thread unmaps it after any step it is taking in it: no need to wait */
+    if (p->pending_unmaps == UNMAP_QUEUE) { /* the thread is behind: unmap here rather than wait */
+        leave(p, address);
+        pthread_mutex_unlock(&p->mutex);
+        munmap(address, length);
+        return;
+    }
+    p->unmaps[p->pending_unmaps].address = address;
+    p->unmaps[p->pending_unmaps].length = length;
+    p->pending_unmaps++;
     pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&p->mutex);
 }
@@ -717,13 +805,12 @@ void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position) {
     /* The thread is woken when a whole step more is wanted (or the end of the mapping): a wakeup per small
      * batch costs the writer more than the faults it saves. `wanted` and `length` change only in calls from
      * the writer, which its own lock serialises, so they are read here without the mutex. */
-    size_t wanted = position + p->ahead < p->length ? position + p->ahead : p->length;
-    if (wanted < p->wanted + p->step && wanted < p->length) return;
+    prefault_range *r = &p->active;
+    size_t wanted = ahead_of(p, position, r->length);
+    if (wanted <= r->wanted || (wanted < r->wanted + p->step && wanted < r->length)) return;
     pthread_mutex_lock(&p->mutex);
-    if (wanted > p->wanted) {
-        p->wanted = wanted;
-        pthread_cond_signal(&p->wake);
-    }
+    r->wanted = wanted;
+    pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&p->mutex);
 }
 

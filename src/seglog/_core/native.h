@@ -42,8 +42,21 @@ int seglog_populate_read(const void *address, size_t length);
  * or the GIL: a Python thread would need the GIL between steps and starve behind a busy producer. */
 typedef struct seglog_prefaulter seglog_prefaulter;
 seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step);
-/* Follow a new mapping from `start` (NULL detaches); returns once the thread has left the old one. */
+/* Follow a new mapping from `start`; returns once the thread has left the old one. If it is the spare, the
+ * pages already faulted in count. */
 void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start);
+/* The mapping of the next segment: its first `step` bytes are faulted in whenever the active one needs
+ * nothing, so that after a roll the writer starts on faulted pages while the thread gets ahead again (no
+ * more: a spare a writer closes before it rolls is thrown away). */
+void seglog_prefaulter_spare(seglog_prefaulter *p, uint8_t *base, size_t length);
+/* Unmap [address, address + length), a map the caller hands over, from the thread: unmapping a segment
+ * of faulted-in pages takes milliseconds (every page table entry of it), which a roll or a close need not
+ * wait for. If it is the active mapping or the spare, it stops being one at once, without waiting for the
+ * thread to finish a step in it. Done before seglog_prefaulter_free returns. */
+void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length);
+/* Stop faulting in `base` (the active mapping or the spare); returns once the thread has left it, for a
+ * caller that unmaps it itself. */
+void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base);
 /* The writer is at `position`: fault in up to `position + ahead`, waking the thread once a whole `step`
  * more is wanted. Called only by the writer (under its lock), as `target` is. */
 void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position);

@@ -10,7 +10,7 @@ from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import message_size
 from seglog.cli.output import out, print_json
-from seglog.cli.throughput import CHUNK
+from seglog.cli.throughput import CHUNK, ROUNDS
 from seglog.cli.throughput_report import as_json, measure_with_progress, table
 from seglog.log import MAX_PARTITIONS
 from seglog.readable_size import readable_size
@@ -24,34 +24,39 @@ from seglog.readable_size import readable_size
 @click.option("--partitions", "-p", type=click.IntRange(1, MAX_PARTITIONS), default=1, show_default=True,
               help="Partitions of the scratch topic; writes go round robin, reads cover every partition.")
 @click.option("--chunk", type=click.IntRange(min=1), default=CHUNK, show_default=True,
-              help="Messages per send_batch call.")
+              help="Messages per send_batch call (and per batch that send() gathers).")
+@click.option("--rounds", type=click.IntRange(min=1), default=ROUNDS, show_default=True,
+              help="Times each measurement runs; the figures are the best round's (the first also pays "
+                   "once-per-process work, shown apart).")
 @click.option("--json", "as_json_output", is_flag=True, help="Print the results as JSON instead of a table.")
 @click.option("--keep", is_flag=True, help="Keep the scratch topic instead of deleting it afterwards.")
 @pass_data
-def bench(data: DataDir, messages: int, size: str, partitions: int, chunk: int, as_json_output: bool,
-          keep: bool) -> None:
+def bench(data: DataDir, messages: int, size: str, partitions: int, chunk: int, rounds: int,
+          as_json_output: bool, keep: bool) -> None:
     """Measure write and read throughput against plain-Python file baselines.
 
     Creates a scratch topic 'bench-<random>' (deleted afterwards unless --keep) with PARTITIONS partitions,
-    writes MESSAGES messages with send_batch and as many with send(), reads them back with read_batch() and
-    by iterating Messages, and runs the file write and read loops in the same run for the ratios.
+    and ROUNDS times writes MESSAGES messages with send_batch and as many with send(), reads them back with
+    read_batch() and by iterating Messages, and runs the file write and read loops for the ratios. The
+    operations and baselines are those of the repository's bench/ (bench_append.py, bench_read.py).
     """
     size_bytes = message_size(size)
     name = f"bench-{uuid.uuid4().hex[:8]}"
     with data.open(create=True) as log:
         topic = log.create_topic(name, partitions=partitions)
         try:
-            results = measure_with_progress(topic, messages, size_bytes, scratch_dir=data.path, chunk=chunk)
+            results = measure_with_progress(topic, messages, size_bytes, scratch_dir=data.path, chunk=chunk,
+                                            rounds=rounds)
         finally:
             if not keep:
                 log.delete_topic(name)
     if as_json_output:
         print_json({"messages": messages, "size": size_bytes, "partitions": partitions, "chunk": chunk,
-                    "topic": topic.name if keep else None, "results": as_json(results)})
+                    "rounds": rounds, "topic": topic.name if keep else None, "results": as_json(results)})
         return
     title = (f"{messages:,} messages of {readable_size(size_bytes)}, {partitions} partition"
-             f"{'s' if partitions > 1 else ''}")
+             f"{'s' if partitions > 1 else ''}, {chunk:,} per call")
     console = out()
-    console.print(table(results, title=title))
+    console.print(table(results, rounds, title=title))
     if keep:
         console.print(f"Kept topic {topic.name}.")

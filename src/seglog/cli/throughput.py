@@ -1,10 +1,21 @@
 """Throughput of seglog's write and read paths, next to plain-Python file baselines measured in the same run.
 
-Used by `seglog demo` and `seglog bench`. Writes: `send_batch` (lists of ~64k messages), per-message `send()`
-with a final flush, and the baseline `f.write(struct.pack('<I', len(v)) + v)` loop into a file beside the
-data. Reads: `read_batch()` (Arrow batches over the mapped log) and iterating Message objects, over exactly
-what the two seglog writes added, and the baseline loop reading the file back. The machine is shared and
-noisy, so the ratio to the baseline is the number to look at; absolute rates drift."""
+Used by `seglog demo` and `seglog bench`. The operations and baselines are bench/'s (bench_append.py,
+bench_read.py), timed the same way, so the figures can be compared with the README's:
+
+  send_batch        a producer's whole life: opened, `send_batch` of `chunk` messages at a time, closed
+                    (opening maps the partition's segment, closing trims its file)
+  send()            the same with `send()` per message, the producer's batch_size a chunk's bytes, flush()
+  baseline: f.write `f.write(struct.pack('<I', len(v)) + v)` per message into a new file, opened and closed
+  read_batch        a new reader per partition, `read_batch()` over exactly what the two writes added
+  iterate Messages  a new reader per partition, `for m in reader` over the same
+  baseline: f.read  `n = unpack('<I', f.read(4))[0]; f.read(n)` per message over the baseline's file
+
+The writes run `rounds` times, each round writing new messages; then the reads run `rounds` times over what
+the last round wrote (bench/ reads one stored topic again and again too). Each figure is the best round, as
+in bench/: the first also pays what a process does once (imports, allocator growth, a reader's first map of
+a segment's pages), which tells nothing about the path itself; its rate is reported beside. The machine is
+shared and noisy, so the ratio to the baseline is the number to look at; absolute rates drift."""
 
 from __future__ import annotations
 
@@ -15,13 +26,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Protocol
+
+import numpy as np
 
 from seglog.topic import Topic
 
 CHUNK = 65536
+ROUNDS = 3
 WRITE = "write"
 READ = "read"
 
@@ -44,18 +57,27 @@ class Measurement:
     operation: str
     kind: str  # WRITE or READ
     baseline: bool
-    messages: int
+    messages: int  # in each round
     payload_bytes: int
-    seconds: float
+    seconds: float  # the best round
+    first_round_seconds: float  # the first round, once-per-process work included
 
     @property
     def messages_per_second(self) -> float:
-        return self.messages / self.seconds if self.seconds > 0 else float("inf")
+        return _rate(self.messages, self.seconds)
 
     @property
     def megabytes_per_second(self) -> float:
         """Payload (message values) in 10**6 bytes per second."""
-        return self.payload_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+        return _rate(self.payload_bytes / 1e6, self.seconds)
+
+    @property
+    def first_round_messages_per_second(self) -> float:
+        return _rate(self.messages, self.first_round_seconds)
+
+
+def _rate(amount: float, seconds: float) -> float:
+    return amount / seconds if seconds > 0 else float("inf")
 
 
 def ratio(measurement: Measurement, measurements: list[Measurement]) -> float | None:
@@ -70,130 +92,128 @@ class ReadBackError(Exception):
     """The reads returned a different number of messages than were written."""
 
 
+WRITES = ("send_batch", "send()", "baseline: f.write")
+READS = ("read_batch", "iterate Messages", "baseline: f.read")
+
+
 def measure(topic: Topic, messages: int, size: int, *, scratch_dir: Path, phases: Phases | None = None,
-            chunk: int = CHUNK) -> list[Measurement]:
-    """Write `messages` messages of `size` bytes to `topic` twice (send_batch, then send()), read them back
-    both ways, and run the baselines with a file in `scratch_dir` (deleted afterwards)."""
+            chunk: int = CHUNK, rounds: int = ROUNDS) -> list[Measurement]:
+    """`rounds` rounds of each write (`messages` messages of `size` random bytes to `topic` with send_batch,
+    as many with send(), and the baseline's file in `scratch_dir`, deleted afterwards), then `rounds` rounds
+    of each read over what the last one wrote. One Measurement per operation: its best round and its first."""
     phases = phases or NoProgress()
-    values = [os.urandom(size)] * messages
-    payload = messages * size
+    values = random_values(messages, size)
+    chunks = [values[i:i + chunk] for i in range(0, messages, chunk)]
     partitions = range(topic.partitions)
-    starts = [topic.end_offset(p) for p in partitions]
-    results = [
-        Measurement("send_batch", WRITE, False, messages, payload,
-                    _send_batch(topic, values, chunk, phases.phase("write: send_batch", messages))),
-        Measurement("send()", WRITE, False, messages, payload,
-                    _send(topic, values, chunk, phases.phase("write: send()", messages))),
-    ]
-    ends = [topic.end_offset(p) for p in partitions]
-    written = sum(ends) - sum(starts)
+    writes, reads = [], []
     with _scratch_file(scratch_dir) as path:
-        results.append(Measurement("baseline: f.write", WRITE, True, messages, payload,
-                                   _file_write(path, values, chunk, phases.phase("write: file loop", messages))))
-        results += [
-            Measurement("read_batch", READ, False, written, 2 * payload,
-                        _read_batches(topic, starts, ends, phases.phase("read: read_batch", written))),
-            Measurement("iterate Messages", READ, False, written, 2 * payload,
-                        _iterate(topic, starts, ends, chunk, phases.phase("read: iterate", written))),
-            Measurement("baseline: f.read", READ, True, messages, payload,
-                        _file_read(path, messages, chunk, phases.phase("read: file loop", messages))),
-        ]
-    return results
+        advance = phases.phase("write", rounds)
+        for _ in range(rounds):
+            starts = [topic.end_offset(p) for p in partitions]
+            writes.append((_send_batch(topic, chunks), _send(topic, chunks, chunk * size),
+                           _file_write(path, chunks)))
+            advance(1)
+        ends = [topic.end_offset(p) for p in partitions]
+        advance = phases.phase("read", rounds)
+        for _ in range(rounds):
+            reads.append((_read_batches(topic, starts, ends), _iterate(topic, starts, ends),
+                          _file_read(path, messages)))
+            advance(1)
+    written = sum(ends) - sum(starts)  # by the last round's two writes
+    results = [_best(operation, WRITE, messages, size, rounds_of)
+               for operation, rounds_of in zip(WRITES, zip(*writes))]
+    return results + [_best(operation, READ, count, size, rounds_of)
+                      for operation, count, rounds_of in zip(READS, (written, written, messages), zip(*reads))]
 
 
-def _chunks(values: list[bytes], chunk: int) -> Iterator[list[bytes]]:
-    for i in range(0, len(values), chunk):
-        yield values[i:i + chunk]
+def _best(operation: str, kind: str, messages: int, size: int, seconds: tuple[float, ...]) -> Measurement:
+    return Measurement(operation, kind, operation.startswith("baseline: "), messages, messages * size,
+                       min(seconds), seconds[0])
 
 
-def _send_batch(topic: Topic, values: list[bytes], chunk: int, advance: Advance) -> float:
-    with topic.producer() as producer:
-        send_batch = producer.send_batch
-        start = time.perf_counter()
-        for part in _chunks(values, chunk):
-            send_batch(part)
-            advance(len(part))
-        return time.perf_counter() - start
+def random_values(messages: int, size: int) -> list[bytes]:
+    """`messages` distinct random values, as bench/'s payload: a value repeated would sit in the CPU caches."""
+    raw = np.random.default_rng().integers(0, 256, messages * size, dtype=np.uint8)
+    return [bytes(v) for v in raw.reshape(messages, size)]
 
 
-def _send(topic: Topic, values: list[bytes], chunk: int, advance: Advance) -> float:
-    with topic.producer() as producer:
-        send = producer.send
-        start = time.perf_counter()
-        for part in _chunks(values, chunk):
-            for value in part:
-                send(value)
-            advance(len(part))
-        producer.flush()
-        return time.perf_counter() - start
-
-
-def _read_batches(topic: Topic, starts: list[int], ends: list[int], advance: Advance) -> float:
-    readers = [topic.reader(start, partition) for partition, start in enumerate(starts)]
-    total = 0
+def _timed(function: Callable[[], object]) -> float:
     start = time.perf_counter()
-    for reader, end in zip(readers, ends):
-        while reader.offset < end:
-            batch = reader.read_batch(max_messages=end - reader.offset)
-            if batch is None:
-                break
-            total += batch.num_rows
-            advance(batch.num_rows)
-    seconds = time.perf_counter() - start
-    _close_all(readers)
+    function()
+    return time.perf_counter() - start
+
+
+def _send_batch(topic: Topic, chunks: list[list[bytes]]) -> float:
+    def write() -> None:
+        with topic.producer() as producer:
+            for part in chunks:
+                producer.send_batch(part)
+    return _timed(write)
+
+
+def _send(topic: Topic, chunks: list[list[bytes]], batch_bytes: int) -> float:
+    def write() -> None:
+        with topic.producer(batch_size=batch_bytes) as producer:
+            send = producer.send
+            for part in chunks:
+                for value in part:
+                    send(value)
+            producer.flush()
+    return _timed(write)
+
+
+def _read_batches(topic: Topic, starts: list[int], ends: list[int]) -> float:
+    total = 0
+
+    def read() -> None:
+        nonlocal total
+        for partition, (start, end) in enumerate(zip(starts, ends)):
+            with topic.reader(start, partition) as reader:
+                while reader.offset < end and (batch := reader.read_batch(max_messages=end - reader.offset)):
+                    total += batch.num_rows
+    seconds = _timed(read)
     _check_count("read_batch", total, sum(ends) - sum(starts))
     return seconds
 
 
-def _iterate(topic: Topic, starts: list[int], ends: list[int], chunk: int, advance: Advance) -> float:
-    readers = [topic.reader(start, partition) for partition, start in enumerate(starts)]
+def _iterate(topic: Topic, starts: list[int], ends: list[int]) -> float:
     total = 0
-    start = time.perf_counter()
-    for reader, first, end in zip(readers, starts, ends):
-        messages = iter(reader)
-        remaining = end - first
-        while remaining:
-            count = 0
-            for _message in islice(messages, min(chunk, remaining)):
-                count += 1
-            if not count:
-                break
-            remaining -= count
-            total += count
-            advance(count)
-    seconds = time.perf_counter() - start
-    _close_all(readers)
+
+    def read() -> None:
+        nonlocal total
+        for partition, (start, end) in enumerate(zip(starts, ends)):
+            with topic.reader(start, partition) as reader:
+                for message in reader:
+                    if message.offset >= end:
+                        break
+                    total += 1
+    seconds = _timed(read)
     _check_count("iterating Messages", total, sum(ends) - sum(starts))
     return seconds
 
 
-def _file_write(path: Path, values: list[bytes], chunk: int, advance: Advance) -> float:
-    with open(path, "wb") as f:
-        write, pack = f.write, struct.pack
-        start = time.perf_counter()
-        for part in _chunks(values, chunk):
-            for value in part:
-                write(pack("<I", len(value)) + value)
-            advance(len(part))
-        f.flush()
-        return time.perf_counter() - start
+def _file_write(path: Path, chunks: list[list[bytes]]) -> float:
+    def write() -> None:
+        with open(path, "wb") as f:
+            for part in chunks:
+                for value in part:
+                    f.write(struct.pack("<I", len(value)) + value)
+    return _timed(write)
 
 
-def _file_read(path: Path, messages: int, chunk: int, advance: Advance) -> float:
-    with open(path, "rb") as f:
-        read, unpack = f.read, struct.unpack
-        total = 0
-        start = time.perf_counter()
-        for first in range(0, messages, chunk):
-            count = min(chunk, messages - first)
-            for _ in range(count):
-                header = read(4)
+def _file_read(path: Path, messages: int) -> float:
+    total = 0
+
+    def read() -> None:
+        nonlocal total
+        with open(path, "rb") as f:
+            for _ in range(messages):
+                header = f.read(4)
                 if len(header) < 4:
                     break
-                read(unpack("<I", header)[0])
+                f.read(struct.unpack("<I", header)[0])
                 total += 1
-            advance(count)
-        seconds = time.perf_counter() - start
+    seconds = _timed(read)
     _check_count("the baseline file", total, messages)
     return seconds
 
@@ -206,11 +226,6 @@ def _scratch_file(directory: Path) -> Iterator[Path]:
         yield Path(name)
     finally:
         os.unlink(name)
-
-
-def _close_all(readers: list) -> None:
-    for reader in readers:
-        reader.close()
 
 
 def _check_count(what: str, read: int, written: int) -> None:
