@@ -11,11 +11,14 @@ that locates a batch, tears a file or flips a byte does not trust the code it is
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import signal
 import struct
+import subprocess
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,3 +259,21 @@ def python_command(code: str, *args: str) -> list[str]:
     """A `python -c` command line whose code can import this module."""
     prefix = f"import sys; sys.path.insert(0, {HELPERS_DIR!r})\n"
     return [sys.executable, "-c", prefix + code, *args]
+
+
+@contextlib.contextmanager
+def consumed_in_another_process(path, topic="t", subscription="s"):
+    """A child process consuming `subscription` while the block runs; gives its pid."""
+    script = textwrap.dedent(f"""
+        import seglog, time
+        log = seglog.open({str(path)!r})
+        consumer = log.topic({topic!r}).subscribe({subscription!r})
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            yield child.pid
+        finally:
+            child.kill()

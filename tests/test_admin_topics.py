@@ -1,12 +1,8 @@
 """log.admin.topics: subscriptions as pulsar-admin manages them (create, unsubscribe, reset by time, skip,
 expire, peek), and growing a topic's partitions."""
 
-import subprocess
-import sys
-import textwrap
-from contextlib import contextmanager
-
 import pytest
+from helpers_storage import consumed_in_another_process
 
 import seglog
 from seglog.errors import ConsumerBusyError, InvalidArgumentError, NotFoundError, TopicInUseError
@@ -27,23 +23,6 @@ def two_partitions(log, clock):
         for i in range(3):
             producer.send(f"n{i}".encode(), partition=1, timestamp=clock())
     return topic
-
-
-@contextmanager
-def consumed_in_another_process(path, topic="t", subscription="s"):
-    script = textwrap.dedent(f"""
-        import seglog, time
-        log = seglog.open({str(path)!r})
-        consumer = log.topic({topic!r}).subscribe({subscription!r})
-        print("ready", flush=True)
-        time.sleep(60)
-    """)
-    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
-        try:
-            assert child.stdout.readline().strip() == "ready"
-            yield child.pid
-        finally:
-            child.kill()
 
 
 def test_create_subscription_at_earliest_latest_or_offsets_and_list_them(log, clock):

@@ -1,6 +1,5 @@
 """Subscriptions, consumers and acks; backlog quotas on the send path."""
 
-import contextlib
 import math
 import os
 import signal
@@ -13,6 +12,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers_storage import consumed_in_another_process
 
 import seglog
 from seglog.batch import SCHEMA
@@ -396,24 +396,6 @@ def test_clear_backlog(log):
     assert topic.stats()["subscriptions"]["b"]["msgBacklog"] == 4
     log.admin.namespaces.clear_backlog("public/default")
     assert topic.stats()["subscriptions"]["b"]["msgBacklog"] == 0
-
-
-@contextlib.contextmanager
-def consumed_in_another_process(path, topic="t", subscription="s"):
-    """A child process consuming `subscription` while the block runs; gives its pid."""
-    script = textwrap.dedent(f"""
-        import seglog, time
-        log = seglog.open({str(path)!r})
-        consumer = log.topic({topic!r}).subscribe({subscription!r})
-        print("ready", flush=True)
-        time.sleep(60)
-    """)
-    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as child:
-        try:
-            assert child.stdout.readline().strip() == "ready"
-            yield child.pid
-        finally:
-            child.kill()
 
 
 def test_a_subscription_is_consumed_by_one_process(tmp_path):
