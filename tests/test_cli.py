@@ -1108,7 +1108,8 @@ def test_bench_reports_the_best_round_and_the_first_apart(runner: CliRunner, dat
     # The figures are warm ones: the best of --rounds rounds, each write round writing its own messages and
     # each read round reading the last write round's; the first round, which also pays once-per-process
     # work, is reported beside. No timing is asserted: only that both are there and which is which.
-    result = run(runner, data, "bench", "--messages", "2000", "--chunk", "500", "--rounds", "4", "--keep", "--json")
+    result = run(runner, data, "bench", "--messages", "2000", "--chunk", "500", "--rounds", "4", "--keep",
+                 "--json")
     report = json.loads(result.stdout)
     assert report["rounds"] == 4 and report["chunk"] == 500
     for r in report["results"]:

@@ -204,8 +204,7 @@ class SegmentView:
         entry and, with `verify_crc`, its CRC32C (CorruptLogError if the log is damaged there,
         IndexMismatchError if the index is)."""
         base, next_offset, start, end = self.index.entry(entry)
-        if self.data is None or len(self.data) < end:
-            self._map_data()
+        self._ensure_mapped(end)
         status = _format.check_entry(self.data, start, end, base, next_offset - base, verify_crc)
         if status != _format.ENTRY_SOUND:
             raise self._entry_error(entry, status)
@@ -375,7 +374,8 @@ class Reader:
         batch = indexed_batch(view.data, index, entry, self.verify_crc, view.populated_end)
         if batch is not None:
             self._last = (view, index, entry, end_offset + batch.num_rows)
-            self._verified = (index, entry)
+            if self.verify_crc:
+                self._verified = (index, entry)
         return batch
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:

@@ -197,9 +197,9 @@ class SpareSegment:
 
 class SpareMaker:
     """A writer's spare segments: each made in the background (the log's LingerFlusher thread) once the active
-    segment is three quarters full, so that neither making it nor the roll that takes it holds up a write. One at a
-    time. A roll never waits for one being made (it makes its segment itself); a close does, so that nothing
-    of this writer touches the files once another writer may own the partition."""
+    segment is three quarters full, so that neither making it nor the roll that takes it holds up a write.
+    One at a time. A roll never waits for one being made (it makes its segment itself); a close does, so that
+    nothing of this writer touches the files once another writer may own the partition."""
 
     def __init__(self, directory: Path, prefaulter: Prefaulter, size: Callable[[], tuple[int, int]]) -> None:
         self._directory = directory
@@ -415,8 +415,8 @@ class PartitionWriter:
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
         try:
-            segment = ActiveSegment(paths, base_offset, capacity, map_segment(paths, capacity, slots), self.clock(),
-                                    self._prefaulter)
+            maps = map_segment(paths, capacity, slots)
+            segment = ActiveSegment(paths, base_offset, capacity, maps, self.clock(), self._prefaulter)
         except OSError:
             if not reopen:  # a full disk: no part of a segment that could not be made is left
                 paths.remove()
@@ -571,7 +571,8 @@ class PartitionWriter:
         spare = self._spares.take() if sealed.message_count and capacity is None else None
         if spare is not None:
             paths = SegmentPaths.of(self.directory, base)
-            self.active = ActiveSegment(paths, base, spare.capacity, spare.take(paths), self.clock(), self._prefaulter)
+            maps = spare.take(paths)
+            self.active = ActiveSegment(paths, base, spare.capacity, maps, self.clock(), self._prefaulter)
         else:
             self.active = self._open_segment(base, reopen=sealed.message_count == 0, capacity=capacity)
         self._spares.rolled()

@@ -47,7 +47,8 @@ def progress_bars(console: Console) -> Iterator[RichPhases]:
 def table(measurements: list[Measurement], rounds: int, title: str | None = None) -> Table:
     """Writes, then reads, each group ending with its baseline: the best of `rounds` rounds, the ratio its
     messages/s over the baseline's, and the first round's messages/s last."""
-    result = Table(title=title, title_justify="left", caption=CAPTION.format(rounds=rounds), caption_justify="left")
+    result = Table(title=title, title_justify="left", caption=CAPTION.format(rounds=rounds),
+                   caption_justify="left")
     result.add_column("Operation", no_wrap=True)
     for name in ("Messages", "Seconds", "Messages/s", "MB/s", "vs baseline", "1st round"):
         result.add_column(name, justify="right", no_wrap=True)
