@@ -3,6 +3,7 @@
 import errno
 import logging
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -14,7 +15,7 @@ from helpers_storage import python_command
 import seglog
 from seglog import segment
 from seglog.check import check_log
-from seglog.segment import list_segments, map_file
+from seglog.segment import SegmentPaths, list_segments, map_file
 from seglog.writer import ActiveSegment
 
 
@@ -205,6 +206,25 @@ def test_fsync_never_never_syncs(tmp_path, monkeypatch):
                 producer.send_batch(values(10))
             producer.send(b"lingered")
     assert len(segments(topic)) > 1 and syncs.synced == []  # not at rolls, nor in the background, nor at close
+
+
+def test_fsync_always_makes_each_new_segment_name_durable(log, monkeypatch):
+    """An fsync of a file makes its bytes durable, not its name: each segment whose messages were fsynced
+    must also have been named in an fsync of the partition directory (fresh or a spare renamed in)."""
+    named_when_synced: set[str] = set()
+    fsync = os.fsync
+
+    def recorded_fsync(fd):
+        fsync(fd)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            named_when_synced.update(os.listdir(f"/proc/self/fd/{fd}"))
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    topic = log.create_topic("t", fsync="always", segment_size=4096)
+    with topic.producer() as producer:
+        for _ in range(12):  # about two batches a segment
+            producer.send_batch([bytes(150)] * 10)
+    logs = {SegmentPaths.of(topic.partition_directory(0), base).log.name for base in segments(topic)}
+    assert len(logs) > 3 and logs <= named_when_synced
 
 
 def test_segment_listing_ignores_other_names(tmp_path):

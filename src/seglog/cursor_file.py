@@ -19,6 +19,7 @@ from pathlib import Path
 from seglog._core._acks import AckSet
 from seglog._core._format import crc32c
 from seglog.errors import CorruptLogError
+from seglog.segment import sync_directory
 
 MAGIC = b"SLCURSR1"
 VERSION = 1
@@ -100,11 +101,7 @@ def save(path: Path, record: CursorRecord, *, fsync: bool) -> None:
             os.fsync(file.fileno())
     os.replace(staging, path)
     if fsync:
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        sync_directory(path.parent)
 
 
 def subscription_names(directory: Path) -> list[str]:

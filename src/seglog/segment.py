@@ -138,6 +138,16 @@ def open_no_follow(path: Path, flags: int) -> int:
         raise
 
 
+def sync_directory(directory: Path) -> None:
+    """fsync a directory, so that the files created or renamed in it survive a power loss (an fsync of a
+    file makes its contents durable, not its name)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def symbolic_links(partition_directory: Path) -> list[Path]:
     """What seglog will not follow in a partition: the partition directory, or the topic, namespace or
     tenant directory above it (topics/<tenant>/<namespace>/<topic>/<partition>, log.py), if one is a

@@ -45,6 +45,7 @@ from seglog.segment import (
     newest_timestamp,
     read_index_files,
     refuse_symbolic_links,
+    sync_directory,
     truncate_file,
     write_index_files,
     zero_range,
@@ -93,6 +94,7 @@ class ActiveSegment:
                                writable=True)
         self._sealed_next_offset: int | None = None
         self._prefaulter = prefaulter
+        self._name_synced = False  # the directory entry of a new or renamed segment, by the first sync
         prefaulter.target(self.data, self.end_position)
 
     @property
@@ -127,6 +129,9 @@ class ActiveSegment:
         self.data.flush()
         self._offsets_map.flush()
         self._times_map.flush()
+        if not self._name_synced:  # a synced segment must not vanish with its directory entry (Kafka: flushDir)
+            sync_directory(self.paths.log.parent)
+            self._name_synced = True
 
     def close(self) -> None:
         """Trim the files to their contents and unmap: the log to its logical size, the index files to one
