@@ -56,9 +56,9 @@ import numpy as np
 import pytest
 
 import seglog
-from seglog.backlog import partition_backlog
-from seglog.config import MIN_SEGMENT_SIZE
-from seglog.reader import MTIME_SETTLED_NS
+from seglog.lifecycle.backlog import partition_backlog
+from seglog.catalog.config import MIN_SEGMENT_SIZE
+from seglog.storage.partition_view import MTIME_SETTLED_NS
 
 ACK_ARRAY = "ack: 1M offsets, one array"
 ACK_ONE = "ack: one Message per call"

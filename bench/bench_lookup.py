@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import seglog
-from seglog.reader import PartitionView
+from seglog.storage.partition_view import PartitionView
 
 BY_OFFSET = "lookup: by offset"
 BY_TIME = "lookup: by timestamp"

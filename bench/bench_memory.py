@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 import seglog
-from seglog.check import partition_directories
+from seglog.storage.check import partition_directories
 
 GROUP = "read: 2 GiB, anonymous memory"
 MiB = 1 << 20

@@ -4,7 +4,7 @@ baseline  f.readinto        read the same segment files into a reused 1 MiB buff
                             the bytes from the page cache at all
           crc32c package    the same reads plus a CRC32C pass with the `crc32c` PyPI package (skipped
                             if it is not installed): the least any validation must do
-seglog    check_log         seglog.check.check_log over the data directory   >= 1 GB/s
+seglog    check_log         seglog.storage.check.check_log over the data directory   >= 1 GB/s
 
 The topic is written once per module with send_batch of 100 B values (two segments at the default
 1 GiB segment size); its files are in the page cache, so this measures the CPU side of recovery.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 import seglog
-from seglog.check import check_log, partition_directories
+from seglog.storage.check import check_log, partition_directories
 
 GROUP = "recovery: validate 1 GiB"
 GiB = 1 << 30

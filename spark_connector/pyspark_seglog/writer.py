@@ -132,7 +132,7 @@ def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple
     key's partition (Kafka's murmur2, as a producer's), else the batch's turn (index % partitions, as
     keyless send_batch calls take turns)."""
     import numpy as np
-    from seglog.partitioning import partitions_for_keys
+    from seglog.storage.partitioning import partitions_for_keys
     n = batch.num_rows
     targets = np.full(n, index % partitions, dtype=np.int64)
     keys, given = batch.column("key"), batch.column("partition")

@@ -21,7 +21,7 @@ import pyarrow as pa
 from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscription import Pending, Piece, Subscription, wait_until
+from seglog.subscriptions.subscription import Pending, Piece, Subscription, wait_until
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:

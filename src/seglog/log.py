@@ -16,25 +16,25 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from seglog.admin import Admin
-from seglog.check import recover_log
+from seglog.admin.api import Admin
+from seglog.storage.check import recover_log
 from seglog.clock import Clock, system_clock
-from seglog.maintenance import Housekeeper, MaintenanceReport, run_pass
-from seglog.policies import EffectivePolicies
-from seglog.quota import QuotaGuard
-from seglog.segment_table import SegmentFacts
-from seglog.subscription import Subscriptions
-from seglog.config import BrokerConfig, TopicConfig
+from seglog.lifecycle.maintenance import Housekeeper, MaintenanceReport, run_pass
+from seglog.catalog.policies import EffectivePolicies
+from seglog.lifecycle.quota import QuotaGuard
+from seglog.storage.segment_table import SegmentFacts
+from seglog.subscriptions.subscription import Subscriptions
+from seglog.catalog.config import BrokerConfig, TopicConfig
 from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError
-from seglog.fence import TopicFence, create_fence, fence_deleted, has_fence, set_deleted
-from seglog.linger import LingerFlusher
-from seglog.lock import WriterLock
-from seglog.metadata import Metadata
+from seglog.storage.fence import TopicFence, create_fence, fence_deleted, has_fence, set_deleted
+from seglog.storage.linger import LingerFlusher
+from seglog.storage.lock import WriterLock
+from seglog.catalog.metadata import Metadata
 from seglog.names import TopicName
-from seglog.reader import PartitionView
-from seglog.segment import LOCK_FILE, refuse_symbolic_links
+from seglog.storage.partition_view import PartitionView
+from seglog.storage.segment import LOCK_FILE, refuse_symbolic_links
 from seglog.topic import Topic
-from seglog.writer import PartitionWriter
+from seglog.storage.writer import PartitionWriter
 
 MAX_PARTITIONS = 10_000
 METADATA_FILE = "meta.sqlite"  # its presence is what makes a directory a seglog data directory
@@ -55,7 +55,7 @@ class Log:
         self._metadata = Metadata(self.path / METADATA_FILE)
         # As Kafka at log load: partitions left by an unclean stop and nobody's to write now are cut back
         # to their commit point here, so every process reads what the next writer keeps. Readers that
-        # must not change files (background=False) apply the same rule in memory (reader.SegmentView).
+        # must not change files (background=False) apply the same rule in memory (storage.partition_view.SegmentView).
         if background:
             recover_log(self.path)
         self._fences: dict[str, TopicFence] = {}

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 from seglog._core._accumulator import Accumulator, SendPath
 from seglog._core._messages import MessageId
 from seglog._core._writer import message_size
-from seglog.batch import checked_source
+from seglog.storage.batch import checked_source
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.topic import Topic
-    from seglog.writer import PartitionWriter
+    from seglog.storage.writer import PartitionWriter
 
 _CLOSED = b"\0"  # the fence of a closed producer: send() refuses it as closed first
 PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
@@ -129,7 +129,7 @@ class Producer(SendPath):
     def _send_by_key(self, values: Any, keys: Any, timestamps: Any, properties: Any) -> MessageId:
         """One batch per partition, each written only once every one is known to be sound (and within the
         backlog quotas): an error names the index in the call, and nothing is written."""
-        from seglog.partitioning import split_by_key
+        from seglog.storage.partitioning import split_by_key
         whole = checked_source(values, keys, timestamps, properties)
         batches = [(partition, self._writer(partition).source(*parts))
                    for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,

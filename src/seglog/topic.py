@@ -5,19 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from seglog.config import TopicConfig
+from seglog.catalog.config import TopicConfig
 from seglog.consumer import Consumer
 from seglog.errors import InvalidArgumentError
 from seglog.names import TopicName
 from seglog.producer import Producer
-from seglog.reader import Reader, start_offset
+from seglog.reader import Reader
+from seglog.storage.partition_view import start_offset
 
 if TYPE_CHECKING:
-    from seglog.fence import TopicFence
+    from seglog.storage.fence import TopicFence
     from seglog.log import Log
-    from seglog.policies import EffectivePolicies
-    from seglog.reader import PartitionView
-    from seglog.writer import PartitionWriter
+    from seglog.catalog.policies import EffectivePolicies
+    from seglog.storage.partition_view import PartitionView
+    from seglog.storage.writer import PartitionWriter
 
 
 class Topic:
@@ -93,18 +94,18 @@ class Topic:
     def stats(self) -> dict[str, Any]:
         """Pulsar-style topic stats: storage (logical and on disk), backlog per subscription, the policies
         in force with their levels, and the backlog quotas' limits and usage (see stats.py)."""
-        from seglog.stats import topic_stats
+        from seglog.admin.stats import topic_stats
         return topic_stats(self)
 
     def internal_stats(self) -> dict[str, Any]:
         """Segments (base offset, messages, size, last write) and cursors (mark-delete position, acked
         ranges) of every partition."""
-        from seglog.stats import internal_stats
+        from seglog.admin.stats import internal_stats
         return internal_stats(self)
 
     def explain_retention(self) -> dict[str, Any]:
         """Why each segment is kept, or which rule deletes it next and when."""
-        from seglog.stats import explain_retention
+        from seglog.admin.stats import explain_retention
         return explain_retention(self)
 
     def _clear_backlog(self, subscription: str | None) -> None:

@@ -7,7 +7,7 @@ import click
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
-from seglog.metrics import prometheus_text
+from seglog.admin.metrics import prometheus_text
 from seglog.readable_size import readable_size
 
 

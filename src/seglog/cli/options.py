@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.config import TopicConfig
+from seglog.catalog.config import TopicConfig
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.units import parse_size
 

@@ -15,11 +15,11 @@ import click
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.output import err, out, print_json
-from seglog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
+from seglog.catalog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
-    from seglog.admin import _PolicyLevel
+    from seglog.admin.api import _PolicyLevel
     from seglog.log import Log
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from seglog.check import repair_log
+from seglog.storage.check import repair_log
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE

@@ -18,7 +18,7 @@ from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
 from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
-from seglog.policies import EffectivePolicies
+from seglog.catalog.policies import EffectivePolicies
 from seglog.readable_size import readable_size
 from seglog.topic import Topic
 from seglog.units import format_duration

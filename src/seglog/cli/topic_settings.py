@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from seglog.config import TIMESTAMP_TYPES
+from seglog.catalog.config import TIMESTAMP_TYPES
 
 F = TypeVar("F", bound=Callable[..., Any])
 

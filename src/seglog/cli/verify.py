@@ -1,4 +1,4 @@
-"""Running seglog.check.check_log with a progress bar over the bytes to read, and listing problems."""
+"""Running seglog.storage.check.check_log with a progress bar over the bytes to read, and listing problems."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from seglog.check import CheckReport, Problem, check_log, total_log_bytes
+from seglog.storage.check import CheckReport, Problem, check_log, total_log_bytes
 from seglog.cli.output import err
 
 

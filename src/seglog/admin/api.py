@@ -1,0 +1,349 @@
+"""`log.admin`: tenants, namespaces and the policies of namespaces and topics, as pulsar-admin has them.
+
+Answers use Pulsar's JSON names and units (retentionTimeInMinutes, retentionSizeInMB, seconds for TTLs),
+so scripts written against pulsar-admin read the same figures. Every setter validates everything before it
+changes anything: a refused call leaves the policies as they were."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from seglog._core._messages import Message
+from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
+from seglog.names import NamespaceName, TopicName, validate_part
+from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
+from seglog.storage.partition_view import MAX_OFFSET
+from seglog.subscriptions.subscription import reading
+from seglog.units import parse_duration
+
+if TYPE_CHECKING:
+    from seglog.log import Log
+    from seglog.subscriptions.subscription import Subscription
+    from seglog.topic import Topic
+
+
+class Admin:
+    """The admin API of an open log: `tenants`, `namespaces` and `topics`."""
+
+    def __init__(self, log: Log) -> None:
+        self.tenants = Tenants(log)
+        self.namespaces = Namespaces(log)
+        self.topics = Topics(log)
+
+
+class Tenants:
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
+        """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None)."""
+        validate_part(name, kind="tenant name")
+        if allowed_clusters is not None and (
+                isinstance(allowed_clusters, str) or not all(isinstance(c, str) for c in allowed_clusters)):
+            raise InvalidArgumentError("allowed_clusters", allowed_clusters, "a list of cluster names, or None")
+        self._log._metadata_store().create_tenant(
+            name, {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None})
+
+    def list(self) -> list[str]:
+        return self._log._metadata_store().tenants()
+
+    def get(self, name: str) -> dict[str, Any]:
+        """{'allowedClusters': [...] or None}, as pulsar-admin tenants get."""
+        return {"allowedClusters": self._log._metadata_store().tenant_config(validate_part(name, kind="tenant name"))
+                .get("allowed_clusters")}
+
+    def delete(self, name: str) -> None:
+        """Delete an empty tenant (NotEmptyError while it has namespaces; 'public' always exists)."""
+        self._log._metadata_store().delete_tenant(validate_part(name, kind="tenant name"))
+
+
+class _PolicyLevel:
+    """The policy getters and setters namespaces and topics share; subclasses say where policies live."""
+
+    _log: Log
+
+    def _read(self, name: str) -> Policies:
+        raise NotImplementedError
+
+    def _write(self, name: str, policies: Policies) -> None:
+        raise NotImplementedError
+
+    def _update(self, name: str, **changes: Any) -> None:
+        self._write(name, replace(self._read(name), **changes))
+        self._log._policies_changed()
+
+    def set_retention(self, name: str, *, size: Any, time: Any) -> None:
+        """Retention of acknowledged messages: size ('10G', bytes as int, -1 no limit, 0) and time ('3h',
+        seconds as int, -1 no limit, 0). Both are required; 0 with a limit is refused, as in Pulsar."""
+        retention = Retention.parse(size=size, time=time)
+        self._update(name, retention=retention)
+
+    def get_retention(self, name: str) -> dict[str, int] | None:
+        """{'retentionTimeInMinutes': .., 'retentionSizeInMB': ..} set at this level, or None."""
+        retention = self._read(name).retention
+        return retention.to_admin() if retention else None
+
+    def remove_retention(self, name: str) -> None:
+        self._update(name, retention=None)
+
+    def set_message_ttl(self, name: str, seconds: Any) -> None:
+        """Acknowledge messages unacknowledged for longer than this (seconds as int, or '2h'); 0: no TTL."""
+        self._update(name, message_ttl_ms=parse_ttl(seconds))
+
+    def get_message_ttl(self, name: str) -> int | None:
+        """The TTL set at this level in seconds, or None."""
+        ttl = self._read(name).message_ttl_ms
+        return None if ttl is None else ttl // 1000
+
+    def remove_message_ttl(self, name: str) -> None:
+        self._update(name, message_ttl_ms=None)
+
+    def set_backlog_quota(self, name: str, limit: Any = None, limit_time: Any = None,
+                          policy: str = "producer_request_hold", type: str = "destination_storage") -> None:  # noqa: A002
+        """A backlog quota: type 'destination_storage' with `limit` (bytes, '2G') or 'message_age' with
+        `limit_time` (seconds, '1h'); policy 'producer_request_hold', 'producer_exception' or
+        'consumer_backlog_eviction'."""
+        quota = BacklogQuota.parse(type=type, limit=limit, limit_time=limit_time, policy=policy)
+        quotas = dict(self._read(name).backlog_quotas or {})
+        quotas[type] = quota
+        self._update(name, backlog_quotas=quotas)
+
+    def get_backlog_quotas(self, name: str) -> dict[str, dict[str, Any]]:
+        """The quotas set at this level by type: {'destination_storage': {'limit': .., 'policy': ..},
+        'message_age': {'limitTime': .., 'policy': ..}}."""
+        return {t: q.to_admin() for t, q in (self._read(name).backlog_quotas or {}).items()}
+
+    def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
+        if type not in QUOTA_TYPES:
+            raise InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
+        quotas = dict(self._read(name).backlog_quotas or {})
+        quotas.pop(type, None)
+        self._update(name, backlog_quotas=quotas or None)
+
+
+class Namespaces(_PolicyLevel):
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def create(self, name: str) -> None:
+        """Create 'tenant/namespace' in an existing tenant."""
+        self._log._metadata_store().create_namespace(NamespaceName.parse(name))
+
+    def list(self, tenant: str | None = None) -> list[str]:
+        """Every namespace ('tenant/namespace'), or those of `tenant`."""
+        if tenant is not None:
+            validate_part(tenant, kind="tenant name")
+        return self._log._metadata_store().namespaces(tenant)
+
+    def delete(self, name: str) -> None:
+        """Delete an empty namespace (NotEmptyError while it has topics; 'public/default' always exists)."""
+        self._log._metadata_store().delete_namespace(NamespaceName.parse(name))
+
+    def clear_backlog(self, name: str, subscription: str | None = None) -> None:
+        """Acknowledge everything on every topic of the namespace, for one subscription or all."""
+        prefix = f"{NamespaceName.parse(name)}/"
+        for topic in self._log.list_topics():
+            if topic.startswith(prefix):
+                self._log.topic(topic)._clear_backlog(subscription)
+
+    def _read(self, name: str) -> Policies:
+        return self._log._metadata_store().namespace_policies(NamespaceName.parse(name))
+
+    def _write(self, name: str, policies: Policies) -> None:
+        self._log._metadata_store().set_namespace_policies(NamespaceName.parse(name), policies)
+
+
+class Topics(_PolicyLevel):
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def set_config(self, topic: str, **topic_config: Any) -> None:
+        """Change topic settings (segment_size, retention_time, max_partition_size, retention_min_timestamp,
+        ...); the rest keep their values. Validated as a whole before anything changes."""
+        self._log._set_topic_config(topic, topic_config)
+
+    def get_config(self, topic: str) -> dict[str, Any]:
+        """Every setting of the topic in force, by camelCase name (segmentSize, retentionTimeMs, ...): sizes in
+        bytes, durations in ms, None for off."""
+        return self._log.topic(topic).config.to_admin()
+
+    def stats(self, topic: str) -> dict[str, Any]:
+        return self._log.topic(topic).stats()
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        return self._log.topic(topic).internal_stats()
+
+    def explain_retention(self, topic: str) -> dict[str, Any]:
+        """Why each segment is kept, or which rule deletes it next and when (see retention.py)."""
+        return self._log.topic(topic).explain_retention()
+
+    def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
+        self._log.topic(topic)._clear_backlog(subscription)
+
+    def update_partitions(self, topic: str, partitions: int) -> None:
+        """Give the topic more partitions, never fewer (pulsar-admin topics update-partitioned-topic); see
+        Log.update_partitions (refused while producers or consumers use it)."""
+        self._log.update_partitions(topic, partitions)
+
+    def subscriptions(self, topic: str) -> list[str]:
+        """The names of the topic's subscriptions, sorted (pulsar-admin topics subscriptions)."""
+        return sorted(self._log.topic(topic).subscriptions())
+
+    def create_subscription(self, topic: str, subscription: str,
+                            offsets: Mapping[int, int] | str = "latest") -> None:
+        """Create `subscription` at 'latest' (Pulsar's default: only messages written from now on are
+        delivered), 'earliest', or with its cursor at `offsets` ({partition: offset}, every partition), as
+        pulsar-admin topics create-subscription --messageId does: messages before count as acknowledged.
+        AlreadyExistsError if it exists."""
+        t = self._log.topic(topic)
+        if subscription in t.subscriptions():
+            raise AlreadyExistsError(f"subscription {subscription} of {t.name} already exists")
+        if isinstance(offsets, str) and offsets in ("earliest", "latest"):
+            t.subscribe(subscription, initial_position=offsets).close()
+            return
+        positions = _cursor_offsets(t, offsets, every_partition=True, written_only=False)
+        t.subscribe(subscription, initial_position="earliest").close()
+        self.reset_cursor(topic, subscription, positions)
+
+    def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> None:
+        """Delete the subscription (pulsar-admin topics unsubscribe): its backlog no longer keeps messages.
+        Refused with ConsumerBusyError while it has consumers; with `force`, those of this process are
+        closed first. Consumers in another process are never closed from here (there is no broker to
+        disconnect them): refused even with `force`."""
+        t = self._subscribed_topic(topic, subscription)
+        registry = self._log._subscriptions
+        live = registry.live(t, subscription)
+        if live is not None and live.consumers:
+            if not force:
+                raise ConsumerBusyError(f"subscription {subscription} of {t.name} has {len(live.consumers)} "
+                                        "consumer(s) in this process; close them, or unsubscribe with force")
+            for consumer in list(live.consumers):
+                consumer.close()
+        with self._changing(t, subscription) as changed:
+            registry.unsubscribe(changed)
+
+    def reset_cursor_to_time(self, topic: str, subscription: str, timestamp: int) -> bool:
+        """Move the cursor of every partition to its first message whose timestamp is >= `timestamp` (ms
+        since the epoch), as pulsar-admin topics reset-cursor --time does; see reset_cursor."""
+        t = self._log.topic(topic)
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_OFFSET:
+            raise InvalidArgumentError("timestamp", timestamp, f"ms since the epoch, an int from 0 to {MAX_OFFSET}")
+        return self.reset_cursor(topic, subscription, {p: t._start_offset({"timestamp": timestamp}, p)
+                                                       for p in range(t.partitions)})
+
+    def skip(self, topic: str, subscription: str, count: int) -> int:
+        """Acknowledge the `count` oldest unacknowledged messages of each partition (pulsar-admin topics
+        skip -n); returns how many were skipped in all. ConsumerBusyError while another process consumes
+        the subscription (skip there)."""
+        t = self._subscribed_topic(topic, subscription)
+        _check_count(count)
+        with self._changing(t, subscription) as changed:
+            return sum(changed.skip(p, count) for p in range(t.partitions))
+
+    def expire_messages(self, topic: str, subscription: str, seconds: Any) -> int:
+        """Acknowledge the messages older than `seconds` (an int, or a duration such as '1h'), by their
+        timestamps, as the message TTL does and pulsar-admin topics expire-messages -t; they count as
+        expired in stats. Returns how many were unacknowledged. ConsumerBusyError while another process
+        consumes the subscription."""
+        t = self._subscribed_topic(topic, subscription)
+        older_than = self._log.clock() - parse_duration(seconds, argument="expire time", unit="s")
+        with self._changing(t, subscription) as changed:
+            return sum(changed.skip_to(p, t._start_offset({"timestamp": max(older_than, 0)}, p), counter="expired")
+                       for p in range(t.partitions))
+
+    def peek_messages(self, topic: str, subscription: str, count: int = 1) -> list[Message]:
+        """The next `count` messages of each partition that the subscription has not acknowledged, without
+        acknowledging them (pulsar-admin topics peek-messages -n): by its cursor in this process, else as
+        last persisted (a process consuming it may have acknowledged more since)."""
+        t = self._subscribed_topic(topic, subscription)
+        _check_count(count)
+        record, live = next((record, live) for name, record, live in self._log._subscriptions.states(t)
+                            if name == subscription)
+        messages: list[Message] = []
+        for p in range(t.partitions):
+            acks, taken = record.partitions[p].acks, []
+            with t.reader(acks.floor, p) as reader:
+                while len(taken) < count and (batch := reader.read_messages(count - len(taken))):
+                    with reading(live):
+                        taken += [m for m in batch if not acks.is_acked(m.offset)]
+            messages += taken
+        return messages
+
+    def _subscribed_topic(self, topic: str, subscription: str) -> Topic:
+        """The topic, if it has the subscription; NotFoundError naming those it has otherwise."""
+        t = self._log.topic(topic)
+        if subscription not in t.subscriptions():
+            raise NotFoundError(f"subscription {subscription} of {t.name} does not exist (it has "
+                                f"{', '.join(sorted(t.subscriptions())) or 'none'})")
+        return t
+
+    @contextmanager
+    def _changing(self, t: Topic, subscription: str) -> Iterator[Subscription]:
+        """The subscription to change: this process's, or the persisted one, locked meanwhile.
+        ConsumerBusyError while another process consumes it: that process owns its cursor."""
+        with self._log._subscriptions.modify(t, subscription) as changed:
+            if changed is None:
+                raise ConsumerBusyError(f"subscription {subscription} of {t.name} is consumed by another "
+                                        "process; change it there, or once it stopped")
+            yield changed
+
+    def reset_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        """Move the cursor of each partition given to its offset, as pulsar-admin topics reset-cursor does:
+        messages from it on are unacknowledged, those before it acknowledged; an offset past the end is the
+        end (as a consumer's seek). Returns False, changing nothing, while another process consumes the
+        subscription."""
+        return self._move_cursor(topic, subscription, offsets, lambda live, p, o: live.seek(p, o), written_only=False)
+
+    def ack_cumulative(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        """Acknowledge every message of each partition given up to and including its offset, as a consumer's
+        cumulative ack would, without attaching a consumer (so the subscription keeps its type). A cursor
+        already past an offset stays where it is. Returns False, changing nothing, while another process
+        consumes the subscription (it acknowledges there)."""
+        return self._move_cursor(topic, subscription, offsets, lambda live, p, o: live.skip_to(p, o + 1),
+                                 written_only=True)
+
+    def _move_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int],
+                     move: Callable[[Any, int, int], Any], *, written_only: bool) -> bool:
+        t = self._subscribed_topic(topic, subscription)
+        positions = _cursor_offsets(t, offsets, every_partition=False, written_only=written_only)
+        with self._log._subscriptions.modify(t, subscription) as live:
+            if live is None:
+                return False
+            for partition, offset in positions.items():
+                move(live, partition, offset)  # each marks the subscription dirty if it changed anything
+        return True
+
+    def _read(self, name: str) -> Policies:
+        return self._log._metadata_store().topic_policies(TopicName.parse(name))
+
+    def _write(self, name: str, policies: Policies) -> None:
+        self._log._metadata_store().set_topic_policies(TopicName.parse(name), policies)
+
+
+def _check_count(count: Any) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidArgumentError("count", count, "a number of messages, an int >= 1")
+
+
+def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition: bool,
+                    written_only: bool) -> dict[int, int]:
+    """{partition: offset} checked against the topic: existing partitions, offsets from 0 below the end
+    offset where `written_only` (an acknowledged message must exist), else any position (Subscription.seek
+    takes one past the end as the end)."""
+    partitions = range(topic.partitions)
+    bound = "below the end offset" if written_only else f"to {MAX_OFFSET} (past the end: the end)"
+    accepted = (f"{{partition: offset}} for {'every partition' if every_partition else 'partitions'} of "
+                f"{topic.name} ({', '.join(map(str, partitions))}), offsets from 0 {bound}")
+    if not isinstance(offsets, Mapping) or not offsets or (every_partition and set(offsets) != set(partitions)):
+        raise InvalidArgumentError("offsets", offsets, accepted)
+    for partition, offset in offsets.items():
+        if partition not in partitions or isinstance(offset, bool) or not isinstance(offset, int) \
+                or not 0 <= offset <= (topic.end_offset(partition) - 1 if written_only else MAX_OFFSET):
+            raise InvalidArgumentError("offsets", offsets, accepted)
+    return dict(offsets)
+
+
+__all__ = ["Admin"]

@@ -1,0 +1,128 @@
+"""Topic stats, internal stats and the retention explanation, as dicts with Pulsar's names where Pulsar
+has them (msgBacklog, backlogSize, msgExpired, storageSize, markDeletePosition ...).
+
+`storageSize` is logical: the bytes the segments and their indexes hold, which is what the lifecycle rules
+count. `physicalStorageSize` is what the files occupy on disk, including the space pre-allocated for the
+active segment; the two differ by up to one segment per partition, and deletion is by whole segments, so
+a topic may hold more than its retention size until its oldest segment can go as a whole."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from seglog.lifecycle.backlog import partition_backlog
+from seglog.lifecycle.maintenance import acked_until, limits_of
+from seglog.lifecycle.retention import explain
+from seglog.storage.segment import list_segments
+from seglog.subscriptions.subscription import reading
+
+if TYPE_CHECKING:
+    from seglog.topic import Topic
+
+
+def _tables(topic: Topic):
+    views = [topic._segments(p) for p in range(topic.partitions)]
+    return [(view, topic._log._segment_facts(view).table()) for view in views]
+
+
+def physical_size(topic: Topic) -> int:
+    total = 0
+    for partition in range(topic.partitions):
+        directory = topic.partition_directory(partition)
+        for name in os.listdir(directory) if directory.exists() else ():
+            if name.endswith((".log", ".index", ".timeindex")):
+                total += os.stat(directory / name).st_blocks * 512
+    return total
+
+
+def _policies(topic: Topic) -> dict[str, Any]:
+    policies = topic.policies()
+    retention = policies.retention
+    quotas = {t: {**q.value.to_admin(), "level": q.level} for t, q in policies.backlog_quotas.items()}
+    return {"retention": {**retention.value.to_admin(), "level": retention.level},
+            "messageTTLInSeconds": {"value": policies.message_ttl_ms.value // 1000,
+                                    "level": policies.message_ttl_ms.level},
+            "backlogQuotas": quotas}
+
+
+def topic_stats(topic: Topic) -> dict[str, Any]:
+    log = topic._log
+    now = log.clock()
+    tables = _tables(topic)
+    subscriptions: dict[str, Any] = {}
+    for name, record, live in log._subscriptions.states(topic):
+        with reading(live):
+            backlogs = [partition_backlog(view, table, cursor.acks)
+                        for (view, table), cursor in zip(tables, record.partitions)]
+        oldest = min((b.oldest_timestamp for b in backlogs if b.oldest_timestamp is not None), default=None)
+        subscriptions[name] = {
+            "type": record.subscription_type,
+            "msgBacklog": sum(b.messages for b in backlogs),
+            "backlogSize": sum(b.bytes for b in backlogs),
+            "msgExpired": sum(c.expired for c in record.partitions),
+            "msgEvicted": sum(c.evicted for c in record.partitions),
+            "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
+            "consumers": [c.name for c in live.consumers] if live is not None else [],
+        }
+    policies = topic.policies()
+    slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
+    ages = [(s["oldestUnackedMessageAgeSeconds"], n) for n, s in subscriptions.items()
+            if s["oldestUnackedMessageAgeSeconds"] is not None]
+    oldest_age, oldest_name = max(ages) if ages else (0, None)
+    size_quota = policies.backlog_quotas.get("destination_storage")
+    time_quota = policies.backlog_quotas.get("message_age")
+    return {
+        "storageSize": sum(table.total_size for _, table in tables),
+        "physicalStorageSize": physical_size(topic),
+        "backlogSize": slowest_size,
+        "msgBacklog": max((s["msgBacklog"] for s in subscriptions.values()), default=0),
+        "backlogQuotaLimitSize": size_quota.value.limit if size_quota else -1,
+        "backlogQuotaLimitTime": time_quota.value.limit // 1000 if time_quota else -1,
+        "backlogQuotaUsage": {"size": slowest_size, "timeSeconds": oldest_age},
+        "oldestBacklogMessageAgeSeconds": oldest_age,
+        "oldestBacklogMessageSubscriptionName": oldest_name,
+        "partitions": {str(p): {"earliestOffset": table.earliest_offset, "endOffset": table.end_offset,
+                                "storageSize": table.total_size, "segments": len(table)}
+                       for p, (_, table) in enumerate(tables)},
+        "policies": _policies(topic),
+        "subscriptions": subscriptions,
+    }
+
+
+def internal_stats(topic: Topic) -> dict[str, Any]:
+    tables = _tables(topic)
+    states = list(topic._log._subscriptions.states(topic))
+    partitions = {}
+    for p, (view, table) in enumerate(tables):
+        segments = [{"baseOffset": int(table.bases[i]), "nextOffset": int(table.next_offsets[i]),
+                     "messages": int(table.next_offsets[i] - table.bases[i]), "size": int(table.sizes[i]),
+                     "lastWriteMs": int(table.last_write_ms[i]), "active": i == len(table) - 1}
+                    for i in range(len(table))]
+        cursors = {}
+        for name, record, live in states:
+            with reading(live):
+                acks = record.partitions[p].acks
+                cursors[name] = {"markDeletePosition": acks.floor - 1,
+                                 "readPosition": live.dispatch[p].reader.offset if live is not None else acks.floor,
+                                 "ackedRanges": acks.ranges().tolist(),
+                                 "individuallyAcked": acks.individual_count}
+        partitions[str(p)] = {"numberOfEntries": table.end_offset - table.earliest_offset,
+                              "totalSize": table.total_size, "segments": segments, "cursors": cursors,
+                              "segmentFiles": len(list_segments(view.directory))}
+    return {"partitions": partitions}
+
+
+def explain_retention(topic: Topic) -> dict[str, Any]:
+    log = topic._log
+    now = log.clock()
+    policies = topic.policies()
+    limits = limits_of(topic, policies)
+    partitions = {}
+    for p, (_, table) in enumerate(_tables(topic)):
+        backlog = acked_until(topic, p, table)
+        partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, backlog)]
+    config = topic.config.to_admin()
+    return {"topic": topic.name, "nowMs": now, "policies": _policies(topic),
+            **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
+            "partitions": partitions}

@@ -1,0 +1,1 @@
+"""Tenants, namespaces and topics, their settings and policies: pure data and the SQLite metadata store."""

@@ -1,0 +1,247 @@
+"""Tenants, namespaces and topics of a data directory, with their settings and policies, in SQLite
+(`meta.sqlite`, WAL mode).
+
+SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
+`public/default` always exists; creating a topic creates its tenant and namespace if needed. A
+namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
+`policies` the policies set on it (JSON, see policies.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seglog.errors import AlreadyExistsError, InvalidArgumentError, MetadataError, NotEmptyError, \
+    NotFoundError, TopicExistsError, TopicNotFoundError
+from seglog.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceName, TopicName
+from seglog.catalog.policies import Policies
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS namespaces (
+    name TEXT PRIMARY KEY, tenant TEXT NOT NULL REFERENCES tenants(name), config TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
+    partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
+"""
+# Columns added after the first release of the schema: (table, column, definition).
+MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
+DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    name: TopicName
+    partitions: int
+    config: dict[str, Any]  # only the settings given at creation; the rest follow the broker defaults
+    created_ms: int
+
+
+class Metadata:
+    """The metadata of one data directory. SQLite's own errors (a file that is not a database or is
+    corrupt, a lock held too long) are raised as MetadataError naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise MetadataError(str(path), str(error)) from error
+        try:
+            with self._access():
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(SCHEMA)
+                for table, column, definition in MIGRATIONS:
+                    if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _access(self) -> Iterator[None]:
+        """The lock, around statements whose SQLite errors the block does not handle itself."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.Error as error:
+                raise MetadataError(str(self.path), str(error)) from error
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One IMMEDIATE transaction under the lock: committed if the block ends normally, else rolled back."""
+        with self._access():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _ensure_namespace(self, tenant: str, namespace: str) -> None:
+        self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
+        self._db.execute("INSERT OR IGNORE INTO namespaces(name, tenant) VALUES (?, ?)",
+                         (f"{tenant}/{namespace}", tenant))
+
+    def create_topic(self, name: TopicName, partitions: int, config: dict[str, Any], created_ms: int,
+                     then: Callable[[], None] | None = None) -> None:
+        """Add a topic. `then` runs inside the transaction once the row is in (a failure rolls it back), so
+        files that must exist with the topic are made before any other process can see the topic."""
+        with self._transaction():
+            self._ensure_namespace(name.tenant, name.namespace)
+            try:
+                self._db.execute(
+                    "INSERT INTO topics(name, namespace, partitions, config, created_ms) VALUES (?, ?, ?, ?, ?)",
+                    (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
+            except sqlite3.IntegrityError:
+                raise TopicExistsError(f"topic {name} already exists") from None
+            if then is not None:
+                then()
+
+    def topic(self, name: TopicName) -> TopicRecord:
+        with self._access():
+            row = self._db.execute("SELECT partitions, config, created_ms FROM topics WHERE name = ?",
+                                   (str(name),)).fetchone()
+        if row is None:
+            raise TopicNotFoundError(f"topic {name} does not exist")
+        return TopicRecord(name, row[0], json.loads(row[1]), row[2])
+
+    def list_topics(self) -> list[str]:
+        with self._access():
+            return [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
+
+    def delete_topic(self, name: TopicName, then: Callable[[], None] | None = None) -> None:
+        """Remove a topic. `then` runs inside the transaction once the row is out (a failure rolls it back),
+        for the files that go with it."""
+        with self._transaction():
+            if not self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount:
+                raise TopicNotFoundError(f"topic {name} does not exist")
+            if then is not None:
+                then()
+
+    @contextmanager
+    def topics_held(self) -> Iterator[list[str]]:
+        """Every topic's name, with the database held against changes by any process until the block ends
+        (for files that must agree with the list of topics)."""
+        with self._transaction():
+            yield [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
+
+    def grow_topic(self, name: TopicName, partitions: int) -> None:
+        """Give a topic `partitions` partitions, more than it has (checked in the transaction, so two
+        processes growing it at once cannot shrink it)."""
+        with self._transaction():
+            row = self._db.execute("SELECT partitions FROM topics WHERE name = ?", (str(name),)).fetchone()
+            if row is None:
+                raise TopicNotFoundError(f"topic {name} does not exist")
+            if partitions <= row[0]:
+                raise InvalidArgumentError("partitions", partitions, f"more than the {row[0]} partitions {name} "
+                                           "has (a partition is never removed)")
+            self._db.execute("UPDATE topics SET partitions = ? WHERE name = ?", (partitions, str(name)))
+
+    def set_topic_config(self, name: TopicName, config: dict[str, Any]) -> None:
+        self._update_json("topics", "config", str(name), config)
+
+    def topic_policies(self, name: TopicName) -> Policies:
+        return Policies.from_json(self._read_json("topics", "policies", str(name)))
+
+    def set_topic_policies(self, name: TopicName, policies: Policies) -> None:
+        self._update_json("topics", "policies", str(name), policies.to_json())
+
+    # tenants and namespaces
+
+    def create_tenant(self, tenant: str, config: dict[str, Any]) -> None:
+        with self._access():
+            try:
+                self._db.execute("INSERT INTO tenants VALUES (?, ?)", (tenant, json.dumps(config)))
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"tenant {tenant} already exists") from None
+
+    def tenants(self) -> list[str]:
+        with self._access():
+            return [row[0] for row in self._db.execute("SELECT name FROM tenants ORDER BY name")]
+
+    def tenant_config(self, tenant: str) -> dict[str, Any]:
+        return self._read_json("tenants", "config", tenant)
+
+    def delete_tenant(self, tenant: str) -> None:
+        with self._transaction():
+            namespaces = [r[0] for r in self._db.execute(
+                "SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))]
+            if tenant == DEFAULT_TENANT:
+                raise InvalidArgumentError("tenant", tenant, "a tenant other than 'public', which always exists")
+            if namespaces:
+                raise NotEmptyError(f"tenant {tenant} still has namespaces: {', '.join(namespaces)}; "
+                                    "delete them first")
+            if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
+                raise NotFoundError(f"tenant {tenant} does not exist")
+
+    def create_namespace(self, name: NamespaceName) -> None:
+        with self._transaction():
+            if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name.tenant,)).fetchone():
+                raise NotFoundError(f"tenant {name.tenant} does not exist; create it first")
+            try:
+                self._db.execute("INSERT INTO namespaces(name, tenant) VALUES (?, ?)", (str(name), name.tenant))
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"namespace {name} already exists") from None
+
+    def namespaces(self, tenant: str | None = None) -> list[str]:
+        with self._access():
+            if tenant is None:
+                rows = self._db.execute("SELECT name FROM namespaces ORDER BY name")
+            else:
+                if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (tenant,)).fetchone():
+                    raise NotFoundError(f"tenant {tenant} does not exist")
+                rows = self._db.execute("SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))
+            return [row[0] for row in rows]
+
+    def delete_namespace(self, name: NamespaceName) -> None:
+        with self._transaction():
+            if str(name) == DEFAULT:
+                raise InvalidArgumentError("namespace", str(name), f"a namespace other than {DEFAULT!r}, "
+                                           "which always exists")
+            topics = [r[0] for r in self._db.execute(
+                "SELECT name FROM topics WHERE namespace = ? ORDER BY name", (str(name),))]
+            if topics:
+                raise NotEmptyError(f"namespace {name} still has topics: {', '.join(topics)}; delete them first")
+            if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
+                raise NotFoundError(f"namespace {name} does not exist")
+
+    def namespace_policies(self, name: NamespaceName | str) -> Policies:
+        return Policies.from_json(self._read_json("namespaces", "config", str(name)))
+
+    def set_namespace_policies(self, name: NamespaceName, policies: Policies) -> None:
+        self._update_json("namespaces", "config", str(name), policies.to_json())
+
+    def _read_json(self, table: str, column: str, key: str) -> dict[str, Any]:
+        with self._access():
+            row = self._db.execute(f"SELECT {column} FROM {table} WHERE name = ?", (key,)).fetchone()
+        if row is None:
+            raise self._missing(table, key)
+        return json.loads(row[0])
+
+    def _update_json(self, table: str, column: str, key: str, value: dict[str, Any]) -> None:
+        with self._access():
+            updated = self._db.execute(f"UPDATE {table} SET {column} = ? WHERE name = ?",
+                                       (json.dumps(value), key)).rowcount
+        if not updated:
+            raise self._missing(table, key)
+
+    @staticmethod
+    def _missing(table: str, key: str) -> Exception:
+        if table == "topics":
+            return TopicNotFoundError(f"topic {key} does not exist")
+        return NotFoundError(f"{table[:-1]} {key} does not exist")
+
+    def close(self) -> None:
+        with self._access():
+            self._db.close()

@@ -1,0 +1,1 @@
+"""Policies turned into cursor moves and deletions: backlog, retention, message TTL, backlog quotas."""

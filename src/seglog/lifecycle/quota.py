@@ -1,0 +1,165 @@
+"""Backlog quotas on the send path (../shared/LIFECYCLE.md, section 4).
+
+A quota holds at its limit: a send is refused if the backlog of the topic's slowest subscription, with
+that send, would be at or above the limit (Pulsar's test, "at or above", applied to the backlog the send
+would make, so no send takes it over). Bytes are those `topic.stats()` reports as `backlogSize`: stored
+batches, headers included. As in Pulsar, where each partition of a partitioned topic is a topic of its
+own, the backlog compared is the partition's.
+
+A topic without backlog quotas costs its producers nothing: their quota gate is None, set again whenever
+this process changes a policy, and every `cursor_persist_interval` by the housekeeper for changes made by
+other processes. With quotas, the check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
+margin in bytes that each send uses up, and a time until the oldest unacknowledged message reaches the age
+limit. A send() counts the bytes its message would take alone in a batch, at least what it adds to the
+batch it joins. When the margin or the time runs out, what send() queued is written and the backlog
+computed again from the index, exactly as stats() computes it; while the partition is at its limit, only
+once some subscription's cursor has moved since the last computation."""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from seglog.lifecycle.backlog import partition_backlog
+from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
+from seglog.lifecycle.maintenance import evict
+from seglog.catalog.policies import BacklogQuota
+from seglog.subscriptions.subscription import reading, wait_until
+from seglog.units import format_duration, format_size
+
+if TYPE_CHECKING:
+    from seglog.producer import Producer
+    from seglog.topic import Topic
+
+
+@dataclass
+class _PartitionState:
+    margin: int = -1          # bytes that may still be sent before the size limit must be checked again
+    age_deadline: int = -1    # clock time at which the oldest unacknowledged message reaches the age limit
+    cursors: tuple = ()       # the subscriptions' cursors when last computed (names, floors, ack counts)
+    refusal: str | None = None
+
+
+class QuotaGuard:
+    """The backlog quotas of one topic, checked by its producers before each send."""
+
+    def __init__(self, topic: Topic) -> None:
+        self.topic = topic
+        self._lock = threading.Lock()
+        self._quotas: list[BacklogQuota] = []
+        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
+        self._states = [_PartitionState() for _ in range(topic.partitions)]
+        self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
+
+    def check(self, partition: int, nbytes: int, send_timeout: float, write_queued: Callable[[], object]) -> None:
+        """Return if `partition` may take `nbytes` more stored bytes now; else apply the quota's policy: raise
+        (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict. Before the
+        backlog is computed again, `write_queued` writes what send() queued on the partition."""
+        log = self.topic._log
+        state = self._states[partition]
+        if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
+            state.margin -= nbytes
+            return
+        write_queued()
+        with self._lock:
+            quota = self._admit(partition, nbytes)
+            if quota is None:
+                return
+            if quota.policy == "consumer_backlog_eviction":
+                self._evict(partition, quota, nbytes)
+                return
+            if quota.policy == "producer_exception":
+                raise ProducerBlockedQuotaExceededError(state.refusal)
+        deadline = time.monotonic() + send_timeout
+        if wait_until(deadline, lambda: self._admit_locked(partition, nbytes) is None):
+            return
+        raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
+                                       f"{send_timeout:g} s (policy producer_request_hold)")
+
+    def register(self, producer: Producer) -> None:
+        self._producers.add(producer)
+        self._set_gate(producer)
+
+    def refresh(self) -> None:
+        """Read the topic's quotas again and arm or disarm its producers' gates."""
+        with self._lock:
+            quotas = [q.value for q in self.topic.policies().backlog_quotas.values()]
+            if quotas != self._quotas:
+                self._quotas = quotas
+                self._states = [_PartitionState() for _ in range(self.topic.partitions)]
+        for producer in list(self._producers):
+            self._set_gate(producer)
+
+    def _set_gate(self, producer: Producer) -> None:
+        producer._quota_gate = producer._check_message_quota if self._quotas else None
+
+    def _admit_locked(self, partition: int, nbytes: int) -> BacklogQuota | None:
+        with self._lock:
+            return self._admit(partition, nbytes)
+
+    def _admit(self, partition: int, nbytes: int) -> BacklogQuota | None:
+        """The quota a send of `nbytes` would reach (None if it reaches none: then its bytes are taken from
+        the margin)."""
+        quota = self._evaluate(partition, nbytes)
+        if quota is None:
+            self._states[partition].margin -= nbytes
+        return quota
+
+    def _evaluate(self, partition: int, nbytes: int) -> BacklogQuota | None:
+        """The quota the partition is at or over with `nbytes` more (None if below all), updating the
+        partition's state."""
+        topic, log = self.topic, self.topic._log
+        state = self._states[partition]
+        states = list(log._subscriptions.states(topic))
+        cursors = tuple((name, r.partitions[partition].acks.floor, r.partitions[partition].acks.individual_count)
+                        for name, r, _ in states)
+        now = log.clock()
+        if state.refusal is not None and cursors == state.cursors:  # refused since, and no cursor moved
+            return self._over(state, now, nbytes)
+        view = topic._segments(partition)
+        table = log._segment_facts(view).table()
+        largest, oldest, slowest = 0, None, None
+        for name, record, live in states:
+            with reading(live):
+                backlog = partition_backlog(view, table, record.partitions[partition].acks)
+            if backlog.bytes >= largest:
+                largest, slowest = backlog.bytes, name
+            if backlog.oldest_timestamp is not None and (oldest is None or backlog.oldest_timestamp < oldest[0]):
+                oldest = (backlog.oldest_timestamp, name)
+        state.cursors = cursors
+        state.margin = 1 << 62
+        state.age_deadline = 1 << 62
+        state.refusal = None
+        self._last = (largest, slowest, oldest)
+        for quota in self._quotas:
+            if quota.type == "destination_storage":
+                state.margin = min(state.margin, quota.limit - largest)
+            else:  # without a backlog, the next message is at least as new as now
+                state.age_deadline = min(state.age_deadline, (oldest[0] if oldest else now) + quota.limit)
+        return self._over(state, now, nbytes)
+
+    def _over(self, state: _PartitionState, now: int, nbytes: int) -> BacklogQuota | None:
+        largest, slowest, oldest = self._last
+        for quota in self._quotas:
+            if quota.type == "destination_storage" and state.margin <= nbytes:
+                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {slowest!r} has a "
+                                 f"backlog of {largest:,} bytes, and this send of {nbytes:,} bytes would take it "
+                                 f"to {largest + nbytes:,}, at or above the destination_storage limit of "
+                                 f"{format_size(quota.limit)} ({quota.limit:,} bytes)")
+                return quota
+            if quota.type == "message_age" and oldest is not None and now >= state.age_deadline:
+                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {oldest[1]!r} has an "
+                                 f"unacknowledged message {format_duration(now - oldest[0])} old, at or above "
+                                 f"the message_age limit of {format_duration(quota.limit)}")
+                return quota
+        state.refusal = None
+        return None
+
+    def _evict(self, partition: int, quota: BacklogQuota, incoming: int) -> None:
+        topic = self.topic
+        table = topic._log._segment_facts(topic._segments(partition)).table()
+        evict(topic, partition, table, [quota], topic._log.clock(), incoming)
+        self._states[partition] = _PartitionState()

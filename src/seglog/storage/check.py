@@ -1,0 +1,199 @@
+"""Verifying and repairing a data directory (`seglog check`, `seglog repair`).
+
+check: read every batch of every segment, checking header, offsets and CRC32C, and every index against its
+log, and the settings of broker.conf; nothing is changed. repair: the recovery a writer runs when it opens a partition, applied to every
+partition and forced (clean shutdown markers are not trusted): newest segments cut back to their commit
+point, every index that disagrees with its log rebuilt. Damage inside a sealed segment cannot be repaired
+without losing what follows it; repair reports it. recover_log: the recovery `seglog.open` runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from seglog.catalog.config import broker_file_problem
+from seglog.errors import PartitionLockedError, SymbolicLinkError
+from seglog.storage.lock import WriterLock, writer_locks
+from seglog.storage.segment import (
+    CLEAN_MARKER,
+    LOCK_FILE,
+    Commit,
+    SegmentPaths,
+    close_map,
+    committed,
+    list_segments,
+    map_file,
+    read_index_files,
+    refuse_symbolic_links,
+    symbolic_links,
+)
+from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    position: int
+    reason: str
+    unit: str = "byte"  # what `position` counts: a byte of a segment or index, a line of broker.conf
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.unit} {self.position}: {self.reason}"
+
+
+@dataclass
+class CheckReport:
+    partitions: int = 0
+    segments: int = 0
+    bytes_checked: int = 0
+    batches: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    # Not damage: bytes after a partition's commit point (an unfinished append), which recovery cuts.
+    notes: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def partition_directories(data_directory: Path) -> Iterator[Path]:
+    """Every partition directory under `<data>/topics/<tenant>/<namespace>/<topic>/`."""
+    root = Path(data_directory) / "topics"
+    yield from sorted(p for p in root.glob("*/*/*/*") if p.is_dir() and p.name.isdigit())
+
+
+def check_partition(directory: Path, report: CheckReport, progress: Callable[[int], None] | None = None) -> None:
+    """Scan every segment with CRC checks; sealed ones must be sound to their end and indexed exactly, the
+    newest must hold every committed batch (the commit rule, segment.Commit) and be indexed exactly."""
+    bases = list_segments(directory)
+    clean = (directory / CLEAN_MARKER).exists()
+    report.partitions += 1
+    if reported_symbolic_links(directory, report):
+        return
+    expected = bases[0] if bases else 0
+    for i, base in enumerate(bases):
+        paths = SegmentPaths.of(directory, base)
+        newest = i == len(bases) - 1
+        report.segments += 1
+        if base != expected:
+            report.problems.append(Problem(str(paths.log), 0, f"segment starts at offset {base}, "
+                                                              f"expected {expected} (offsets missing)"))
+        offsets, times = read_index_files(paths)
+        data = map_file(paths.log, writable=False)
+        try:
+            commit = committed(data, base, offsets, times, clean=clean or not newest)
+        finally:
+            close_map(data)
+        report.bytes_checked += commit.scan.stop_position
+        report.batches += commit.count
+        if progress:
+            progress(commit.log_size)
+        if newest:
+            _check_newest(paths, commit, report)
+        else:
+            _check_sealed(paths, commit, report)
+        expected = int(commit.scan.next_offsets[commit.count - 1]) if commit.count else base
+
+
+def _check_sealed(paths: SegmentPaths, commit: Commit, report: CheckReport) -> None:
+    scan = commit.scan
+    if not scan.clean or scan.stop_position != commit.log_size:
+        report.problems.append(Problem(str(paths.log), scan.stop_position, scan.reason))
+    elif not commit.agrees:
+        report.problems.append(Problem(str(paths.index), 0, INDEX_DIFFERS))
+
+
+def _check_newest(paths: SegmentPaths, commit: Commit, report: CheckReport) -> None:
+    scan = commit.scan
+    if commit.damaged:
+        reason = scan.reason if commit.clean else \
+            f"{scan.reason}: the index names {commit.published} batches, the log holds {commit.count} of them " \
+            "soundly (recovery cuts the rest)"
+        report.problems.append(Problem(str(paths.log), scan.stop_position, reason))
+    elif not commit.agrees:
+        report.problems.append(Problem(str(paths.index), 0, INDEX_DIFFERS))
+    elif scan.stop_position > commit.end_position or not scan.clean:
+        what = "sound batches" if scan.clean else scan.reason
+        report.notes.append(Problem(str(paths.log), commit.end_position,
+                                    f"an unfinished append after the last committed batch ({what}; never "
+                                    "acknowledged, cut by the next writer or `seglog repair`)"))
+
+
+INDEX_DIFFERS = "index does not match its log (rebuilt by `seglog repair` or the next writer)"
+
+
+def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
+    """Report the symbolic links a partition is reached through or holds (seglog opens none of its files
+    then); whether there were any."""
+    links = symbolic_links(directory)
+    report.problems += [Problem(str(link), 0, SymbolicLinkError.REASON) for link in links]
+    return bool(links)
+
+
+def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
+    """Verify the data directory's broker.conf and every partition; nothing is changed."""
+    report = CheckReport()
+    config_error = broker_file_problem(Path(data_directory))
+    if config_error is not None:
+        report.problems.append(Problem(config_error.path, config_error.lines[0], config_error.reason, unit="line"))
+    for directory in partition_directories(data_directory):
+        check_partition(directory, report, progress)
+    return report
+
+
+@dataclass
+class RepairReport:
+    cut_bytes: int = 0
+    rebuilt_indexes: int = 0
+    damaged: list[Problem] = field(default_factory=list)  # damage left in sealed segments: reads stop there
+    lost: list[Problem] = field(default_factory=list)     # acknowledged batches gone before the repair, now cut
+
+
+def repair_log(data_directory: Path) -> RepairReport:
+    """Run forced recovery on every partition and mark each cleanly closed.
+
+    Every partition's writer lock is taken before anything changes, so a partition locked by a running
+    writer stops the repair before it has touched any partition; so does one with a symbolic link
+    (SymbolicLinkError)."""
+    directories = list(partition_directories(data_directory))
+    for directory in directories:  # before any lock file is made: one through a link would be outside
+        refuse_symbolic_links(directory)
+    repaired = RepairReport()
+    with writer_locks(d / LOCK_FILE for d in directories):
+        for directory in directories:
+            report = recover_partition(directory, trust_clean=False)
+            mark_recovered(directory)
+            repaired.cut_bytes += report.truncated_bytes
+            repaired.rebuilt_indexes += report.rebuilt_indexes
+            repaired.damaged += [Problem(*d) for d in report.damaged]
+            repaired.lost += [Problem(*d) for d in report.lost]
+    return repaired
+
+
+def recover_log(data_directory: Path) -> dict[Path, RecoveryReport]:
+    """Recover every partition that stopped without a clean close and has no writer now, and mark it
+    cleanly closed, as Kafka recovers its logs when it loads them: `seglog.open` does this, so every
+    process then reads what the next writer will keep. A partition whose writer lock another process
+    holds is that process's to recover; one reached through a symbolic link is left alone (its users get
+    SymbolicLinkError, `seglog check` reports it)."""
+    reports = {}
+    for directory in partition_directories(data_directory):
+        if (directory / CLEAN_MARKER).exists() or symbolic_links(directory):
+            continue
+        try:
+            lock = WriterLock(directory / LOCK_FILE)
+        except PartitionLockedError:
+            continue
+        try:
+            if not (directory / CLEAN_MARKER).exists():  # a writer may have closed it meanwhile
+                reports[directory] = recover_partition(directory)
+                mark_recovered(directory)
+        finally:
+            lock.release()
+    return reports
+
+
+def total_log_bytes(data_directory: Path) -> int:
+    """The size of every segment log under a data directory (for progress bars)."""
+    return sum(p.stat().st_size for d in partition_directories(data_directory) for p in d.glob("*.log"))

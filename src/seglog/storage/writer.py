@@ -1,0 +1,535 @@
+"""The single writer of a partition: recovery when it opens, appends into the active segment, rolls.
+
+Crash safety: a batch is written into the map, then its index entry is published. A process that dies
+leaves the page cache intact, so everything appended survives it; the next writer to open the partition
+scans the active segment (unless the last close was clean), cuts a torn or corrupt tail at the last sound
+batch and rebuilds the index from the log. Sealed segments are trusted when their index is consistent with
+their size and rebuilt from the log when not."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+
+from seglog._core import _format
+from seglog._core._accumulator import Accumulator
+from seglog._core._format import Prefaulter
+from seglog._core._index import ENTRY_BYTES, IndexView
+from seglog._core._mapping import Mapping
+from seglog._core._writer import BatchSource
+from seglog.storage.batch import make_source
+from seglog.clock import Clock
+from seglog.catalog.config import TopicConfig
+from seglog.errors import TopicNotFoundError
+from seglog.storage.fence import TopicFence
+from seglog.storage.linger import LingerFlusher
+from seglog.storage.lock import WriterLock
+from seglog.storage.recovery import recover_partition
+from seglog.storage.segment import (
+    CLEAN_MARKER,
+    LOCK_FILE,
+    SegmentPaths,
+    close_map,
+    index_arrays,
+    index_slots,
+    list_segments,
+    map_file,
+    newest_timestamp,
+    refuse_symbolic_links,
+    sync_directory,
+    truncate_file,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def map_segment(paths: SegmentPaths, capacity: int, slots: int) -> tuple[Mapping, Mapping, Mapping]:
+    """A segment's files mapped writable, pre-sized to `capacity` bytes of log and `slots` index entries:
+    (offset index, time index, log). Index files first: readers find segments by their .log, and must never
+    find one without its index. A failure (a full disk) unmaps what was mapped, so that its blocks are freed
+    with its files."""
+    maps: list[Mapping] = []
+    try:
+        for path, size, random_access in ((paths.index, slots * ENTRY_BYTES, True),
+                                          (paths.timeindex, slots * ENTRY_BYTES, True),
+                                          (paths.log, capacity, False)):
+            maps.append(map_file(path, writable=True, size=size, random_access=random_access))
+    except BaseException:
+        for mapped in maps:
+            close_map(mapped)
+        raise
+    offsets_map, times_map, data = maps
+    return offsets_map, times_map, data
+
+
+class ActiveSegment:
+    """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it.
+
+    Pre-allocated with posix_fallocate (cheap, and a full disk fails here rather than mid-append) and
+    prefaulted ahead of the writer by a C thread: bench/bench_page_faults.py measured the alternatives."""
+
+    def __init__(self, paths: SegmentPaths, base_offset: int, capacity: int,
+                 maps: tuple[Mapping, Mapping, Mapping], created_ms: int, prefaulter: Prefaulter,
+                 last_write_ms: int | None = None) -> None:
+        self.paths = paths
+        self.base_offset = base_offset
+        self.capacity = capacity
+        self.created_ms = created_ms
+        # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
+        # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
+        self.last_write_ms = last_write_ms
+        self._offsets_map, self._times_map, self.data = maps
+        self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
+                               writable=True)
+        self._sealed_next_offset: int | None = None
+        self._prefaulter = prefaulter
+        self._name_synced = False  # the directory entry of a new or renamed segment, by the first sync
+        prefaulter.target(self.data, self.end_position)
+
+    @property
+    def end_position(self) -> int:
+        return self.index.end_position
+
+    @property
+    def sealed(self) -> bool:
+        """Closed: trimmed and unmapped. The writer keeps a sealed segment as its active one when the roll
+        that sealed it found no space for the next segment; the next write tries again."""
+        return self.index is None
+
+    @property
+    def next_offset(self) -> int:
+        return self._sealed_next_offset if self.index is None else self.index.next_offset
+
+    @property
+    def free_bytes(self) -> int:
+        return self.capacity - self.end_position
+
+    @property
+    def message_count(self) -> int:
+        return self.next_offset - self.base_offset
+
+    def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
+        source.append_to(self.data, self.index, self._prefaulter, base_offset, start, stop)
+
+    def sync(self) -> None:
+        """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
+        if self.sealed:
+            return
+        self.data.flush()
+        self._offsets_map.flush()
+        self._times_map.flush()
+        if not self._name_synced:  # a synced segment must not vanish with its directory entry (Kafka: flushDir)
+            sync_directory(self.paths.log.parent)
+            self._name_synced = True
+
+    def close(self) -> None:
+        """Trim the files to their contents and unmap: the log to its logical size, the index files to one
+        zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
+        if self.sealed:
+            return
+        end, count = self.end_position, self.index.count
+        self._sealed_next_offset = self.next_offset
+        self.index = None
+        self._unmap()
+        truncate_file(self.paths.log, end)
+        truncate_file(self.paths.index, (count + 1) * ENTRY_BYTES)
+        truncate_file(self.paths.timeindex, (count + 1) * ENTRY_BYTES)
+        if self.last_write_ms is not None:
+            os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
+
+    def _unmap(self) -> None:
+        close_map(self._offsets_map)
+        close_map(self._times_map)
+        unmap_in_background(self.data, self._prefaulter)
+
+    def abandon(self) -> None:
+        """Unmap without trimming or touching the files (their topic was deleted)."""
+        if not self.sealed:
+            self._sealed_next_offset = self.next_offset
+            self.index = None
+            self._unmap()
+
+
+class SpareSegment:
+    """The next segment's files, made before the roll that takes them (SpareMaker) and their first pages
+    faulted in by the prefault thread whenever the active segment needs nothing, so that a roll renames them
+    into place instead of creating, allocating and mapping three files and then faulting on their first
+    pages. Named SegmentPaths.spare until then: nothing takes them for a segment (docs/FORMAT.md)."""
+
+    def __init__(self, directory: Path, capacity: int, slots: int, prefaulter: Prefaulter) -> None:
+        self.paths = SegmentPaths.spare(directory)
+        self.capacity, self.slots = capacity, slots
+        try:
+            self.maps = map_segment(self.paths, capacity, slots)
+        except OSError:
+            self.paths.remove()
+            raise
+        self._prefaulter = prefaulter
+        prefaulter.prepare(self.maps[2])
+
+    def take(self, paths: SegmentPaths) -> tuple[Mapping, Mapping, Mapping]:
+        """Rename the files to `paths` and hand over their maps, for the caller's new active segment. If a
+        rename fails, the spare is discarded (an index file renamed already holds only zeros)."""
+        try:
+            self.paths.rename_to(paths)
+        except OSError:
+            self.discard()
+            raise
+        return self.maps
+
+    def discard(self) -> None:
+        self.abandon()
+        self.paths.remove()
+
+    def abandon(self) -> None:
+        """Unmap, leaving the files as they are."""
+        offsets_map, times_map, data = self.maps
+        close_map(offsets_map)
+        close_map(times_map)
+        unmap_in_background(data, self._prefaulter)
+
+
+class SpareMaker:
+    """A writer's spare segments: each made in the background (the log's LingerFlusher thread) once the active
+    segment is three quarters full, so that neither making it nor the roll that takes it holds up a write.
+    One at a time. A roll never waits for one being made (it makes its segment itself); a close does, so that
+    nothing of this writer touches the files once another writer may own the partition."""
+
+    def __init__(self, directory: Path, prefaulter: Prefaulter, size: Callable[[], tuple[int, int]]) -> None:
+        self._directory = directory
+        self._prefaulter = prefaulter
+        self._size = size  # (capacity, index slots) of a new segment, by the topic's settings now
+        self._lock = threading.Lock()  # held while a spare is made, taken or dropped
+        self._spare: SpareSegment | None = None
+        self._asked = False  # asked for since the last roll (made, being made, or refused)
+        self._closed = False
+
+    def ask(self, writer: PartitionWriter, background: LingerFlusher) -> None:
+        """The active segment is three quarters full: have the spare made, once per segment (the writer's lock
+        held)."""
+        if not self._asked:
+            self._asked = True
+            background.run_soon(writer, self._make)
+
+    def _make(self) -> None:
+        with self._lock:
+            if self._closed or self._spare is not None:
+                return
+            try:
+                self._spare = SpareSegment(self._directory, *self._size(), self._prefaulter)
+            except OSError as error:  # an optimisation: the next roll makes its segment itself, as without
+                logger.info("%s: no spare segment (%s)", self._directory, error)
+
+    def take(self) -> SpareSegment | None:
+        """The spare for a roll: None if none is ready, or if it is not the size a new segment has now (the
+        topic's settings changed: it is discarded)."""
+        if not self._lock.acquire(blocking=False):  # being made: the roll does not wait for it
+            return None
+        try:
+            spare, self._spare = self._spare, None
+        finally:
+            self._lock.release()
+        if spare is not None and (spare.capacity, spare.slots) != self._size():
+            spare.discard()
+            return None
+        return spare
+
+    def rolled(self) -> None:
+        """A new segment is active: its spare is to be asked for when it is half full."""
+        self._asked = False
+
+    def close(self, *, abandon: bool = False) -> None:
+        """No more spares: the one there is deleted (with `abandon`, unmapped and its files left as they are,
+        since the topic was deleted), after one being made is done. A failure to delete is logged: the next
+        writer's recovery removes it."""
+        with self._lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        if abandon:
+            spare.abandon()
+            return
+        try:
+            spare.discard()
+        except OSError as error:
+            logger.warning("%s: the spare segment could not be removed (%s)", self._directory, error)
+
+
+def unmap_in_background(mapped: Mapping, prefaulter: Prefaulter) -> None:
+    """Have the prefault thread stop faulting a segment's log in and unmap it (Prefaulter.unmap_later), or,
+    while a view still points into it, close_map it (unmapped when the last view is gone)."""
+    try:
+        prefaulter.unmap_later(mapped)
+    except BufferError:
+        close_map(mapped)
+
+
+class PartitionWriter:
+    """Appends to one partition. One per partition per process (the Log shares it among producers);
+    holding it holds the partition's writer lock."""
+
+    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock,
+                 background: LingerFlusher, fence: TopicFence) -> None:
+        fence.check()
+        refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
+        try:
+            directory.mkdir(exist_ok=True)  # in the topic's directory, which only create_topic makes
+        except FileNotFoundError:
+            raise TopicNotFoundError(f"topic {fence.name} was deleted") from None
+        self.fence = fence
+        self.directory = directory
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self._lock = WriterLock(directory / LOCK_FILE)
+        self._prefaulter = Prefaulter()
+        try:
+            self.recovery = recover_partition(directory)
+            (directory / CLEAN_MARKER).unlink(missing_ok=True)
+            bases = list_segments(directory)
+            self.active = self._open_segment(bases[-1] if bases else 0, reopen=bool(bases))
+        except BaseException:
+            self._lock.release()
+            raise
+        self.write_lock = threading.RLock()
+        self._spares = SpareMaker(directory, self._prefaulter, self._new_segment_size)
+        self.accumulator = Accumulator(self.active.next_offset)
+        self._background = background
+        self._last_sync = time.monotonic()
+        self._unsynced = False  # written to since the last fsync
+        self._sync_scheduled = False  # the background flusher will call sync_when_due
+        self._linger_lock = threading.Lock()  # guards the two below
+        self._lingering: tuple[int, float] = (-1, 0.0)  # (batch, due) of the last batch that asked to linger
+        self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
+        self.closed = False
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next written message gets (published messages only)."""
+        return self.active.next_offset
+
+    def _open_segment(self, base_offset: int, *, reopen: bool, capacity: int | None = None) -> ActiveSegment:
+        paths = SegmentPaths.of(self.directory, base_offset)
+        size = paths.log.stat().st_size if reopen else 0
+        capacity = max(capacity or self.config.segment_size, size)
+        slots = index_slots(capacity, self.config.segment_max_messages)
+        try:
+            maps = map_segment(paths, capacity, slots)
+            segment = ActiveSegment(paths, base_offset, capacity, maps, self.clock(), self._prefaulter)
+        except OSError:
+            if not reopen:  # a full disk: no part of a segment that could not be made is left
+                paths.remove()
+            raise
+        if segment.index.count:  # reopened with batches: its age counts from the first one
+            segment.created_ms = _format.read_header(segment.data, 0)[6]
+            segment.last_write_ms = self._reopened_last_write(paths)
+        return segment
+
+    def _reopened_last_write(self, paths: SegmentPaths) -> int:
+        """After a clean close the file's mtime is its last write by the log's clock (ActiveSegment.close);
+        after a crash, fall back on the newest timestamp it holds, as Kafka's time retention does."""
+        if self.recovery.clean:
+            return paths.log.stat().st_mtime_ns // 1_000_000
+        newest = newest_timestamp(paths)
+        return self.clock() if newest is None else newest
+
+    def source(self, values, keys=None, timestamps=None, properties=None) -> BatchSource:
+        """One send_batch call checked and normalised for the encoder (InvalidArgumentError, naming the
+        argument, if it cannot be written), stamped with the time now where timestamps are needed."""
+        return make_source(values, keys, timestamps, properties, now=self.clock(),
+                           log_append_time=self.config.log_append_time)
+
+    def append(self, source: BatchSource) -> int:
+        """Write one send_batch call; returns its base offset. Messages queued by send() before it go first.
+
+        The offsets are reserved with the queued messages taken in one step of the accumulator: a send()
+        from another thread meanwhile (the copy runs without the GIL) is numbered after this batch."""
+        with self.write_lock:
+            queued, base = self.accumulator.reserve(source.count)
+            if queued is not None:
+                self._write_queued(queued)
+            self._write(source, base)
+            return base
+
+    def flush_pending(self) -> int:
+        """Write what send() queued as one batch (split only where a segment is full); returns its count."""
+        with self.write_lock:
+            queued = self.accumulator.drain()
+            return 0 if queued is None else self._write_queued(queued)
+
+    def linger_until(self, due: float) -> bool:
+        """The batch being gathered (its first message just queued) is to be written at `due`
+        (time.monotonic()) if it is still waiting then. True if the background flusher must be asked to come
+        at `due`: no call of it for this writer is due that early."""
+        with self._linger_lock:  # not the write lock: a send() never waits for a write
+            self._lingering = (self.accumulator.batches_taken, due)
+            if self._linger_call is not None and self._linger_call <= due:
+                return False
+            self._linger_call = due
+            return True
+
+    def flush_lingering(self) -> float | None:
+        """The background flusher's call (LingerFlusher.schedule): write the batch being gathered if its
+        linger time has run out. Returns when to come again, for a batch whose time is still to come."""
+        with self._linger_lock:
+            self._linger_call = None
+            batch, due = self._lingering
+            if self.accumulator.batches_taken != batch:
+                return None  # written since (full, or flushed), and no batch asked since
+            if due > time.monotonic():
+                self._linger_call = due
+                return due
+        self.flush_pending()
+        return None
+
+    def _write_queued(self, queued: tuple) -> int:
+        base, values, keys, timestamps, properties = queued
+        try:
+            source = self.source(values, keys, timestamps, properties)
+        except BaseException:
+            self._drop_queued()
+            raise
+        self._write(source, base)
+        return source.count
+
+    def _write(self, source: BatchSource, base: int) -> None:
+        try:
+            self.fence.check()  # a deleted topic's files are no one's to write (or another topic's now)
+            if base != self.end_offset:
+                raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
+            self._write_records(source, base)
+            self._sync_if_due()
+        except BaseException:
+            self._drop_queued()
+            raise
+
+    def _drop_queued(self) -> None:
+        """After a write that failed: drop what send() queued since (numbered after it) and number on from
+        the partition's end, so the offsets given out next are the ones the messages will get."""
+        dropped = self.accumulator.discard(self.end_offset)
+        if dropped:
+            logger.error("%s: write failed; %d queued messages dropped", self.directory, dropped)
+
+    def _write_records(self, source: BatchSource, base: int) -> None:
+        config = self.config
+        start, count = 0, source.count
+        while start < count:
+            segment = self._segment_for_write()
+            limit = count
+            if config.segment_max_messages:
+                limit = min(count, start + config.segment_max_messages - segment.message_count)
+            stop = min(source.fit(start, segment.free_bytes), limit)
+            if stop == start or (stop < limit and segment.end_position  # a part fits: would all of it, fresh?
+                                 and source.size(start, limit) <= config.segment_size):
+                if segment.end_position == 0:  # one record larger than a segment: a segment of its own
+                    self._roll(capacity=source.size(start, start + 1))
+                    continue
+                self._roll()
+                continue
+            segment.write(source, start, stop, base + start)
+            segment.last_write_ms = self.clock()
+            self._unsynced = True
+            start = stop
+        if 4 * segment.end_position >= 3 * segment.capacity:  # late enough that few are made in vain
+            self._spares.ask(self, self._background)
+
+    def _new_segment_size(self) -> tuple[int, int]:
+        """(capacity, index slots) of the next segment, by the topic's settings now."""
+        config = self.config
+        return config.segment_size, index_slots(config.segment_size, config.segment_max_messages)
+
+    def _segment_for_write(self) -> ActiveSegment:
+        segment, config = self.active, self.config
+        if segment.sealed:  # the roll that sealed it could not open the next segment (a full disk): again
+            self._open_after(segment)
+        elif segment.message_count and (
+                segment.index.full
+                or segment.free_bytes < _format.HEADER_BYTES + 16
+                or (config.segment_max_messages and segment.message_count >= config.segment_max_messages)
+                or (config.segment_roll_time and self.clock() - segment.created_ms >= config.segment_roll_time)):
+            self._roll()
+        return self.active
+
+    def _roll(self, capacity: int | None = None) -> None:
+        """Seal the active segment (trimmed to its contents) and start a new one at the next offset.
+
+        The old segment is sealed first, so no reader or recovery ever finds a newer segment beside an
+        untrimmed one. If the new one cannot be made (OSError, a full disk), the sealed segment stays
+        active: the error goes to the sender and the next write tries again (_segment_for_write)."""
+        old = self.active
+        if old.message_count and self.config.fsync_interval_ms is not None:
+            old.sync()
+        old.close()
+        self._open_after(old, capacity)
+
+    def _open_after(self, sealed: ActiveSegment, capacity: int | None = None) -> None:
+        """Make the segment that follows `sealed` (closed, so trimmed) the active one: a new segment at its
+        next offset (the spare, renamed into place, when it has the size asked) or, if `sealed` holds
+        nothing, itself again, its files extended to the new capacity."""
+        base = sealed.next_offset
+        spare = self._spares.take() if sealed.message_count and capacity is None else None
+        if spare is not None:
+            paths = SegmentPaths.of(self.directory, base)
+            maps = spare.take(paths)
+            self.active = ActiveSegment(paths, base, spare.capacity, maps, self.clock(), self._prefaulter)
+        else:
+            self.active = self._open_segment(base, reopen=sealed.message_count == 0, capacity=capacity)
+        self._spares.rolled()
+
+    def _sync_if_due(self) -> None:
+        """fsync what was written once the fsync interval has passed since the last fsync (at once for
+        'always'). Before then, the background flusher is asked to come back when it has: the partition
+        may get no further write."""
+        interval = self.config.fsync_interval_ms
+        if interval is None or not self._unsynced:
+            return
+        due = self._last_sync + interval / 1000
+        now = time.monotonic()
+        if now >= due:
+            self.active.sync()
+            self._last_sync, self._unsynced = now, False
+        elif not self._sync_scheduled:
+            self._sync_scheduled = True
+            self._background.schedule_sync(self, due)
+
+    def sync_when_due(self) -> None:
+        """The background flusher's call at the time _sync_if_due asked for."""
+        with self.write_lock:
+            self._sync_scheduled = False
+            if not self.closed:
+                self._sync_if_due()
+
+    def close(self) -> None:
+        """Flush queued messages, trim the active segment, mark the close clean and release the lock."""
+        if self.closed:
+            return
+        if self.fence.deleted:
+            self._abandon()
+            return
+        with self.write_lock:
+            try:
+                self.flush_pending()
+                if self.config.fsync_interval_ms is not None:
+                    self.active.sync()
+            finally:
+                self.active.close()
+                self._spares.close()
+                (self.directory / CLEAN_MARKER).touch()
+                self._lock.release()
+                self.closed = True
+
+    def _abandon(self) -> None:
+        """Close a deleted topic's writer: drop what send() queued and leave the files as they are, since
+        its paths may already hold a new topic of the same name."""
+        with self.write_lock:
+            self.accumulator.discard(self.end_offset)
+            self.active.abandon()
+            self._spares.close(abandon=True)
+            self._lock.release()
+            self.closed = True

@@ -1,0 +1,1 @@
+"""Cursors and dispatch: what a subscription has acknowledged, and which consumer gets which message."""

@@ -1,0 +1,113 @@
+"""Durable subscription cursors: one file per subscription, replaced atomically, checked by CRC32C.
+
+    <data>/subscriptions/<tenant>/<namespace>/<topic>/<name>.cursor
+    <data>/subscriptions/<tenant>/<namespace>/<topic>/<name>.lock    held by the process consuming it
+
+File layout (little-endian): magic b"SLCURSR1", u32 format version, u32 subscription type, i64 creation time
+(ms), u32 partition count; per partition: i64 expired, i64 evicted, u32 length, the AckSet's own bytes (its
+floor, i.e. the mark-delete position + 1, and a bitmap of the individual acks above it); then u32 CRC32C of
+everything before it. A new version is written beside the file and renamed over it, so a crash leaves
+the old state or the new one, never a mixture: a subscription resumes at its last persisted state."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seglog._core._acks import AckSet
+from seglog._core._format import crc32c
+from seglog.errors import CorruptLogError
+from seglog.storage.segment import sync_directory
+
+MAGIC = b"SLCURSR1"
+VERSION = 1
+SUBSCRIPTION_TYPES = ("exclusive", "failover", "shared", "key_shared")
+CURSOR_SUFFIX = ".cursor"
+LOCK_SUFFIX = ".lock"
+_HEADER = struct.Struct("<8sIIqI")
+_PARTITION = struct.Struct("<qqI")
+_CRC = struct.Struct("<I")
+
+
+@dataclass
+class PartitionCursor:
+    """A subscription's position on one partition: what it acknowledged, and the messages it skipped."""
+    acks: AckSet
+    expired: int = 0  # acknowledged by the message TTL
+    evicted: int = 0  # skipped by backlog-quota eviction or because their segment was deleted
+
+
+@dataclass
+class CursorRecord:
+    subscription_type: str
+    created_ms: int
+    partitions: list[PartitionCursor] = field(default_factory=list)
+
+
+def encode(record: CursorRecord) -> bytes:
+    parts = [_HEADER.pack(MAGIC, VERSION, SUBSCRIPTION_TYPES.index(record.subscription_type), record.created_ms,
+                          len(record.partitions))]
+    for cursor in record.partitions:
+        acks = cursor.acks.to_bytes()
+        parts += [_PARTITION.pack(cursor.expired, cursor.evicted, len(acks)), acks]
+    body = b"".join(parts)
+    return body + _CRC.pack(crc32c(body))
+
+
+def decode(data: bytes, path: Path) -> CursorRecord:
+    """The record in `data`; CorruptLogError naming `path` and the byte where it is not sound."""
+    def corrupt(position: int, reason: str) -> CorruptLogError:
+        return CorruptLogError(str(path), position, f"subscription cursor: {reason}")
+
+    if len(data) < _HEADER.size + _CRC.size:
+        raise corrupt(0, f"{len(data)} bytes, shorter than a header")
+    body, (crc,) = data[:-_CRC.size], _CRC.unpack_from(data, len(data) - _CRC.size)
+    if crc32c(body) != crc:
+        raise corrupt(len(body), "CRC32C mismatch")
+    magic, version, type_code, created_ms, count = _HEADER.unpack_from(body, 0)
+    if magic != MAGIC or version != VERSION or type_code >= len(SUBSCRIPTION_TYPES):
+        raise corrupt(0, f"unknown magic, version or type ({magic!r}, {version}, {type_code})")
+    record = CursorRecord(SUBSCRIPTION_TYPES[type_code], created_ms)
+    position = _HEADER.size
+    for _ in range(count):
+        if position + _PARTITION.size > len(body):
+            raise corrupt(position, "truncated partition entry")
+        expired, evicted, length = _PARTITION.unpack_from(body, position)
+        position += _PARTITION.size
+        try:
+            acks = AckSet.from_bytes(body[position:position + length])
+        except ValueError as error:
+            raise corrupt(position, str(error)) from None
+        record.partitions.append(PartitionCursor(acks, expired, evicted))
+        position += length
+    if position != len(body):
+        raise corrupt(position, "bytes left after the last partition")
+    return record
+
+
+def load(path: Path) -> CursorRecord:
+    return decode(path.read_bytes(), path)
+
+
+def save(path: Path, record: CursorRecord, *, fsync: bool) -> None:
+    """Replace the file atomically; with `fsync`, durable against power loss too (file and directory)."""
+    staging = path.with_name(path.name + ".tmp")
+    with open(staging, "wb") as file:
+        file.write(encode(record))
+        if fsync:
+            file.flush()
+            os.fsync(file.fileno())
+    os.replace(staging, path)
+    if fsync:
+        sync_directory(path.parent)
+
+
+def subscription_names(directory: Path) -> list[str]:
+    """The subscriptions of a topic whose subscription directory is `directory`, sorted."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n[:-len(CURSOR_SUFFIX)] for n in names if n.endswith(CURSOR_SUFFIX))
