@@ -233,7 +233,7 @@ def test_read_batch_goes_on_batch_by_batch_through_seeks_slices_rolls_and_append
     while (batch := reader.read_batch()) is not None:
         offsets.extend(batch.column("offset").to_pylist())
     assert offsets == list(range(0, 24)) + list(range(40, 63))
-    assert len(topic._segments(0).bases) > 1  # the reads crossed segment rolls
+    assert len(topic.partition_view(0).bases) > 1  # the reads crossed segment rolls
     producer.close()
 
 

@@ -14,7 +14,7 @@ from seglog.clock import ManualClock, system_clock
 from seglog.errors import SeglogError
 from seglog.log import Log, is_data_directory, open
 from seglog.producer import Producer
-from seglog.reader import Reader
+from seglog.storage.reader import Reader
 from seglog.topic import Topic
 
 __version__ = "0.1.0"

@@ -21,7 +21,8 @@ import pyarrow as pa
 from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions.subscription import Pending, Piece, Subscription, wait_until
+from seglog._wait import wait_until
+from seglog.subscriptions.subscription import Pending, Piece, Subscription, Subscriptions
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ class Consumer:
     """One consumer of a subscription. Close it (or use it as a context manager) to hand what it received
     and did not acknowledge back to the subscription."""
 
-    def __init__(self, topic: Topic, subscription: Subscription, *, subscription_type: str,
-                 consumer_name: str | None, ack_timeout: Any, negative_ack_redelivery_delay: Any) -> None:
+    def __init__(self, topic: Topic, subscription: Subscription, registry: Subscriptions, *,
+                 subscription_type: str, consumer_name: str | None, ack_timeout: Any,
+                 negative_ack_redelivery_delay: Any) -> None:
         self.topic = topic
+        self._registry = registry
         self._fence = topic.fence.buffer  # tested on every ack: one byte, no call
         self.subscription = subscription
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
@@ -215,7 +218,7 @@ class Consumer:
         return self._partition(partition or 0), _offset(target)
 
     def _partition(self, partition: Any) -> int:
-        return self.topic._check_partition(partition)
+        return self.topic.ref.check_partition(partition)
 
     def _check_written(self, partition: int, offset: int) -> None:
         self._partition(partition)
@@ -237,7 +240,7 @@ class Consumer:
         else:
             partitions = [self._partition(partition)] if partition is not None else range(self.topic.partitions)
         for p in partitions:
-            self.subscription.seek(p, self.topic._start_offset(position, p))
+            self.subscription.seek(p, self._registry.store.start_offset(self.topic.topic_name, p, position))
 
     # lifecycle
 
@@ -250,7 +253,7 @@ class Consumer:
         self.subscription.detach(self)
         self._prefetched.clear()
         if not self.subscription.consumers:
-            self.topic._log._subscriptions.release(self.subscription)
+            self._registry.release(self.subscription)
 
     def unsubscribe(self) -> None:
         """Delete the subscription (refused while other consumers are attached): its backlog no longer
@@ -258,7 +261,7 @@ class Consumer:
         self._check_open()
         self._closed = True
         self.subscription.detach(self)
-        self.topic._log._subscriptions.unsubscribe(self.subscription)
+        self._registry.unsubscribe(self.subscription)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -20,8 +20,10 @@ from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
-    from seglog.topic import Topic
+    from seglog.lifecycle.quota import QuotaGuard
+    from seglog.storage.store import PartitionStore
     from seglog.storage.writer import PartitionWriter
+    from seglog.topic import Topic
 
 _CLOSED = b"\0"  # the fence of a closed producer: send() refuses it as closed first
 PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
@@ -38,10 +40,11 @@ class Producer(SendPath):
     PartitionLockedError then if another process writes it), so producers in several processes can share
     a topic by partition. `partitions=[...]` takes those partitions' writers at once instead."""
 
-    def __init__(self, topic: Topic, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
+    def __init__(self, topic: Topic, store: PartitionStore, quota_guard: QuotaGuard, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
                  linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
+        self._store = store
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms", unit="ms")
         # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
@@ -58,7 +61,7 @@ class Producer(SendPath):
         self._next_batch_partition = 0
         self._closed = False
         opening = _partitions_to_open(partitions, self._partitions)
-        topic._producer_opened()
+        store.producer_opened(topic.topic_name)
         self._init_send_path(self._accumulators, self.batch_size, topic.fence.buffer)
         try:
             for partition in opening:
@@ -66,8 +69,12 @@ class Producer(SendPath):
         except BaseException:
             self.close()
             raise
-        self._quota_guard = topic._log._quota_guard(topic)
-        self._quota_guard.register(self)  # arms `_quota_gate` only while the topic has backlog quotas
+        self._quota_guard = quota_guard
+        quota_guard.register(self._arm_quota_gate)
+
+    def _arm_quota_gate(self, armed: bool) -> None:
+        """The topic has backlog quotas (armed) or none: send() checks them only while it has."""
+        self._quota_gate = self._check_message_quota if armed else None
 
     def _check_message_quota(self, partition: int, value: bytes, key: bytes | None, timestamp: int | None,
                              properties: dict[str, str] | None) -> None:
@@ -87,7 +94,7 @@ class Producer(SendPath):
             with self._opening:  # threads sending to a new partition at once open it once
                 writer = self._writers[partition]
                 if writer is None:
-                    writer = self.topic._acquire_writer(partition)
+                    writer = self._store.acquire_writer(self.topic.topic_name, partition, self.topic.config)
                     self._accumulators[partition] = writer.accumulator
                     self._writers[partition] = writer
         return writer
@@ -97,7 +104,7 @@ class Producer(SendPath):
         return self._writer(partition).accumulator
 
     def _first_pending(self, partition: int) -> None:
-        self.topic._log._linger.schedule(self._writers[partition], self.linger_ms)
+        self._store.linger(self._writers[partition], self.linger_ms)
 
     def _batch_full(self, partition: int) -> None:
         self._writers[partition].flush_pending()
@@ -161,8 +168,8 @@ class Producer(SendPath):
             self._init_send_path([], self.batch_size, _CLOSED)
             for partition, writer in enumerate(self._writers):
                 if writer is not None:
-                    self.topic._release_writer(partition)
-            self.topic._producer_closed()
+                    self._store.release_writer(self.topic.topic_name, partition, self.topic.fence)
+            self._store.producer_closed(self.topic.topic_name, self.topic.fence)
 
     def _fenced(self) -> None:
         self.topic.fence.check()

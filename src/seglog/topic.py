@@ -5,31 +5,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from seglog.admin.stats import explain_retention, internal_stats, topic_stats
+from seglog.broker import Broker
 from seglog.catalog.config import TopicConfig
+from seglog.catalog.topics import TopicRef
 from seglog.consumer import Consumer
-from seglog.errors import InvalidArgumentError
 from seglog.names import TopicName
 from seglog.producer import Producer
-from seglog.reader import Reader
-from seglog.storage.partition_view import start_offset
+from seglog.storage.reader import Reader
 
 if TYPE_CHECKING:
-    from seglog.storage.fence import TopicFence
-    from seglog.log import Log
     from seglog.catalog.policies import EffectivePolicies
     from seglog.storage.partition_view import PartitionView
-    from seglog.storage.writer import PartitionWriter
 
 
 class Topic:
     """Handle to one topic of an open log (cheap; get it from `log.topic(name)` or `log.create_topic`)."""
 
-    def __init__(self, log: Log, name: TopicName, partitions: int, config: TopicConfig, fence: TopicFence) -> None:
-        self._log = log
-        self.topic_name = name
-        self.partitions = partitions
-        self.config = config
-        self.fence = fence  # set when the topic is deleted, by any process: every use then fails
+    def __init__(self, broker: Broker, ref: TopicRef) -> None:
+        self._broker = broker
+        self.ref = ref
+        self.fence = broker.store.fence(ref.name)  # set when the topic is deleted, by any process: every use fails
+
+    @property
+    def topic_name(self) -> TopicName:
+        return self.ref.name
+
+    @property
+    def partitions(self) -> int:
+        return self.ref.partitions
+
+    @property
+    def config(self) -> TopicConfig:
+        return self.ref.config
 
     @property
     def name(self) -> str:
@@ -41,19 +49,21 @@ class Topic:
 
     def partition_directory(self, partition: int) -> Path:
         self.fence.check()  # a deleted topic's directories may be a new topic's of the same name
-        return self._log._topic_directory(self.topic_name) / str(self._check_partition(partition))
+        return self._broker.store.partition_directory(self.ref.name, self.ref.check_partition(partition))
 
     def producer(self, **config: Any) -> Producer:
         """A producer for this topic: batch_size (bytes, default 1 MiB), linger_ms (default 5), send_timeout
         (seconds a producer_request_hold quota may hold a send, default 30), partitions (the partitions
         whose writers, and writer locks, it takes at once; the others at their first message)."""
-        return Producer(self, **config)
+        return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref), **config)
 
     def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None) -> Reader:
         """A reader of one partition from `start`: 'earliest', 'latest', an offset, or {'timestamp': ms}
         (the first message whose timestamp is >= it). CRC checks follow the log's `verify_crc` setting."""
-        verify = self._log.config.verify_crc if verify_crc is None else verify_crc
-        return Reader(self._segments(partition), partition, start, verify_crc=verify, fence=self.fence)
+        verify = self._broker.config.verify_crc if verify_crc is None else verify_crc
+        self.fence.check()
+        return self._broker.store.reader(self.ref.name, self.ref.check_partition(partition), start,
+                                         verify_crc=verify)
 
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,
@@ -65,12 +75,14 @@ class Topic:
         redelivered (None: never); negative_ack_redelivery_delay: seconds before a negatively acknowledged
         message is redelivered (Pulsar's default, 60). Both are measured by the log's clock."""
         # Partitions added since this handle was made (log.update_partitions): a subscription spans them all.
-        self.partitions = self._log._metadata_store().topic(self.topic_name).partitions
-        registry = self._log._subscriptions
+        self.fence.check()
+        self.ref = self._broker.topic(self.ref.name)
+        registry = self._broker.subscriptions
         new = name not in self.subscriptions()
-        subscription = registry.open(self, name, subscription_type, initial_position)
+        subscription = registry.open(self.ref, name, subscription_type, initial_position)
         try:
-            return Consumer(self, subscription, subscription_type=subscription_type, consumer_name=consumer_name,
+            return Consumer(self, subscription, registry, subscription_type=subscription_type,
+                            consumer_name=consumer_name,
                             ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay)
         except BaseException:
             if new:  # a refused first consumer leaves no subscription behind
@@ -81,77 +93,49 @@ class Topic:
 
     def subscriptions(self) -> list[str]:
         """The names of the topic's subscriptions."""
-        return self._log._subscriptions.names(self)
+        return self._broker.subscriptions.names(self.ref)
 
     def policies(self) -> EffectivePolicies:
         """The retention, message TTL and backlog quotas in force on this topic, each with the level that set
         it: the topic's own policy, else its namespace's, else the broker default."""
-        return self._log._effective_policies(self)
-
-    def _start_offset(self, position: Any, partition: int) -> int:
-        return start_offset(self._segments(partition), position)
+        return self._broker.catalog.policies(self.ref)
 
     def stats(self) -> dict[str, Any]:
         """Pulsar-style topic stats: storage (logical and on disk), backlog per subscription, the policies
         in force with their levels, and the backlog quotas' limits and usage (see stats.py)."""
-        from seglog.admin.stats import topic_stats
-        return topic_stats(self)
+        self.fence.check()
+        return topic_stats(self._broker, self.ref)
 
     def internal_stats(self) -> dict[str, Any]:
         """Segments (base offset, messages, size, last write) and cursors (mark-delete position, acked
         ranges) of every partition."""
-        from seglog.admin.stats import internal_stats
-        return internal_stats(self)
+        self.fence.check()
+        return internal_stats(self._broker, self.ref)
 
     def explain_retention(self) -> dict[str, Any]:
         """Why each segment is kept, or which rule deletes it next and when."""
-        from seglog.admin.stats import explain_retention
-        return explain_retention(self)
+        self.fence.check()
+        return explain_retention(self._broker, self.ref)
 
-    def _clear_backlog(self, subscription: str | None) -> None:
-        """Acknowledge every message written so far, on one subscription or all (Pulsar's clear-backlog)."""
-        names = self.subscriptions() if subscription is None else [subscription]
-        if subscription is not None and subscription not in self.subscriptions():
-            raise InvalidArgumentError("subscription", subscription, f"a subscription of {self.name}: "
-                                       f"{', '.join(self.subscriptions()) or 'it has none'}")
-        for name in names:
-            with self._log._subscriptions.modify(self, name) as live:
-                if live is None:
-                    raise InvalidArgumentError("subscription", name, "a subscription not consumed by another "
-                                               "process (clear its backlog there)")
-                for partition in range(self.partitions):
-                    live.skip_to(partition, self.end_offset(partition))
+    def partition_view(self, partition: int = 0) -> PartitionView:
+        """The log's shared read-side view of a partition: its segments, as mapped for this process's
+        readers (storage.partition_view). For tools and tests that look below the reader API."""
+        self.fence.check()
+        return self._broker.store.view(self.ref.name, self.ref.check_partition(partition))
 
     def earliest_offset(self, partition: int = 0) -> int:
         """The first offset still stored in the partition."""
-        segments = self._segments(partition)
-        segments.rescan()
-        return segments.earliest_offset()
+        self.fence.check()
+        return self._broker.store.earliest_offset(self.ref.name, self.ref.check_partition(partition))
 
     def end_offset(self, partition: int = 0) -> int:
         """The offset the next message written to the partition will get."""
-        return self._segments(partition).end_offset()
+        self.fence.check()
+        return self._broker.store.end_offset(self.ref.name, self.ref.check_partition(partition))
 
     def storage_size(self) -> int:
         """Bytes the topic's segments and indexes hold (pre-allocated space not yet written not counted)."""
-        return sum(self._log._segment_facts(self._segments(p)).table().total_size for p in range(self.partitions))
-
-    def _segments(self, partition: int) -> PartitionView:
-        return self._log._partition_view(self.partition_directory(partition))
-
-    def _acquire_writer(self, partition: int) -> PartitionWriter:
-        return self._log._acquire_writer(self, partition)
-
-    def _release_writer(self, partition: int) -> None:
-        self._log._release_writer(self, partition)
-
-    def _producer_opened(self) -> None:
-        self._log._producer_opened(self)
-
-    def _producer_closed(self) -> None:
-        self._log._producer_closed(self)
-
-    def _check_partition(self, partition: int) -> int:
-        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
-            raise InvalidArgumentError("partition", partition, f"an int from 0 to {self.partitions - 1}")
-        return partition
+        self.fence.check()
+        store = self._broker.store
+        return sum(store.segment_facts(store.view(self.ref.name, p)).table().total_size
+                   for p in range(self.partitions))

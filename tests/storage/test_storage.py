@@ -247,7 +247,7 @@ def test_partition_view_lists_again_after_a_change_in_the_same_clock_tick(log):
     with topic.producer() as producer:
         producer.send(b"a")
         producer.flush()
-        view = topic._segments(0)
+        view = topic.partition_view(0)
         view.rescan()
         directory = topic.partition_directory(0)
         same_tick = os.stat(directory).st_mtime_ns
@@ -267,7 +267,7 @@ def test_partition_view_skips_the_listing_while_a_settled_directory_is_unchanged
         directory = topic.partition_directory(0)
         an_hour_ago = os.stat(directory).st_mtime_ns - 3600 * 10**9
         _set_directory_mtime(directory, an_hour_ago)
-        view = topic._segments(0)
+        view = topic.partition_view(0)
         view.rescan()
         listings = []
         monkeypatch.setattr(partition_view, "list_segments", lambda d: listings.append(d) or list_segments(d))
@@ -288,7 +288,7 @@ def test_reading_many_segments_keeps_a_bounded_number_mapped(log, monkeypatch):
         producer.send_batch(values(60))
     descriptors = len(os.listdir("/proc/self/fd"))
     assert [m.value for m in topic.reader("earliest")] == values(60)
-    assert len(topic._segments(0).views) <= 4
+    assert len(topic.partition_view(0).views) <= 4
     assert len(os.listdir("/proc/self/fd")) <= descriptors + 4 * 3
 
 
@@ -473,7 +473,7 @@ def test_a_spare_segment_is_made_at_half_full_taken_by_the_roll_and_never_read(t
             producer.send_batch(values(400))  # 42 KiB: less than three quarters of the segment
             assert spare_files(directory) == []
             producer.send_batch(values(100))  # past three quarters: the spare is made, in the background
-            wait_for(lambda: producer._writers[0]._spares._spare is not None)
+            wait_for(lambda: topic.internal_stats()["partitions"]["0"]["spareSegmentReady"])
             assert len(spare_files(directory)) == 3 and segments(topic) == [0]
             assert [f for f in segment_files(topic) if f.endswith(".log")] == ["00000000000000000000.log"]
             spare_inode = segment.SegmentPaths.spare(directory).log.stat().st_ino
@@ -490,10 +490,11 @@ CRASH_WITH_A_SPARE = """
 import os, signal, sys, time
 import seglog
 log = seglog.open(sys.argv[1])
-producer = log.create_topic("t", segment_size="64 KiB").producer()
+topic = log.create_topic("t", segment_size="64 KiB")
+producer = topic.producer()
 producer.send_batch([b"%08d" % i + b"x" * 92 for i in range(500)])
 deadline = time.monotonic() + 10
-while producer._writers[0]._spares._spare is None:  # made in the background
+while not topic.internal_stats()["partitions"]["0"]["spareSegmentReady"]:  # made in the background
     assert time.monotonic() < deadline
     time.sleep(0.005)
 os.kill(os.getpid(), signal.SIGKILL)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import seglog
+from seglog.catalog.metadata import Metadata
 from seglog.errors import TopicInUseError, TopicNotFoundError
 
 TOPIC = "acme/ops/deleted"
@@ -53,7 +54,6 @@ def test_deletion_in_use_is_refused_and_forced_deletion_fences_every_user(tmp_pa
             producer.close()
             consumer.close()
             log.run_maintenance()
-            log._subscriptions.persist_dirty()
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
         assert topic_files(data) == []
 
@@ -152,13 +152,14 @@ def test_a_deletion_interrupted_after_the_fence_is_finished_at_the_next_open(tmp
         def crash(*args, **kwargs):
             raise KeyboardInterrupt("the process died here")
 
-        monkeypatch.setattr(log, "_remove_topic", crash)
+        monkeypatch.setattr(Metadata, "delete_topic", crash)  # the step after the fence
         with pytest.raises(KeyboardInterrupt):
             log.delete_topic(TOPIC)
         assert log.list_topics() == [TOPIC]
         with pytest.raises(TopicNotFoundError):
             log.topic(TOPIC).end_offset()  # fenced already
         assert log.run_maintenance().deleted_segments == []  # the other topics' maintenance goes on
+    monkeypatch.undo()
     with seglog.open(data) as log:
         assert log.list_topics() == []
         assert topic_files(data) == []

@@ -89,7 +89,7 @@ def test_receive_batch_is_zero_copy_and_carries_its_partition(log):
         producer.send_batch([b"x" * 100] * 10, partition=1)
     batch = consumer.receive_batch()
     assert batch.schema.metadata[b"partition"] == b"1"
-    whole = pa.py_buffer(topic._segments(1).view(0).data)  # the segment's map as one Arrow buffer
+    whole = pa.py_buffer(topic.partition_view(1).view(0).data)  # the segment's map as one Arrow buffer
     for buffer in (batch.column("value").buffers()[2], batch.column("value").buffers()[1]):
         assert whole.address <= buffer.address < whole.address + whole.size
     consumer.ack(batch)
@@ -104,7 +104,7 @@ def test_receive_then_receive_batch_hands_over_the_rest_zero_copy(log):
     assert [consumer.receive(timeout=1).offset for _ in range(3)] == [0, 1, 2]
     batch = consumer.receive_batch(max_messages=4)
     assert batch.column("offset").to_pylist() == [3, 4, 5, 6] and batch.schema.metadata[b"partition"] == b"0"
-    whole = pa.py_buffer(topic._segments(0).view(0).data)
+    whole = pa.py_buffer(topic.partition_view(0).view(0).data)
     assert whole.address <= batch.column("value").buffers()[2].address < whole.address + whole.size
     assert consumer.receive(timeout=1).offset == 7
     assert consumer.receive_batch().column("value").to_pylist() == [b"x8", b"x9"]

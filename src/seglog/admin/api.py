@@ -17,26 +17,34 @@ from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
 from seglog.storage.partition_view import MAX_OFFSET
 from seglog.subscriptions.subscription import reading
+from seglog.admin.metrics import prometheus_text
+from seglog.admin.stats import explain_retention, internal_stats, topic_stats
 from seglog.units import parse_duration
 
 if TYPE_CHECKING:
-    from seglog.log import Log
+    from seglog.broker import Broker
+    from seglog.catalog.topics import TopicRef
     from seglog.subscriptions.subscription import Subscription
-    from seglog.topic import Topic
 
 
 class Admin:
     """The admin API of an open log: `tenants`, `namespaces` and `topics`."""
 
-    def __init__(self, log: Log) -> None:
-        self.tenants = Tenants(log)
-        self.namespaces = Namespaces(log)
-        self.topics = Topics(log)
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.tenants = Tenants(broker)
+        self.namespaces = Namespaces(broker)
+        self.topics = Topics(broker)
+
+    def metrics(self) -> str:
+        """Every topic's stats in Prometheus' text format, with Pulsar's metric names and labels (what
+        pulsar-admin broker-stats monitoring-metrics and a broker's /metrics give)."""
+        return prometheus_text(self._broker)
 
 
 class Tenants:
-    def __init__(self, log: Log) -> None:
-        self._log = log
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
 
     def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
         """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None)."""
@@ -44,26 +52,26 @@ class Tenants:
         if allowed_clusters is not None and (
                 isinstance(allowed_clusters, str) or not all(isinstance(c, str) for c in allowed_clusters)):
             raise InvalidArgumentError("allowed_clusters", allowed_clusters, "a list of cluster names, or None")
-        self._log._metadata_store().create_tenant(
+        self._broker.catalog.metadata.create_tenant(
             name, {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None})
 
     def list(self) -> list[str]:
-        return self._log._metadata_store().tenants()
+        return self._broker.catalog.metadata.tenants()
 
     def get(self, name: str) -> dict[str, Any]:
         """{'allowedClusters': [...] or None}, as pulsar-admin tenants get."""
-        return {"allowedClusters": self._log._metadata_store().tenant_config(validate_part(name, kind="tenant name"))
+        return {"allowedClusters": self._broker.catalog.metadata.tenant_config(validate_part(name, kind="tenant name"))
                 .get("allowed_clusters")}
 
     def delete(self, name: str) -> None:
         """Delete an empty tenant (NotEmptyError while it has namespaces; 'public' always exists)."""
-        self._log._metadata_store().delete_tenant(validate_part(name, kind="tenant name"))
+        self._broker.catalog.metadata.delete_tenant(validate_part(name, kind="tenant name"))
 
 
-class _PolicyLevel:
+class PolicyLevel:
     """The policy getters and setters namespaces and topics share; subclasses say where policies live."""
 
-    _log: Log
+    _broker: Broker
 
     def _read(self, name: str) -> Policies:
         raise NotImplementedError
@@ -73,7 +81,7 @@ class _PolicyLevel:
 
     def _update(self, name: str, **changes: Any) -> None:
         self._write(name, replace(self._read(name), **changes))
-        self._log._policies_changed()
+        self._broker.catalog.policies_changed()
 
     def set_retention(self, name: str, *, size: Any, time: Any) -> None:
         """Retention of acknowledged messages: size ('10G', bytes as int, -1 no limit, 0) and time ('3h',
@@ -124,73 +132,73 @@ class _PolicyLevel:
         self._update(name, backlog_quotas=quotas or None)
 
 
-class Namespaces(_PolicyLevel):
-    def __init__(self, log: Log) -> None:
-        self._log = log
+class Namespaces(PolicyLevel):
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
 
     def create(self, name: str) -> None:
         """Create 'tenant/namespace' in an existing tenant."""
-        self._log._metadata_store().create_namespace(NamespaceName.parse(name))
+        self._broker.catalog.metadata.create_namespace(NamespaceName.parse(name))
 
     def list(self, tenant: str | None = None) -> list[str]:
         """Every namespace ('tenant/namespace'), or those of `tenant`."""
         if tenant is not None:
             validate_part(tenant, kind="tenant name")
-        return self._log._metadata_store().namespaces(tenant)
+        return self._broker.catalog.metadata.namespaces(tenant)
 
     def delete(self, name: str) -> None:
         """Delete an empty namespace (NotEmptyError while it has topics; 'public/default' always exists)."""
-        self._log._metadata_store().delete_namespace(NamespaceName.parse(name))
+        self._broker.catalog.metadata.delete_namespace(NamespaceName.parse(name))
 
     def clear_backlog(self, name: str, subscription: str | None = None) -> None:
         """Acknowledge everything on every topic of the namespace, for one subscription or all."""
         prefix = f"{NamespaceName.parse(name)}/"
-        for topic in self._log.list_topics():
+        for topic in self._broker.catalog.topic_names():
             if topic.startswith(prefix):
-                self._log.topic(topic)._clear_backlog(subscription)
+                _clear_backlog(self._broker, self._broker.topic(topic), subscription)
 
     def _read(self, name: str) -> Policies:
-        return self._log._metadata_store().namespace_policies(NamespaceName.parse(name))
+        return self._broker.catalog.metadata.namespace_policies(NamespaceName.parse(name))
 
     def _write(self, name: str, policies: Policies) -> None:
-        self._log._metadata_store().set_namespace_policies(NamespaceName.parse(name), policies)
+        self._broker.catalog.metadata.set_namespace_policies(NamespaceName.parse(name), policies)
 
 
-class Topics(_PolicyLevel):
-    def __init__(self, log: Log) -> None:
-        self._log = log
+class Topics(PolicyLevel):
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
 
     def set_config(self, topic: str, **topic_config: Any) -> None:
         """Change topic settings (segment_size, retention_time, max_partition_size, retention_min_timestamp,
         ...); the rest keep their values. Validated as a whole before anything changes."""
-        self._log._set_topic_config(topic, topic_config)
+        self._broker.set_topic_config(topic, topic_config)
 
     def get_config(self, topic: str) -> dict[str, Any]:
         """Every setting of the topic in force, by camelCase name (segmentSize, retentionTimeMs, ...): sizes in
         bytes, durations in ms, None for off."""
-        return self._log.topic(topic).config.to_admin()
+        return self._broker.topic(topic).config.to_admin()
 
     def stats(self, topic: str) -> dict[str, Any]:
-        return self._log.topic(topic).stats()
+        return topic_stats(self._broker, self._broker.topic(topic))
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
-        return self._log.topic(topic).internal_stats()
+        return internal_stats(self._broker, self._broker.topic(topic))
 
     def explain_retention(self, topic: str) -> dict[str, Any]:
         """Why each segment is kept, or which rule deletes it next and when (see retention.py)."""
-        return self._log.topic(topic).explain_retention()
+        return explain_retention(self._broker, self._broker.topic(topic))
 
     def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
-        self._log.topic(topic)._clear_backlog(subscription)
+        _clear_backlog(self._broker, self._broker.topic(topic), subscription)
 
     def update_partitions(self, topic: str, partitions: int) -> None:
         """Give the topic more partitions, never fewer (pulsar-admin topics update-partitioned-topic); see
         Log.update_partitions (refused while producers or consumers use it)."""
-        self._log.update_partitions(topic, partitions)
+        self._broker.update_partitions(topic, partitions)
 
     def subscriptions(self, topic: str) -> list[str]:
         """The names of the topic's subscriptions, sorted (pulsar-admin topics subscriptions)."""
-        return sorted(self._log.topic(topic).subscriptions())
+        return sorted(self._broker.subscriptions.names(self._broker.topic(topic)))
 
     def create_subscription(self, topic: str, subscription: str,
                             offsets: Mapping[int, int] | str = "latest") -> None:
@@ -198,14 +206,15 @@ class Topics(_PolicyLevel):
         delivered), 'earliest', or with its cursor at `offsets` ({partition: offset}, every partition), as
         pulsar-admin topics create-subscription --messageId does: messages before count as acknowledged.
         AlreadyExistsError if it exists."""
-        t = self._log.topic(topic)
-        if subscription in t.subscriptions():
-            raise AlreadyExistsError(f"subscription {subscription} of {t.name} already exists")
+        t = self._broker.topic(topic)
+        registry = self._broker.subscriptions
+        if subscription in registry.names(t):
+            raise AlreadyExistsError(f"subscription {subscription} of {t} already exists")
         if isinstance(offsets, str) and offsets in ("earliest", "latest"):
-            t.subscribe(subscription, initial_position=offsets).close()
+            registry.release(registry.open(t, subscription, "exclusive", offsets))
             return
-        positions = _cursor_offsets(t, offsets, every_partition=True, written_only=False)
-        t.subscribe(subscription, initial_position="earliest").close()
+        positions = _cursor_offsets(self._broker, t, offsets, every_partition=True, written_only=False)
+        registry.release(registry.open(t, subscription, "exclusive", "earliest"))
         self.reset_cursor(topic, subscription, positions)
 
     def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> None:
@@ -214,7 +223,7 @@ class Topics(_PolicyLevel):
         closed first. Consumers in another process are never closed from here (there is no broker to
         disconnect them): refused even with `force`."""
         t = self._subscribed_topic(topic, subscription)
-        registry = self._log._subscriptions
+        registry = self._broker.subscriptions
         live = registry.live(t, subscription)
         if live is not None and live.consumers:
             if not force:
@@ -228,10 +237,11 @@ class Topics(_PolicyLevel):
     def reset_cursor_to_time(self, topic: str, subscription: str, timestamp: int) -> bool:
         """Move the cursor of every partition to its first message whose timestamp is >= `timestamp` (ms
         since the epoch), as pulsar-admin topics reset-cursor --time does; see reset_cursor."""
-        t = self._log.topic(topic)
+        t = self._broker.topic(topic)
         if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= MAX_OFFSET:
             raise InvalidArgumentError("timestamp", timestamp, f"ms since the epoch, an int from 0 to {MAX_OFFSET}")
-        return self.reset_cursor(topic, subscription, {p: t._start_offset({"timestamp": timestamp}, p)
+        store = self._broker.store
+        return self.reset_cursor(topic, subscription, {p: store.start_offset(t.name, p, {"timestamp": timestamp})
                                                        for p in range(t.partitions)})
 
     def skip(self, topic: str, subscription: str, count: int) -> int:
@@ -249,9 +259,11 @@ class Topics(_PolicyLevel):
         expired in stats. Returns how many were unacknowledged. ConsumerBusyError while another process
         consumes the subscription."""
         t = self._subscribed_topic(topic, subscription)
-        older_than = self._log.clock() - parse_duration(seconds, argument="expire time", unit="s")
+        older_than = self._broker.clock() - parse_duration(seconds, argument="expire time", unit="s")
+        store = self._broker.store
         with self._changing(t, subscription) as changed:
-            return sum(changed.skip_to(p, t._start_offset({"timestamp": max(older_than, 0)}, p), counter="expired")
+            return sum(changed.skip_to(p, store.start_offset(t.name, p, {"timestamp": max(older_than, 0)}),
+                                       counter="expired")
                        for p in range(t.partitions))
 
     def peek_messages(self, topic: str, subscription: str, count: int = 1) -> list[Message]:
@@ -260,31 +272,32 @@ class Topics(_PolicyLevel):
         last persisted (a process consuming it may have acknowledged more since)."""
         t = self._subscribed_topic(topic, subscription)
         _check_count(count)
-        record, live = next((record, live) for name, record, live in self._log._subscriptions.states(t)
+        record, live = next((record, live) for name, record, live in self._broker.subscriptions.states(t)
                             if name == subscription)
         messages: list[Message] = []
         for p in range(t.partitions):
             acks, taken = record.partitions[p].acks, []
-            with t.reader(acks.floor, p) as reader:
+            with self._broker.store.reader(t.name, p, acks.floor, verify_crc=self._broker.config.verify_crc) as reader:
                 while len(taken) < count and (batch := reader.read_messages(count - len(taken))):
                     with reading(live):
                         taken += [m for m in batch if not acks.is_acked(m.offset)]
             messages += taken
         return messages
 
-    def _subscribed_topic(self, topic: str, subscription: str) -> Topic:
+    def _subscribed_topic(self, topic: str, subscription: str) -> TopicRef:
         """The topic, if it has the subscription; NotFoundError naming those it has otherwise."""
-        t = self._log.topic(topic)
-        if subscription not in t.subscriptions():
-            raise NotFoundError(f"subscription {subscription} of {t.name} does not exist (it has "
-                                f"{', '.join(sorted(t.subscriptions())) or 'none'})")
+        t = self._broker.topic(topic)
+        names = self._broker.subscriptions.names(t)
+        if subscription not in names:
+            raise NotFoundError(f"subscription {subscription} of {t} does not exist (it has "
+                                f"{', '.join(sorted(names)) or 'none'})")
         return t
 
     @contextmanager
-    def _changing(self, t: Topic, subscription: str) -> Iterator[Subscription]:
+    def _changing(self, t: TopicRef, subscription: str) -> Iterator[Subscription]:
         """The subscription to change: this process's, or the persisted one, locked meanwhile.
         ConsumerBusyError while another process consumes it: that process owns its cursor."""
-        with self._log._subscriptions.modify(t, subscription) as changed:
+        with self._broker.subscriptions.modify(t, subscription) as changed:
             if changed is None:
                 raise ConsumerBusyError(f"subscription {subscription} of {t.name} is consumed by another "
                                         "process; change it there, or once it stopped")
@@ -308,8 +321,8 @@ class Topics(_PolicyLevel):
     def _move_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int],
                      move: Callable[[Any, int, int], Any], *, written_only: bool) -> bool:
         t = self._subscribed_topic(topic, subscription)
-        positions = _cursor_offsets(t, offsets, every_partition=False, written_only=written_only)
-        with self._log._subscriptions.modify(t, subscription) as live:
+        positions = _cursor_offsets(self._broker, t, offsets, every_partition=False, written_only=written_only)
+        with self._broker.subscriptions.modify(t, subscription) as live:
             if live is None:
                 return False
             for partition, offset in positions.items():
@@ -317,10 +330,10 @@ class Topics(_PolicyLevel):
         return True
 
     def _read(self, name: str) -> Policies:
-        return self._log._metadata_store().topic_policies(TopicName.parse(name))
+        return self._broker.catalog.metadata.topic_policies(TopicName.parse(name))
 
     def _write(self, name: str, policies: Policies) -> None:
-        self._log._metadata_store().set_topic_policies(TopicName.parse(name), policies)
+        self._broker.catalog.metadata.set_topic_policies(TopicName.parse(name), policies)
 
 
 def _check_count(count: Any) -> None:
@@ -328,7 +341,7 @@ def _check_count(count: Any) -> None:
         raise InvalidArgumentError("count", count, "a number of messages, an int >= 1")
 
 
-def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition: bool,
+def _cursor_offsets(broker: Broker, topic: TopicRef, offsets: Mapping[int, int], *, every_partition: bool,
                     written_only: bool) -> dict[int, int]:
     """{partition: offset} checked against the topic: existing partitions, offsets from 0 below the end
     offset where `written_only` (an acknowledged message must exist), else any position (Subscription.seek
@@ -341,9 +354,26 @@ def _cursor_offsets(topic: Topic, offsets: Mapping[int, int], *, every_partition
         raise InvalidArgumentError("offsets", offsets, accepted)
     for partition, offset in offsets.items():
         if partition not in partitions or isinstance(offset, bool) or not isinstance(offset, int) \
-                or not 0 <= offset <= (topic.end_offset(partition) - 1 if written_only else MAX_OFFSET):
+                or not 0 <= offset <= (broker.store.end_offset(topic.name, partition) - 1 if written_only
+                                       else MAX_OFFSET):
             raise InvalidArgumentError("offsets", offsets, accepted)
     return dict(offsets)
 
 
-__all__ = ["Admin"]
+def _clear_backlog(broker: Broker, ref: TopicRef, subscription: str | None) -> None:
+    """Acknowledge every message written so far, on one subscription or all (Pulsar's clear-backlog)."""
+    registry = broker.subscriptions
+    names = registry.names(ref)
+    if subscription is not None and subscription not in names:
+        raise InvalidArgumentError("subscription", subscription, f"a subscription of {ref}: "
+                                   f"{', '.join(names) or 'it has none'}")
+    for name in names if subscription is None else [subscription]:
+        with registry.modify(ref, name) as live:
+            if live is None:
+                raise InvalidArgumentError("subscription", name, "a subscription not consumed by another "
+                                           "process (clear its backlog there)")
+            for partition in range(ref.partitions):
+                live.skip_to(partition, broker.store.end_offset(ref.name, partition))
+
+
+__all__ = ["Admin", "PolicyLevel"]

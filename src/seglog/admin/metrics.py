@@ -3,7 +3,7 @@
 namespace="tenant/ns", topic="persistent://tenant/ns/topic", subscription), so Pulsar's dashboards and
 alerts work unchanged. A topic's partitions are summed into the topic, as the dashboards sum Pulsar's.
 
-A collector reads `topic.stats()` of every topic when scraped, so the figures are the admin API's own."""
+A collector reads the stats of every topic (admin.stats) when scraped, so the figures are the admin API's own."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from seglog.admin.stats import topic_stats
+
 if TYPE_CHECKING:
-    from seglog.log import Log
-    from seglog.topic import Topic
+    from seglog.broker import Broker
+    from seglog.catalog.topics import TopicRef
 
 # Pulsar's `cluster` label. There is no cluster setting yet: once broker.conf has Pulsar's clusterName, the
 # label takes it; until then "standalone", the name a Pulsar standalone broker reports.
@@ -42,28 +44,28 @@ SUBSCRIPTION_GAUGES = (
 )
 
 
-def topic_labels(topic: Topic) -> list[str]:
-    """The values of TOPIC_LABELS for `topic`, as Pulsar writes them."""
-    name = topic.topic_name
+def topic_labels(ref: TopicRef) -> list[str]:
+    """The values of TOPIC_LABELS for a topic, as Pulsar writes them."""
+    name = ref.name
     return [CLUSTER, name.namespace_name, f"persistent://{name}"]  # seglog's topics are all persistent
 
 
-def written_since(topic: Topic, since_ms: int) -> int:
+def written_since(broker: Broker, ref: TopicRef, since_ms: int) -> int:
     """Messages of every partition whose timestamp is at least `since_ms` (by the time index)."""
-    total = 0
-    for partition in range(topic.partitions):
-        with topic.reader({"timestamp": since_ms}, partition) as reader:
-            total += topic.end_offset(partition) - reader.offset
-    return total
+    store = broker.store
+    return sum(store.end_offset(ref.name, p) - store.start_offset(ref.name, p, {"timestamp": since_ms})
+               for p in range(ref.partitions))
 
 
-class LogCollector:
-    def __init__(self, log: Log) -> None:
-        self._log = log
+class BrokerCollector:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
 
     def collect(self) -> Iterator[Metric]:
-        topics = [self._log.topic(name) for name in self._log.list_topics()]
-        stats = [(topic_labels(topic), topic.stats()) for topic in topics]
+        broker = self._broker
+        broker.check_open()
+        topics = [broker.topic(name) for name in broker.catalog.topic_names()]
+        stats = [(topic_labels(ref), topic_stats(broker, ref)) for ref in topics]
         for name, key, text in TOPIC_GAUGES:
             family = GaugeMetricFamily(name, text, labels=TOPIC_LABELS)
             for labels, figures in stats:
@@ -75,10 +77,10 @@ class LogCollector:
                                     labels=TOPIC_LABELS)
         messages_in = CounterMetricFamily("pulsar_in_messages", "Messages written to the topic",
                                           labels=TOPIC_LABELS)
-        window_start = self._log.clock() - RATE_WINDOW_MS
-        for topic, (labels, figures) in zip(topics, stats):
+        window_start = broker.clock() - RATE_WINDOW_MS
+        for ref, (labels, figures) in zip(topics, stats):
             subscriptions.add_metric(labels, len(figures["subscriptions"]))
-            rate_in.add_metric(labels, written_since(topic, window_start) / (RATE_WINDOW_MS / 1000))
+            rate_in.add_metric(labels, written_since(broker, ref, window_start) / (RATE_WINDOW_MS / 1000))
             # offsets start at 0 and are never reused: the end offsets count every message ever written
             messages_in.add_metric(labels, sum(p["endOffset"] for p in figures["partitions"].values()))
         yield from (subscriptions, rate_in, messages_in)
@@ -90,8 +92,8 @@ class LogCollector:
             yield family
 
 
-def prometheus_text(log: Log) -> str:
-    """Every topic's stats of `log` in Prometheus' text exposition format."""
+def prometheus_text(broker: Broker) -> str:
+    """Every topic's stats in Prometheus' text exposition format."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LogCollector(log))
+    registry.register(BrokerCollector(broker))
     return generate_latest(registry).decode()

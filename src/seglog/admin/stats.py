@@ -12,32 +12,35 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from seglog.lifecycle.backlog import partition_backlog
-from seglog.lifecycle.maintenance import acked_until, limits_of
+from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
 from seglog.storage.segment import list_segments
 from seglog.subscriptions.subscription import reading
 
 if TYPE_CHECKING:
-    from seglog.topic import Topic
+    from seglog.broker import Broker
+    from seglog.catalog.topics import TopicRef
+    from seglog.storage.partition_view import PartitionView
+    from seglog.storage.segment_table import SegmentTable
 
 
-def _tables(topic: Topic):
-    views = [topic._segments(p) for p in range(topic.partitions)]
-    return [(view, topic._log._segment_facts(view).table()) for view in views]
+def _tables(broker: Broker, ref: TopicRef) -> list[tuple[PartitionView, SegmentTable]]:
+    views = [broker.store.view(ref.name, p) for p in range(ref.partitions)]
+    return [(view, broker.store.segment_facts(view).table()) for view in views]
 
 
-def physical_size(topic: Topic) -> int:
+def physical_size(broker: Broker, ref: TopicRef) -> int:
     total = 0
-    for partition in range(topic.partitions):
-        directory = topic.partition_directory(partition)
+    for partition in range(ref.partitions):
+        directory = broker.store.partition_directory(ref.name, partition)
         for name in os.listdir(directory) if directory.exists() else ():
             if name.endswith((".log", ".index", ".timeindex")):
                 total += os.stat(directory / name).st_blocks * 512
     return total
 
 
-def _policies(topic: Topic) -> dict[str, Any]:
-    policies = topic.policies()
+def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
+    policies = broker.catalog.policies(ref)
     retention = policies.retention
     quotas = {t: {**q.value.to_admin(), "level": q.level} for t, q in policies.backlog_quotas.items()}
     return {"retention": {**retention.value.to_admin(), "level": retention.level},
@@ -46,12 +49,12 @@ def _policies(topic: Topic) -> dict[str, Any]:
             "backlogQuotas": quotas}
 
 
-def topic_stats(topic: Topic) -> dict[str, Any]:
-    log = topic._log
-    now = log.clock()
-    tables = _tables(topic)
+def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
+    """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage."""
+    now = broker.clock()
+    tables = _tables(broker, ref)
     subscriptions: dict[str, Any] = {}
-    for name, record, live in log._subscriptions.states(topic):
+    for name, record, live in broker.subscriptions.states(ref):
         with reading(live):
             backlogs = [partition_backlog(view, table, cursor.acks)
                         for (view, table), cursor in zip(tables, record.partitions)]
@@ -65,7 +68,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
             "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
             "consumers": [c.name for c in live.consumers] if live is not None else [],
         }
-    policies = topic.policies()
+    policies = broker.catalog.policies(ref)
     slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
     ages = [(s["oldestUnackedMessageAgeSeconds"], n) for n, s in subscriptions.items()
             if s["oldestUnackedMessageAgeSeconds"] is not None]
@@ -74,7 +77,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
     time_quota = policies.backlog_quotas.get("message_age")
     return {
         "storageSize": sum(table.total_size for _, table in tables),
-        "physicalStorageSize": physical_size(topic),
+        "physicalStorageSize": physical_size(broker, ref),
         "backlogSize": slowest_size,
         "msgBacklog": max((s["msgBacklog"] for s in subscriptions.values()), default=0),
         "backlogQuotaLimitSize": size_quota.value.limit if size_quota else -1,
@@ -85,14 +88,15 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
         "partitions": {str(p): {"earliestOffset": table.earliest_offset, "endOffset": table.end_offset,
                                 "storageSize": table.total_size, "segments": len(table)}
                        for p, (_, table) in enumerate(tables)},
-        "policies": _policies(topic),
+        "policies": _policies(broker, ref),
         "subscriptions": subscriptions,
     }
 
 
-def internal_stats(topic: Topic) -> dict[str, Any]:
-    tables = _tables(topic)
-    states = list(topic._log._subscriptions.states(topic))
+def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
+    """Segments and cursors of every partition (Pulsar's stats-internal)."""
+    tables = _tables(broker, ref)
+    states = list(broker.subscriptions.states(ref))
     partitions = {}
     for p, (view, table) in enumerate(tables):
         segments = [{"baseOffset": int(table.bases[i]), "nextOffset": int(table.next_offsets[i]),
@@ -109,20 +113,21 @@ def internal_stats(topic: Topic) -> dict[str, Any]:
                                  "individuallyAcked": acks.individual_count}
         partitions[str(p)] = {"numberOfEntries": table.end_offset - table.earliest_offset,
                               "totalSize": table.total_size, "segments": segments, "cursors": cursors,
-                              "segmentFiles": len(list_segments(view.directory))}
+                              "segmentFiles": len(list_segments(view.directory)),
+                              "spareSegmentReady": broker.store.spare_ready(ref.name, p)}
     return {"partitions": partitions}
 
 
-def explain_retention(topic: Topic) -> dict[str, Any]:
-    log = topic._log
-    now = log.clock()
-    policies = topic.policies()
-    limits = limits_of(topic, policies)
+def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
+    """Why each segment is kept, or which rule deletes it next and when."""
+    now = broker.clock()
+    policies = broker.catalog.policies(ref)
+    limits = limits_of(ref, policies)
     partitions = {}
-    for p, (_, table) in enumerate(_tables(topic)):
-        backlog = acked_until(topic, p, table)
+    for p, (_, table) in enumerate(_tables(broker, ref)):
+        backlog = broker.maintenance.acked_until(ref, p, table)
         partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, backlog)]
-    config = topic.config.to_admin()
-    return {"topic": topic.name, "nowMs": now, "policies": _policies(topic),
+    config = ref.config.to_admin()
+    return {"topic": str(ref), "nowMs": now, "policies": _policies(broker, ref),
             **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
             "partitions": partitions}

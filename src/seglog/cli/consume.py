@@ -18,7 +18,7 @@ from seglog.cli.message_format import FORMATS, FORMATTERS
 from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
 from seglog.cli.output import err, message_count
 from seglog.subscriptions.cursor_file import SUBSCRIPTION_TYPES
-from seglog.subscriptions.subscription import wait_until
+from seglog._wait import wait_until
 from seglog.topic import Topic
 
 CHUNK = 1024  # messages printed at a time: output flows while a long backlog is read

@@ -7,7 +7,6 @@ import click
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
-from seglog.admin.metrics import prometheus_text
 from seglog.readable_size import readable_size
 
 
@@ -28,4 +27,4 @@ def maintenance(data: DataDir) -> None:
 def metrics(data: DataDir) -> None:
     """Every topic's stats in Prometheus text format."""
     with data.open() as log:
-        click.echo(prometheus_text(log), nl=False)
+        click.echo(log.admin.metrics(), nl=False)

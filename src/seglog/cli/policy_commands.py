@@ -19,7 +19,7 @@ from seglog.catalog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, R
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
-    from seglog.admin.api import _PolicyLevel
+    from seglog.admin.api import PolicyLevel
     from seglog.log import Log
 
 
@@ -29,7 +29,7 @@ class PolicyLevel:
     noun: str                                # 'namespace' or 'topic', as the help texts say it
     metavar: str                             # the name argument in usage lines
     parse_name: Callable[[str], str]         # the full name, or InvalidNameError naming what is wrong
-    admin: Callable[[Log], _PolicyLevel]     # log.admin.namespaces or log.admin.topics
+    admin: Callable[[Log], PolicyLevel]     # log.admin.namespaces or log.admin.topics
     fallback: str                            # what applies once a policy is removed, as a clause
 
 

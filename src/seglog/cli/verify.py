@@ -1,4 +1,5 @@
-"""Running seglog.storage.check.check_log with a progress bar over the bytes to read, and listing problems."""
+"""`seglog check`'s work: broker.conf, then every partition (seglog.storage.check.check_log) with a progress bar
+over the bytes to read; and listing problems."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+from seglog.catalog.config import broker_file_problem
 from seglog.storage.check import CheckReport, Problem, check_log, total_log_bytes
 from seglog.cli.output import err
 
@@ -20,6 +22,10 @@ def check_with_progress(path: Path, label: str = "checking") -> tuple[CheckRepor
         task = progress.add_task(label, total=total_log_bytes(path))
         started = time.perf_counter()
         report = check_log(path, progress=lambda n: progress.update(task, advance=n))
+        config_error = broker_file_problem(path)
+        if config_error is not None:
+            report.problems.insert(0, Problem(config_error.path, config_error.lines[0], config_error.reason,
+                                              unit="line"))
         return report, time.perf_counter() - started
 
 

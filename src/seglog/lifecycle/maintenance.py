@@ -15,19 +15,18 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from seglog.lifecycle.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
-from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
-from seglog.storage.lock import WriterLock
 from seglog.catalog.policies import BacklogQuota, EffectivePolicies
+from seglog.catalog.topics import Catalog, TopicRef
+from seglog.clock import Clock
+from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
+from seglog.lifecycle.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
 from seglog.lifecycle.retention import Backlog, Limits, deletable_prefix
-from seglog.storage.segment import LOCK_FILE, delete_segments, refuse_symbolic_links
 from seglog.storage.segment_table import SegmentTable
-from seglog.subscriptions.subscription import reading
+from seglog.storage.store import PartitionStore
+from seglog.subscriptions.subscription import Subscriptions, reading
 
 if TYPE_CHECKING:
-    from seglog.log import Log
     from seglog.storage.partition_view import PartitionView
-    from seglog.topic import Topic
 
 logger = logging.getLogger(__name__)
 
@@ -44,96 +43,112 @@ class MaintenanceReport:
     skipped_partitions: list[tuple[str, int, str]] = field(default_factory=list)  # (topic, partition, why)
 
 
-def limits_of(topic: Topic, policies: EffectivePolicies) -> Limits:
-    config = topic.config
+def limits_of(ref: TopicRef, policies: EffectivePolicies) -> Limits:
+    config = ref.config
     return Limits(policies.retention, config.retention_time, config.max_partition_size,
                   config.retention_min_timestamp)
 
 
-def acked_until(topic: Topic, partition: int, table: SegmentTable) -> Backlog:
-    """How far every subscription of the topic has acknowledged the partition (cursor files of other
-    processes as last persisted: they can only be behind, which keeps more, never less)."""
-    floors = [(record.partitions[partition].acks.floor, name)
-              for name, record, _ in topic._log._subscriptions.states(topic)]
-    if not floors:
-        return Backlog(table.end_offset, None)
-    floor, name = min(floors)
-    return Backlog(floor, name)
+class Maintenance:
+    """The lifecycle rules of one data directory, applied by `run_pass` (and by a quota's eviction at send)."""
 
+    def __init__(self, catalog: Catalog, store: PartitionStore, subscriptions: Subscriptions, clock: Clock) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.subscriptions = subscriptions
+        self.clock = clock
+        self._lock = threading.Lock()  # one pass at a time
 
-def run_pass(log_: Log) -> MaintenanceReport:
-    report = MaintenanceReport()
-    for name in log_.list_topics():
+    def run_pass(self) -> MaintenanceReport:
+        with self._lock:
+            report = MaintenanceReport()
+            for name in self.catalog.topic_names():
+                try:
+                    ref = self.catalog.topic(name)
+                except TopicNotFoundError:  # deleted since it was listed
+                    continue
+                if self.store.fence(ref.name).deleted:  # a deletion in progress (or interrupted: the next open)
+                    continue
+                policies = self.catalog.policies(ref)
+                for partition in range(ref.partitions):
+                    self._maintain_partition(ref, partition, policies, report)
+            return report
+
+    def acked_until(self, ref: TopicRef, partition: int, table: SegmentTable) -> Backlog:
+        """How far every subscription of the topic has acknowledged the partition (cursor files of other
+        processes as last persisted: they can only be behind, which keeps more, never less)."""
+        floors = [(record.partitions[partition].acks.floor, name)
+                  for name, record, _ in self.subscriptions.states(ref)]
+        if not floors:
+            return Backlog(table.end_offset, None)
+        floor, name = min(floors)
+        return Backlog(floor, name)
+
+    def _maintain_partition(self, ref: TopicRef, partition: int, policies: EffectivePolicies,
+                            report: MaintenanceReport) -> None:
         try:
-            topic = log_.topic(name)
-        except TopicNotFoundError:  # deleted since it was listed
-            continue
-        if topic.fence.deleted:  # a deletion in progress (or interrupted: the next open finishes it)
-            continue
-        policies = topic.policies()
-        for partition in range(topic.partitions):
-            _maintain_partition(topic, partition, policies, report)
-    return report
+            view = self.store.view(ref.name, partition)
+        except SymbolicLinkError as error:  # refused, as its writer is: the other partitions are still maintained
+            report.skipped_partitions.append((str(ref), partition, str(error)))
+            return
+        table = self.store.segment_facts(view).table()
+        if not len(table):
+            return
+        now = self.clock()
+        ttl = policies.message_ttl_ms.value
+        if ttl:
+            report.expired += self._skip_older(ref, partition, first_offset_at_or_after(view, table, now - ttl),
+                                               "expired")
+        evicting = [q.value for q in policies.backlog_quotas.values() if q.value.policy == "consumer_backlog_eviction"]
+        if evicting:
+            report.evicted += self.evict(ref, partition, evicting)
+        count = deletable_prefix(table, limits_of(ref, policies), now, self.acked_until(ref, partition, table))
+        if count:
+            self._delete(ref, partition, [int(b) for b in table.bases[:count]], report)
+            report.freed_bytes += int(table.sizes[:count].sum())
+            report.evicted += self._skip_older(ref, partition, int(table.bases[count]), "evicted")
 
+    def _skip_older(self, ref: TopicRef, partition: int, offset: int, counter: str) -> int:
+        """Move every subscription's cursor on `partition` to at least `offset`; count what it skipped
+        unacknowledged on the subscription as `counter` ('expired' or 'evicted')."""
+        total = 0
+        for name, record, _ in list(self.subscriptions.states(ref)):
+            if record.partitions[partition].acks.floor >= offset:
+                continue
+            with self.subscriptions.modify(ref, name) as subscription:
+                if subscription is not None:
+                    total += subscription.skip_to(partition, offset, counter=counter)
+        return total
 
-def _maintain_partition(topic: Topic, partition: int, policies: EffectivePolicies, report: MaintenanceReport) -> None:
-    log_ = topic._log
-    try:
-        view = topic._segments(partition)
-    except SymbolicLinkError as error:  # refused, as its writer is: the other partitions are still maintained
-        report.skipped_partitions.append((topic.name, partition, str(error)))
-        return
-    table = log_._segment_facts(view).table()
-    if not len(table):
-        return
-    now = log_.clock()
-    ttl = policies.message_ttl_ms.value
-    if ttl:
-        report.expired += _skip_older(topic, partition, first_offset_at_or_after(view, table, now - ttl), "expired")
-    evicting = [q.value for q in policies.backlog_quotas.values() if q.value.policy == "consumer_backlog_eviction"]
-    if evicting:
-        report.evicted += evict(topic, partition, table, evicting, now)
-    limits = limits_of(topic, policies)
-    count = deletable_prefix(table, limits, now, acked_until(topic, partition, table))
-    if count:
-        _delete(topic, partition, [int(b) for b in table.bases[:count]], report)
-        report.freed_bytes += int(table.sizes[:count].sum())
-        report.evicted += _skip_older(topic, partition, int(table.bases[count]), "evicted")
+    def evict(self, ref: TopicRef, partition: int, quotas: list[BacklogQuota], incoming: int = 0) -> int:
+        """consumer_backlog_eviction: the cursors at or over any of `quotas` skip their oldest messages, far
+        enough for all of them. `incoming`: the bytes of a send about to be written, which must find room
+        below a size limit."""
+        view = self.store.view(ref.name, partition)
+        table = self.store.segment_facts(view).table()
+        now = self.clock()
+        evicted = 0
+        for name, record, live in list(self.subscriptions.states(ref)):
+            with reading(live):
+                backlog = partition_backlog(view, table, record.partitions[partition].acks)
+            targets = [_eviction_target(view, table, backlog, quota, now, incoming) for quota in quotas]
+            target = max((t for t in targets if t is not None), default=None)
+            if target is None:
+                continue
+            with self.subscriptions.modify(ref, name) as subscription:
+                if subscription is not None:
+                    evicted += subscription.skip_to(partition, target, counter="evicted")
+        return evicted
 
-
-def _skip_older(topic: Topic, partition: int, offset: int, counter: str) -> int:
-    """Move every subscription's cursor on `partition` to at least `offset`; count what it skipped
-    unacknowledged on the subscription as `counter` ('expired' or 'evicted')."""
-    total = 0
-    registry = topic._log._subscriptions
-    for name, record, _ in list(registry.states(topic)):
-        if record.partitions[partition].acks.floor >= offset:
-            continue
-        with registry.modify(topic, name) as subscription:
-            if subscription is not None:
-                total += subscription.skip_to(partition, offset, counter=counter)
-    return total
-
-
-def evict(topic: Topic, partition: int, table: SegmentTable, quotas: list[BacklogQuota], now: int,
-          incoming: int = 0) -> int:
-    """consumer_backlog_eviction: the cursors at or over any of `quotas` skip their oldest messages, far
-    enough for all of them. `incoming`: the bytes of a send about to be written, which must find room below
-    a size limit."""
-    view = topic._segments(partition)
-    evicted = 0
-    registry = topic._log._subscriptions
-    for name, record, live in list(registry.states(topic)):
-        with reading(live):
-            backlog = partition_backlog(view, table, record.partitions[partition].acks)
-        targets = [_eviction_target(view, table, backlog, quota, now, incoming) for quota in quotas]
-        target = max((t for t in targets if t is not None), default=None)
-        if target is None:
-            continue
-        with registry.modify(topic, name) as subscription:
-            if subscription is not None:
-                evicted += subscription.skip_to(partition, target, counter="evicted")
-    return evicted
+    def _delete(self, ref: TopicRef, partition: int, bases: list[int], report: MaintenanceReport) -> None:
+        try:
+            deleted = self.store.delete_segments(ref.name, partition, bases)
+        except (PartitionLockedError, SymbolicLinkError) as error:
+            report.skipped_partitions.append((str(ref), partition, str(error)))
+            return
+        for base in deleted:
+            report.deleted_segments.append((str(ref), partition, base))
+            logger.info("%s partition %d: deleted segment %d", ref, partition, base)
 
 
 def _eviction_target(view: PartitionView, table: SegmentTable, backlog: PartitionBacklog, quota: BacklogQuota,
@@ -149,52 +164,31 @@ def _eviction_target(view: PartitionView, table: SegmentTable, backlog: Partitio
     return None
 
 
-def _delete(topic: Topic, partition: int, bases: list[int], report: MaintenanceReport) -> None:
-    log_ = topic._log
-    directory = topic.partition_directory(partition)
-    writer = log_._writers.get((topic.name, partition))
-    if writer is not None:
-        with writer.write_lock:
-            bases = [b for b in bases if b != writer.active.base_offset]
-            delete_segments(directory, bases)
-    else:
-        try:
-            refuse_symbolic_links(directory)
-            lock = WriterLock(directory / LOCK_FILE)
-        except (PartitionLockedError, SymbolicLinkError) as error:
-            report.skipped_partitions.append((topic.name, partition, str(error)))
-            return
-        try:
-            delete_segments(directory, bases)
-        finally:
-            lock.release()
-    for base in bases:
-        report.deleted_segments.append((topic.name, partition, base))
-        logger.info("%s partition %d: deleted segment %d", topic.name, partition, base)
-
-
 class Housekeeper:
     """A daemon thread: persists changed cursors every `cursor_persist_interval` and runs the maintenance
     pass every `maintenance_interval` (the first one interval after open)."""
 
-    def __init__(self, log_: Log) -> None:
-        self._log = log_
+    def __init__(self, maintenance: Maintenance, *, cursor_persist_interval_ms: int,
+                 maintenance_interval_ms: int) -> None:
+        self._maintenance = maintenance
+        self._persist_interval = cursor_persist_interval_ms / 1000
+        self._pass_interval = maintenance_interval_ms / 1000
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="seglog-housekeeper", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        config = self._log.config
-        next_pass = time.monotonic() + config.maintenance_interval / 1000
-        while not self._stop.wait(config.cursor_persist_interval / 1000):
+        maintenance = self._maintenance
+        next_pass = time.monotonic() + self._pass_interval
+        while not self._stop.wait(self._persist_interval):
             try:
-                self._log._subscriptions.persist_dirty()
-                self._log._policies_changed()  # another process may have changed them
+                maintenance.subscriptions.persist_dirty()
+                maintenance.catalog.policies_changed()  # another process may have changed them
                 if time.monotonic() >= next_pass:
-                    self._log.run_maintenance()
-                    next_pass = time.monotonic() + config.maintenance_interval / 1000
+                    maintenance.run_pass()
+                    next_pass = time.monotonic() + self._pass_interval
             except Exception:  # keep the thread alive; the next round tries again
-                logger.exception("%s: background maintenance failed", self._log.path)
+                logger.exception("%s: background maintenance failed", maintenance.store.path)
 
     def stop(self) -> None:
         self._stop.set()

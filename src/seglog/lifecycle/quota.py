@@ -21,18 +21,18 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
-from seglog.lifecycle.backlog import partition_backlog
-from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
-from seglog.lifecycle.maintenance import evict
+from seglog._wait import wait_until
 from seglog.catalog.policies import BacklogQuota
-from seglog.subscriptions.subscription import reading, wait_until
+from seglog.catalog.topics import Catalog, TopicRef
+from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
+from seglog.lifecycle.backlog import partition_backlog
+from seglog.lifecycle.maintenance import Maintenance
+from seglog.subscriptions.subscription import reading
 from seglog.units import format_duration, format_size
 
-if TYPE_CHECKING:
-    from seglog.producer import Producer
-    from seglog.topic import Topic
+QuotaGate = Callable[[bool], None]  # a producer's: armed (True) while its topic has backlog quotas
 
 
 @dataclass
@@ -46,21 +46,24 @@ class _PartitionState:
 class QuotaGuard:
     """The backlog quotas of one topic, checked by its producers before each send."""
 
-    def __init__(self, topic: Topic) -> None:
-        self.topic = topic
+    def __init__(self, ref: TopicRef, catalog: Catalog, maintenance: Maintenance) -> None:
+        self.ref = ref
+        self._catalog = catalog
+        self._maintenance = maintenance
+        self._store, self._subscriptions, self._clock = maintenance.store, maintenance.subscriptions, maintenance.clock
+        self.fence = self._store.fence(ref.name)
         self._lock = threading.Lock()
         self._quotas: list[BacklogQuota] = []
-        self._producers: weakref.WeakSet[Producer] = weakref.WeakSet()
-        self._states = [_PartitionState() for _ in range(topic.partitions)]
+        self._gates: list[weakref.WeakMethod[QuotaGate]] = []  # the producers' (they may be dropped unclosed)
+        self._states = [_PartitionState() for _ in range(ref.partitions)]
         self._last: tuple = (0, None, None)  # (largest backlog bytes, its subscription, (oldest ts, its subscription))
 
     def check(self, partition: int, nbytes: int, send_timeout: float, write_queued: Callable[[], object]) -> None:
         """Return if `partition` may take `nbytes` more stored bytes now; else apply the quota's policy: raise
         (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict. Before the
         backlog is computed again, `write_queued` writes what send() queued on the partition."""
-        log = self.topic._log
         state = self._states[partition]
-        if state.refusal is None and state.margin > nbytes and log.clock() < state.age_deadline:
+        if state.refusal is None and state.margin > nbytes and self._clock() < state.age_deadline:
             state.margin -= nbytes
             return
         write_queued()
@@ -79,22 +82,24 @@ class QuotaGuard:
         raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
                                        f"{send_timeout:g} s (policy producer_request_hold)")
 
-    def register(self, producer: Producer) -> None:
-        self._producers.add(producer)
-        self._set_gate(producer)
+    def register(self, gate: QuotaGate) -> None:
+        """Arm `gate` (a bound method of a producer) now and whenever the topic's quotas change."""
+        with self._lock:
+            self._gates = [g for g in self._gates if g() is not None] + [weakref.WeakMethod(gate)]
+            armed = bool(self._quotas)
+        gate(armed)
 
     def refresh(self) -> None:
         """Read the topic's quotas again and arm or disarm its producers' gates."""
         with self._lock:
-            quotas = [q.value for q in self.topic.policies().backlog_quotas.values()]
+            quotas = [q.value for q in self._catalog.policies(self.ref).backlog_quotas.values()]
             if quotas != self._quotas:
                 self._quotas = quotas
-                self._states = [_PartitionState() for _ in range(self.topic.partitions)]
-        for producer in list(self._producers):
-            self._set_gate(producer)
-
-    def _set_gate(self, producer: Producer) -> None:
-        producer._quota_gate = producer._check_message_quota if self._quotas else None
+                self._states = [_PartitionState() for _ in range(self.ref.partitions)]
+            gates = [g() for g in self._gates]
+        for gate in gates:
+            if gate is not None:
+                gate(bool(quotas))
 
     def _admit_locked(self, partition: int, nbytes: int) -> BacklogQuota | None:
         with self._lock:
@@ -111,16 +116,15 @@ class QuotaGuard:
     def _evaluate(self, partition: int, nbytes: int) -> BacklogQuota | None:
         """The quota the partition is at or over with `nbytes` more (None if below all), updating the
         partition's state."""
-        topic, log = self.topic, self.topic._log
         state = self._states[partition]
-        states = list(log._subscriptions.states(topic))
+        states = list(self._subscriptions.states(self.ref))
         cursors = tuple((name, r.partitions[partition].acks.floor, r.partitions[partition].acks.individual_count)
                         for name, r, _ in states)
-        now = log.clock()
+        now = self._clock()
         if state.refusal is not None and cursors == state.cursors:  # refused since, and no cursor moved
             return self._over(state, now, nbytes)
-        view = topic._segments(partition)
-        table = log._segment_facts(view).table()
+        view = self._store.view(self.ref.name, partition)
+        table = self._store.segment_facts(view).table()
         largest, oldest, slowest = 0, None, None
         for name, record, live in states:
             with reading(live):
@@ -145,13 +149,13 @@ class QuotaGuard:
         largest, slowest, oldest = self._last
         for quota in self._quotas:
             if quota.type == "destination_storage" and state.margin <= nbytes:
-                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {slowest!r} has a "
+                state.refusal = (f"backlog quota exceeded on {self.ref}: subscription {slowest!r} has a "
                                  f"backlog of {largest:,} bytes, and this send of {nbytes:,} bytes would take it "
                                  f"to {largest + nbytes:,}, at or above the destination_storage limit of "
                                  f"{format_size(quota.limit)} ({quota.limit:,} bytes)")
                 return quota
             if quota.type == "message_age" and oldest is not None and now >= state.age_deadline:
-                state.refusal = (f"backlog quota exceeded on {self.topic.name}: subscription {oldest[1]!r} has an "
+                state.refusal = (f"backlog quota exceeded on {self.ref}: subscription {oldest[1]!r} has an "
                                  f"unacknowledged message {format_duration(now - oldest[0])} old, at or above "
                                  f"the message_age limit of {format_duration(quota.limit)}")
                 return quota
@@ -159,7 +163,40 @@ class QuotaGuard:
         return None
 
     def _evict(self, partition: int, quota: BacklogQuota, incoming: int) -> None:
-        topic = self.topic
-        table = topic._log._segment_facts(topic._segments(partition)).table()
-        evict(topic, partition, table, [quota], topic._log.clock(), incoming)
+        self._maintenance.evict(self.ref, partition, [quota], incoming)
         self._states[partition] = _PartitionState()
+
+
+class QuotaGuards:
+    """The quota guard of each topic this process produces to, re-armed whenever policies change."""
+
+    def __init__(self, catalog: Catalog, maintenance: Maintenance) -> None:
+        self._catalog = catalog
+        self._maintenance = maintenance
+        self._guards: dict[str, QuotaGuard] = {}
+        self._lock = threading.Lock()
+        catalog.on_policies_changed(self.refresh)
+
+    def guard(self, ref: TopicRef) -> QuotaGuard:
+        """The topic's guard (made again when the topic grew)."""
+        with self._lock:
+            guard = self._guards.get(str(ref))
+            if guard is not None and guard.ref.partitions == ref.partitions:
+                return guard
+            guard = self._guards[str(ref)] = QuotaGuard(ref, self._catalog, self._maintenance)
+        guard.refresh()
+        return guard
+
+    def refresh(self) -> None:
+        """Policies or topic settings changed (here, or seen from another process): re-arm the quotas."""
+        with self._lock:
+            guards = list(self._guards.items())
+        for name, guard in guards:
+            if guard.fence.deleted:  # by another process
+                self.forget(name)
+            else:
+                guard.refresh()
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._guards.pop(name, None)

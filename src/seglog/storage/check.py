@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from seglog.catalog.config import broker_file_problem
 from seglog.errors import PartitionLockedError, SymbolicLinkError
 from seglog.storage.lock import WriterLock, writer_locks
 from seglog.storage.segment import (
@@ -132,11 +131,8 @@ def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
 
 
 def check_log(data_directory: Path, progress: Callable[[int], None] | None = None) -> CheckReport:
-    """Verify the data directory's broker.conf and every partition; nothing is changed."""
+    """Verify every partition of the data directory; nothing is changed."""
     report = CheckReport()
-    config_error = broker_file_problem(Path(data_directory))
-    if config_error is not None:
-        report.problems.append(Problem(config_error.path, config_error.lines[0], config_error.reason, unit="line"))
     for directory in partition_directories(data_directory):
         check_partition(directory, report, progress)
     return report

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 
 from seglog._core import _format
@@ -24,7 +24,6 @@ from seglog._core._mapping import Mapping
 from seglog._core._writer import BatchSource
 from seglog.storage.batch import make_source
 from seglog.clock import Clock
-from seglog.catalog.config import TopicConfig
 from seglog.errors import TopicNotFoundError
 from seglog.storage.fence import TopicFence
 from seglog.storage.linger import LingerFlusher
@@ -225,6 +224,11 @@ class SpareMaker:
             except OSError as error:  # an optimisation: the next roll makes its segment itself, as without
                 logger.info("%s: no spare segment (%s)", self._directory, error)
 
+    @property
+    def ready(self) -> bool:
+        """A spare is made and waits for the next roll."""
+        return self._spare is not None
+
     def take(self) -> SpareSegment | None:
         """The spare for a roll: None if none is ready, or if it is not the size a new segment has now (the
         topic's settings changed: it is discarded)."""
@@ -270,11 +274,25 @@ def unmap_in_background(mapped: Mapping, prefaulter: Prefaulter) -> None:
         close_map(mapped)
 
 
+class WriterSettings(Protocol):
+    """The topic settings a writer follows (catalog.config.TopicConfig has them), read at each write."""
+    @property
+    def segment_size(self) -> int: ...
+    @property
+    def segment_max_messages(self) -> int | None: ...
+    @property
+    def segment_roll_time(self) -> int | None: ...
+    @property
+    def fsync_interval_ms(self) -> int | None: ...
+    @property
+    def log_append_time(self) -> bool: ...
+
+
 class PartitionWriter:
     """Appends to one partition. One per partition per process (the Log shares it among producers);
     holding it holds the partition's writer lock."""
 
-    def __init__(self, directory: Path, partition: int, config: TopicConfig, clock: Clock,
+    def __init__(self, directory: Path, partition: int, config: WriterSettings, clock: Clock,
                  background: LingerFlusher, fence: TopicFence) -> None:
         fence.check()
         refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
@@ -308,6 +326,11 @@ class PartitionWriter:
         self._lingering: tuple[int, float] = (-1, 0.0)  # (batch, due) of the last batch that asked to linger
         self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
         self.closed = False
+
+    @property
+    def spare_ready(self) -> bool:
+        """The next segment is made ahead and waits for the roll (SpareMaker)."""
+        return self._spares.ready
 
     @property
     def end_offset(self) -> int:

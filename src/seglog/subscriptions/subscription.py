@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import os
 import threading
-import time
 from collections import deque
 from contextlib import AbstractContextManager, nullcontext
 from contextlib import ExitStack
@@ -40,13 +39,15 @@ from seglog.errors import ConsumerBusyError, InvalidArgumentError, OffsetOutOfRa
 from seglog.subscriptions.key_shared import HashRing, key_slots
 from seglog.storage.lock import WriterLock
 from seglog.names import validate_subscription_name
-from seglog.reader import Reader
+from seglog.catalog.topics import TopicRef
+from seglog.names import TopicName
+from seglog.storage.reader import Reader
 from seglog.storage.partition_view import SegmentView
 
 if TYPE_CHECKING:
+    from seglog.clock import Clock
     from seglog.consumer import Consumer
-    from seglog.log import Log
-    from seglog.topic import Topic
+    from seglog.storage.store import PartitionStore
 
 
 
@@ -115,18 +116,20 @@ class Subscription:
     of those GIL-free loops (AckSetBusyError, nothing changed), and then they wait for `mutex`, which the
     loop's thread holds, and try again (ack_holding_mutex)."""
 
-    def __init__(self, registry: Subscriptions, topic: Topic, name: str, record: CursorRecord, lock: WriterLock,
+    def __init__(self, registry: Subscriptions, ref: TopicRef, name: str, record: CursorRecord, lock: WriterLock,
                  path: Path) -> None:
         self.registry = registry
-        self.topic = topic
+        self.ref = ref
+        self.fence = registry.store.fence(ref.name)
         self.name = name
         self.record = record
         self.path = path
-        self._lock = lock
+        self.lock = lock  # the cursor file's lock: this process consumes the subscription while it holds it
         self.mutex = threading.RLock()
         self.consumers: list[Consumer] = []
         self.cursors = record.partitions
-        self.dispatch = [PartitionDispatch(topic.reader(c.acks.floor, partition=p))
+        self.dispatch = [PartitionDispatch(registry.store.reader(ref.name, p, c.acks.floor,
+                                                                 verify_crc=registry.verify_crc))
                          for p, c in enumerate(self.cursors)]
         self._next_partition = 0
         self._nack_sequence = 0
@@ -143,10 +146,10 @@ class Subscription:
     def attach(self, consumer: Consumer, subscription_type: str) -> None:
         with self.mutex:
             if self.consumers and subscription_type != self.type:
-                raise ConsumerBusyError(f"subscription {self.name!r} of {self.topic.name} is {self.type} and has "
+                raise ConsumerBusyError(f"subscription {self.name!r} of {self.ref} is {self.type} and has "
                                         f"consumers; a {subscription_type} consumer cannot join it")
             if self.type == "exclusive" and self.consumers:
-                raise ConsumerBusyError(f"exclusive subscription {self.name!r} of {self.topic.name} already has "
+                raise ConsumerBusyError(f"exclusive subscription {self.name!r} of {self.ref} already has "
                                         f"a consumer ({self.consumers[0].name!r})")
             if subscription_type != self.type:  # no consumers: the type may change, as in Pulsar
                 self.record.subscription_type = subscription_type
@@ -192,11 +195,11 @@ class Subscription:
     # dispatch
 
     def next_delivery(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
-        self.topic.fence.check()
+        self.fence.check()
         """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
         none now. Each is pending on the consumer until acknowledged."""
         with self.mutex:
-            now = self.topic._log.clock()
+            now = self.registry.clock()
             self._expire_pending(now)
             if consumer.joined_at is not None:
                 self._release_held(consumer)
@@ -346,7 +349,7 @@ class Subscription:
         with self.mutex:
             self._nack_sequence += 1
             heapq.heappush(self.dispatch[partition].nacked,
-                           (self.topic._log.clock() + delay_ms, self._nack_sequence, offsets))
+                           (self.registry.clock() + delay_ms, self._nack_sequence, offsets))
 
     # acknowledgements
 
@@ -380,7 +383,7 @@ class Subscription:
         """The partition's oldest segments were deleted under the cursor: move it to the new earliest
         offset, counting the unacknowledged messages it lost as evicted."""
         with self.mutex:
-            view = self.topic._segments(partition)
+            view = self.registry.store.view(self.ref.name, partition)
             view.rescan()
             self.skip_to(partition, view.earliest_offset(), counter="evicted")
 
@@ -405,7 +408,7 @@ class Subscription:
         (pulsar-admin topics skip); returns how many."""
         with self.mutex:
             acks = self.cursors[partition].acks
-            end = self.topic.end_offset(partition)
+            end = self.registry.store.end_offset(self.ref.name, partition)
             start, skipped = acks.floor, 0
             while skipped < count and start < end:
                 stop = min(end, start + count - skipped)  # at most the messages still to skip
@@ -423,7 +426,7 @@ class Subscription:
     def seek(self, partition: int, offset: int) -> None:
         """Reset the cursor: everything before `offset` acknowledged, everything from it on not. An offset
         past the partition's end is its end, as in Pulsar: the next message written is the next delivered."""
-        offset = min(offset, self.topic.end_offset(partition))
+        offset = min(offset, self.registry.store.end_offset(self.ref.name, partition))
         with self.mutex:
             self.cursors[partition].acks = AckSet(offset)
             dispatch = self.dispatch[partition]
@@ -436,12 +439,12 @@ class Subscription:
 
     def persist(self) -> None:
         with self.mutex:
-            if self.topic.fence.deleted:  # its files went with the topic (or are a new topic's now)
+            if self.fence.deleted:  # its files went with the topic (or are a new topic's now)
                 self.dirty = False
                 return
             self.dirty = False  # before the save: an ack during it (it takes no mutex) marks it dirty again
             try:
-                save(self.path, self.record, fsync=self.topic.config.fsync != "never")
+                save(self.path, self.record, fsync=self.ref.config.fsync != "never")
             except BaseException:
                 self.dirty = True
                 raise
@@ -455,49 +458,52 @@ class Subscription:
                 self.persist()
             finally:
                 self.closed = True
-                self._lock.release()
+                self.lock.release()
 
 
 class Subscriptions:
     """The subscriptions of a log: their files, and those this process consumes."""
 
-    def __init__(self, log: Log) -> None:
-        self._log = log
+    def __init__(self, root: Path, store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
+        self.root = root  # subscriptions/ of the data directory
+        self.store = store
+        self.clock = clock
+        self.verify_crc = verify_crc  # dispatch checks each batch's CRC32C
         self._open: dict[tuple[str, str], Subscription] = {}
         self._lock = threading.RLock()
         self._file_cache: dict[str, tuple[tuple[int, int], CursorRecord]] = {}
 
-    def directory(self, topic: Topic) -> Path:
-        return self._log.path.joinpath("subscriptions", *topic.topic_name.path_parts())
+    def directory(self, name: TopicName) -> Path:
+        return self.root.joinpath(*name.path_parts())
 
-    def names(self, topic: Topic) -> list[str]:
-        return subscription_names(self.directory(topic))
+    def names(self, ref: TopicRef) -> list[str]:
+        return subscription_names(self.directory(ref.name))
 
-    def open(self, topic: Topic, name: str, subscription_type: str, initial_position: str) -> Subscription:
-        """This process's Subscription `name` of `topic`, created (at `initial_position`) if new."""
-        topic.fence.check()
+    def open(self, ref: TopicRef, name: str, subscription_type: str, initial_position: str) -> Subscription:
+        """This process's Subscription `name` of the topic, created (at `initial_position`) if new."""
+        self.store.fence(ref.name).check()
         validate_subscription_name(name)
         if subscription_type not in SUBSCRIPTION_TYPES:
             raise InvalidArgumentError("subscription_type", subscription_type, ", ".join(map(repr, SUBSCRIPTION_TYPES)))
         if initial_position not in ("earliest", "latest"):
             raise InvalidArgumentError("initial_position", initial_position, "'earliest' or 'latest'")
         with self._lock:
-            key = (topic.name, name)
+            key = (str(ref), name)
             subscription = self._open.get(key)
             if subscription is not None and not subscription.closed:
                 return subscription
-            directory = self.directory(topic)
+            directory = self.directory(ref.name)
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / f"{name}{CURSOR_SUFFIX}"
-            lock = WriterLock(directory / f"{name}{LOCK_SUFFIX}", busy=_subscription_busy(topic.name, name))
+            lock = WriterLock(directory / f"{name}{LOCK_SUFFIX}", busy=_subscription_busy(str(ref), name))
             try:
                 if path.exists():
                     record = load(path)
                 else:
-                    record = self._new_record(topic, subscription_type, initial_position)
-                    save(path, record, fsync=topic.config.fsync != "never")
-                grown = cover_new_partitions(record, topic)
-                subscription = Subscription(self, topic, name, record, lock, path)
+                    record = self._new_record(ref, subscription_type, initial_position)
+                    save(path, record, fsync=ref.config.fsync != "never")
+                grown = self._cover_new_partitions(record, ref)
+                subscription = Subscription(self, ref, name, record, lock, path)
                 subscription.dirty = grown
             except BaseException:
                 lock.release()
@@ -505,23 +511,30 @@ class Subscriptions:
             self._open[key] = subscription
             return subscription
 
-    def _new_record(self, topic: Topic, subscription_type: str, initial_position: str) -> CursorRecord:
-        record = CursorRecord(subscription_type, self._log.clock())
-        for partition in range(topic.partitions):
-            start = topic.end_offset(partition) if initial_position == "latest" else topic.earliest_offset(partition)
-            record.partitions.append(PartitionCursor(AckSet(start)))
+    def _new_record(self, ref: TopicRef, subscription_type: str, initial_position: str) -> CursorRecord:
+        record = CursorRecord(subscription_type, self.clock())
+        start = self.store.end_offset if initial_position == "latest" else self.store.earliest_offset
+        record.partitions.extend(PartitionCursor(AckSet(start(ref.name, p))) for p in range(ref.partitions))
         return record
 
-    def live(self, topic: Topic, name: str) -> Subscription | None:
-        subscription = self._open.get((topic.name, name))
+    def _cover_new_partitions(self, record: CursorRecord, ref: TopicRef) -> bool:
+        """Give a cursor saved before partitions were added to the topic (log.update_partitions) a position
+        on each new one: its earliest offset, so everything written there is unacknowledged, as in Pulsar.
+        Returns whether any was added (the record then needs saving)."""
+        added = range(len(record.partitions), ref.partitions)
+        record.partitions.extend(PartitionCursor(AckSet(self.store.earliest_offset(ref.name, p))) for p in added)
+        return bool(added)
+
+    def live(self, ref: TopicRef, name: str) -> Subscription | None:
+        subscription = self._open.get((str(ref), name))
         return subscription if subscription is not None and not subscription.closed else None
 
-    def states(self, topic: Topic) -> Iterator[tuple[str, CursorRecord, Subscription | None]]:
-        """Every subscription of `topic` with its cursor state: live for those consumed in this process,
+    def states(self, ref: TopicRef) -> Iterator[tuple[str, CursorRecord, Subscription | None]]:
+        """Every subscription of the topic with its cursor state: live for those consumed in this process,
         else as last persisted (read again only when the file changed)."""
-        directory = str(self.directory(topic))  # plain strings: a pass reads every cursor file's status
+        directory = str(self.directory(ref.name))  # plain strings: a pass reads every cursor file's status
         for name in subscription_names(directory):
-            live = self.live(topic, name)
+            live = self.live(ref, name)
             if live is not None:
                 yield name, live.record, live
                 continue
@@ -534,21 +547,21 @@ class Subscriptions:
             cached = self._file_cache.get(path)
             if cached is None or cached[0] != identity:
                 cached = self._file_cache[path] = (identity, load(Path(path)))
-            cover_new_partitions(cached[1], topic)
+            self._cover_new_partitions(cached[1], ref)
             yield name, cached[1], None
 
-    def modify(self, topic: Topic, name: str):
+    def modify(self, ref: TopicRef, name: str) -> AbstractContextManager[Subscription | None]:
         """A context manager giving a subscription to change (TTL, eviction, clear-backlog): this process's
         live one, or the persisted one locked, loaded and saved afterwards. Gives None when another
         process consumes it (that process applies the rules itself)."""
-        return _Modify(self, topic, name)
+        return _Modify(self, ref, name)
 
     def release(self, subscription: Subscription) -> None:
         """Persist and unlock a subscription this process no longer consumes."""
         with self._lock:
             subscription.close()
-            if self._open.get((subscription.topic.name, subscription.name)) is subscription:
-                del self._open[(subscription.topic.name, subscription.name)]
+            if self._open.get((str(subscription.ref), subscription.name)) is subscription:
+                del self._open[(str(subscription.ref), subscription.name)]
 
     def persist_dirty(self) -> None:
         with self._lock:
@@ -560,7 +573,7 @@ class Subscriptions:
         with self._lock:
             with subscription.mutex:
                 if subscription.consumers:
-                    raise ConsumerBusyError(f"subscription {subscription.name!r} of {subscription.topic.name} "
+                    raise ConsumerBusyError(f"subscription {subscription.name!r} of {subscription.ref} "
                                             f"still has {len(subscription.consumers)} consumer(s)")
                 self._remove(subscription)
 
@@ -574,35 +587,35 @@ class Subscriptions:
         """Delete a subscription's files, its lock file last, while holding its lock (caller holds _lock)."""
         subscription.closed = True
         subscription.path.unlink(missing_ok=True)
-        subscription._lock.remove_and_release()
-        self._open.pop((subscription.topic.name, subscription.name), None)
+        subscription.lock.remove_and_release()
+        self._open.pop((str(subscription.ref), subscription.name), None)
 
-    def claim_all(self, topic: Topic, locks: ExitStack) -> list[str]:
-        """The names of `topic`'s subscriptions that have consumers, in this process or another; the locks
+    def claim_all(self, ref: TopicRef, locks: ExitStack) -> list[str]:
+        """The names of the topic's subscriptions that have consumers, in this process or another; the locks
         of the others are taken into `locks`, so none gets a consumer while the caller holds them."""
         consumed = []
-        for name in self.names(topic):
-            live = self.live(topic, name)
+        for name in self.names(ref):
+            live = self.live(ref, name)
             if live is not None:
                 if live.consumers:
                     consumed.append(name)
                 continue
             try:
-                lock = WriterLock(self.directory(topic) / f"{name}{LOCK_SUFFIX}",
-                                  busy=_subscription_busy(topic.name, name))
+                lock = WriterLock(self.directory(ref.name) / f"{name}{LOCK_SUFFIX}",
+                                  busy=_subscription_busy(str(ref), name))
             except ConsumerBusyError:
                 consumed.append(name)
             else:
                 locks.callback(lock.release)
         return consumed
 
-    def forget_topic(self, topic: Topic) -> None:
+    def forget_topic(self, name: TopicName) -> None:
         """Close this process's subscriptions of a topic being deleted (their files go with it)."""
         with self._lock:
-            for key in [k for k in self._open if k[0] == topic.name]:
+            for key in [k for k in self._open if k[0] == str(name)]:
                 subscription = self._open.pop(key)
                 subscription.closed = True
-                subscription._lock.release()
+                subscription.lock.release()
 
     def close(self) -> None:
         with self._lock:
@@ -613,19 +626,19 @@ class Subscriptions:
 
 
 class _Modify:
-    def __init__(self, registry: Subscriptions, topic: Topic, name: str) -> None:
-        self.registry, self.topic, self.name = registry, topic, name
+    def __init__(self, registry: Subscriptions, ref: TopicRef, name: str) -> None:
+        self.registry, self.ref, self.name = registry, ref, name
         self._lock: WriterLock | None = None
         self._subscription: Subscription | None = None
 
     def __enter__(self) -> Subscription | None:
-        live = self.registry.live(self.topic, self.name)
+        live = self.registry.live(self.ref, self.name)
         if live is not None:
             return live
-        if self.name not in self.registry.names(self.topic):
+        if self.name not in self.registry.names(self.ref):
             return None
         try:
-            self._subscription = self.registry.open(self.topic, self.name, "exclusive", "earliest")
+            self._subscription = self.registry.open(self.ref, self.name, "exclusive", "earliest")
         except ConsumerBusyError:
             return None
         return self._subscription
@@ -633,15 +646,6 @@ class _Modify:
     def __exit__(self, *exc: object) -> None:
         if self._subscription is not None:
             self.registry.release(self._subscription)
-
-
-def cover_new_partitions(record: CursorRecord, topic: Topic) -> bool:
-    """Give a cursor saved before partitions were added to the topic (log.update_partitions) a position on
-    each new one: its earliest offset, so everything written there is unacknowledged, as in Pulsar. Returns
-    whether any was added (the record then needs saving)."""
-    added = range(len(record.partitions), topic.partitions)
-    record.partitions.extend(PartitionCursor(AckSet(topic.earliest_offset(p))) for p in added)
-    return bool(added)
 
 
 def _subscription_busy(topic: str, name: str):
@@ -657,21 +661,3 @@ def reading(subscription: Subscription | None) -> AbstractContextManager:
     backlog, the acknowledged ranges): its mutex if it is consumed in this process (its consumers ack
     meanwhile), nothing for cursors loaded from their file."""
     return subscription.mutex if subscription is not None else nullcontext()
-
-
-def wait_until(deadline: float | None, attempt, poll_start: float = 0.0002, poll_max: float = 0.01):
-    """Call `attempt()` until it returns something truthy or the real-time `deadline` (monotonic seconds;
-    None: forever) passes; returns its last result."""
-    delay = poll_start
-    while True:
-        result = attempt()
-        if result:
-            return result
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return result
-            time.sleep(min(delay, remaining))
-        else:
-            time.sleep(delay)
-        delay = min(delay * 2, poll_max)

@@ -1,0 +1,224 @@
+"""The composition root: one data directory's services, built once by `Broker.open`.
+
+Layers below take values (a TopicRef) and the services they use, never the facade: the in-process API
+(log.py, topic.py, producer.py, consumer.py), the admin API and, later, the network server and the
+replicators are users of the same Broker. The operations here are those that span services: creating,
+deleting and growing a topic, changing its settings.
+
+Layout of a data directory:
+    broker.conf                                      optional broker settings, `name=value` lines (catalog/config.py)
+    meta.sqlite                                      tenants, namespaces, topics and policies (catalog/metadata.py)
+    topics/<tenant>/<namespace>/<topic>/<partition>/ segments: 00000000000000000000.log, .index, .timeindex
+    subscriptions/<tenant>/<namespace>/<topic>/      cursors: <name>.cursor, <name>.lock (subscriptions/cursor_file.py)
+    trash/                                           topics being deleted (removed at the next open)"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from seglog.catalog.config import BrokerConfig, TopicConfig
+from seglog.catalog.metadata import Metadata
+from seglog.catalog.topics import Catalog, TopicRef
+from seglog.clock import Clock
+from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError
+from seglog.lifecycle.maintenance import Housekeeper, Maintenance, MaintenanceReport
+from seglog.lifecycle.quota import QuotaGuards
+from seglog.names import TopicName
+from seglog.storage.check import recover_log
+from seglog.storage.store import PartitionStore
+from seglog.subscriptions.subscription import Subscriptions
+
+MAX_PARTITIONS = 10_000
+METADATA_FILE = "meta.sqlite"  # its presence is what makes a directory a seglog data directory
+
+
+class Broker:
+    """The services of one open data directory. Build it with `Broker.open`; its attributes are the
+    services (read them, do not replace them)."""
+
+    def __init__(self, path: Path, config: BrokerConfig, clock: Clock, catalog: Catalog, store: PartitionStore,
+                 subscriptions: Subscriptions, maintenance: Maintenance, quotas: QuotaGuards,
+                 housekeeper: Housekeeper | None) -> None:
+        self.path = path
+        self.config = config
+        self.clock = clock
+        self.catalog = catalog
+        self.store = store
+        self.subscriptions = subscriptions
+        self.maintenance = maintenance
+        self.quotas = quotas
+        self.housekeeper = housekeeper
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path, *, clock: Clock, background: bool, **broker_config: Any) -> Broker:
+        """Open (creating if needed) the data directory `path`. With `background`, partitions left by an
+        unclean stop that nobody writes now are recovered here, as Kafka does at log load, so every process
+        reads what the next writer keeps (readers that must not change files, background=False, apply the
+        same rule in memory: storage.partition_view.SegmentView), deletions a crash interrupted are
+        finished, and the housekeeper thread persists cursors and runs maintenance."""
+        path.mkdir(parents=True, exist_ok=True)
+        config = BrokerConfig.load(path, broker_config)
+        store = PartitionStore(path, clock)
+        store.empty_trash()
+        catalog = Catalog(Metadata(path / METADATA_FILE), config)
+        if background:
+            recover_log(path)
+        subscriptions = Subscriptions(path / "subscriptions", store, clock, verify_crc=config.verify_crc)
+        maintenance = Maintenance(catalog, store, subscriptions, clock)
+        broker = cls(path, config, clock, catalog, store, subscriptions, maintenance,
+                     QuotaGuards(catalog, maintenance), None)
+        broker._prepare_topic_fences(finish_deletions=background)
+        if background:
+            broker.housekeeper = Housekeeper(maintenance,
+                                             cursor_persist_interval_ms=config.cursor_persist_interval,
+                                             maintenance_interval_ms=config.maintenance_interval)
+        return broker
+
+    # topics
+
+    def create_topic(self, name: str, partitions: int, topic_config: dict[str, Any]) -> TopicRef:
+        self.check_open()
+        topic_name = TopicName.parse(name)
+        check_partition_count(partitions, minimum=1)
+        config = self.config.topic_defaults.updated(topic_config)
+        given = {key: getattr(config, key) for key in topic_config}
+        trash = self.store.new_trash()
+
+        def make_files() -> None:  # in the metadata transaction: no process sees the topic before its fence
+            self._move_to_trash(topic_name, trash)  # a deleted topic's fenced users left them: start empty
+            self.store.create_fence(topic_name)
+
+        self.catalog.metadata.create_topic(topic_name, partitions, given, self.clock(), then=make_files)
+        shutil.rmtree(trash, ignore_errors=True)
+        return TopicRef(topic_name, partitions, config)
+
+    def topic(self, name: str | TopicName) -> TopicRef:
+        self.check_open()
+        return self.catalog.topic(name)
+
+    def set_topic_config(self, name: str, changes: dict[str, Any]) -> TopicConfig:
+        """Apply setting changes to a topic (validated as a whole first); its open writers take them too."""
+        self.check_open()
+        topic_name = TopicName.parse(name)
+        record = self.catalog.metadata.topic(topic_name)
+        config = self.config.topic_defaults.restored(record.config).updated(changes)
+        given = {key: getattr(config, key) for key in {**record.config, **changes}}
+        self.catalog.metadata.set_topic_config(topic_name, given)
+        self.catalog.policies_changed()
+        self.store.reconfigure(topic_name, config)
+        return config
+
+    def delete_topic(self, name: str, *, force: bool) -> None:
+        """See Log.delete_topic."""
+        ref = self.topic(name)
+        with ExitStack() as locks:  # held while the files go: no producer or consumer can start meanwhile
+            users = self._topic_users(ref, locks)
+            if users and not force:
+                raise TopicInUseError(f"topic {ref} has {' and '.join(users)}; close them first, or delete "
+                                      "with force=True (seglog topic delete --force), which fences them")
+            self.store.set_deleted(ref.name)  # from here on every user fails
+            self.store.forget_topic(ref.name)
+            self.quotas.forget(str(ref))
+            self.subscriptions.forget_topic(ref.name)
+            self._remove_topic(ref.name)
+
+    def update_partitions(self, name: str, partitions: int) -> TopicRef:
+        """See Log.update_partitions."""
+        ref = self.topic(name)
+        check_partition_count(partitions, minimum=ref.partitions + 1,
+                              why=f": more than the {ref.partitions} partitions {ref} has (a partition is never "
+                                  "removed)")
+        with ExitStack() as locks:  # held while the count changes: no producer or consumer can start meanwhile
+            users = self._topic_users(ref, locks)
+            if users:
+                raise TopicInUseError(f"topic {ref} has {' and '.join(users)}; close them first: they "
+                                      "would go on with the partitions they started with")
+            self.catalog.metadata.grow_topic(ref.name, partitions)
+        return self.topic(name)
+
+    def run_maintenance(self) -> MaintenanceReport:
+        self.check_open()
+        return self.maintenance.run_pass()
+
+    def _topic_users(self, ref: TopicRef, locks: ExitStack) -> list[str]:
+        """Who produces to or consumes the topic, in this process and others; the writer and subscription
+        locks nobody holds are taken into `locks`."""
+        users = []
+        producers = self.store.producers(ref.name)
+        if producers:
+            users.append(f"{producers} producer(s) in this process")
+        for partition in range(ref.partitions):
+            try:
+                lock = self.store.lock_partition(ref.name, partition)
+            except PartitionLockedError as error:
+                users.append(f"a producer of partition {partition} in process {error.holder_pid}")
+            else:
+                if lock is not None:
+                    locks.callback(lock.release)
+        users += [f"consumers of subscription {name!r}" for name in self.subscriptions.claim_all(ref, locks)]
+        return users
+
+    def _prepare_topic_fences(self, *, finish_deletions: bool) -> None:
+        """Give every topic a fence (a data directory made before fences, a crash in create_topic), and
+        finish deletions a crash interrupted after the fence was set (unless this process changes nothing)."""
+        metadata = self.catalog.metadata
+        names = metadata.list_topics()
+        if not all(self.store.has_fence(TopicName.parse(name)) for name in names):
+            with metadata.topics_held() as names:  # the write lock only when there is one to make
+                for name in names:
+                    if not self.store.has_fence(TopicName.parse(name)):
+                        self.store.create_fence(TopicName.parse(name))
+        if finish_deletions:
+            for name in names:
+                if self.store.is_deleted(TopicName.parse(name)):
+                    self._remove_topic(TopicName.parse(name))
+
+    def _remove_topic(self, name: TopicName) -> None:
+        """Move a topic's files to the trash and its row out of the metadata in one transaction, then delete
+        the files. A crash before the commit leaves the row: fenced, the deletion is finished at the next
+        open; only a crash between the renames and the commit leaves the topic, empty."""
+        trash = self.store.new_trash()
+        self.catalog.metadata.delete_topic(name, then=lambda: self._move_to_trash(name, trash))
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _move_to_trash(self, name: TopicName, trash: Path) -> None:
+        self.store.move_to_trash(name, trash, ("subscriptions", self.subscriptions.directory(name)))
+
+    # lifetime
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"log {self.path} is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop the housekeeper, persist the cursors, flush and close every writer (their partitions are
+        marked cleanly closed) and the metadata."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self.housekeeper is not None:
+            self.housekeeper.stop()
+        self.subscriptions.close()
+        self.store.close()
+        self.catalog.close()
+
+
+def check_partition_count(partitions: Any, *, minimum: int, why: str = "") -> None:
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not minimum <= partitions <= MAX_PARTITIONS:
+        raise InvalidArgumentError("partitions", partitions, f"an int from {minimum} to {MAX_PARTITIONS}{why}")
+
+
+def is_data_directory(path: str | Path) -> bool:
+    """Whether `path` holds a seglog data directory (one that seglog.open made), without creating one."""
+    return (Path(path) / METADATA_FILE).is_file()

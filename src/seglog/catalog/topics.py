@@ -1,0 +1,81 @@
+"""Topics as the services below the facade take them: a frozen TopicRef (name, partitions, settings resolved
+against the broker's defaults), and the Catalog that makes them and resolves the policies in force."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from seglog.catalog.config import BrokerConfig, TopicConfig
+from seglog.catalog.metadata import Metadata
+from seglog.catalog.policies import EffectivePolicies
+from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.names import TopicName
+
+
+@dataclass(frozen=True)
+class TopicRef:
+    """One topic as the catalog had it when the reference was made. A reference made before
+    log.update_partitions keeps the partition count it was made with."""
+    name: TopicName
+    partitions: int
+    config: TopicConfig
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    def check_partition(self, partition: Any) -> int:
+        """`partition` if the topic has it; InvalidArgumentError naming the partitions it has otherwise."""
+        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
+            raise InvalidArgumentError("partition", partition, f"an int from 0 to {self.partitions - 1}")
+        return partition
+
+
+class Catalog:
+    """Tenants, namespaces, topics and policies of one data directory (`metadata`, SQLite), read as values.
+
+    `policies_changed()` tells the listeners (the quota guards) that policies or topic settings changed,
+    here or, as the housekeeper finds, in another process."""
+
+    def __init__(self, metadata: Metadata, config: BrokerConfig) -> None:
+        self._metadata = metadata
+        self.config = config
+        self._listeners: list[Callable[[], None]] = []
+        self._closed = False
+
+    @property
+    def metadata(self) -> Metadata:
+        """The store itself (ClosedError once closed), for the admin API's tenant and namespace calls."""
+        if self._closed:
+            raise ClosedError(f"log {self._metadata.path.parent} is closed")
+        return self._metadata
+
+    def topic_names(self) -> list[str]:
+        """Full names of every topic, sorted."""
+        return self.metadata.list_topics()
+
+    def topic(self, name: str | TopicName) -> TopicRef:
+        """The topic `name` as it is now; TopicNotFoundError if there is none."""
+        record = self.metadata.topic(name if isinstance(name, TopicName) else TopicName.parse(name))
+        return TopicRef(record.name, record.partitions, self.config.topic_defaults.restored(record.config))
+
+    def policies(self, ref: TopicRef) -> EffectivePolicies:
+        """The retention, TTL and backlog quotas in force on a topic, each with the level that set it."""
+        return EffectivePolicies.resolve(self.config.policies(),
+                                         self.metadata.namespace_policies(ref.name.namespace_name),
+                                         self.metadata.topic_policies(ref.name),
+                                         retention_time=ref.config.retention_time,
+                                         max_partition_size=ref.config.max_partition_size)
+
+    def on_policies_changed(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def policies_changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._metadata.close()
