@@ -22,7 +22,7 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog._wait import wait_until
-from seglog.subscriptions.subscription import Pending, Piece, Subscription, Subscriptions
+from seglog.subscriptions.subscription import ConsumerState, Piece, Subscription, Subscriptions
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
@@ -52,19 +52,14 @@ class Consumer:
         self._fence = topic.fence.buffer  # tested on every ack: one byte, no call
         self.subscription = subscription
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
-        self.ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
+        ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
         self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
-        self.queue: deque[Piece] = deque()      # key_shared: messages routed to this consumer by others
-        self.pending: deque[Pending] = deque()  # delivered, not yet known to be acknowledged
-        # key_shared, a consumer that joined others: per partition, the read position when it joined,
-        # until everything before it is acknowledged; meanwhile its messages from there on are held
-        self.joined_at: list[int | None] | None = None
-        self.held: deque[Piece] = deque()
+        self.state = ConsumerState(self.name, ack_timeout_ms, self._drop_prefetched, self.close)
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
         self._cursors = subscription.cursors
         self._ends = [0] * len(subscription.cursors)  # the partitions' end offsets when last looked up
         self._closed = False
-        subscription.attach(self, subscription_type)
+        subscription.attach(self.state, subscription_type)
 
     def __repr__(self) -> str:
         return f"Consumer({self.topic.name!r}, subscription={self.subscription.name!r}, name={self.name!r})"
@@ -93,7 +88,7 @@ class Consumer:
                     if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
                         return message
                 prefetched.popleft()
-            pieces = subscription.next_delivery(self, RECEIVER_QUEUE_SIZE)
+            pieces = subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
             if not pieces:
                 return None
             prefetched.extend(_Prefetched(piece, piece.messages()) for piece in pieces)
@@ -112,7 +107,7 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        pieces = wait_until(time.monotonic() + seconds, lambda: self.subscription.next_delivery(self, max_messages))
+        pieces = wait_until(time.monotonic() + seconds, lambda: self.subscription.next_delivery(self.state, max_messages))
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]
@@ -129,21 +124,12 @@ class Consumer:
         head.next = stop
         return head.piece.with_offsets(offsets).record_batch()
 
-    def drop_prefetched(self, partition: int | None = None) -> None:
-        """Forget prefetched and routed messages (the subscription rewound or was reset)."""
+    def _drop_prefetched(self, partition: int | None) -> None:
+        """Forget what receive() took and has not returned yet (the subscription rewound or was reset)."""
         if partition is None:
             self._prefetched.clear()
-            self.queue.clear()
-            self.pending.clear()
-            self.held.clear()
-            self.joined_at = None
-            return
-        self._prefetched = deque(p for p in self._prefetched if p.piece.partition != partition)
-        self.queue = deque(p for p in self.queue if p.partition != partition)
-        self.pending = deque(p for p in self.pending if p.partition != partition)
-        self.held = deque(p for p in self.held if p.partition != partition)
-        if self.joined_at is not None:
-            self.joined_at[partition] = None  # the partition starts again for every consumer
+        else:
+            self._prefetched = deque(p for p in self._prefetched if p.piece.partition != partition)
 
     # acknowledging
 
@@ -250,7 +236,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        self.subscription.detach(self)
+        self.subscription.detach(self.state)
         self._prefetched.clear()
         if not self.subscription.consumers:
             self._registry.release(self.subscription)
@@ -260,7 +246,7 @@ class Consumer:
         keeps messages."""
         self._check_open()
         self._closed = True
-        self.subscription.detach(self)
+        self.subscription.detach(self.state)
         self._registry.unsubscribe(self.subscription)
 
     def _check_open(self) -> None:

@@ -230,7 +230,7 @@ class Topics(PolicyLevel):
                 raise ConsumerBusyError(f"subscription {subscription} of {t.name} has {len(live.consumers)} "
                                         "consumer(s) in this process; close them, or unsubscribe with force")
             for consumer in list(live.consumers):
-                consumer.close()
+                consumer.disconnect()
         with self._changing(t, subscription) as changed:
             registry.unsubscribe(changed)
 

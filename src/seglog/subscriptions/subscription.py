@@ -13,6 +13,7 @@ import heapq
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -46,7 +47,6 @@ from seglog.storage.partition_view import SegmentView
 
 if TYPE_CHECKING:
     from seglog.clock import Clock
-    from seglog.consumer import Consumer
     from seglog.storage.store import PartitionStore
 
 
@@ -106,6 +106,41 @@ class Pending:
     offsets: np.ndarray
 
 
+@dataclass(eq=False)
+class ConsumerState:
+    """What dispatch keeps of one consumer: an in-process Consumer holds one, and so will a remote consumer
+    on a connection. Only the subscription changes it, holding its mutex.
+
+    `on_forget(partition)` lets the consumer drop what it took and has not handed out yet (the
+    subscription rewound or was reset: on one partition, or on all for None); `disconnect()` closes the
+    consumer (a forced unsubscribe)."""
+    name: str
+    ack_timeout_ms: int | None
+    on_forget: Callable[[int | None], None]
+    disconnect: Callable[[], None]
+    pending: deque[Pending] = field(default_factory=deque)  # delivered, not yet known to be acknowledged
+    queue: deque[Piece] = field(default_factory=deque)      # key_shared: routed to this consumer by others
+    # key_shared, a consumer that joined others: per partition, the read position when it joined, until
+    # everything before it is acknowledged; meanwhile its messages from there on are held
+    joined_at: list[int | None] | None = None
+    held: deque[Piece] = field(default_factory=deque)
+
+    def forget(self, partition: int | None = None) -> None:
+        """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
+        if partition is None:
+            self.pending.clear()
+            self.queue.clear()
+            self.held.clear()
+            self.joined_at = None
+        else:
+            self.pending = deque(p for p in self.pending if p.partition != partition)
+            self.queue = deque(p for p in self.queue if p.partition != partition)
+            self.held = deque(p for p in self.held if p.partition != partition)
+            if self.joined_at is not None:
+                self.joined_at[partition] = None  # the partition starts again for every consumer
+        self.on_forget(partition)
+
+
 class Subscription:
     """One subscription of a topic, consumed in this process. Shared by its consumers; every method that
     changes dispatch or cursor state holds `mutex`.
@@ -126,7 +161,7 @@ class Subscription:
         self.path = path
         self.lock = lock  # the cursor file's lock: this process consumes the subscription while it holds it
         self.mutex = threading.RLock()
-        self.consumers: list[Consumer] = []
+        self.consumers: list[ConsumerState] = []
         self.cursors = record.partitions
         self.dispatch = [PartitionDispatch(registry.store.reader(ref.name, p, c.acks.floor,
                                                                  verify_crc=registry.verify_crc))
@@ -143,7 +178,7 @@ class Subscription:
 
     # consumers
 
-    def attach(self, consumer: Consumer, subscription_type: str) -> None:
+    def attach(self, consumer: ConsumerState, subscription_type: str) -> None:
         with self.mutex:
             if self.consumers and subscription_type != self.type:
                 raise ConsumerBusyError(f"subscription {self.name!r} of {self.ref} is {self.type} and has "
@@ -161,7 +196,7 @@ class Subscription:
             if self.type == "failover":
                 self._rewind()
 
-    def detach(self, consumer: Consumer) -> None:
+    def detach(self, consumer: ConsumerState) -> None:
         """A consumer left: what it was given and did not acknowledge goes to the others."""
         with self.mutex:
             self.consumers.remove(consumer)
@@ -171,9 +206,7 @@ class Subscription:
                 return
             for piece in [*consumer.pending, *consumer.queue, *consumer.held]:
                 self._redeliver(piece.partition, piece.offsets)
-            consumer.pending.clear()
-            consumer.queue.clear()
-            consumer.held.clear()
+            consumer.forget()
 
     def _rewind(self) -> None:
         """Start dispatch again at each mark-delete position (acknowledged messages are left out), as
@@ -183,9 +216,9 @@ class Subscription:
             dispatch.redeliver.clear()
             dispatch.nacked.clear()
         for consumer in self.consumers:
-            consumer.drop_prefetched()
+            consumer.forget()
 
-    def partitions_for(self, consumer: Consumer) -> list[int]:
+    def partitions_for(self, consumer: ConsumerState) -> list[int]:
         n = len(self.cursors)
         if self.type != "failover":
             return list(range(n))
@@ -194,7 +227,7 @@ class Subscription:
 
     # dispatch
 
-    def next_delivery(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
+    def next_delivery(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         self.fence.check()
         """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
         none now. Each is pending on the consumer until acknowledged."""
@@ -210,7 +243,7 @@ class Subscription:
             return pieces
 
     @staticmethod
-    def _routed_to(consumer: Consumer, max_messages: int | None) -> list[Piece]:
+    def _routed_to(consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         """key_shared: the oldest messages another consumer's dispatch routed to this one."""
         if not consumer.queue:
             return []
@@ -220,7 +253,7 @@ class Subscription:
             piece = piece.with_offsets(piece.offsets[:max_messages])
         return [piece]
 
-    def _dispatch_to(self, consumer: Consumer, max_messages: int | None) -> list[Piece]:
+    def _dispatch_to(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         """Redeliveries or new messages of the consumer's partitions, taken in turn."""
         partitions = self.partitions_for(consumer)
         for i in range(len(partitions)):
@@ -281,7 +314,7 @@ class Subscription:
             pieces.append(Piece(partition, view, position, base, count, np.array([offset], dtype=np.int64)))
         return pieces
 
-    def _route_by_key(self, consumer: Consumer, pieces: list[Piece]) -> list[Piece]:
+    def _route_by_key(self, consumer: ConsumerState, pieces: list[Piece]) -> list[Piece]:
         """key_shared: each message goes to the consumer owning its key on the hash ring; the others'
         share waits in their queues, and a recently joined consumer's share at or after its join
         position waits in its held list (key_shared.py)."""
@@ -307,7 +340,7 @@ class Subscription:
                     owner.queue.append(share)
         return mine
 
-    def _release_held(self, consumer: Consumer) -> None:
+    def _release_held(self, consumer: ConsumerState) -> None:
         """A recently joined key_shared consumer gets what was held for it on each partition where every
         message before its join position is acknowledged; then it is held back no more there."""
         joined_at = consumer.joined_at
@@ -434,7 +467,7 @@ class Subscription:
             dispatch.redeliver.clear()
             dispatch.nacked.clear()
             for consumer in self.consumers:
-                consumer.drop_prefetched(partition)
+                consumer.forget(partition)
             self.dirty = True
 
     def persist(self) -> None:
