@@ -1,9 +1,13 @@
-"""The type stubs of the Cython kernels (src/seglog/_core/*.pyi) declare what each compiled module defines."""
+"""The type stubs of the Cython kernels (src/seglog/_core/*.pyi): they declare what each compiled module
+defines, and mypy accepts them and the public API called as the README calls it (tests/typing)."""
 
 import ast
 import importlib
 import importlib.machinery
 import inspect
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -11,11 +15,19 @@ import pytest
 
 import seglog._core
 
+ROOT = Path(__file__).resolve().parent.parent
 # The stubs beside the imported modules: in an installed wheel, this also checks that they ship in it.
 CORE = Path(seglog._core.__file__).parent
 KERNELS = sorted(path.name.split(".")[0] for path in CORE.iterdir()
                  if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)))
 STUB_ONLY = {"_buffer"}  # types the stubs share; no module of that name exists at run time
+
+
+def test_mypy_accepts_the_stubs_and_the_public_api():
+    """Runs the [tool.mypy] check of pyproject.toml; without a cache, so nothing is written to the tree."""
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", os.devnull], cwd=ROOT,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, f"mypy failed:\n{result.stdout}{result.stderr}"
 
 
 def test_every_compiled_module_has_a_stub():
