@@ -15,6 +15,8 @@ from libc.stdint cimport int64_t, uint8_t
 from seglog._core._format cimport seglog_murmur2
 from seglog._core._messages cimport MessageId, new_message_id
 
+from seglog.errors import ClosedError, InvalidArgumentError, not_utf8
+
 
 cdef class Accumulator:
     """Messages sent one by one to one partition, waiting to be written as one batch."""
@@ -129,7 +131,6 @@ cdef class SendPath:
         cdef int64_t offset
         cdef bint first
         if self._partitions == 0:
-            from seglog.errors import ClosedError
             raise ClosedError("producer is closed")
         if self._fence[0]:
             self._fenced()
@@ -173,7 +174,6 @@ cdef class SendPath:
 
 
 cdef bytes _to_bytes(object item, str argument):
-    from seglog.errors import InvalidArgumentError
     if isinstance(item, str):
         return _utf8(<str>item, argument)
     if isinstance(item, (bytearray, memoryview)):
@@ -182,14 +182,12 @@ cdef bytes _to_bytes(object item, str argument):
 
 
 cdef int _check_partition(object partition, int partitions) except -1:
-    from seglog.errors import InvalidArgumentError
     if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < partitions:
         raise InvalidArgumentError("partition", partition, f"an int from 0 to {partitions - 1}")
     return partition
 
 
 cdef object _check_timestamp(object timestamp):
-    from seglog.errors import InvalidArgumentError
     if isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp < 2**63:
         raise InvalidArgumentError("timestamp", timestamp, "an int: milliseconds since the epoch, >= 0")
     return timestamp
@@ -198,7 +196,6 @@ cdef object _check_timestamp(object timestamp):
 cdef object _check_properties(object properties):
     """The properties, if the batch encoder will take them: checked here, since a message refused at the
     write would take the messages queued with it down too."""
-    from seglog.errors import InvalidArgumentError
     if not isinstance(properties, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
         raise InvalidArgumentError("properties", properties, "a dict mapping str to str")
@@ -212,5 +209,4 @@ cdef bytes _utf8(str text, str argument):
     try:
         return text.encode()
     except UnicodeEncodeError as error:
-        from seglog.errors import not_utf8
         raise not_utf8(argument, error) from None

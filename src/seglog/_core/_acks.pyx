@@ -27,6 +27,8 @@ import sys
 
 import numpy as np
 
+from seglog.errors import InvalidArgumentError
+
 cdef extern from *:
     """
     #include <stdint.h>
@@ -208,7 +210,6 @@ cdef class AckSet:
         cdef Py_ssize_t first, used, needed, capacity
         cdef uint64_t *words
         if last - self.floor > LIMIT:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError(argument, given, f"offsets at most {WINDOW_LIMIT:_} beyond the floor "
                                        f"{self.floor} (the window limit; a cursor is never acked beyond its "
                                        "partition's end)")
@@ -288,10 +289,8 @@ cdef class AckSet:
                 hi = max(hi, p[i])
         self._writable()
         if lo < 0:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"an array holding {lo}", OFFSETS_ACCEPTED)
         if hi > LARGEST:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"an array holding {hi}", f"offsets up to {LARGEST}")
         floor = self.floor
         if hi < floor:
@@ -322,7 +321,6 @@ cdef class AckSet:
         cdef int64_t newly
         self._writable()
         if b < a:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("stop", b, f"an offset >= start ({a})")
         if b <= self.floor or a == b:
             return 0
@@ -465,7 +463,6 @@ cdef class AckSet:
         cdef double total = 0
         cdef bint unordered = False
         if b.shape[0] != n + 1:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("bounds", f"{b.shape[0]} bounds for {n} weights",
                                        "one more bound than weights (n batches: n + 1 bounds)")
         self._readable()
@@ -494,7 +491,6 @@ cdef class AckSet:
                 i += 1
         self.readers -= 1
         if unordered:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("bounds", f"bounds[{i}] = {b[i]}, bounds[{i + 1}] = {b[i + 1]}",
                                        "strictly increasing offsets")
         return total
@@ -531,7 +527,6 @@ cdef class AckSet:
         cdef Py_ssize_t n, i
         cdef AckSet acks
         if not PyObject_CheckBuffer(data):
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("data", type(data).__name__, "bytes from AckSet.to_bytes()")
         view = memoryview(data).cast("B")
         size = view.shape[0]
@@ -617,7 +612,6 @@ cdef int64_t _offset(object value, str argument, int64_t largest) except -1:
         value = PyNumber_Index(value)
     v = PyLong_AsLongLongAndOverflow(value, &overflow)
     if overflow or v < 0 or v > largest:
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError(argument, value, f"an offset from 0 to {largest}")
     return v
 
@@ -625,7 +619,6 @@ cdef int64_t _offset(object value, str argument, int64_t largest) except -1:
 cdef tuple _span(object start, object stop):
     cdef int64_t a = _offset(start, "start", INT64_MAX), b = _offset(stop, "stop", INT64_MAX)
     if b < a:
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError("stop", b, f"an offset >= start ({a})")
     return a, b
 
@@ -635,10 +628,8 @@ cdef object _offsets_array(object offsets):
     pyarrow = sys.modules.get("pyarrow")  # a pyarrow array implies pyarrow is imported: no import cost here
     if pyarrow is not None and isinstance(offsets, pyarrow.Array):
         if not pyarrow.types.is_integer(offsets.type):
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"a pyarrow {offsets.type} array", OFFSETS_ACCEPTED)
         if offsets.null_count:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offsets", f"a pyarrow {offsets.type} array with {offsets.null_count} "
                                        "nulls", OFFSETS_ACCEPTED)
         offsets = offsets.to_numpy(zero_copy_only=True)
@@ -653,13 +644,10 @@ cdef object _int64_array(object values, str argument, str accepted):
     elif PyObject_CheckBuffer(values):
         array = np.asarray(values)
     else:
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError(argument, f"a {type(values).__name__}", accepted)
     if array.ndim != 1 or array.dtype.kind not in "iu":
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError(argument, f"a {array.dtype} array of shape {array.shape}", accepted)
     if array.dtype.kind == "u" and array.dtype.itemsize == 8 and array.size and array.max() > INT64_MAX:
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError(argument, f"an array holding {array.max()}", accepted)
     return np.ascontiguousarray(array, dtype=np.int64)
 
@@ -668,15 +656,12 @@ cdef object _float64_array(object weights):
     """weighted_acked's weights as contiguous float64 (integer arrays are converted)."""
     accepted = "a 1-D float64 (or integer) array, one weight per batch"
     if not (isinstance(weights, np.ndarray) or PyObject_CheckBuffer(weights)):
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError("weights", f"a {type(weights).__name__}", accepted)
     array = np.asarray(weights)
     if array.ndim != 1 or array.dtype.kind not in "iuf":
-        from seglog.errors import InvalidArgumentError
         raise InvalidArgumentError("weights", f"a {array.dtype} array of shape {array.shape}", accepted)
     return np.ascontiguousarray(array, dtype=np.float64)
 
 
 cdef int _malformed(Py_ssize_t size, str reason) except -1:
-    from seglog.errors import InvalidArgumentError
     raise InvalidArgumentError("data", f"{size} bytes", "bytes from AckSet.to_bytes()", reason)

@@ -12,16 +12,16 @@ from libc.string cimport memcpy
 from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLAG_EVENT_TIME_COLUMN,
                                    FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader)
 
+from seglog.errors import InvalidArgumentError
+
 
 cdef class MessageId:
     """Where a message is stored: its partition and offset. Ordered, hashable, comparable to a tuple."""
 
     def __init__(self, partition, offset):
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < 2**31:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("partition", partition, "an int from 0 to 2**31 - 1")
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**63:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("offset", offset, "an int from 0 to 2**63 - 1")
         self.partition = partition
         self.offset = offset

@@ -18,6 +18,8 @@ from seglog._core._index cimport IndexView
 
 import numpy as np
 
+from seglog.errors import InvalidArgumentError, not_utf8
+
 
 cdef class Column:
     """One binary column: the raw description the encoder reads plus the objects that own its memory."""
@@ -99,7 +101,6 @@ cdef class Column:
         cdef Column column = Column()
         cdef const uint8_t[::1] d = data
         if width <= 0:
-            from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError(argument, "records of 0 bytes", "records at least 1 byte wide")
         if width * count >= 2**31:
             raise _too_large(argument, width * count)
@@ -117,7 +118,6 @@ cdef class Column:
 
 
 cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_null):
-    from seglog.errors import InvalidArgumentError
     if item is None:
         if allow_null:
             return None
@@ -127,7 +127,6 @@ cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_nu
         try:
             return (<str>item).encode()
         except UnicodeEncodeError as error:
-            from seglog.errors import not_utf8
             raise not_utf8(f"{argument}[{index}]", error) from None
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
@@ -136,7 +135,6 @@ cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_nu
 
 
 def _too_large(str argument, Py_ssize_t size):
-    from seglog.errors import InvalidArgumentError
     return InvalidArgumentError(argument, f"{size} bytes", "at most 2 GiB - 1 bytes of data per send_batch "
                                 "call (split the call)")
 
