@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from seglog._core._acks import AckSet
 
 GROUP = "acks"

@@ -56,8 +56,8 @@ import numpy as np
 import pytest
 
 import seglog
-from seglog.lifecycle.backlog import partition_backlog
 from seglog.catalog.config import MIN_SEGMENT_SIZE
+from seglog.lifecycle.backlog import partition_backlog
 from seglog.storage.partition_view import MTIME_SETTLED_NS
 from seglog.storage.segment_table import SegmentFacts
 

@@ -90,7 +90,7 @@ def test_iterate_messages(bench, calls, stored):
     def iterate():
         count = 0
         with topic.reader("earliest") as reader:
-            for m in reader:
+            for _ in reader:
                 count += 1
         return count
 

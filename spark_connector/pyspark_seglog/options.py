@@ -140,7 +140,8 @@ def _offsets(given: dict[str, str], name: str, topic: str, default: str) -> Offs
         raise InvalidArgumentError(name, text, accepted + f" (one object, for the topic {topic!r} as given)")
     offsets = {}
     for partition, offset in parsed[topic].items():
-        if not (partition.isascii() and partition.isdigit()) or isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
+        if not (partition.isascii() and partition.isdigit()) or isinstance(offset, bool) \
+                or not isinstance(offset, int) or offset < EARLIEST:
             raise InvalidArgumentError(name, text, accepted + f" (not {partition!r}: {offset!r})")
         offsets[int(partition)] = offset
     return offsets

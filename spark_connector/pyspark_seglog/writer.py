@@ -47,6 +47,7 @@ _ACCEPTED = {
 def check_columns(schema) -> None:
     """Refuse, before any task runs, a DataFrame the sink cannot take (a Spark StructType)."""
     from pyspark.sql.types import BinaryType, IntegralType, MapType, StringType, TimestampType
+
     from seglog.errors import InvalidArgumentError
     fields = {field.name: field.dataType for field in schema.fields}
     if "value" not in fields:
@@ -132,6 +133,7 @@ def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple
     key's partition (Kafka's murmur2, as a producer's), else the batch's turn (index % partitions, as
     keyless send_batch calls take turns)."""
     import numpy as np
+
     from seglog.storage.partitioning import partitions_for_keys
     n = batch.num_rows
     targets = np.full(n, index % partitions, dtype=np.int64)

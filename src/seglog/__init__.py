@@ -12,7 +12,7 @@
 from seglog._core._messages import Message, MessageId
 from seglog.clock import ManualClock, system_clock
 from seglog.errors import SeglogError
-from seglog.log import Log, is_data_directory, open
+from seglog.log import Log, is_data_directory, open  # noqa: A004 - seglog.open, as the README uses it
 from seglog.producer import Producer
 from seglog.storage.reader import Reader
 from seglog.topic import Topic

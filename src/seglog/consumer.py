@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
-from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog._wait import wait_until
+from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscriptions.subscription import ConsumerState, Piece, Subscription, Subscriptions
 from seglog.units import parse_duration, parse_timeout
 
@@ -107,7 +107,8 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        pieces = wait_until(time.monotonic() + seconds, lambda: self.subscription.next_delivery(self.state, max_messages))
+        pieces = wait_until(time.monotonic() + seconds,
+                            lambda: self.subscription.next_delivery(self.state, max_messages))
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]

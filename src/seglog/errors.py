@@ -32,7 +32,8 @@ class ConfigFileError(InvalidArgumentError):
         self.path = path
         self.lines = lines
         self.reason = str(cause)
-        self.argument, self.value, self.accepted, self.detail = cause.argument, cause.value, cause.accepted, cause.detail
+        self.argument, self.value = cause.argument, cause.value
+        self.accepted, self.detail = cause.accepted, cause.detail
         where = f"line {lines[0]}" if len(lines) == 1 else f"lines {', '.join(map(str, lines[:-1]))} and {lines[-1]}"
         SeglogError.__init__(self, f"{path}, {where}: {self.reason}")
 

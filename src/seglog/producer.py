@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from seglog._core._accumulator import Accumulator, SendPath
 from seglog._core._messages import MessageId
 from seglog._core._writer import message_size
-from seglog.storage.batch import checked_source
 from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.storage.batch import checked_source
 from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ class Producer(SendPath):
     PartitionLockedError then if another process writes it), so producers in several processes can share
     a topic by partition. `partitions=[...]` takes those partitions' writers at once instead."""
 
-    def __init__(self, topic: Topic, store: PartitionStore, quota_guard: QuotaGuard, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
+    def __init__(self, topic: Topic, store: PartitionStore, quota_guard: QuotaGuard, *,
+                 batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
                  linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic

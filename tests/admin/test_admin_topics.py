@@ -2,9 +2,9 @@
 expire, peek), and growing a topic's partitions."""
 
 import pytest
-from helpers_storage import consumed_in_another_process
 
 import seglog
+from helpers_storage import consumed_in_another_process
 from seglog.errors import ConsumerBusyError, InvalidArgumentError, NotFoundError, TopicInUseError
 
 

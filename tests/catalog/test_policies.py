@@ -342,7 +342,8 @@ def test_admin_and_stats_answers_are_camel_case(busy_data: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["topics", "stats", "kept_t"], ["topics", "internal-stats", "kept_t"],
-                                     ["topics", "explain", "kept_t", "--json"], ["topic", "describe", "kept_t", "--json"],
+                                     ["topics", "explain", "kept_t", "--json"],
+                                     ["topic", "describe", "kept_t", "--json"],
                                      ["topics", "get-backlog-quotas", "kept_t"],
                                      ["namespaces", "get-retention", "public/default"]])
 def test_cli_json_answers_are_camel_case(runner: CliRunner, busy_data: Path, command: list[str]) -> None:

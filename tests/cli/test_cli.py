@@ -31,7 +31,7 @@ def runner() -> CliRunner:
     return CliRunner(env={"SEGLOG_DATA": None, "COLUMNS": "200", "NO_COLOR": "1"})
 
 
-def run(runner: CliRunner, data: Path | None, *args: str, input: str | bytes | None = None,
+def run(runner: CliRunner, data: Path | None, *args: str, input: str | bytes | None = None,  # noqa: A002 - click's name
         code: int = 0) -> Result:
     """Invoke `seglog [--data DATA] ARGS` and check the exit code."""
     argv = (["--data", str(data)] if data is not None else []) + list(args)
@@ -98,7 +98,8 @@ def test_the_commands() -> None:
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
                                       ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
-                                      ("tenants", "get"), ("tenants", "list"), ("topic",), *[("topic", *c) for c in topic_commands],
+                                      ("tenants", "get"), ("tenants", "list"), ("topic",),
+                                      *[("topic", *c) for c in topic_commands],
                                       ("topics",), *[("topics", *c) for c in topic_commands]]
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from seglog._core._acks import WINDOW_LIMIT, AckSet
 
+from seglog._core._acks import WINDOW_LIMIT, AckSet
 from seglog.errors import InvalidArgumentError
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from seglog._core import _format
 from seglog._core._writer import message_size
-from seglog.storage.batch import SCHEMA, make_source, to_record_batch
 from seglog.errors import InvalidArgumentError
+from seglog.storage.batch import SCHEMA, make_source, to_record_batch
 
 HEADER = struct.Struct("<IHHIIqqqiIQq")  # docs/FORMAT.md, Header
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from seglog._core._index import IndexView
 
 from seglog._core import kernels
+from seglog._core._index import IndexView
 
 
 def build(batch_sizes, timestamps, base=100):

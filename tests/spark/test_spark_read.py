@@ -187,7 +187,7 @@ def test_messages_deleted_between_planning_and_reading(tmp_path):
     with seglog.open(tmp_path, clock=clock) as log:
         topic = log.create_topic("events", segment_max_messages=10, retention_time="1h")
         with topic.producer() as producer:
-            for i in range(5):
+            for _ in range(5):
                 producer.send_batch([b"m"] * 10)
         clock.advance(hours=2)
         log.run_maintenance()  # offsets 0..39 deleted, 40..49 kept

@@ -12,6 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import seglog
 from helpers_storage import (
     HEADER_BYTES,
     SEND_KIND,
@@ -28,12 +32,8 @@ from helpers_storage import (
     values_for,
     walk_batches,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-import seglog
-from seglog.storage.check import check_log, repair_log
 from seglog.errors import CorruptLogError, SymbolicLinkError
+from seglog.storage.check import check_log, repair_log
 from seglog.storage.recovery import recover_partition
 
 TOPIC = "acme/ops/events"

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import seglog
 from helpers_storage import (
     SEND_KIND,
     describe_exit,
@@ -33,8 +35,6 @@ from helpers_storage import (
     values_for,
     walk_batches,
 )
-
-import seglog
 from seglog.storage.check import check_log, repair_log
 
 TOPIC = "acme/ingest/crash"

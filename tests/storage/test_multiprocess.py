@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
+import seglog
 from helpers_storage import (
     SEND_KIND,
     check_batch,
@@ -29,8 +31,6 @@ from helpers_storage import (
     values_for,
     walk_batches,
 )
-
-import seglog
 from seglog.errors import PartitionLockedError
 
 TOPIC = "acme/mp/events"

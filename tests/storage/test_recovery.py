@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import seglog
 from helpers_storage import (
     HEADER_BYTES,
     check_batch,
@@ -25,11 +27,9 @@ from helpers_storage import (
     values_for,
     walk_batches,
 )
-
-import seglog
+from seglog.errors import CorruptLogError, IndexMismatchError
 from seglog.storage import segment
 from seglog.storage.check import check_log, repair_log
-from seglog.errors import CorruptLogError, IndexMismatchError
 
 TOPIC = "acme/ops/recovery"
 CLEAN_MARKER = ".clean-shutdown"

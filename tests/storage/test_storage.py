@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 import pytest
-from helpers_storage import python_command
 
 import seglog
+from helpers_storage import python_command
 from seglog.storage import segment
 from seglog.storage.check import check_log
 from seglog.storage.segment import SegmentPaths, list_segments, map_file

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 import seglog
-from seglog.storage import lock
 from seglog.errors import InvalidArgumentError, InvalidNameError
-from seglog.storage.lock import WriterLock
 from seglog.names import MAX_SUBSCRIPTION_NAME_LENGTH
+from seglog.storage import lock
+from seglog.storage.lock import WriterLock
 
 
 def subscription_files(log, topic) -> list[str]:

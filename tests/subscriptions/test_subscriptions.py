@@ -12,10 +12,9 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers_storage import consumed_in_another_process
 
 import seglog
-from seglog.storage.batch import SCHEMA
+from helpers_storage import consumed_in_another_process
 from seglog.errors import (
     AlreadyExistsError,
     ConsumerBusyError,
@@ -23,6 +22,7 @@ from seglog.errors import (
     NotFoundError,
     ReceiveTimeoutError,
 )
+from seglog.storage.batch import SCHEMA
 
 
 def produce(topic, n, *, start=0, **kw):
@@ -219,7 +219,7 @@ def test_key_shared_keeps_each_key_on_one_consumer(log):
     with topic.producer() as producer:
         producer.send_batch([b"v"] * 300, keys=keys)
     owner = {}
-    for index, consumer in enumerate(consumers * 3):
+    for consumer in consumers * 3:
         while (batch := consumer.receive_batch()) is not None:
             for key in batch.column("key").to_pylist():
                 assert owner.setdefault(key, consumer.name) == consumer.name

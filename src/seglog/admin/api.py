@@ -12,13 +12,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
-from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
-from seglog.names import NamespaceName, TopicName, validate_part
-from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
-from seglog.storage.partition_view import MAX_OFFSET
-from seglog.subscriptions.subscription import reading
 from seglog.admin.metrics import prometheus_text
 from seglog.admin.stats import explain_retention, internal_stats, topic_stats
+from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
+from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
+from seglog.names import NamespaceName, TopicName, validate_part
+from seglog.storage.partition_view import MAX_OFFSET
+from seglog.subscriptions.subscription import reading
 from seglog.units import parse_duration
 
 if TYPE_CHECKING:

@@ -8,12 +8,11 @@ value is refused with the setting's name and the accepted forms."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pathlib import Path
-
-from seglog.errors import ConfigFileError, InvalidArgumentError
 from seglog.catalog.policies import QUOTA_POLICIES, BacklogQuota, Policies, Retention
+from seglog.errors import ConfigFileError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size
 
 GiB = 1 << 30

@@ -17,10 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seglog.errors import AlreadyExistsError, InvalidArgumentError, MetadataError, NotEmptyError, \
-    NotFoundError, TopicExistsError, TopicNotFoundError
-from seglog.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceName, TopicName
 from seglog.catalog.policies import Policies
+from seglog.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    MetadataError,
+    NotEmptyError,
+    NotFoundError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+from seglog.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, NamespaceName, TopicName
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');

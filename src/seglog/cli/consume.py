@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import signal
 import threading
-
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from seglog._wait import wait_until
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
@@ -18,7 +18,6 @@ from seglog.cli.message_format import FORMATS, FORMATTERS
 from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
 from seglog.cli.output import err, message_count
 from seglog.subscriptions.cursor_file import SUBSCRIPTION_TYPES
-from seglog._wait import wait_until
 from seglog.topic import Topic
 
 CHUNK = 1024  # messages printed at a time: output flows while a long backlog is read
@@ -124,7 +123,7 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
         try:
             while (count is None or printed < count) and not stopping.is_set():
                 wanted = CHUNK if count is None else min(CHUNK, count - printed)
-                messages = (wait_until(None, lambda: stopping.is_set() or source.take(wanted)) if follow
+                messages = (wait_until(None, lambda wanted=wanted: stopping.is_set() or source.take(wanted)) if follow
                             else source.take(wanted))
                 if messages is True or not messages:
                     break

@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 import seglog
-from seglog.log import METADATA_FILE
 from seglog.cli.errors import CliError
+from seglog.log import METADATA_FILE
 
 DEFAULT_DATA = "seglog-data"
 ENV_VAR = "SEGLOG_DATA"

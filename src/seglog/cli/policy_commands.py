@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from seglog.catalog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.output import err, out, print_json
-from seglog.catalog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
 from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from seglog.storage.check import repair_log
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE
 from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
 from seglog.readable_size import readable_size
+from seglog.storage.check import repair_log
 
 
 @click.command(cls=SeglogCommand, short_help="Cut torn tails, rebuild indexes, report damage left.")

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from seglog.catalog.policies import EffectivePolicies
 from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
@@ -18,10 +19,10 @@ from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
 from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
-from seglog.catalog.policies import EffectivePolicies
 from seglog.readable_size import readable_size
 from seglog.topic import Topic
 from seglog.units import format_duration
+
 
 @click.group(cls=SeglogGroup)
 def topic() -> None:

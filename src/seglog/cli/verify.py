@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from seglog.catalog.config import broker_file_problem
-from seglog.storage.check import CheckReport, Problem, check_log, total_log_bytes
 from seglog.cli.output import err
+from seglog.storage.check import CheckReport, Problem, check_log, total_log_bytes
 
 
 def check_with_progress(path: Path, label: str = "checking") -> tuple[CheckReport, float]:

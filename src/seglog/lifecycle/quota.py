@@ -8,8 +8,9 @@ own, the backlog compared is the partition's.
 
 A topic without backlog quotas costs its producers nothing: their quota gate is None, set again whenever
 this process changes a policy, and every `cursor_persist_interval` by the housekeeper for changes made by
-other processes. With quotas, the check costs O(1) per send while the partition is below its limits: the last computed backlog leaves a
-margin in bytes that each send uses up, and a time until the oldest unacknowledged message reaches the age
+other processes. With quotas, the check costs O(1) per send while the partition is below its limits: the
+last computed backlog leaves a margin in bytes that each send uses up, and a time until the oldest
+unacknowledged message reaches the age
 limit. A send() counts the bytes its message would take alone in a batch, at least what it adds to the
 batch it joins. When the margin or the time runs out, what send() queued is written and the backlog
 computed again from the index, exactly as stats() computes it; while the partition is at its limit, only

@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from seglog._core import _format
-from seglog._core._arrow import SCHEMA, record_batch as to_record_batch  # noqa: F401 (re-exported: decoding)
+from seglog._core._arrow import SCHEMA  # noqa: F401 (re-exported: decoding)
+from seglog._core._arrow import record_batch as to_record_batch  # noqa: F401 (re-exported: decoding)
 from seglog._core._writer import BatchSource, Column
 from seglog.errors import InvalidArgumentError, not_utf8
 

@@ -1,10 +1,11 @@
 """Verifying and repairing a data directory (`seglog check`, `seglog repair`).
 
 check: read every batch of every segment, checking header, offsets and CRC32C, and every index against its
-log, and the settings of broker.conf; nothing is changed. repair: the recovery a writer runs when it opens a partition, applied to every
-partition and forced (clean shutdown markers are not trusted): newest segments cut back to their commit
-point, every index that disagrees with its log rebuilt. Damage inside a sealed segment cannot be repaired
-without losing what follows it; repair reports it. recover_log: the recovery `seglog.open` runs."""
+log; nothing is changed (`seglog check` checks broker.conf too). repair: the recovery a writer runs when it
+opens a partition, applied to every partition and forced (clean shutdown markers are not trusted): newest
+segments cut back to their commit point, every index that disagrees with its log rebuilt. Damage inside a
+sealed segment cannot be repaired without losing what follows it; repair reports it. recover_log: the
+recovery `seglog.open` runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable, Iterator
 
 from seglog.errors import PartitionLockedError, SymbolicLinkError
 from seglog.storage.lock import WriterLock, writer_locks
+from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
 from seglog.storage.segment import (
     CLEAN_MARKER,
     LOCK_FILE,
@@ -27,7 +29,6 @@ from seglog.storage.segment import (
     refuse_symbolic_links,
     symbolic_links,
 )
-from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
 
 
 @dataclass(frozen=True)

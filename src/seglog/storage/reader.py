@@ -11,13 +11,11 @@ import pyarrow as pa
 from seglog._core._arrow import indexed_batch
 from seglog._core._index import IndexView
 from seglog._core._messages import Message, messages_from_batch
+from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
 from seglog.storage.fence import TopicFence
-from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, \
-    OffsetOutOfRangeError
-from seglog.units import parse_timeout
-
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
+from seglog.units import parse_timeout
 
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.

@@ -15,16 +15,15 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
-
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
 from seglog._core._format import Prefaulter
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
 from seglog._core._writer import BatchSource
-from seglog.storage.batch import make_source
 from seglog.clock import Clock
 from seglog.errors import TopicNotFoundError
+from seglog.storage.batch import make_source
 from seglog.storage.fence import TopicFence
 from seglog.storage.linger import LingerFlusher
 from seglog.storage.lock import WriterLock

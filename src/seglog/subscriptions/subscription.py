@@ -14,8 +14,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -25,7 +24,13 @@ import pyarrow as pa
 
 from seglog._core._acks import AckSet, AckSetBusyError
 from seglog._core._messages import Message, messages_from_batch
+from seglog.catalog.topics import TopicRef
+from seglog.errors import ConsumerBusyError, InvalidArgumentError, OffsetOutOfRangeError
+from seglog.names import TopicName, validate_subscription_name
 from seglog.storage.batch import to_record_batch
+from seglog.storage.lock import WriterLock
+from seglog.storage.partition_view import SegmentView
+from seglog.storage.reader import Reader
 from seglog.subscriptions.cursor_file import (
     CURSOR_SUFFIX,
     LOCK_SUFFIX,
@@ -36,14 +41,7 @@ from seglog.subscriptions.cursor_file import (
     save,
     subscription_names,
 )
-from seglog.errors import ConsumerBusyError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.subscriptions.key_shared import HashRing, key_slots
-from seglog.storage.lock import WriterLock
-from seglog.names import validate_subscription_name
-from seglog.catalog.topics import TopicRef
-from seglog.names import TopicName
-from seglog.storage.reader import Reader
-from seglog.storage.partition_view import SegmentView
 
 if TYPE_CHECKING:
     from seglog.clock import Clock

@@ -1,0 +1,28 @@
+"""The structure of the code, checked as CI checks its behaviour: the layer contract of docs/ARCHITECTURE.md
+(import-linter, TYPE_CHECKING imports included) and the code style (ruff), both configured in
+pyproject.toml."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").is_file(), reason="run from an installed wheel: no source tree")
+def test_every_layer_imports_only_the_layers_below_it():
+    result = run(sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                                       "sys.exit(lint_imports_command())", "--no-cache")
+    assert result.returncode == 0, f"import-linter found broken contracts:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").is_file(), reason="run from an installed wheel: no source tree")
+def test_the_code_keeps_the_style_ruff_checks():
+    result = run(sys.executable, "-m", "ruff", "check", "src", "tests", "bench", "spark_connector")
+    assert result.returncode == 0, f"ruff found problems:\n{result.stdout}{result.stderr}"
