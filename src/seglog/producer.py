@@ -55,6 +55,7 @@ class Producer(SendPath):
         topic.fence.check()
         # A partition's writer (and its writer lock) is taken at the first message for it, so a producer
         # that writes some partitions leaves the others to other processes: one writer per partition.
+        self._ref = topic.ref  # the partitions as the producer was made: a topic grown since is not seen
         self._partitions = topic.partitions
         self._writers: list[PartitionWriter | None] = [None] * self._partitions
         self._accumulators: list[Accumulator | None] = [None] * self._partitions  # send()'s view of them
@@ -105,10 +106,10 @@ class Producer(SendPath):
         return self._writer(partition).accumulator
 
     def _first_pending(self, partition: int) -> None:
-        self._store.linger(self._writers[partition], self.linger_ms)
+        self._store.linger(self._writer(partition), self.linger_ms)
 
     def _batch_full(self, partition: int) -> None:
-        self._writers[partition].flush_pending()
+        self._writer(partition).flush_pending()
 
     def send_batch(self, values: Any, *, keys: Any = None, timestamps: Any = None, properties: Any = None,
                    partition: int | None = None) -> MessageId:
@@ -121,8 +122,7 @@ class Producer(SendPath):
         in turn. The whole call is checked before anything is written: a bad argument writes nothing."""
         self._check_open()
         if partition is not None:
-            if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self._partitions:
-                raise InvalidArgumentError("partition", partition, f"an int from 0 to {self._partitions - 1}")
+            self._ref.check_partition(partition)
         elif keys is not None and self._partitions > 1:
             return self._send_by_key(values, keys, timestamps, properties)
         else:
@@ -139,13 +139,14 @@ class Producer(SendPath):
         backlog quotas): an error names the index in the call, and nothing is written."""
         from seglog.storage.partitioning import split_by_key
         whole = checked_source(values, keys, timestamps, properties)
+        assert whole.keys is not None  # keys were given
         batches = [(partition, self._writer(partition).source(*parts))
                    for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,
                                                         properties)]
         if self._quota_gate is not None:
             for partition, source in batches:
                 self._check_quota(partition, source.size(0, source.count))
-        ids = [MessageId(partition, self._writers[partition].append(source)) for partition, source in batches]
+        ids = [MessageId(partition, self._writer(partition).append(source)) for partition, source in batches]
         return ids[0]
 
     def flush(self) -> None:

@@ -276,7 +276,8 @@ class Topics(PolicyLevel):
                             if name == subscription)
         messages: list[Message] = []
         for p in range(t.partitions):
-            acks, taken = record.partitions[p].acks, []
+            acks = record.partitions[p].acks
+            taken: list[Message] = []
             with self._broker.store.reader(t.name, p, acks.floor, verify_crc=self._broker.config.verify_crc) as reader:
                 while len(taken) < count and (batch := reader.read_messages(count - len(taken))):
                     with reading(live):
@@ -341,7 +342,7 @@ def _check_count(count: Any) -> None:
         raise InvalidArgumentError("count", count, "a number of messages, an int >= 1")
 
 
-def _cursor_offsets(broker: Broker, topic: TopicRef, offsets: Mapping[int, int], *, every_partition: bool,
+def _cursor_offsets(broker: Broker, topic: TopicRef, offsets: object, *, every_partition: bool,
                     written_only: bool) -> dict[int, int]:
     """{partition: offset} checked against the topic: existing partitions, offsets from 0 below the end
     offset where `written_only` (an acknowledged message must exist), else any position (Subscription.seek

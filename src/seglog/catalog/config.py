@@ -301,9 +301,9 @@ def read_broker_file(path: Path) -> dict[str, FileEntry]:
         text = raw.decode()
     except UnicodeDecodeError as error:
         number = raw.count(b"\n", 0, error.start) + 1
-        line = raw.split(b"\n")[number - 1]
+        undecodable = raw.split(b"\n")[number - 1]
         raise ConfigFileError(str(path), [number], InvalidArgumentError(
-            "line", line, _BROKER_FILE_FORM, detail=f"byte {raw[error.start]:#04x} is not UTF-8")) from None
+            "line", undecodable, _BROKER_FILE_FORM, detail=f"byte {raw[error.start]:#04x} is not UTF-8")) from None
     known = {*BROKER_SETTINGS, *TOPIC_SETTINGS, *PULSAR_BROKER_NAMES}
     settings = {}
     for number, line in enumerate(text.split("\n"), 1):
