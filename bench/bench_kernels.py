@@ -1,6 +1,8 @@
-"""Does Numba earn its place? Batch kernels (`seglog._core.kernels`) against the paths the library takes
-today, at the call sites where many index lookups happen in one go, each in the same run as its NumPy
-reference twin and the Cython (IndexView) way, plus what a process pays before its first kernel call.
+"""Does Numba earn its place? The batch kernels of numba_kernels.py (beside this file) against the paths
+the library takes today, at the call sites where many index lookups happen in one go, each in the same run
+as its NumPy reference twin and the Cython (IndexView) way, plus what a process pays before its first
+kernel call. They did not earn it (README, Performance): seglog does not depend on Numba, and these
+kernels stay here so that the finding can be measured again. Their parity tests come first.
 
 Group "kernels: backlog bytes of 100 subscriptions, 10,000 segments" (maintenance's eviction check and
 topic.stats() compute `partition_backlog` for every subscription; its main cost is `bytes_from`, the bytes
@@ -11,6 +13,7 @@ one-message segments (as bench_lifecycle.py's maintenance group), 100 positions 
             IndexView per position           the same figure by IndexView lookups (Cython) and Python
                                              arithmetic, one position at a time: the per-call way
             tail_bytes_reference, one call   the NumPy reference twin over the same IndexView lookups
+                                             (the lookups: `gather_heads`)
   seglog    tail_bytes_many, one call        the Numba kernel over the same IndexView lookups (the lookups
                                              gather each position's batch: the index arrays are per-segment
                                              maps, so no kernel can take them all without that gathering)
@@ -44,9 +47,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import seglog
 from seglog._core import _format
@@ -54,13 +60,92 @@ from seglog.catalog.config import MIN_SEGMENT_SIZE
 from seglog.lifecycle.backlog import bytes_from, first_offset_at_or_after
 from seglog.storage.partition_view import MTIME_SETTLED_NS
 
-kernels = pytest.importorskip("seglog._core.kernels")
+pytest.importorskip("numba")  # the `test` extra: seglog itself does not depend on it
+import numba_kernels as kernels  # noqa: E402 (bench/ is on the path, as for conftest.py)
 
 BACKLOG = "kernels: backlog bytes of 100 subscriptions, 10,000 segments"
 START = "kernels: a start timestamp across 64 partitions"
 FIRST_CALL = "kernels: first call in a fresh process"
 QUIET = {"maintenance_interval": "1h", "cursor_persist_interval": "1h"}
 T0 = 1_704_067_200_000
+# Rounds of a few milliseconds or less: many of them, so that the best round of each row is one that
+# other processes on the shared cores left alone.
+ROUNDS = 50
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 0. Each kernel against its NumPy reference twin (plain tests: they run with benchmarks disabled too)
+
+@pytest.mark.parametrize("count", [0, 1, 7, 1000])
+def test_numba_kernels_match_numpy_reference(count):
+    rng = np.random.default_rng(count)
+    next_offsets = np.zeros(count + 5, np.int64)
+    next_offsets[:count] = np.cumsum(rng.integers(1, 20, count))
+    max_ts = np.zeros(count + 5, np.int64)
+    max_ts[:count] = np.maximum.accumulate(rng.integers(0, 1000, count))
+    targets = rng.integers(-5, (next_offsets[count - 1] if count else 0) + 5, 500)
+    out = np.empty(500, np.int64)
+    kernels.lookup_offsets_many(next_offsets, count, targets, out)
+    assert (out == kernels.lookup_offsets_reference(next_offsets, count, targets)).all()
+    kernels.lookup_timestamps_many(max_ts, count, targets, out)
+    assert (out == kernels.lookup_timestamps_reference(max_ts, count, targets)).all()
+
+
+@st.composite
+def partitions_of_segments(draw):
+    """Segment tables of several partitions, concatenated: (each segment's newest timestamp, the bounds of
+    each partition's rows, one target timestamp per partition). Timestamps need not ascend across segments
+    (producers may set any), and an unreadable time index reads as int64 max."""
+    stamp = st.one_of(st.integers(0, 1_000), st.just(np.iinfo(np.int64).max))
+    tables = draw(st.lists(st.lists(stamp, max_size=20), min_size=1, max_size=8))
+    targets = draw(st.lists(st.integers(-1, 1_001), min_size=len(tables), max_size=len(tables)))
+    bounds = np.concatenate(([0], np.cumsum([len(t) for t in tables]))).astype(np.int64)
+    max_timestamps = np.array([s for t in tables for s in t], dtype=np.int64)
+    return max_timestamps, bounds, np.array(targets, dtype=np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(partitions_of_segments())
+def test_first_segments_kernel_matches_reference(case):
+    max_timestamps, bounds, targets = case
+    out = np.empty(len(targets), np.int64)
+    kernels.first_segments_at_or_after(max_timestamps, bounds, targets, out)
+    assert out.tolist() == kernels.first_segments_reference(max_timestamps, bounds, targets).tolist()
+
+
+@st.composite
+def partition_with_floors(draw):
+    """A partition's segment table (bases, log sizes) and floors in it, each with the batch holding it:
+    (first offset, next offset, bytes, bytes after it in its segment)."""
+    segments = draw(st.lists(st.lists(st.tuples(st.integers(1, 50), st.integers(1, 10_000)), min_size=1,
+                                      max_size=6), min_size=1, max_size=12))
+    bases, log_sizes, batches, offset = [], [], [], 0
+    for batch_list in segments:
+        bases.append(offset)
+        log_sizes.append(sum(size for _, size in batch_list))
+        after = log_sizes[-1]
+        for messages, size in batch_list:
+            after -= size
+            batches.append((offset, offset + messages, size, after))
+            offset += messages
+    floors = draw(st.lists(st.integers(0, offset - 1), min_size=1, max_size=30))
+    heads = [next(b for b in batches if b[0] <= f < b[1]) for f in floors]
+    return (np.array(bases, np.int64), np.array(log_sizes, np.int64), np.array(floors, np.int64),
+            np.array(heads, np.int64).reshape(-1, 4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(partition_with_floors())
+def test_tail_bytes_kernel_matches_reference(case):
+    bases, log_sizes, floors, heads = case
+    out = np.empty(len(floors), np.int64)
+    kernels.tail_bytes_many(bases, log_sizes, floors, heads, out)
+    expected = kernels.tail_bytes_reference(bases, log_sizes, floors, heads)
+    assert out.tolist() == expected.tolist()
+    # and the reference against a plain sum over the batches and segments
+    for floor, (first, next_offset, size, rest), got in zip(floors, heads, expected):
+        later = int(log_sizes[bases > floor].sum())
+        assert got == later + int(size * (next_offset - floor) / (next_offset - first)) + rest
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -117,21 +202,21 @@ def tail_bytes_by_index_view(view, table, floors: np.ndarray) -> list[int]:
 def test_bytes_from_each(bench, many_segments):
     _, view, table, floors = many_segments
     bench.baseline(BACKLOG, "bytes_from per position (today, NumPy)", messages=len(floors), unit="position")
-    today = bench.run(lambda: [bytes_from(view, table, int(f)) for f in floors])
+    today = bench.run(lambda: [bytes_from(view, table, int(f)) for f in floors], rounds=ROUNDS)
     assert today == tail_bytes_by_index_view(view, table, floors)
 
 
 def test_index_view_each(bench, many_segments):
     _, view, table, floors = many_segments
     bench.baseline(BACKLOG, "IndexView per position (Cython per call)", messages=len(floors), unit="position")
-    bench.run(lambda: tail_bytes_by_index_view(view, table, floors))
+    bench.run(lambda: tail_bytes_by_index_view(view, table, floors), rounds=ROUNDS)
 
 
 def test_tail_bytes_reference(bench, many_segments):
     _, view, table, floors = many_segments
     bench.baseline(BACKLOG, "tail_bytes_reference, one call (NumPy twin)", messages=len(floors), unit="position")
     got = bench.run(lambda: kernels.tail_bytes_reference(table.bases, table.log_sizes, floors,
-                                                         gather_heads(view, table, floors)))
+                                                         gather_heads(view, table, floors)), rounds=ROUNDS)
     assert got.tolist() == tail_bytes_by_index_view(view, table, floors)
 
 
@@ -145,7 +230,7 @@ def test_tail_bytes_numba(bench, many_segments):
 
     numba_path()  # compiled (or loaded from the cache) outside the timing: the next group measures that
     bench.seglog(BACKLOG, "tail_bytes_many, one call (Numba)", messages=len(floors), unit="position")
-    assert bench.run(numba_path).tolist() == tail_bytes_by_index_view(view, table, floors)
+    assert bench.run(numba_path, rounds=ROUNDS).tolist() == tail_bytes_by_index_view(view, table, floors)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -218,14 +303,16 @@ def test_first_offset_each(bench, wide_topic):
     log, topic, timestamp = wide_topic
     bench.baseline(START, "first_offset_at_or_after per partition (NumPy)", messages=topic.partitions,
                    unit="partition")
-    bench.run(lambda: [first_offset_at_or_after(view, table, timestamp) for view, table in tables_of(log, topic)])
+    bench.run(lambda: [first_offset_at_or_after(view, table, timestamp) for view, table in tables_of(log, topic)],
+              rounds=ROUNDS)
 
 
 def test_first_segments_reference(bench, wide_topic):
     log, topic, timestamp = wide_topic
     bench.baseline(START, "first_segments_reference, one call (NumPy twin)", messages=topic.partitions,
                    unit="partition")
-    got = bench.run(lambda: start_by_segment_search(log, topic, timestamp, kernels.first_segments_reference))
+    got = bench.run(lambda: start_by_segment_search(log, topic, timestamp, kernels.first_segments_reference),
+                    rounds=ROUNDS)
     assert got == [first_offset_at_or_after(view, table, timestamp) for view, table in tables_of(log, topic)]
 
 
@@ -237,7 +324,7 @@ def test_spark_start_offsets(bench, wide_topic):
                                   streaming=False)
     bench.baseline(START, "start_offsets, a reader per partition (Spark today)", messages=topic.partitions,
                    unit="partition")
-    starts = bench.run(lambda: offset_ranges.start_offsets(topic, options))
+    starts = bench.run(lambda: offset_ranges.start_offsets(topic, options), rounds=ROUNDS)
     assert list(starts.values()) == [first_offset_at_or_after(v, t, timestamp) for v, t in tables_of(log, topic)]
 
 
@@ -246,17 +333,19 @@ def test_first_segments_numba(bench, wide_topic):
     start_by_segment_search(log, topic, timestamp, numba_search)  # compiled outside the timing
     bench.seglog(START, "first_segments_at_or_after, one call (Numba)", messages=topic.partitions,
                  unit="partition")
-    got = bench.run(lambda: start_by_segment_search(log, topic, timestamp, numba_search))
+    got = bench.run(lambda: start_by_segment_search(log, topic, timestamp, numba_search), rounds=ROUNDS)
     assert got == [first_offset_at_or_after(view, table, timestamp) for view, table in tables_of(log, topic)]
 
 
 # ---------------------------------------------------------------------------------------------------------
 # 3. What a fresh process pays before its first kernel result
 
-FIRST_CALLS = """
+FIRST_CALLS = f"""
+import sys
 import numpy as np
 import seglog
-from seglog._core import kernels
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import numba_kernels as kernels
 a = np.arange(10, dtype=np.int64)
 out = np.empty(3, dtype=np.int64)
 targets = np.array([1, 5, 20], dtype=np.int64)

@@ -9,7 +9,8 @@ Groups "lookup: by offset" and "lookup: by timestamp":
   seglog    IndexView.find_offset, IndexView.find_timestamp   over the segment's mapped index
   baseline  np.searchsorted, one call   NumPy over the same index arrays, all targets in one call (the
                                     kernels' reference twin)
-  seglog    kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels, all targets in one call
+  seglog    kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels of numba_kernels.py (for
+                                    the benchmarks only: seglog does not use them), all targets in one call
             topic.reader(start=offset) + read_messages(1)   the public API; a reader locates its start
                                     lazily, so the lookup includes fetching the message
             topic.reader(start={'timestamp': t})   the public API; located when the reader is made
@@ -118,7 +119,8 @@ def test_reader_seek(bench, indexed, scale):
 
 @pytest.mark.parametrize("kind", ["offsets", "timestamps"])
 def test_lookup_many_kernel(bench, indexed, kind):
-    kernels = pytest.importorskip("seglog._core.kernels")
+    pytest.importorskip("numba")  # the `test` extra
+    import numba_kernels as kernels
     _, index, offsets, timestamps = indexed
     next_offsets, _, max_timestamps = index.arrays()
     kernel, entries, targets = {
@@ -160,7 +162,8 @@ def test_sorted_targets(bench, indexed, how):
         bench.baseline(SORTED, "np.searchsorted, one call", messages=len(targets), unit="lookup")
         found = bench.run(lambda: np.searchsorted(next_offsets, targets, side="right"))
     else:
-        kernels = pytest.importorskip("seglog._core.kernels")
+        pytest.importorskip("numba")  # the `test` extra
+        import numba_kernels as kernels
         kernels.lookup_offsets_many(next_offsets, index.count, targets[:1], out[:1])  # compiled outside the timing
         bench.seglog(SORTED, "kernels.lookup_offsets_many, one call", messages=len(targets), unit="lookup")
         bench.run(lambda: kernels.lookup_offsets_many(next_offsets, index.count, targets, out))

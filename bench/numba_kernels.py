@@ -1,9 +1,15 @@
-"""Vectorised kernels over the memory-mapped index arrays, in Numba.
+"""Numba batch kernels over the index arrays, each with its NumPy reference twin (`*_reference`), kept
+for the benchmarks only: seglog does not use them and does not depend on Numba (README, Performance).
 
-Batch signatures on purpose: a Numba call costs ~0.5 µs, a lookup inside one ~70 ns, so callers hand in
-many targets at once (per-call lookups are IndexView's, in Cython). Compiled on first use and cached on
-disk (`NUMBA_CACHE_DIR` moves the cache), so `import seglog` never pays for Numba. Each kernel has a NumPy
-reference beside it (`*_reference`) that the tests hold it to."""
+They were the candidates for the call sites where many index lookups happen in one go (issue 11, item
+6); bench_kernels.py and bench_lookup.py measure them against the library's own paths in the same run,
+and bench_kernels.py holds their parity tests. None wins clearly where users would call it. The index
+arrays are one memory map per segment, so a kernel over many segments first needs an IndexView lookup
+(Cython) per position to gather them, and that gathering is most of the time: the whole Numba path came
+to 0.8x-1.2x the same batch done in NumPy (tens of microseconds a call), and the lookups of many targets
+in one index to 0.8x-1.3x np.searchsorted with random targets, 0.3x-0.45x with sorted ones. Meanwhile a
+fresh process pays 0.6-1.4 s (cache warm) to 1.3-2.5 s (compiling) before its first kernel result. Numba
+is in the `test` extra for these files. Compiled on first use and cached on disk (`NUMBA_CACHE_DIR`)."""
 
 from __future__ import annotations
 
@@ -50,9 +56,6 @@ def lookup_offsets_reference(next_offsets: np.ndarray, count: int, targets: np.n
 def lookup_timestamps_reference(max_timestamps: np.ndarray, count: int, targets: np.ndarray) -> np.ndarray:
     found = np.searchsorted(max_timestamps[:count], targets, side="left")
     return np.where(found < count, found, -1)
-
-
-# --- Candidates measured for issue 11 (item 6) against the paths the library takes today -----------------
 
 
 @njit(cache=True, nogil=True)
