@@ -7,12 +7,18 @@ Groups "lookup: by offset" and "lookup: by timestamp":
   baseline  bisect over a list      bisect_right / bisect_left over a Python list of the same index entries:
                                     one C call per lookup from a Python loop
   seglog    IndexView.find_offset, IndexView.find_timestamp   over the segment's mapped index
-            kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels, all targets in one call
+  baseline  np.searchsorted, one call   NumPy over the same index arrays, all targets in one call (the
+                                    kernels' reference twin)
+  seglog    kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels of numba_kernels.py (for
+                                    the benchmarks only: seglog does not use them), all targets in one call
             topic.reader(start=offset) + read_messages(1)   the public API; a reader locates its start
                                     lazily, so the lookup includes fetching the message
             topic.reader(start={'timestamp': t})   the public API; located when the reader is made
             reader.seek(offset) + read_messages(1)   one reader reused (no target: shows what construction
                                     costs in the line above)
+Group "lookup: many sorted offsets, one call" (e.g. a snapshot's positions, looked up in order):
+  baseline  np.searchsorted, one call   the same random offsets, sorted
+  seglog    kernels.lookup_offsets_many, one call
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from seglog.storage.partition_view import PartitionView
 
 BY_OFFSET = "lookup: by offset"
 BY_TIME = "lookup: by timestamp"
+SORTED = "lookup: many sorted offsets, one call"
 MESSAGES_PER_BATCH = 10
 TARGET = 1_000_000  # lookups per second
 
@@ -112,7 +119,8 @@ def test_reader_seek(bench, indexed, scale):
 
 @pytest.mark.parametrize("kind", ["offsets", "timestamps"])
 def test_lookup_many_kernel(bench, indexed, kind):
-    kernels = pytest.importorskip("seglog._core.kernels")
+    pytest.importorskip("numba")  # the `test` extra
+    import numba_kernels as kernels
     _, index, offsets, timestamps = indexed
     next_offsets, _, max_timestamps = index.arrays()
     kernel, entries, targets = {
@@ -127,6 +135,40 @@ def test_lookup_many_kernel(bench, indexed, kind):
     bench.run(lambda: kernel(entries, index.count, targets, out))
     reference = getattr(kernels, f"lookup_{kind}_reference")(np.ascontiguousarray(entries), index.count, targets)
     assert np.array_equal(out, reference)
+
+
+@pytest.mark.parametrize("kind", ["offsets", "timestamps"])
+def test_searchsorted_many(bench, indexed, kind):
+    _, index, offsets, timestamps = indexed
+    next_offsets, _, max_timestamps = index.arrays()
+    entries, targets, side = {
+        "offsets": (next_offsets, np.array(offsets, dtype=np.int64), "right"),
+        "timestamps": (max_timestamps, np.array(timestamps, dtype=np.int64), "left"),
+    }[kind]
+
+    bench.baseline(BY_OFFSET if kind == "offsets" else BY_TIME, "np.searchsorted, one call",
+                   messages=len(targets), unit="lookup")
+    found = bench.run(lambda: np.searchsorted(entries, targets, side=side))
+    assert found.max() < index.count
+
+
+@pytest.mark.parametrize("how", ["np.searchsorted", "kernels.lookup_offsets_many"])
+def test_sorted_targets(bench, indexed, how):
+    _, index, offsets, _ = indexed
+    next_offsets = index.arrays()[0]
+    targets = np.sort(np.array(offsets, dtype=np.int64))
+    out = np.empty(len(targets), dtype=np.int64)
+    if how == "np.searchsorted":
+        bench.baseline(SORTED, "np.searchsorted, one call", messages=len(targets), unit="lookup")
+        found = bench.run(lambda: np.searchsorted(next_offsets, targets, side="right"))
+    else:
+        pytest.importorskip("numba")  # the `test` extra
+        import numba_kernels as kernels
+        kernels.lookup_offsets_many(next_offsets, index.count, targets[:1], out[:1])  # compiled outside the timing
+        bench.seglog(SORTED, "kernels.lookup_offsets_many, one call", messages=len(targets), unit="lookup")
+        bench.run(lambda: kernels.lookup_offsets_many(next_offsets, index.count, targets, out))
+        found = out
+    assert np.array_equal(found, np.searchsorted(next_offsets, targets, side="right"))
 
 
 def test_bisect_timestamp(bench, indexed):

@@ -16,7 +16,8 @@ and the *seglog* benchmarks, each of which states its targets against those base
 Targets: `at_least={baseline label: ratio}` (throughput ratio), `min_rate=` (messages/s),
 `min_gbps=` (1e9 bytes/s), `max_extra_seconds={baseline label: s}` (round time above the baseline's),
 `at_most={extra_info key: limit}` (a figure the test records itself, e.g. memory growth).
-A seglog benchmark without targets is reported for information.
+A seglog benchmark without targets is reported for information. The summary also prints each seglog
+benchmark's ratio to every baseline of its group that no `at_least` target names, for information.
 
 Throughput is `messages` (or `nbytes`) divided by the best (minimum) round time, and ratios compare the
 best rounds of benchmarks of the same group: other processes on a shared machine only ever add time, and
@@ -361,6 +362,10 @@ def write_summary(terminalreporter: Any) -> None:
             for verdict in verdicts:
                 tally[verdict.met] += 1
                 write(f"{'':14}{verdict.text:<60} {_verdict_word(verdict.met)}", **_COLOURS[verdict.met])
+            named = entry.info.get("targets", {}).get("at_least", {})
+            for baseline in report.baselines:  # the ratios no target names, for information
+                if baseline.label not in named:
+                    write(f"{'':14}{_ratio_text(entry, baseline):<60} for information")
             _write_note(write, entry)
     write("")
     write(f"targets: {tally[True]} MET, {tally[False]} MISSED" +
@@ -373,6 +378,13 @@ def _figures(entry: Entry) -> str:
     if entry.gbps:
         parts.append(f"{entry.gbps:7.3f} GB/s")
     return "  ".join(parts)
+
+
+def _ratio_text(entry: Entry, baseline: Entry) -> str:
+    text = f"{entry.speedup_over(baseline):.2f}x {baseline.label}"
+    if not (entry.rate and baseline.rate) and not (entry.gbps and baseline.gbps):
+        text += f" ({entry.seconds - baseline.seconds:+.3f} s)"
+    return text
 
 
 def _write_note(write: Callable[..., None], entry: Entry) -> None:

@@ -1,11 +1,10 @@
-"""The per-batch index: Cython single lookups and Numba batch kernels against NumPy references."""
+"""The per-batch index: Cython single lookups against NumPy references."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog._core import kernels
 from seglog._core._index import IndexView
 
 
@@ -70,18 +69,3 @@ def test_read_only_view_refuses_appends():
     view = IndexView(np.zeros((2, 2), np.int64), np.zeros((2, 2), np.int64), 0)
     with pytest.raises(PermissionError):
         view.append(1, 72, 0)
-
-
-@pytest.mark.parametrize("count", [0, 1, 7, 1000])
-def test_numba_kernels_match_numpy_reference(count):
-    rng = np.random.default_rng(count)
-    next_offsets = np.zeros(count + 5, np.int64)
-    next_offsets[:count] = np.cumsum(rng.integers(1, 20, count))
-    max_ts = np.zeros(count + 5, np.int64)
-    max_ts[:count] = np.maximum.accumulate(rng.integers(0, 1000, count))
-    targets = rng.integers(-5, (next_offsets[count - 1] if count else 0) + 5, 500)
-    out = np.empty(500, np.int64)
-    kernels.lookup_offsets_many(next_offsets, count, targets, out)
-    assert (out == kernels.lookup_offsets_reference(next_offsets, count, targets)).all()
-    kernels.lookup_timestamps_many(max_ts, count, targets, out)
-    assert (out == kernels.lookup_timestamps_reference(max_ts, count, targets)).all()

@@ -3,8 +3,9 @@
 
 An entry is published by writing its `.index` slot last, after a release fence: a reader in another
 process that sees a non-zero slot also sees the batch and the time entry. Unwritten slots are zero, and
-every written slot is positive (each batch holds at least one record), so the filled entries are a prefix. Per-call lookups live here, in Cython, because a Numba call costs ~0.5 µs;
-the batch kernels over the same arrays are in `kernels.py`."""
+every written slot is positive (each batch holds at least one record), so the filled entries are a prefix.
+Lookups are made here, one call at a time, in Cython: batch kernels over many segments' indexes gained
+nothing where seglog calls them (bench/bench_kernels.py)."""
 
 from libc.stdint cimport int64_t, INT64_MIN
 from seglog._core._format cimport seglog_release_fence, seglog_acquire_fence
