@@ -13,10 +13,11 @@ import pytest
 
 import seglog
 from helpers_storage import python_command
+from seglog._core._format import Prefaulter
 from seglog.storage import segment
 from seglog.storage.check import check_log
-from seglog.storage.segment import SegmentPaths, list_segments, map_file
-from seglog.storage.writer import ActiveSegment
+from seglog.storage.segment import SegmentPaths, index_slots, list_segments, map_file
+from seglog.storage.writer import ActiveSegment, SpareMaker
 
 
 def segment_files(topic, partition=0):
@@ -535,3 +536,43 @@ def test_a_spare_that_cannot_be_made_leaves_no_file_and_the_roll_makes_its_segme
             producer.send_batch(values(300))  # the roll makes the next segment itself
             assert len(segments(topic)) == 2
             assert read_all(topic) == values(400) + values(100) + values(300)
+
+
+class DeferredTasks:
+    """A stand-in for the log's background thread: keeps what SpareMaker asks it to run, for the test to run."""
+
+    def __init__(self) -> None:
+        self.tasks = []
+
+    def run_soon(self, writer, task) -> None:
+        self.tasks.append(task)
+
+
+def test_a_spare_made_while_the_last_one_is_renamed_into_place_gets_files_of_its_own(tmp_path, monkeypatch):
+    """The next spare, asked for while a roll renames the last one into place (a small segment fills
+    before the renames end), must neither open the files being renamed away nor be left without them."""
+    background = DeferredTasks()
+    maker = SpareMaker(tmp_path, Prefaulter(), lambda: (64 << 10, index_slots(64 << 10, None)))
+    maker.ask(None, background)
+    background.tasks.pop()()  # the first spare, made
+    maker.rolled()
+    maker.ask(None, background)  # the next one is asked for; the background thread runs it during the roll
+    make_next = background.tasks.pop()
+    rename = SegmentPaths.rename_to
+    making = threading.Thread(target=make_next)
+
+    def rename_while_the_next_spare_is_made(paths, other):
+        making.start()
+        making.join(0.2)  # given time to run now: it must wait for the renames to end
+        rename(paths, other)
+    monkeypatch.setattr(SegmentPaths, "rename_to", rename_while_the_next_spare_is_made)
+    first = SegmentPaths.of(tmp_path, 0)
+    taken = maker.take(first)
+    making.join(30)
+    monkeypatch.undo()
+    assert taken is not None and not making.is_alive()
+    spare = SegmentPaths.spare(tmp_path)
+    assert {os.stat(p).st_ino for p in (spare.log, spare.index, spare.timeindex)}.isdisjoint(
+        os.stat(p).st_ino for p in (first.log, first.index, first.timeindex))
+    assert maker.take(SegmentPaths.of(tmp_path, 10)) is not None  # the next roll takes it
+    maker.close()

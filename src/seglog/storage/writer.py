@@ -170,15 +170,14 @@ class SpareSegment:
         self._prefaulter = prefaulter
         prefaulter.prepare(self.maps[2])
 
-    def take(self, paths: SegmentPaths) -> tuple[Mapping, Mapping, Mapping]:
-        """Rename the files to `paths` and hand over their maps, for the caller's new active segment. If a
+    def rename_to(self, paths: SegmentPaths) -> None:
+        """Give the files `paths`' names, for the caller's new active segment (its maps go with them). If a
         rename fails, the spare is discarded (an index file renamed already holds only zeros)."""
         try:
             self.paths.rename_to(paths)
         except OSError:
             self.discard()
             raise
-        return self.maps
 
     def discard(self) -> None:
         self.abandon()
@@ -228,19 +227,23 @@ class SpareMaker:
         """A spare is made and waits for the next roll."""
         return self._spare is not None
 
-    def take(self) -> SpareSegment | None:
-        """The spare for a roll: None if none is ready, or if it is not the size a new segment has now (the
-        topic's settings changed: it is discarded)."""
+    def take(self, paths: SegmentPaths) -> SpareSegment | None:
+        """The spare for a roll, its files renamed to `paths`: None if none is ready, or if it is not the size
+        a new segment has now (the topic's settings changed: it is discarded). The renames are made holding
+        the lock, so the next spare is never made under the names of files still being renamed away."""
         if not self._lock.acquire(blocking=False):  # being made: the roll does not wait for it
             return None
         try:
             spare, self._spare = self._spare, None
+            if spare is None:
+                return None
+            if (spare.capacity, spare.slots) != self._size():
+                spare.discard()
+                return None
+            spare.rename_to(paths)
+            return spare
         finally:
             self._lock.release()
-        if spare is not None and (spare.capacity, spare.slots) != self._size():
-            spare.discard()
-            return None
-        return spare
 
     def rolled(self) -> None:
         """A new segment is active: its spare is to be asked for when it is half full."""
@@ -495,11 +498,10 @@ class PartitionWriter:
         next offset (the spare, renamed into place, when it has the size asked) or, if `sealed` holds
         nothing, itself again, its files extended to the new capacity."""
         base = sealed.next_offset
-        spare = self._spares.take() if sealed.message_count and capacity is None else None
+        paths = SegmentPaths.of(self.directory, base)
+        spare = self._spares.take(paths) if sealed.message_count and capacity is None else None
         if spare is not None:
-            paths = SegmentPaths.of(self.directory, base)
-            maps = spare.take(paths)
-            self.active = ActiveSegment(paths, base, spare.capacity, maps, self.clock(), self._prefaulter)
+            self.active = ActiveSegment(paths, base, spare.capacity, spare.maps, self.clock(), self._prefaulter)
         else:
             self.active = self._open_segment(base, reopen=sealed.message_count == 0, capacity=capacity)
         self._spares.rolled()
