@@ -59,6 +59,7 @@ from seglog._core import _format
 from seglog.catalog.config import MIN_SEGMENT_SIZE
 from seglog.lifecycle.backlog import bytes_from, first_offset_at_or_after
 from seglog.storage.partition_view import MTIME_SETTLED_NS
+from seglog.storage.segment_table import SegmentFacts
 
 pytest.importorskip("numba")  # the `test` extra: seglog itself does not depend on it
 import numba_kernels as kernels  # noqa: E402 (bench/ is on the path, as for conftest.py)
@@ -161,8 +162,8 @@ def many_segments(scratch, scale):
         with topic.producer() as producer:
             for _ in range(segments):
                 producer.send_batch(record)
-        view = topic._segments(0)
-        table = log._segment_facts(view).table()
+        view = topic.partition_view(0)
+        table = SegmentFacts(view).table()
         assert len(table) >= segments
         floors = np.linspace(0, segments - 1, positions).astype(np.int64)
         yield log, view, table, floors
@@ -260,9 +261,15 @@ def wide_topic(scratch, scale):
         yield log, topic, T0 + segments * batches * 1000 // 2
 
 
+FACTS: dict = {}  # each partition's SegmentFacts, kept between rounds as the log keeps them (sealed rows read once)
+
+
 def tables_of(log, topic):
-    views = [topic._segments(p) for p in range(topic.partitions)]
-    return [(view, log._segment_facts(view).table()) for view in views]
+    views = [topic.partition_view(p) for p in range(topic.partitions)]
+    for view in views:
+        if view.directory not in FACTS or FACTS[view.directory].view is not view:
+            FACTS[view.directory] = SegmentFacts(view)
+    return [(view, FACTS[view.directory].table()) for view in views]
 
 
 def offset_in_segment(view, table, i: int, timestamp: int) -> int:
