@@ -15,7 +15,7 @@ from seglog.lifecycle.backlog import partition_backlog
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
 from seglog.storage.segment import list_segments
-from seglog.subscriptions.subscription import reading
+from seglog.subscriptions.dispatch import reading
 
 if TYPE_CHECKING:
     from seglog.broker import Broker
