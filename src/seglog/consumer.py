@@ -22,7 +22,8 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions.dispatch import ConsumerState, Piece, Subscription, Subscriptions
+from seglog.subscriptions.dispatch import ConsumerState, Piece, Subscription
+from seglog.subscriptions.registry import Subscriptions
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
