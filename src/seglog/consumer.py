@@ -22,8 +22,9 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions.dispatch import ConsumerState, Piece, Subscription
+from seglog.subscriptions.dispatch import ConsumerState, Piece
 from seglog.subscriptions.registry import Subscriptions
+from seglog.subscriptions.subscription import Subscription
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class Consumer:
         self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
         self.state = ConsumerState(self.name, ack_timeout_ms, self._drop_prefetched, self.close)
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
+        self._cursor = subscription.cursor  # the per-message ack and is_acked go to it directly
         self._cursors = subscription.cursors
         self._ends = [0] * len(subscription.cursors)  # the partitions' end offsets when last looked up
         self._closed = False
@@ -79,17 +81,17 @@ class Consumer:
         return message
 
     def _next_message(self) -> Message | None:
-        prefetched, subscription = self._prefetched, self.subscription
+        prefetched, cursor = self._prefetched, self._cursor
         while True:
             while prefetched:
                 head = prefetched[0]
                 while head.next < len(head.messages):
                     message = head.messages[head.next]
                     head.next += 1
-                    if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
+                    if not cursor.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
                         return message
                 prefetched.popleft()
-            pieces = subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
+            pieces = self.subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
             if not pieces:
                 return None
             prefetched.extend(_Prefetched(piece, piece.messages()) for piece in pieces)
@@ -162,10 +164,10 @@ class Consumer:
             self._check_written(partition, offset)
         try:
             self._cursors[partition].acks.ack(offset)
-        except AckSetBusyError:  # see Subscription: a GIL-free loop of the thread holding its mutex
-            self.subscription.ack_holding_mutex(partition, offset)
+        except AckSetBusyError:  # see subscriptions/cursor.py: a GIL-free loop of the thread holding the mutex
+            self._cursor.ack_holding_mutex(partition, offset)
         else:
-            self.subscription.dirty = True
+            self._cursor.dirty = True
 
     def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,

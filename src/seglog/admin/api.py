@@ -18,13 +18,13 @@ from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retenti
 from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.storage.partition_view import MAX_OFFSET
-from seglog.subscriptions.dispatch import reading
+from seglog.subscriptions.subscription import reading
 from seglog.units import parse_duration
 
 if TYPE_CHECKING:
     from seglog.broker import Broker
     from seglog.catalog.topics import TopicRef
-    from seglog.subscriptions.dispatch import Subscription
+    from seglog.subscriptions.subscription import Subscription
 
 
 class Admin:

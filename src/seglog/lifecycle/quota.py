@@ -30,7 +30,7 @@ from seglog.catalog.topics import Catalog, TopicRef
 from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
 from seglog.lifecycle.backlog import partition_backlog
 from seglog.lifecycle.maintenance import Maintenance
-from seglog.subscriptions.dispatch import reading
+from seglog.subscriptions.subscription import reading
 from seglog.units import format_duration, format_size
 
 QuotaGate = Callable[[bool], None]  # a producer's: armed (True) while its topic has backlog quotas

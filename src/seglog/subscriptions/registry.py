@@ -25,7 +25,7 @@ from seglog.subscriptions.cursor_file import (
     save,
     subscription_names,
 )
-from seglog.subscriptions.dispatch import Subscription
+from seglog.subscriptions.subscription import Subscription
 
 if TYPE_CHECKING:
     from seglog.clock import Clock
@@ -74,8 +74,9 @@ class Subscriptions:
                     record = self._new_record(ref, subscription_type, initial_position)
                     save(path, record, fsync=ref.config.fsync != "never")
                 grown = self._cover_new_partitions(record, ref)
-                subscription = Subscription(self, ref, name, record, lock, path)
-                subscription.dirty = grown
+                subscription = Subscription(ref, name, record, lock, path, self.store, self.clock,
+                                            verify_crc=self.verify_crc)
+                subscription.cursor.dirty = grown
             except BaseException:
                 lock.release()
                 raise
@@ -136,7 +137,7 @@ class Subscriptions:
 
     def persist_dirty(self) -> None:
         with self._lock:
-            subscriptions = [s for s in self._open.values() if not s.closed and s.dirty]
+            subscriptions = [s for s in self._open.values() if not s.closed and s.cursor.dirty]
         for subscription in subscriptions:
             subscription.persist()
 
@@ -156,9 +157,7 @@ class Subscriptions:
 
     def _remove(self, subscription: Subscription) -> None:
         """Delete a subscription's files, its lock file last, while holding its lock (caller holds _lock)."""
-        subscription.closed = True
-        subscription.path.unlink(missing_ok=True)
-        subscription.lock.remove_and_release()
+        subscription.remove()
         self._open.pop((str(subscription.ref), subscription.name), None)
 
     def claim_all(self, ref: TopicRef, locks: ExitStack) -> list[str]:
@@ -184,9 +183,7 @@ class Subscriptions:
         """Close this process's subscriptions of a topic being deleted (their files go with it)."""
         with self._lock:
             for key in [k for k in self._open if k[0] == str(name)]:
-                subscription = self._open.pop(key)
-                subscription.closed = True
-                subscription.lock.release()
+                self._open.pop(key).abandon()
 
     def close(self) -> None:
         with self._lock:

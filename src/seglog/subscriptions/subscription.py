@@ -1,0 +1,172 @@
+"""A subscription consumed in this process (Pulsar's PersistentSubscription): its durable cursor
+(cursor.py) and the dispatcher of its type (dispatch.py), tied together under one mutex.
+
+A subscription is consumed by one process at a time (an flock beside its cursor file); within it, by any
+number of consumers of the types' rules (exclusive, failover, shared, key_shared, as in Pulsar).
+Redeliveries (redelivery.py: negative acks, ack timeouts, consumers that left) go before new messages. Ack
+timeout and negative-ack delay are ages, measured by the log's clock."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from seglog.catalog.topics import TopicRef
+from seglog.errors import ConsumerBusyError
+from seglog.storage.lock import WriterLock
+from seglog.subscriptions.cursor import Cursor
+from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor
+from seglog.subscriptions.dispatch import ConsumerState, Piece, dispatcher_for
+from seglog.subscriptions.redelivery import Redeliveries
+
+if TYPE_CHECKING:
+    from seglog.clock import Clock
+    from seglog.storage.store import PartitionStore
+
+
+class Subscription:
+    """One subscription of a topic, consumed in this process, shared by its consumers. Every method that
+    changes dispatch or cursor state holds `mutex` (the cursor's module docstring says which acks do not).
+    The dispatcher is replaced when a consumer of another type joins a subscription without consumers."""
+
+    def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: WriterLock, path: Path,
+                 store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
+        self.ref = ref
+        self.name = name
+        self.store = store
+        self.fence = store.fence(ref.name)
+        self.mutex = threading.RLock()
+        self.cursor = Cursor(record, path, lock, self.mutex, self.fence, fsync=ref.config.fsync != "never")
+        readers = [store.reader(ref.name, p, c.acks.floor, verify_crc=verify_crc)
+                   for p, c in enumerate(record.partitions)]
+        self.dispatcher = dispatcher_for(record.subscription_type, self.cursor, readers,
+                                         Redeliveries(self.cursor, len(readers), clock), clock,
+                                         partial(store.earliest_offset, ref.name),
+                                         f"subscription {name!r} of {ref}")
+
+    @property
+    def type(self) -> str:
+        return self.cursor.subscription_type
+
+    @property
+    def record(self) -> CursorRecord:
+        return self.cursor.record
+
+    @property
+    def cursors(self) -> list[PartitionCursor]:
+        """Each partition's acknowledgements."""
+        return self.cursor.partitions
+
+    @property
+    def consumers(self) -> list[ConsumerState]:
+        return self.dispatcher.consumers
+
+    @property
+    def closed(self) -> bool:
+        """Whether this process let the subscription go (closed, unsubscribed, its topic deleted)."""
+        return self.cursor.closed
+
+    # consumers
+
+    def attach(self, consumer: ConsumerState, subscription_type: str) -> None:
+        with self.mutex:
+            if self.consumers and subscription_type != self.type:
+                raise ConsumerBusyError(f"subscription {self.name!r} of {self.ref} is {self.type} and has "
+                                        f"consumers; a {subscription_type} consumer cannot join it")
+            if subscription_type != self.type:  # no consumers: the type may change, as in Pulsar
+                self.dispatcher = self.dispatcher.with_type(subscription_type)
+                self.cursor.set_subscription_type(subscription_type)
+            self.dispatcher.add(consumer)
+
+    def detach(self, consumer: ConsumerState) -> None:
+        """A consumer left: what it was given and did not acknowledge goes to the others."""
+        with self.mutex:
+            self.dispatcher.remove(consumer)
+
+    def partitions_for(self, consumer: ConsumerState) -> list[int]:
+        return self.dispatcher.partitions_for(consumer)
+
+    # dispatch
+
+    def next_delivery(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+        """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
+        none now. Each is pending on the consumer until acknowledged."""
+        self.fence.check()
+        with self.mutex:
+            return self.dispatcher.next_delivery(consumer, max_messages)
+
+    def read_position(self, partition: int) -> int:
+        """Where dispatch reads the partition next."""
+        return self.dispatcher.read_position(partition)
+
+    def negative_ack(self, partition: int, offsets: np.ndarray, delay_ms: int) -> None:
+        with self.mutex:
+            self.dispatcher.redeliveries.negative_ack(partition, offsets, delay_ms)
+
+    # acknowledgements
+
+    def is_acked(self, partition: int, offset: int) -> bool:
+        return self.cursor.is_acked(partition, offset)
+
+    def ack_holding_mutex(self, partition: int, offset: int) -> None:
+        self.cursor.ack_holding_mutex(partition, offset)
+
+    def ack_many(self, partition: int, offsets: np.ndarray) -> None:
+        self.cursor.ack_many(partition, offsets)
+
+    def ack_cumulative(self, partition: int, offset: int) -> None:
+        self.cursor.ack_cumulative(partition, offset)
+
+    # cursor moves
+
+    def skip_to(self, partition: int, offset: int, *, counter: str | None = None) -> int:
+        """Acknowledge everything before `offset` (TTL expiry, eviction); returns how many of those
+        messages were unacknowledged until now, and adds them to the cursor's `counter` ('expired' or
+        'evicted') if given."""
+        with self.mutex:
+            skipped = self.cursor.skip_to(partition, offset, counter=counter)
+            self.dispatcher.advance(partition, offset)
+            return skipped
+
+    def skip(self, partition: int, count: int) -> int:
+        """Acknowledge the `count` oldest unacknowledged messages of `partition`, or as many as it has
+        (pulsar-admin topics skip); returns how many."""
+        with self.mutex:
+            return self.cursor.skip(partition, count, self.store.end_offset(self.ref.name, partition))
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Reset the cursor: everything before `offset` acknowledged, everything from it on not. An offset
+        past the partition's end is its end, as in Pulsar: the next message written is the next delivered."""
+        offset = min(offset, self.store.end_offset(self.ref.name, partition))
+        with self.mutex:
+            self.cursor.reset(partition, offset)
+            self.dispatcher.reset(partition, offset)
+
+    # the file
+
+    def persist(self) -> None:
+        self.cursor.persist()
+
+    def close(self) -> None:
+        """Persist the whole cursor state (individual acks included) and release the subscription."""
+        self.cursor.close()
+
+    def abandon(self) -> None:
+        """Release the subscription without persisting it: its topic is being deleted."""
+        self.cursor.abandon()
+
+    def remove(self) -> None:
+        """Delete the subscription's files (an unsubscribe; the caller holds the mutex)."""
+        self.cursor.remove()
+
+
+def reading(subscription: Subscription | None) -> AbstractContextManager:
+    """What to hold while reading a subscription's cursors with AckSet calls that release the GIL (the
+    backlog, the acknowledged ranges): its mutex if it is consumed in this process (its consumers ack
+    meanwhile), nothing for cursors loaded from their file."""
+    return subscription.mutex if subscription is not None else nullcontext()
