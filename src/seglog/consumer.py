@@ -4,7 +4,9 @@
 partition is in its schema metadata, so `ack(batch)` needs nothing else). Acks take a Message, a
 MessageId, a RecordBatch, or offsets (an int, a numpy array or a pyarrow array) with `partition=`; a whole
 batch or array is acknowledged in one call of the Cython AckSet. Timeouts are seconds of real time;
-`ack_timeout` and `negative_ack_redelivery_delay` are ages measured by the log's clock."""
+`ack_timeout` and `negative_ack_redelivery_delay` are ages measured by the log's clock. A receive that
+waits is woken by an append of this process to the topic (storage.notification), and polls for the rest
+(appends by other processes, redeliveries due by time: seglog._wait)."""
 
 from __future__ import annotations
 
@@ -71,10 +73,11 @@ class Consumer:
 
     def receive(self, timeout: float | None = None) -> Message:
         """The next message; waits up to `timeout` (seconds, math.inf or a duration such as '500ms', see
-        units.parse_timeout; None: forever), then raises ReceiveTimeoutError."""
+        units.parse_timeout; None: forever), then raises ReceiveTimeoutError (ClosedError if the log is closed
+        meanwhile)."""
         seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
-        message = wait_until(time.monotonic() + seconds, self._next_message)
+        message = wait_until(time.monotonic() + seconds, self._next_message, self.subscription.appended)
         if message is None:
             raise ReceiveTimeoutError(f"no message on subscription {self.subscription.name!r} of "
                                       f"{self.topic.name} within {timeout} s")
@@ -100,7 +103,7 @@ class Consumer:
         """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
         unless acknowledged messages had to be left out), or None when there are none. Returns at once
         unless given a `timeout` to wait for messages (seconds, math.inf or a duration such as '500ms', see
-        units.parse_timeout; None: forever)."""
+        units.parse_timeout; None: forever; ClosedError if the log is closed meanwhile)."""
         seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
         if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
@@ -110,8 +113,9 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        pieces = wait_until(time.monotonic() + seconds,
-                            lambda: self.subscription.next_delivery(self.state, max_messages))
+        subscription = self.subscription
+        pieces = wait_until(time.monotonic() + seconds, lambda: subscription.next_delivery(self.state, max_messages),
+                            subscription.appended)
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]

@@ -114,7 +114,8 @@ class PartitionStore:
         return facts
 
     def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool) -> Reader:
-        return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name))
+        return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
+                      appended=self.append_signal(name, partition))
 
     def append_signal(self, name: TopicName, partition: int) -> AppendSignal:
         """The partition's append notification: this process's writer of it signals every append."""
@@ -260,7 +261,7 @@ class PartitionStore:
 
     def close(self) -> None:
         """Stop the linger thread, close every writer (their partitions are marked cleanly closed) and wake
-        every waiter."""
+        every waiter (ClosedError)."""
         if self._closed:
             return
         self._closed = True

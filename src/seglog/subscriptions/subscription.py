@@ -48,6 +48,8 @@ class Subscription:
                                          Redeliveries(self.cursor, len(readers), clock), clock,
                                          partial(store.earliest_offset, ref.name),
                                          f"subscription {name!r} of {ref}")
+        # what a consumer waiting for messages waits on (storage.notification): an append to any partition
+        self.appended = [store.append_signal(ref.name, p) for p in range(len(readers))]
 
     @property
     def type(self) -> str:
