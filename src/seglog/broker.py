@@ -30,7 +30,7 @@ from seglog.lifecycle.quota import QuotaGuards
 from seglog.names import TopicName
 from seglog.storage.check import recover_log
 from seglog.storage.store import PartitionStore
-from seglog.subscriptions.subscription import Subscriptions
+from seglog.subscriptions.registry import Subscriptions
 
 MAX_PARTITIONS = 10_000
 METADATA_FILE = "meta.sqlite"  # its presence is what makes a directory a seglog data directory

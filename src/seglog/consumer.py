@@ -4,7 +4,9 @@
 partition is in its schema metadata, so `ack(batch)` needs nothing else). Acks take a Message, a
 MessageId, a RecordBatch, or offsets (an int, a numpy array or a pyarrow array) with `partition=`; a whole
 batch or array is acknowledged in one call of the Cython AckSet. Timeouts are seconds of real time;
-`ack_timeout` and `negative_ack_redelivery_delay` are ages measured by the log's clock."""
+`ack_timeout` and `negative_ack_redelivery_delay` are ages measured by the log's clock. A receive that
+waits is woken by an append of this process to the topic (storage.notification), and polls for the rest
+(appends by other processes, redeliveries due by time: seglog._wait)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions.subscription import ConsumerState, Piece, Subscription, Subscriptions
+from seglog.subscriptions.dispatch import ConsumerState, Piece
+from seglog.subscriptions.registry import Subscriptions
+from seglog.subscriptions.subscription import Subscription
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
@@ -56,6 +60,7 @@ class Consumer:
         self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
         self.state = ConsumerState(self.name, ack_timeout_ms, self._drop_prefetched, self.close)
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
+        self._cursor = subscription.cursor  # the per-message ack and is_acked go to it directly
         self._cursors = subscription.cursors
         self._ends = [0] * len(subscription.cursors)  # the partitions' end offsets when last looked up
         self._closed = False
@@ -68,27 +73,28 @@ class Consumer:
 
     def receive(self, timeout: float | None = None) -> Message:
         """The next message; waits up to `timeout` (seconds, math.inf or a duration such as '500ms', see
-        units.parse_timeout; None: forever), then raises ReceiveTimeoutError."""
+        units.parse_timeout; None: forever), then raises ReceiveTimeoutError (ClosedError if the log is closed
+        meanwhile)."""
         seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
-        message = wait_until(time.monotonic() + seconds, self._next_message)
+        message = wait_until(time.monotonic() + seconds, self._next_message, self.subscription.appended)
         if message is None:
             raise ReceiveTimeoutError(f"no message on subscription {self.subscription.name!r} of "
                                       f"{self.topic.name} within {timeout} s")
         return message
 
     def _next_message(self) -> Message | None:
-        prefetched, subscription = self._prefetched, self.subscription
+        prefetched, cursor = self._prefetched, self._cursor
         while True:
             while prefetched:
                 head = prefetched[0]
                 while head.next < len(head.messages):
                     message = head.messages[head.next]
                     head.next += 1
-                    if not subscription.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
+                    if not cursor.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
                         return message
                 prefetched.popleft()
-            pieces = subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
+            pieces = self.subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
             if not pieces:
                 return None
             prefetched.extend(_Prefetched(piece, piece.messages()) for piece in pieces)
@@ -97,7 +103,7 @@ class Consumer:
         """The next messages as one RecordBatch (at most `max_messages`, from one stored batch; zero copy
         unless acknowledged messages had to be left out), or None when there are none. Returns at once
         unless given a `timeout` to wait for messages (seconds, math.inf or a duration such as '500ms', see
-        units.parse_timeout; None: forever)."""
+        units.parse_timeout; None: forever; ClosedError if the log is closed meanwhile)."""
         seconds = parse_timeout(timeout, none=math.inf)
         self._check_open()
         if max_messages is not None and (isinstance(max_messages, bool) or not isinstance(max_messages, int)
@@ -107,8 +113,9 @@ class Consumer:
             self._prefetched.popleft()
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
-        pieces = wait_until(time.monotonic() + seconds,
-                            lambda: self.subscription.next_delivery(self.state, max_messages))
+        subscription = self.subscription
+        pieces = wait_until(time.monotonic() + seconds, lambda: subscription.next_delivery(self.state, max_messages),
+                            subscription.appended)
         if not pieces:
             return None
         batches = [piece.record_batch() for piece in pieces]
@@ -161,10 +168,10 @@ class Consumer:
             self._check_written(partition, offset)
         try:
             self._cursors[partition].acks.ack(offset)
-        except AckSetBusyError:  # see Subscription: a GIL-free loop of the thread holding its mutex
-            self.subscription.ack_holding_mutex(partition, offset)
+        except AckSetBusyError:  # see subscriptions/cursor.py: a GIL-free loop of the thread holding the mutex
+            self._cursor.ack_holding_mutex(partition, offset)
         else:
-            self.subscription.dirty = True
+            self._cursor.dirty = True
 
     def ack_cumulative(self, target: Any, partition: int | None = None) -> None:
         """Acknowledge every message of the partition up to and including `target` (a Message, MessageId,

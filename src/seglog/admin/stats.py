@@ -108,7 +108,7 @@ def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             with reading(live):
                 acks = record.partitions[p].acks
                 cursors[name] = {"markDeletePosition": acks.floor - 1,
-                                 "readPosition": live.dispatch[p].reader.offset if live is not None else acks.floor,
+                                 "readPosition": live.read_position(p) if live is not None else acks.floor,
                                  "ackedRanges": acks.ranges().tolist(),
                                  "individuallyAcked": acks.individual_count}
         partitions[str(p)] = {"numberOfEntries": table.end_offset - table.earliest_offset,

@@ -23,7 +23,8 @@ from seglog.lifecycle.backlog import PartitionBacklog, first_offset_at_or_after,
 from seglog.lifecycle.retention import Backlog, Limits, deletable_prefix
 from seglog.storage.segment_table import SegmentTable
 from seglog.storage.store import PartitionStore
-from seglog.subscriptions.subscription import Subscriptions, reading
+from seglog.subscriptions.registry import Subscriptions
+from seglog.subscriptions.subscription import reading
 
 if TYPE_CHECKING:
     from seglog.storage.partition_view import PartitionView

@@ -11,28 +11,31 @@ import pyarrow as pa
 from seglog._core._arrow import indexed_batch
 from seglog._core._index import IndexView
 from seglog._core._messages import Message, messages_from_batch
+from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
 from seglog.storage.fence import TopicFence
+from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
 from seglog.units import parse_timeout
 
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
-_POLL_START_S = 0.0002
-_POLL_MAX_S = 0.01
 
 class Reader:
     """Reads one partition from a start position onwards, without acknowledging anything.
 
     Use `read_batch()` for pyarrow RecordBatches over the log's own memory (zero copy), or iterate for
-    Message objects. A reader sees messages as soon as the writer publishes them, in any process."""
+    Message objects. A reader sees messages as soon as the writer publishes them, in any process. Waiting
+    with a timeout, it is woken by `appended`, the partition's append notification, when this process
+    writes the partition, and polls for appends by other processes (seglog._wait)."""
 
     def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True,
-                 fence: TopicFence) -> None:
+                 fence: TopicFence, appended: AppendSignal | None = None) -> None:
         self.partition = partition
         self._fence = fence
+        self._signals = () if appended is None else (appended,)
         self.verify_crc = verify_crc
         self._view = segments
         self._verified: tuple[IndexView, int] | None = None  # the last batch this reader checked
@@ -57,7 +60,8 @@ class Reader:
         `max_messages` and at most one stored batch; None when there is nothing new.
 
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
-        '500ms', see units.parse_timeout); without, it returns at once."""
+        '500ms', see units.parse_timeout; ClosedError if the log is closed meanwhile); without, it returns at
+        once."""
         batch = self._following_batch() if timeout is None else None
         if batch is not None:
             base, count = self._offset, batch.num_rows
@@ -117,19 +121,14 @@ class Reader:
         if self._closed:
             raise ClosedError("reader is closed")
         self._fence.check()
-        located = self._locate_next()
-        if located is not None or seconds == 0:
-            return located
-        deadline = time.monotonic() + seconds
-        delay = _POLL_START_S
-        while located is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(delay, remaining))
-            delay = min(delay * 2, _POLL_MAX_S)
-            located = self._locate_next()
-        return located
+        if seconds == 0:
+            return self._locate_next()
+        return wait_until(time.monotonic() + seconds, self._locate_waiting, self._signals)
+
+    def _locate_waiting(self):
+        """_locate_next for a wait, which may see the topic deleted meanwhile."""
+        self._fence.check()
+        return self._locate_next()
 
     def _locate_next(self):
         """locate(self.offset); an offset deleted by the lifecycle rules under this reader moves it on to the

@@ -2,7 +2,8 @@
 
 It knows where each topic's files are (topics/<tenant>/<namespace>/<topic>/<partition>/), keeps the shared
 read-side view of every partition in use and its segment facts, the partition writers with a count of their
-users (the last one closes a writer and lets its lock go), the background linger thread, each topic's fence,
+users (the last one closes a writer and lets its lock go), each partition's append notification (its writer
+signals it, its readers wait on it: storage.notification), the background linger thread, each topic's fence,
 and the file side of a topic's creation and deletion. Topics are named by TopicName and partitions by
 number; whether a partition exists is the catalog's to say (TopicRef.check_partition)."""
 
@@ -20,6 +21,7 @@ from seglog.names import TopicName
 from seglog.storage.fence import TopicFence, create_fence, fence_deleted, has_fence, set_deleted
 from seglog.storage.linger import LingerFlusher
 from seglog.storage.lock import WriterLock
+from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import PartitionView, start_offset
 from seglog.storage.reader import Reader
 from seglog.storage.segment import LOCK_FILE, delete_segments, refuse_symbolic_links
@@ -39,6 +41,8 @@ class PartitionStore:
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[tuple[str, int], int] = {}  # this process's producers using each writer
         self._producers: dict[str, int] = {}  # open producers of each topic (a deletion names them)
+        self._signals: dict[tuple[str, int], AppendSignal] = {}
+        self._signals_lock = threading.Lock()
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
         self._closed = False
@@ -110,7 +114,18 @@ class PartitionStore:
         return facts
 
     def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool) -> Reader:
-        return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name))
+        return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
+                      appended=self.append_signal(name, partition))
+
+    def append_signal(self, name: TopicName, partition: int) -> AppendSignal:
+        """The partition's append notification: this process's writer of it signals every append."""
+        self._check_open()
+        key = (str(name), partition)
+        with self._signals_lock:
+            signal = self._signals.get(key)
+            if signal is None:
+                signal = self._signals[key] = AppendSignal()
+            return signal
 
     def start_offset(self, name: TopicName, partition: int, start: Any) -> int:
         """Where a read from `start` ('earliest', 'latest', an offset or {'timestamp': ms}) begins."""
@@ -153,7 +168,8 @@ class PartitionStore:
             writer = self._writers.get(key)
             if writer is None:
                 writer = self._writers[key] = PartitionWriter(self.partition_directory(name, partition), partition,
-                                                              settings, self.clock, self._linger, self.fence(name))
+                                                              settings, self.clock, self._linger, self.fence(name),
+                                                              self.append_signal(name, partition))
             self._writer_users[key] = self._writer_users.get(key, 0) + 1
             return writer
 
@@ -232,6 +248,9 @@ class PartitionStore:
         for partition_directory in [d for d in self._views if d.parent == directory]:
             del self._views[partition_directory]
             self._facts.pop(partition_directory, None)
+        with self._signals_lock:  # its waiters wake, and find the topic deleted
+            for key in [k for k in self._signals if k[0] == str(name)]:
+                self._signals.pop(key).close()
 
     def flush(self) -> None:
         """Write every message queued by this process's producers."""
@@ -241,7 +260,8 @@ class PartitionStore:
             writer.flush_pending()
 
     def close(self) -> None:
-        """Stop the linger thread and close every writer (their partitions are marked cleanly closed)."""
+        """Stop the linger thread, close every writer (their partitions are marked cleanly closed) and wake
+        every waiter (ClosedError)."""
         if self._closed:
             return
         self._closed = True
@@ -253,6 +273,10 @@ class PartitionStore:
             self._writer_users.clear()
             self._producers.clear()
         self._views.clear()
+        with self._signals_lock:
+            for signal in self._signals.values():
+                signal.close()
+            self._signals.clear()
 
     def _check_open(self) -> None:
         if self._closed:

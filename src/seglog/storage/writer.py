@@ -4,7 +4,10 @@ Crash safety: a batch is written into the map, then its index entry is published
 leaves the page cache intact, so everything appended survives it; the next writer to open the partition
 scans the active segment (unless the last close was clean), cuts a torn or corrupt tail at the last sound
 batch and rebuilds the index from the log. Sealed segments are trusted when their index is consistent with
-their size and rebuilt from the log when not."""
+their size and rebuilt from the log when not.
+
+After an append (send_batch's, or the batch send() gathered) has published its index entries, the writer
+signals the partition's AppendSignal if anyone in this process waits for it (notification.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from seglog.storage.batch import make_source
 from seglog.storage.fence import TopicFence
 from seglog.storage.linger import LingerFlusher
 from seglog.storage.lock import WriterLock
+from seglog.storage.notification import AppendSignal
 from seglog.storage.recovery import recover_partition
 from seglog.storage.segment import (
     CLEAN_MARKER,
@@ -295,7 +299,7 @@ class PartitionWriter:
     holding it holds the partition's writer lock."""
 
     def __init__(self, directory: Path, partition: int, config: WriterSettings, clock: Clock,
-                 background: LingerFlusher, fence: TopicFence) -> None:
+                 background: LingerFlusher, fence: TopicFence, appended: AppendSignal) -> None:
         fence.check()
         refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
         try:
@@ -327,6 +331,8 @@ class PartitionWriter:
         self._linger_lock = threading.Lock()  # guards the two below
         self._lingering: tuple[int, float] = (-1, 0.0)  # (batch, due) of the last batch that asked to linger
         self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
+        self.appended = appended  # signalled after each append, when someone waits (notification.py)
+        self._waiting = appended.watchers  # tested without a lock after every append
         self.closed = False
 
     @property
@@ -380,13 +386,20 @@ class PartitionWriter:
             if queued is not None:
                 self._write_queued(queued)
             self._write(source, base)
-            return base
+        if self._waiting:
+            self.appended.notify()
+        return base
 
     def flush_pending(self) -> int:
         """Write what send() queued as one batch (split only where a segment is full); returns its count."""
         with self.write_lock:
             queued = self.accumulator.drain()
-            return 0 if queued is None else self._write_queued(queued)
+            if queued is None:
+                return 0
+            count = self._write_queued(queued)
+        if self._waiting:
+            self.appended.notify()
+        return count
 
     def linger_until(self, due: float) -> bool:
         """The batch being gathered (its first message just queued) is to be written at `due`

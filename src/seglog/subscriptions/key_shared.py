@@ -9,17 +9,26 @@ them on every change).
 Moving a key must not reorder its messages. Those given out before the move are all redelivered first
 when their consumer leaves; when a consumer joins, it is held back (Pulsar's "recently joined consumers"):
 it gets no message at or after the read position of the moment it joined until everything before that
-position is acknowledged."""
+position is acknowledged.
+
+This module routes: the dispatcher (dispatch.StickyKeyDispatcher) reads and calls it holding the
+subscription's mutex."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from seglog._core._writer import key_partitions
-from seglog.storage.batch import binary_column
+from seglog.storage.batch import binary_column, to_record_batch
+
+if TYPE_CHECKING:
+    from seglog.subscriptions.cursor import Cursor
+    from seglog.subscriptions.dispatch import ConsumerState, Piece
 
 KEY_HASH_SLOTS = 65536
 REPLICA_POINTS = 100  # Pulsar's keySharedConsistentHashingReplicaPoints
@@ -45,3 +54,56 @@ class HashRing:
     def owners(self, slots: np.ndarray) -> np.ndarray:
         """The index (in the names given) of the consumer owning each slot."""
         return self._owners[np.searchsorted(self._points, slots, side="left") % len(self._points)]
+
+
+def route_by_key(ring: HashRing, consumers: Sequence[ConsumerState], consumer: ConsumerState,
+                 pieces: list[Piece]) -> list[Piece]:
+    """Each message goes to the consumer owning its key on the ring (`ring` made of `consumers`, in that
+    order); returns the share of `consumer`, which dispatch read these pieces for. The others' shares wait
+    in their queues, and a recently joined consumer's share at or after its join position waits in its
+    held list."""
+    mine = []
+    for piece in pieces:
+        keys = to_record_batch(piece.view.data, piece.position).column("key")
+        owners = ring.owners(key_slots(keys.take(pa.array(piece.offsets - piece.base))))
+        for index, owner in enumerate(consumers):
+            chosen = piece.offsets[owners == index]
+            joined_at = owner.joined_at[piece.partition] if owner.joined_at is not None else None
+            if joined_at is not None and len(chosen) and chosen[-1] >= joined_at:
+                later = chosen >= joined_at
+                owner.held.append(piece.with_offsets(chosen[later]))
+                chosen = chosen[~later]
+            if not len(chosen):
+                continue
+            share = piece.with_offsets(chosen)
+            if owner is consumer:
+                mine.append(share)
+            else:
+                owner.queue.append(share)
+    return mine
+
+
+def routed_to(consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+    """The oldest messages another consumer's dispatch routed to `consumer`, at most `max_messages`."""
+    if not consumer.queue:
+        return []
+    piece = consumer.queue.popleft()
+    if max_messages is not None and len(piece.offsets) > max_messages:
+        consumer.queue.appendleft(piece.with_offsets(piece.offsets[max_messages:]))
+        piece = piece.with_offsets(piece.offsets[:max_messages])
+    return [piece]
+
+
+def release_held(consumer: ConsumerState, cursor: Cursor) -> None:
+    """A recently joined consumer gets what was held for it on each partition where every message before
+    its join position is acknowledged; then it is held back no more there."""
+    joined_at = consumer.joined_at
+    if joined_at is None:
+        return
+    for partition, position in enumerate(joined_at):
+        if position is not None and cursor.acks(partition).floor >= position:
+            joined_at[partition] = None
+            consumer.queue.extend(p for p in consumer.held if p.partition == partition)
+            consumer.held = deque(p for p in consumer.held if p.partition != partition)
+    if all(position is None for position in joined_at):
+        consumer.joined_at = None

@@ -1,0 +1,347 @@
+"""Dispatch (Pulsar's dispatchers): which consumer of a subscription gets which message, and what each
+consumer was given.
+
+A dispatcher reads each partition forwards from its read position, in pieces of one stored batch, and
+leaves out what the cursor already acknowledged (after a restart, the individual acks beyond the
+mark-delete position). Redeliveries (redelivery.py) go first. It keeps a ConsumerState for each consumer,
+whoever that consumer is: an in-process Consumer holds one, and so will a remote consumer on a connection.
+
+One class per kind of subscription, as in Pulsar's broker: SingleActiveConsumerDispatcher for exclusive and
+failover, MultipleConsumersDispatcher for shared, StickyKeyDispatcher for key_shared (its routing is in
+key_shared.py). A subscription's type changes only while it has no consumers, and its dispatcher is then
+replaced by one of the new type that takes over the read positions and redeliveries (`with_type`).
+Every call is made holding the subscription's mutex."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from seglog._core._messages import Message, messages_from_batch
+from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
+from seglog.storage.batch import to_record_batch
+from seglog.storage.partition_view import SegmentView
+from seglog.subscriptions.key_shared import HashRing, release_held, route_by_key, routed_to
+
+if TYPE_CHECKING:
+    from seglog.clock import Clock
+    from seglog.storage.reader import Reader
+    from seglog.subscriptions.cursor import Cursor
+    from seglog.subscriptions.redelivery import Redeliveries
+
+
+@dataclass
+class Piece:
+    """Messages of one stored batch handed to one consumer: `offsets` ascending, all inside the batch."""
+    partition: int
+    view: SegmentView
+    position: int
+    base: int
+    count: int  # messages in the stored batch
+    offsets: np.ndarray
+
+    def with_offsets(self, offsets: np.ndarray) -> Piece:
+        """The same stored batch, other messages of it."""
+        return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
+
+    @property
+    def contiguous(self) -> bool:
+        return int(self.offsets[-1]) - int(self.offsets[0]) + 1 == len(self.offsets)
+
+    def record_batch(self) -> pa.RecordBatch:
+        """Zero-copy when the offsets are one run; a filtered copy otherwise."""
+        first = int(self.offsets[0])
+        span = int(self.offsets[-1]) - first + 1
+        batch = to_record_batch(self.view.data, self.position).slice(first - self.base, span)
+        if not self.contiguous:
+            keep = np.zeros(span, dtype=bool)
+            keep[self.offsets - first] = True
+            batch = batch.filter(pa.array(keep))
+        return batch.replace_schema_metadata({b"partition": str(self.partition).encode()})
+
+    def messages(self) -> list[Message]:
+        first, last = int(self.offsets[0]), int(self.offsets[-1])
+        messages = messages_from_batch(self.view.data, self.position, self.partition, first - self.base,
+                                       last - self.base + 1)
+        if self.contiguous:
+            return messages
+        wanted = set(self.offsets.tolist())
+        return [m for m in messages if m.offset in wanted]
+
+
+@dataclass
+class Pending:
+    """Delivered to a consumer and not yet known to be acknowledged."""
+    deadline_ms: int | None
+    partition: int
+    offsets: np.ndarray
+
+
+@dataclass(eq=False)
+class ConsumerState:
+    """What dispatch keeps of one consumer: an in-process Consumer holds one, and so will a remote consumer
+    on a connection. Only its dispatcher changes it, holding the subscription's mutex.
+
+    `on_forget(partition)` lets the consumer drop what it took and has not handed out yet (the
+    subscription rewound or was reset: on one partition, or on all for None); `disconnect()` closes the
+    consumer (a forced unsubscribe)."""
+    name: str
+    ack_timeout_ms: int | None
+    on_forget: Callable[[int | None], None]
+    disconnect: Callable[[], None]
+    pending: deque[Pending] = field(default_factory=deque)  # delivered, not yet known to be acknowledged
+    queue: deque[Piece] = field(default_factory=deque)      # key_shared: routed to this consumer by others
+    # key_shared, a consumer that joined others: per partition, the read position when it joined, until
+    # everything before it is acknowledged; meanwhile its messages from there on are held
+    joined_at: list[int | None] | None = None
+    held: deque[Piece] = field(default_factory=deque)
+
+    def forget(self, partition: int | None = None) -> None:
+        """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
+        if partition is None:
+            self.pending.clear()
+            self.queue.clear()
+            self.held.clear()
+            self.joined_at = None
+        else:
+            self.pending = deque(p for p in self.pending if p.partition != partition)
+            self.queue = deque(p for p in self.queue if p.partition != partition)
+            self.held = deque(p for p in self.held if p.partition != partition)
+            if self.joined_at is not None:
+                self.joined_at[partition] = None  # the partition starts again for every consumer
+        self.on_forget(partition)
+
+
+class Dispatcher:
+    """What the dispatchers share: the consumers, a Reader per partition (its offset is the read position),
+    the redeliveries, and the order of delivery (routed, redelivered, then new messages, the consumer's
+    partitions taken in turn)."""
+
+    def __init__(self, subscription_type: str, cursor: Cursor, readers: list[Reader], redeliveries: Redeliveries,
+                 clock: Clock, earliest_offset: Callable[[int], int], described: str) -> None:
+        """`earliest_offset(partition)` says where a partition starts once its oldest segments were
+        deleted under the read position; `described` names the subscription in errors."""
+        self.subscription_type = subscription_type
+        self.cursor = cursor
+        self.readers = readers
+        self.redeliveries = redeliveries
+        self.clock = clock
+        self.earliest_offset = earliest_offset
+        self.described = described
+        self.consumers: list[ConsumerState] = []
+        self.next_partition = 0  # where the turn of the partitions starts next
+
+    def with_type(self, subscription_type: str) -> Dispatcher:
+        """A dispatcher for `subscription_type` that takes over this one's read positions and redeliveries;
+        only while there are no consumers."""
+        if self.consumers:
+            raise ConsumerBusyError(f"{self.described} is {self.subscription_type} and has consumers")
+        dispatcher = dispatcher_for(subscription_type, self.cursor, self.readers, self.redeliveries, self.clock,
+                                    self.earliest_offset, self.described)
+        dispatcher.next_partition = self.next_partition
+        return dispatcher
+
+    # consumers
+
+    def add(self, consumer: ConsumerState) -> None:
+        self.consumers.append(consumer)
+
+    def remove(self, consumer: ConsumerState) -> None:
+        """A consumer left: what it was given and did not acknowledge goes to the others."""
+        raise NotImplementedError
+
+    def partitions_for(self, consumer: ConsumerState) -> list[int]:
+        return list(range(len(self.readers)))
+
+    # delivery
+
+    def next_delivery(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+        """The next messages for `consumer`; [] if none now. Each is pending on the consumer until
+        acknowledged (or its ack timeout passes)."""
+        now = self.clock()
+        self.redeliveries.expire(self.consumers, now)
+        pieces = self._deliver(consumer, max_messages)
+        deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
+        for piece in pieces:
+            consumer.pending.append(Pending(deadline, piece.partition, piece.offsets))
+        return pieces
+
+    def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+        return self._dispatch_to(consumer, max_messages)
+
+    def _dispatch_to(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+        """Redeliveries or new messages of the consumer's partitions, taken in turn."""
+        partitions = self.partitions_for(consumer)
+        for i in range(len(partitions)):
+            partition = partitions[(self.next_partition + i) % len(partitions)]
+            pieces = self._share(consumer, self._take(partition, max_messages))
+            if pieces:
+                self.next_partition = (self.next_partition + i + 1) % max(len(partitions), 1)
+                return pieces
+        return []
+
+    def _share(self, consumer: ConsumerState, pieces: list[Piece]) -> list[Piece]:
+        """What of the pieces read for `consumer` it gets: all of them, but for key_shared."""
+        return pieces
+
+    def _take(self, partition: int, max_messages: int | None) -> list[Piece]:
+        if self.redeliveries.waiting(partition):
+            pieces = self._take_redeliveries(partition, max_messages)
+            if pieces:
+                return pieces
+        acks = self.cursor.acks(partition)
+        reader = self.readers[partition]
+        while True:
+            offset = reader.offset
+            try:
+                located = reader.locate(offset)
+            except OffsetOutOfRangeError:
+                self.skip_deleted(partition)
+                continue
+            if located is None:
+                return []
+            view, position, base, count = located
+            stop = count if max_messages is None else min(count, offset - base + max_messages)
+            reader.seek(base + stop)
+            offsets = np.arange(offset, base + stop, dtype=np.int64)
+            if acks.high > offset:  # acknowledged messages in range: leave them out
+                offsets = offsets[acks.unacked_mask(offset, base + stop)]
+            if len(offsets):
+                return [Piece(partition, view, position, base, count, offsets)]
+
+    def _take_redeliveries(self, partition: int, max_messages: int | None) -> list[Piece]:
+        pieces: list[Piece] = []
+        reader = self.readers[partition]
+        for offset in self.redeliveries.take(partition, max_messages):
+            if pieces and pieces[-1].base <= offset < pieces[-1].base + pieces[-1].count:
+                pieces[-1].offsets = np.append(pieces[-1].offsets, offset)
+                continue
+            try:
+                located = reader.locate(offset)
+            except OffsetOutOfRangeError:
+                continue  # deleted meanwhile: skip_deleted counts it when dispatch reaches the gap
+            if located is None:
+                continue
+            view, position, base, count = located
+            pieces.append(Piece(partition, view, position, base, count, np.array([offset], dtype=np.int64)))
+        return pieces
+
+    # read positions
+
+    def read_position(self, partition: int) -> int:
+        return self.readers[partition].offset
+
+    def advance(self, partition: int, offset: int) -> None:
+        """Read on from `offset` if the read position is before it (the cursor skipped to it)."""
+        reader = self.readers[partition]
+        if reader.offset < offset:
+            reader.seek(offset)
+
+    def skip_deleted(self, partition: int) -> None:
+        """The partition's oldest segments were deleted under the read position: move the cursor and the
+        read position to the new earliest offset, counting the unacknowledged messages lost as evicted."""
+        offset = self.earliest_offset(partition)
+        self.cursor.skip_to(partition, offset, counter="evicted")
+        self.advance(partition, offset)
+
+    def reset(self, partition: int, offset: int) -> None:
+        """The cursor was reset to `offset` on `partition` (a seek): read from there, and forget what was
+        given out or waits for redelivery there."""
+        self.readers[partition].seek(offset)
+        self.redeliveries.clear(partition)
+        for consumer in self.consumers:
+            consumer.forget(partition)
+
+    def rewind(self) -> None:
+        """Start dispatch again at each mark-delete position (acknowledged messages are left out), as
+        Pulsar does when the active consumer of an exclusive or failover subscription changes."""
+        for partition, reader in enumerate(self.readers):
+            reader.seek(self.cursor.acks(partition).floor)
+        self.redeliveries.clear()
+        for consumer in self.consumers:
+            consumer.forget()
+
+
+class SingleActiveConsumerDispatcher(Dispatcher):
+    """exclusive and failover (Pulsar's PersistentDispatcherSingleActiveConsumer): one consumer is active on
+    each partition. exclusive has one consumer; failover gives partition p to the (p mod n)-th of its n
+    consumers sorted by name. When that changes, dispatch starts again at the mark-delete positions."""
+
+    def add(self, consumer: ConsumerState) -> None:
+        if self.subscription_type == "exclusive" and self.consumers:
+            raise ConsumerBusyError(f"exclusive {self.described} already has a consumer "
+                                    f"({self.consumers[0].name!r})")
+        self.consumers.append(consumer)
+        if self.subscription_type == "failover":
+            self.rewind()
+
+    def remove(self, consumer: ConsumerState) -> None:
+        self.consumers.remove(consumer)
+        self.rewind()
+
+    def partitions_for(self, consumer: ConsumerState) -> list[int]:
+        n = len(self.readers)
+        if self.subscription_type != "failover":
+            return list(range(n))
+        ordered = sorted(self.consumers, key=lambda c: c.name)
+        return [p for p in range(n) if ordered[p % len(ordered)] is consumer]
+
+
+class MultipleConsumersDispatcher(Dispatcher):
+    """shared (Pulsar's PersistentDispatcherMultipleConsumers): each read goes to the consumer asking; what
+    a consumer that left did not acknowledge goes to the others."""
+
+    def remove(self, consumer: ConsumerState) -> None:
+        self.consumers.remove(consumer)
+        self.redeliveries.consumer_left(consumer)
+        consumer.forget()
+
+
+class StickyKeyDispatcher(MultipleConsumersDispatcher):
+    """key_shared (Pulsar's PersistentStickyKeyDispatcherMultipleConsumers): the messages of a key go to
+    the consumer owning it on the hash ring, a recently joined consumer held back (key_shared.py)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.ring: HashRing | None = None  # the consumers' points, made again when they change
+
+    def add(self, consumer: ConsumerState) -> None:
+        if self.consumers:  # held back: see key_shared.py
+            consumer.joined_at = [reader.offset for reader in self.readers]
+        super().add(consumer)
+        self.ring = None
+
+    def remove(self, consumer: ConsumerState) -> None:
+        super().remove(consumer)
+        self.ring = None
+
+    def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+        """What was routed to the consumer first, then its share of what dispatch reads for it."""
+        if consumer.joined_at is not None:
+            release_held(consumer, self.cursor)
+        return routed_to(consumer, max_messages) or self._dispatch_to(consumer, max_messages)
+
+    def _share(self, consumer: ConsumerState, pieces: list[Piece]) -> list[Piece]:
+        if self.ring is None:
+            self.ring = HashRing([c.name for c in self.consumers])
+        return route_by_key(self.ring, self.consumers, consumer, pieces)
+
+
+DISPATCHERS: dict[str, type[Dispatcher]] = {
+    "exclusive": SingleActiveConsumerDispatcher,
+    "failover": SingleActiveConsumerDispatcher,
+    "shared": MultipleConsumersDispatcher,
+    "key_shared": StickyKeyDispatcher,
+}
+
+
+def dispatcher_for(subscription_type: str, cursor: Cursor, readers: list[Reader], redeliveries: Redeliveries,
+                   clock: Clock, earliest_offset: Callable[[int], int], described: str) -> Dispatcher:
+    """The dispatcher of a subscription of `subscription_type` (one of cursor_file.SUBSCRIPTION_TYPES)."""
+    return DISPATCHERS[subscription_type](subscription_type, cursor, readers, redeliveries, clock, earliest_offset,
+                                          described)

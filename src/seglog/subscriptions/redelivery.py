@@ -1,0 +1,95 @@
+"""Redelivery (Pulsar's MessageRedeliveryController with its negative-ack and ack-timeout trackers): the
+messages of each partition to be delivered again, before new ones, because a consumer negatively
+acknowledged them (due after its delay), did not acknowledge them within its ack timeout, or left.
+
+Delays and timeouts are ages measured by the log's clock. Acknowledged messages are never redelivered.
+Every call is made holding the subscription's mutex."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from seglog.clock import Clock
+    from seglog.subscriptions.cursor import Cursor
+    from seglog.subscriptions.dispatch import ConsumerState
+
+
+@dataclass
+class PartitionRedeliveries:
+    """One partition's messages waiting to be delivered again, and the negative acks not yet due."""
+    redeliver: set[int] = field(default_factory=set)
+    nacked: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # heap of (due ms, seq, offsets)
+
+
+class Redeliveries:
+    """The redeliveries of one subscription, per partition."""
+
+    def __init__(self, cursor: Cursor, partitions: int, clock: Clock) -> None:
+        self.cursor = cursor
+        self.clock = clock
+        self.partitions = [PartitionRedeliveries() for _ in range(partitions)]
+        self._nack_sequence = 0
+
+    def waiting(self, partition: int) -> bool:
+        return bool(self.partitions[partition].redeliver)
+
+    def add(self, partition: int, offsets: np.ndarray) -> None:
+        """Deliver the messages at `offsets` again, those not acknowledged meanwhile."""
+        acks = self.cursor.acks(partition)
+        if not len(offsets):
+            return
+        first, last = int(offsets.min()), int(offsets.max()) + 1
+        unacked = offsets[acks.unacked_mask(first, last)[offsets - first]]
+        self.partitions[partition].redeliver.update(unacked.tolist())
+
+    def negative_ack(self, partition: int, offsets: np.ndarray, delay_ms: int) -> None:
+        """Deliver the messages at `offsets` again once `delay_ms` passed (by the log's clock)."""
+        self._nack_sequence += 1
+        heapq.heappush(self.partitions[partition].nacked,
+                       (self.clock() + delay_ms, self._nack_sequence, offsets))
+
+    def consumer_left(self, consumer: ConsumerState) -> None:
+        """What a consumer that left was given, routed or held and did not acknowledge goes again."""
+        for piece in [*consumer.pending, *consumer.queue, *consumer.held]:
+            self.add(piece.partition, piece.offsets)
+
+    def expire(self, consumers: Iterable[ConsumerState], now: int) -> None:
+        """Drop what the consumers were given and have acknowledged since from their pending lists; what
+        is past its ack timeout, and the negative acks due by `now`, go to redelivery."""
+        for consumer in consumers:
+            pending = consumer.pending
+            while pending:
+                head = pending[0]
+                acks = self.cursor.acks(head.partition)
+                if acks.floor > int(head.offsets[-1]):
+                    pending.popleft()  # acknowledged
+                elif head.deadline_ms is not None and head.deadline_ms <= now:
+                    pending.popleft()
+                    self.add(head.partition, head.offsets)
+                else:
+                    break
+        for partition, waiting in enumerate(self.partitions):
+            while waiting.nacked and waiting.nacked[0][0] <= now:
+                _, _, offsets = heapq.heappop(waiting.nacked)
+                self.add(partition, offsets)
+
+    def take(self, partition: int, max_messages: int | None) -> list[int]:
+        """The oldest waiting offsets of `partition`, ascending, at most `max_messages`; acknowledged ones
+        are dropped."""
+        waiting, acks = self.partitions[partition], self.cursor.acks(partition)
+        offsets = sorted(o for o in waiting.redeliver if not acks.is_acked(o))
+        cut = len(offsets) if max_messages is None else max_messages
+        waiting.redeliver = set(offsets[cut:])
+        return offsets[:cut]
+
+    def clear(self, partition: int | None = None) -> None:
+        """Forget the redeliveries and negative acks of a partition, or of all (a rewind or a seek)."""
+        for waiting in self.partitions if partition is None else [self.partitions[partition]]:
+            waiting.redeliver.clear()
+            waiting.nacked.clear()

@@ -1,0 +1,224 @@
+"""The registry of a log's subscriptions (Subscriptions, built once by Broker.open): their cursor files, the
+subscriptions this process consumes (one Subscription each, opened and released here), and the changes
+made to a subscription without a consumer (TTL, eviction, clear-backlog, the admin API)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from seglog._core._acks import AckSet
+from seglog.catalog.topics import TopicRef
+from seglog.errors import ConsumerBusyError, InvalidArgumentError
+from seglog.names import TopicName, validate_subscription_name
+from seglog.storage.lock import WriterLock
+from seglog.subscriptions.cursor_file import (
+    CURSOR_SUFFIX,
+    LOCK_SUFFIX,
+    SUBSCRIPTION_TYPES,
+    CursorRecord,
+    PartitionCursor,
+    load,
+    save,
+    subscription_names,
+)
+from seglog.subscriptions.subscription import Subscription
+
+if TYPE_CHECKING:
+    from seglog.clock import Clock
+    from seglog.storage.store import PartitionStore
+
+
+class Subscriptions:
+    """The subscriptions of a log: their files, and those this process consumes."""
+
+    def __init__(self, root: Path, store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
+        self.root = root  # subscriptions/ of the data directory
+        self.store = store
+        self.clock = clock
+        self.verify_crc = verify_crc  # dispatch checks each batch's CRC32C
+        self._open: dict[tuple[str, str], Subscription] = {}
+        self._lock = threading.RLock()
+        self._file_cache: dict[str, tuple[tuple[int, int], CursorRecord]] = {}
+
+    def directory(self, name: TopicName) -> Path:
+        return self.root.joinpath(*name.path_parts())
+
+    def names(self, ref: TopicRef) -> list[str]:
+        return subscription_names(self.directory(ref.name))
+
+    def open(self, ref: TopicRef, name: str, subscription_type: str, initial_position: str) -> Subscription:
+        """This process's Subscription `name` of the topic, created (at `initial_position`) if new."""
+        self.store.fence(ref.name).check()
+        validate_subscription_name(name)
+        if subscription_type not in SUBSCRIPTION_TYPES:
+            raise InvalidArgumentError("subscription_type", subscription_type, ", ".join(map(repr, SUBSCRIPTION_TYPES)))
+        if initial_position not in ("earliest", "latest"):
+            raise InvalidArgumentError("initial_position", initial_position, "'earliest' or 'latest'")
+        with self._lock:
+            key = (str(ref), name)
+            subscription = self._open.get(key)
+            if subscription is not None and not subscription.closed:
+                return subscription
+            directory = self.directory(ref.name)
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{name}{CURSOR_SUFFIX}"
+            lock = WriterLock(directory / f"{name}{LOCK_SUFFIX}", busy=_subscription_busy(str(ref), name))
+            try:
+                if path.exists():
+                    record = load(path)
+                else:
+                    record = self._new_record(ref, subscription_type, initial_position)
+                    save(path, record, fsync=ref.config.fsync != "never")
+                grown = self._cover_new_partitions(record, ref)
+                subscription = Subscription(ref, name, record, lock, path, self.store, self.clock,
+                                            verify_crc=self.verify_crc)
+                subscription.cursor.dirty = grown
+            except BaseException:
+                lock.release()
+                raise
+            self._open[key] = subscription
+            return subscription
+
+    def _new_record(self, ref: TopicRef, subscription_type: str, initial_position: str) -> CursorRecord:
+        record = CursorRecord(subscription_type, self.clock())
+        start = self.store.end_offset if initial_position == "latest" else self.store.earliest_offset
+        record.partitions.extend(PartitionCursor(AckSet(start(ref.name, p))) for p in range(ref.partitions))
+        return record
+
+    def _cover_new_partitions(self, record: CursorRecord, ref: TopicRef) -> bool:
+        """Give a cursor saved before partitions were added to the topic (log.update_partitions) a position
+        on each new one: its earliest offset, so everything written there is unacknowledged, as in Pulsar.
+        Returns whether any was added (the record then needs saving)."""
+        added = range(len(record.partitions), ref.partitions)
+        record.partitions.extend(PartitionCursor(AckSet(self.store.earliest_offset(ref.name, p))) for p in added)
+        return bool(added)
+
+    def live(self, ref: TopicRef, name: str) -> Subscription | None:
+        subscription = self._open.get((str(ref), name))
+        return subscription if subscription is not None and not subscription.closed else None
+
+    def states(self, ref: TopicRef) -> Iterator[tuple[str, CursorRecord, Subscription | None]]:
+        """Every subscription of the topic with its cursor state: live for those consumed in this process,
+        else as last persisted (read again only when the file changed)."""
+        directory = str(self.directory(ref.name))  # plain strings: a pass reads every cursor file's status
+        for name in subscription_names(directory):
+            live = self.live(ref, name)
+            if live is not None:
+                yield name, live.record, live
+                continue
+            path = os.path.join(directory, name + CURSOR_SUFFIX)
+            try:
+                status = os.stat(path)
+            except FileNotFoundError:
+                continue  # unsubscribed meanwhile
+            identity = (status.st_mtime_ns, status.st_size)
+            cached = self._file_cache.get(path)
+            if cached is None or cached[0] != identity:
+                cached = self._file_cache[path] = (identity, load(Path(path)))
+            self._cover_new_partitions(cached[1], ref)
+            yield name, cached[1], None
+
+    def modify(self, ref: TopicRef, name: str) -> AbstractContextManager[Subscription | None]:
+        """A context manager giving a subscription to change (TTL, eviction, clear-backlog): this process's
+        live one, or the persisted one locked, loaded and saved afterwards. Gives None when another
+        process consumes it (that process applies the rules itself)."""
+        return _Modify(self, ref, name)
+
+    def release(self, subscription: Subscription) -> None:
+        """Persist and unlock a subscription this process no longer consumes."""
+        with self._lock:
+            subscription.close()
+            if self._open.get((str(subscription.ref), subscription.name)) is subscription:
+                del self._open[(str(subscription.ref), subscription.name)]
+
+    def persist_dirty(self) -> None:
+        with self._lock:
+            subscriptions = [s for s in self._open.values() if not s.closed and s.cursor.dirty]
+        for subscription in subscriptions:
+            subscription.persist()
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            with subscription.mutex:
+                if subscription.consumers:
+                    raise ConsumerBusyError(f"subscription {subscription.name!r} of {subscription.ref} "
+                                            f"still has {len(subscription.consumers)} consumer(s)")
+                self._remove(subscription)
+
+    def remove_unused(self, subscription: Subscription) -> None:
+        """Delete a subscription this call created and no consumer joined (its first subscribe failed)."""
+        with self._lock, subscription.mutex:
+            if not subscription.consumers:
+                self._remove(subscription)
+
+    def _remove(self, subscription: Subscription) -> None:
+        """Delete a subscription's files, its lock file last, while holding its lock (caller holds _lock)."""
+        subscription.remove()
+        self._open.pop((str(subscription.ref), subscription.name), None)
+
+    def claim_all(self, ref: TopicRef, locks: ExitStack) -> list[str]:
+        """The names of the topic's subscriptions that have consumers, in this process or another; the locks
+        of the others are taken into `locks`, so none gets a consumer while the caller holds them."""
+        consumed = []
+        for name in self.names(ref):
+            live = self.live(ref, name)
+            if live is not None:
+                if live.consumers:
+                    consumed.append(name)
+                continue
+            try:
+                lock = WriterLock(self.directory(ref.name) / f"{name}{LOCK_SUFFIX}",
+                                  busy=_subscription_busy(str(ref), name))
+            except ConsumerBusyError:
+                consumed.append(name)
+            else:
+                locks.callback(lock.release)
+        return consumed
+
+    def forget_topic(self, name: TopicName) -> None:
+        """Close this process's subscriptions of a topic being deleted (their files go with it)."""
+        with self._lock:
+            for key in [k for k in self._open if k[0] == str(name)]:
+                self._open.pop(key).abandon()
+
+    def close(self) -> None:
+        with self._lock:
+            subscriptions = list(self._open.values())
+            self._open.clear()
+        for subscription in subscriptions:
+            subscription.close()
+
+
+class _Modify:
+    def __init__(self, registry: Subscriptions, ref: TopicRef, name: str) -> None:
+        self.registry, self.ref, self.name = registry, ref, name
+        self._lock: WriterLock | None = None
+        self._subscription: Subscription | None = None
+
+    def __enter__(self) -> Subscription | None:
+        live = self.registry.live(self.ref, self.name)
+        if live is not None:
+            return live
+        if self.name not in self.registry.names(self.ref):
+            return None
+        try:
+            self._subscription = self.registry.open(self.ref, self.name, "exclusive", "earliest")
+        except ConsumerBusyError:
+            return None
+        return self._subscription
+
+    def __exit__(self, *exc: object) -> None:
+        if self._subscription is not None:
+            self.registry.release(self._subscription)
+
+
+def _subscription_busy(topic: str, name: str):
+    def busy(lock_path: str, holder: int | None) -> ConsumerBusyError:
+        who = f"process {holder}" if holder else "another process"
+        return ConsumerBusyError(f"subscription {name!r} of {topic} is consumed by {who} (lock {lock_path}); "
+                                 "a subscription is consumed by one process at a time")
+    return busy

@@ -1,0 +1,123 @@
+"""The dispatchers driven through ConsumerState objects alone, as a remote consumer on a connection would
+drive them: no in-process Consumer, the broker's services only (subscriptions/dispatch.py)."""
+
+import numpy as np
+import pytest
+
+import seglog
+from seglog.broker import Broker
+from seglog.subscriptions.dispatch import (
+    ConsumerState,
+    MultipleConsumersDispatcher,
+    SingleActiveConsumerDispatcher,
+    StickyKeyDispatcher,
+)
+
+
+class Remote:
+    """A consumer that is not a Consumer: its state, and what it was told."""
+
+    def __init__(self, name, ack_timeout_ms=None):
+        self.forgotten = []
+        self.disconnected = False
+        self.state = ConsumerState(name, ack_timeout_ms, self.forgotten.append, self.disconnect)
+
+    def disconnect(self):
+        self.disconnected = True
+
+
+@pytest.fixture
+def broker(tmp_path, clock):
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        topic = log.create_topic("t", partitions=2)
+        with topic.producer() as producer:
+            for partition in (0, 1):
+                producer.send_batch([b"m%d" % i for i in range(10)], keys=[b"k%d" % i for i in range(10)],
+                                    partition=partition)
+        with log.create_topic("one").producer() as producer:
+            producer.send_batch([b"m%d" % i for i in range(10)])
+    opened = Broker.open(tmp_path / "data", clock=clock, background=False)
+    yield opened
+    opened.close()
+
+
+def offsets(pieces):
+    return [(piece.partition, int(o)) for piece in pieces for o in piece.offsets]
+
+
+def test_shared_dispatch_to_consumer_states_redelivers_what_one_that_left_did_not_acknowledge(broker):
+    registry, ref = broker.subscriptions, broker.topic("t")
+    subscription = registry.open(ref, "s", "shared", "earliest")
+    a, b = Remote("a"), Remote("b")
+    subscription.attach(a.state, "shared")
+    subscription.attach(b.state, "shared")
+    assert isinstance(subscription.dispatcher, MultipleConsumersDispatcher)
+    given_a = subscription.next_delivery(a.state, 3)
+    given_b = subscription.next_delivery(b.state, 3)
+    assert offsets(given_a) == [(0, 0), (0, 1), (0, 2)]  # the partitions taken in turn
+    assert offsets(given_b) == [(1, 0), (1, 1), (1, 2)]
+    subscription.ack_many(0, given_a[0].offsets)
+    subscription.detach(b.state)
+    assert b.forgotten == [None] and not b.state.pending
+    assert offsets(subscription.next_delivery(a.state, None)) == [(0, 3), (0, 4), (0, 5), (0, 6), (0, 7), (0, 8),
+                                                                   (0, 9)]
+    assert offsets(subscription.next_delivery(a.state, None)) == [(1, 0), (1, 1), (1, 2)]  # b's, redelivered
+    assert offsets(subscription.next_delivery(a.state, None)) == [(1, i) for i in range(3, 10)]
+    assert subscription.next_delivery(a.state, None) == []
+    subscription.detach(a.state)
+    registry.release(subscription)
+
+
+def test_a_new_type_gets_its_dispatcher_with_the_read_positions_and_redeliveries(broker):
+    registry, ref = broker.subscriptions, broker.topic("t")
+    subscription = registry.open(ref, "s", "shared", "earliest")
+    shared = Remote("shared")
+    subscription.attach(shared.state, "shared")
+    assert offsets(subscription.next_delivery(shared.state, 2)) == [(0, 0), (0, 1)]
+    subscription.detach(shared.state)  # both go to redelivery
+    exclusive = Remote("exclusive")
+    subscription.attach(exclusive.state, "exclusive")  # no consumers: the type may change, as in Pulsar
+    assert subscription.type == "exclusive" and isinstance(subscription.dispatcher, SingleActiveConsumerDispatcher)
+    # the read positions, the redeliveries and the turn of the partitions carry over
+    assert offsets(subscription.next_delivery(exclusive.state, None)) == [(1, i) for i in range(10)]
+    assert offsets(subscription.next_delivery(exclusive.state, None)) == [(0, 0), (0, 1)]
+    assert offsets(subscription.next_delivery(exclusive.state, None)) == [(0, i) for i in range(2, 10)]
+    with pytest.raises(seglog.errors.ConsumerBusyError, match="is exclusive and has consumers"):
+        subscription.attach(Remote("other").state, "key_shared")
+    subscription.ack_many(0, np.arange(10, dtype=np.int64))
+    subscription.detach(exclusive.state)  # the active consumer changed: dispatch starts again at the cursor
+    keyed = Remote("keyed")
+    subscription.attach(keyed.state, "key_shared")
+    assert isinstance(subscription.dispatcher, StickyKeyDispatcher)
+    assert offsets(subscription.next_delivery(keyed.state, None)) == [(1, i) for i in range(10)]
+    assert subscription.next_delivery(keyed.state, None) == []
+    registry.release(subscription)
+
+
+def test_failover_gives_each_partition_to_one_consumer_state_by_name(broker):
+    subscription = broker.subscriptions.open(broker.topic("t"), "s", "failover", "earliest")
+    b, a = Remote("b"), Remote("a")
+    subscription.attach(b.state, "failover")
+    assert subscription.partitions_for(b.state) == [0, 1]
+    subscription.attach(a.state, "failover")
+    assert b.forgotten == [None, None]  # each change of the active consumers drops what b took
+    assert subscription.partitions_for(a.state) == [0] and subscription.partitions_for(b.state) == [1]
+    assert {p for p, _ in offsets(subscription.next_delivery(b.state, None))} == {1}
+    broker.subscriptions.release(subscription)
+
+
+def test_negative_acks_and_ack_timeouts_of_a_consumer_state_are_due_by_the_log_clock(broker, clock):
+    subscription = broker.subscriptions.open(broker.topic("one"), "s", "exclusive", "earliest")
+    remote = Remote("r", ack_timeout_ms=30_000)
+    subscription.attach(remote.state, "exclusive")
+    pieces = subscription.next_delivery(remote.state, 4)
+    assert offsets(pieces) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    subscription.negative_ack(0, np.array([0, 1], dtype=np.int64), 5_000)
+    subscription.ack_many(0, np.array([1], dtype=np.int64))  # acknowledged after its nack: not redelivered
+    clock.advance(seconds=4)
+    assert offsets(subscription.next_delivery(remote.state, 1)) == [(0, 4)]  # nothing due yet
+    clock.advance(seconds=1)
+    assert offsets(subscription.next_delivery(remote.state, None)) == [(0, 0)]
+    clock.advance(seconds=30)  # 2, 3 and 4 were never acknowledged: their ack timeout passed
+    assert offsets(subscription.next_delivery(remote.state, None)) == [(0, 0), (0, 2), (0, 3), (0, 4)]
+    broker.subscriptions.release(subscription)
