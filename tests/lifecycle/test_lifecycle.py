@@ -1,4 +1,4 @@
-"""The lifecycle rules of ../shared/LIFECYCLE.md, with a manual clock moved by days: the worked examples,
+"""The lifecycle rules of docs/LIFECYCLE.md, with a manual clock moved by days: the worked examples,
 retention's combinations, message TTL, backlog-quota eviction, segment eviction and minimum timestamp."""
 
 import pytest

@@ -95,7 +95,7 @@ class TopicConfig:
     segment_max_messages: int | None = None
     timestamp_type: str = "create_time"
     fsync: str = "never"
-    # Fluvio's segment eviction and Kafka's minimum-timestamp retention (LIFECYCLE.md, 5 and 6)
+    # Fluvio's segment eviction and Kafka's minimum-timestamp retention (docs/LIFECYCLE.md)
     retention_time: int | None = None
     max_partition_size: int | None = None
     retention_min_timestamp: int = 0
@@ -201,7 +201,7 @@ class BrokerConfig:
     """Settings of an opened data directory: the defaults of its topics, its readers and its policies.
 
     The policy defaults carry Pulsar's broker.conf names in snake case. seglog keeps acknowledged data 7
-    days by default (Kafka's and Fluvio's period), not Pulsar's 0/0: see LIFECYCLE.md, section 2."""
+    days by default (Kafka's and Fluvio's period), not Pulsar's 0/0: see docs/LIFECYCLE.md, Retention."""
     topic_defaults: TopicConfig = TopicConfig()
     verify_crc: bool = True
     default_retention_time_minutes: int = WEEK_MINUTES

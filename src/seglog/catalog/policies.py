@@ -1,7 +1,7 @@
 """Lifecycle policies (retention, message TTL, backlog quotas): their values, units and levels.
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
-namespace's over the broker's default, and removing one falls back to the next level (../shared/LIFECYCLE.md).
+namespace's over the broker's default, and removing one falls back to the next level (docs/LIFECYCLE.md).
 Values are kept exactly (ms and bytes); the admin API reports them in Pulsar's units (minutes, MB, seconds),
 so a value that is not a whole number of the unit it is reported in is refused: rounded, it would read back
 as another, and a retention of 10 s or 10 bytes would read as 0, which in Pulsar's table means keep nothing.
@@ -184,7 +184,8 @@ class EffectivePolicies:
     def resolve(cls, broker: Policies, namespace: Policies, topic: Policies, *,
                 retention_time: int | None, max_partition_size: int | None) -> EffectivePolicies:
         """Topic over namespace over broker. A topic's `retention_time` / `max_partition_size` act as its
-        retention (-1 where unset) unless the topic sets a retention policy itself (LIFECYCLE.md, 5)."""
+        retention (-1 where unset) unless the topic sets a retention policy itself (docs/LIFECYCLE.md,
+        Segment eviction)."""
         levels = (("topic", topic), ("namespace", namespace), ("broker", broker))
         if topic.retention is None and (retention_time is not None or max_partition_size is not None):
             retention = InForce(Retention(retention_time if retention_time is not None else -1,

@@ -1,5 +1,5 @@
 """The maintenance pass: the lifecycle rules turned into cursor moves and segment deletions
-(../shared/LIFECYCLE.md, section 7), and the background thread that runs it.
+(docs/LIFECYCLE.md, When the rules run), and the background thread that runs it.
 
 Per partition, in order: message TTL (cursors skip expired messages), backlog-quota eviction (the slowest
 cursors skip their oldest messages), then segment deletion (retention.py decides). Only the process that

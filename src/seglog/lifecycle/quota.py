@@ -1,4 +1,4 @@
-"""Backlog quotas on the send path (../shared/LIFECYCLE.md, section 4).
+"""Backlog quotas on the send path (docs/LIFECYCLE.md, Backlog quotas).
 
 A quota holds at its limit: a send is refused if the backlog of the topic's slowest subscription, with
 that send, would be at or above the limit (Pulsar's test, "at or above", applied to the backlog the send

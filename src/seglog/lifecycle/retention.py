@@ -1,6 +1,7 @@
 """Which segments of a partition the lifecycle rules delete, and why each of the others is kept.
 
-The rules (../shared/LIFECYCLE.md, sections 2, 5 and 6), checked for each sealed segment, oldest first:
+The rules (docs/LIFECYCLE.md: retention, segment eviction, minimum timestamp), checked for each sealed
+segment, oldest first:
 - Fluvio's `retention_time`: its last write is at least that long ago;
 - Fluvio's `max_partition_size`: the partition, from this segment on, is larger than the limit;
 - Kafka's `retention_min_timestamp`: its newest timestamp is below the minimum;

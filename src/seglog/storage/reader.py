@@ -132,8 +132,8 @@ class Reader:
 
     def _locate_next(self):
         """locate(self.offset); an offset deleted by the lifecycle rules under this reader moves it on to the
-        earliest retained offset, as a Kafka consumer with auto.offset.reset=earliest does (LIFECYCLE.md,
-        section 7)."""
+        earliest retained offset, as a Kafka consumer with auto.offset.reset=earliest does (docs/LIFECYCLE.md,
+        When the rules run)."""
         while True:
             try:
                 return self.locate(self._offset)
