@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
 from typing import TYPE_CHECKING, Any
@@ -229,6 +230,7 @@ class Consumer:
         MessageId; everything before it counts as acknowledged, everything from it on as not. Without
         `partition` (and for anything but a MessageId) every partition is reset."""
         self._check_open()
+        partitions: Sequence[int]
         if isinstance(position, MessageId):
             partitions, position = [position.partition], position.offset
         else:

@@ -104,7 +104,7 @@ def save(path: Path, record: CursorRecord, *, fsync: bool) -> None:
         sync_directory(path.parent)
 
 
-def subscription_names(directory: Path) -> list[str]:
+def subscription_names(directory: str | Path) -> list[str]:
     """The subscriptions of a topic whose subscription directory is `directory`, sorted."""
     try:
         names = os.listdir(directory)

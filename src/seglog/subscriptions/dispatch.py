@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from seglog._core._mapping import Mapping
 from seglog._core._messages import Message, messages_from_batch
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
@@ -45,6 +46,13 @@ class Piece:
     count: int  # messages in the stored batch
     offsets: np.ndarray
 
+    @property
+    def data(self) -> Mapping:
+        """The stored batch's segment, as mapped (a located batch's segment always is)."""
+        data = self.view.data
+        assert data is not None
+        return data
+
     def with_offsets(self, offsets: np.ndarray) -> Piece:
         """The same stored batch, other messages of it."""
         return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
@@ -57,7 +65,7 @@ class Piece:
         """Zero-copy when the offsets are one run; a filtered copy otherwise."""
         first = int(self.offsets[0])
         span = int(self.offsets[-1]) - first + 1
-        batch = to_record_batch(self.view.data, self.position).slice(first - self.base, span)
+        batch = to_record_batch(self.data, self.position).slice(first - self.base, span)
         if not self.contiguous:
             keep = np.zeros(span, dtype=bool)
             keep[self.offsets - first] = True
@@ -66,7 +74,7 @@ class Piece:
 
     def messages(self) -> list[Message]:
         first, last = int(self.offsets[0]), int(self.offsets[-1])
-        messages = messages_from_batch(self.view.data, self.position, self.partition, first - self.base,
+        messages = messages_from_batch(self.data, self.position, self.partition, first - self.base,
                                        last - self.base + 1)
         if self.contiguous:
             return messages

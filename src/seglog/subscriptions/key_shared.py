@@ -64,7 +64,7 @@ def route_by_key(ring: HashRing, consumers: Sequence[ConsumerState], consumer: C
     held list."""
     mine = []
     for piece in pieces:
-        keys = to_record_batch(piece.view.data, piece.position).column("key")
+        keys = to_record_batch(piece.data, piece.position).column("key")
         owners = ring.owners(key_slots(keys.take(pa.array(piece.offsets - piece.base))))
         for index, owner in enumerate(consumers):
             chosen = piece.offsets[owners == index]

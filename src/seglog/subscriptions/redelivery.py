@@ -17,7 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     from seglog.clock import Clock
     from seglog.subscriptions.cursor import Cursor
-    from seglog.subscriptions.dispatch import ConsumerState
+    from seglog.subscriptions.dispatch import ConsumerState, Pending, Piece
 
 
 @dataclass
@@ -56,7 +56,8 @@ class Redeliveries:
 
     def consumer_left(self, consumer: ConsumerState) -> None:
         """What a consumer that left was given, routed or held and did not acknowledge goes again."""
-        for piece in [*consumer.pending, *consumer.queue, *consumer.held]:
+        given: list[Pending | Piece] = [*consumer.pending, *consumer.queue, *consumer.held]
+        for piece in given:
             self.add(piece.partition, piece.offsets)
 
     def expire(self, consumers: Iterable[ConsumerState], now: int) -> None:
