@@ -161,3 +161,7 @@ class ReceiveTimeoutError(SeglogError, TimeoutError):
 class ConsumerBusyError(SeglogError):
     """A subscription refused a consumer: exclusive and already consumed, of another type, or (across
     processes) opened by another process."""
+
+
+class ServerRunningError(SeglogError):
+    """Another `seglog serve` holds the data directory."""

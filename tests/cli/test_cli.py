@@ -97,8 +97,8 @@ def test_the_commands() -> None:
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
-                                      ("repair",), ("tenants",), ("tenants", "create"), ("tenants", "delete"),
-                                      ("tenants", "get"), ("tenants", "list"), ("topic",),
+                                      ("repair",), ("serve",), ("tenants",), ("tenants", "create"),
+                                      ("tenants", "delete"), ("tenants", "get"), ("tenants", "list"), ("topic",),
                                       *[("topic", *c) for c in topic_commands],
                                       ("topics",), *[("topics", *c) for c in topic_commands]]
 

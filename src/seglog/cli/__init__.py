@@ -1,6 +1,7 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
     seglog [--data DIR] demo | bench | produce | consume | check | repair
+    seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080]
     seglog [--data DIR] topic create|list|describe|update|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
@@ -27,6 +28,7 @@ from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
 from seglog.cli.produce import produce
 from seglog.cli.repair import repair
+from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
 from seglog.cli.topic import topic
 
@@ -55,6 +57,7 @@ def main(ctx: click.Context, data: Path) -> None:
     ctx.obj = DataDir(data)
 
 
-for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics):
+for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics,
+                serve):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

@@ -28,22 +28,27 @@ TIMESTAMPS_ACCEPTED = ("one per value, ms since the epoch from 0 to 2**63 - 1: a
 
 
 def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now: int,
-                log_append_time: bool) -> BatchSource:
+                log_append_time: bool, event_times: list[int | None] | None = None) -> BatchSource:
     """Normalise the arguments of one send_batch call (or one drained accumulator) into a BatchSource.
 
     Timestamps: without them every message gets `now` (the append time); with them they are the
-    messages' CreateTime and event time, or on a log_append_time topic only their event time."""
+    messages' CreateTime and event time, or on a log_append_time topic only their event time.
+    `event_times` (one per value, None for none given) gives event times apart from the timestamps, as
+    Pulsar's messages carry them beside their publish time (the server): then `timestamps` is required."""
     value_column = binary_column(values, "values", allow_null=False)
     n = value_column.count
     if n == 0:
         raise InvalidArgumentError("values", "no messages", "at least one message: a send_batch call is one "
                                    "record batch, and an empty one would have no MessageId to return")
     key_column = None if keys is None else binary_column(keys, "keys", allow_null=True, count=n)
-    stamps, event_times, flags = _timestamps(timestamps, n, now, log_append_time)
+    if event_times is None:
+        stamps, events, flags = _timestamps(timestamps, n, now, log_append_time)
+    else:
+        stamps, events, flags = _separate_event_times(timestamps, event_times, n, now, log_append_time)
     if properties is None:
-        return BatchSource(value_column, key_column, stamps, event_times, flags, now)
+        return BatchSource(value_column, key_column, stamps, events, flags, now)
     entries, prop_keys, prop_values = _properties(properties, n)
-    return BatchSource(value_column, key_column, stamps, event_times, flags, now, entries, prop_keys, prop_values)
+    return BatchSource(value_column, key_column, stamps, events, flags, now, entries, prop_keys, prop_values)
 
 
 def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> BatchSource:
@@ -116,6 +121,22 @@ def _timestamps(timestamps: Any, n: int, now: int, log_append_time: bool):
     if missing is None:
         return given, None, flags | _format.EVENT_TIME_IS_TIMESTAMP
     return np.where(missing, now, given), event_times, flags
+
+
+def _separate_event_times(timestamps: Any, event_times: list[int | None], n: int, now: int, log_append_time: bool):
+    """_timestamps' result for timestamps with event times of their own (the event-time column is written)."""
+    if len(event_times) != n:
+        raise InvalidArgumentError("event_times", f"{len(event_times)} event times", f"one per value ({n})")
+    events = np.array([_format.NO_EVENT_TIME if t is None else t for t in event_times], dtype=np.int64)
+    flags = _format.LOG_APPEND_TIME if log_append_time else 0
+    if log_append_time:
+        return None, events, flags
+    if timestamps is None:
+        raise InvalidArgumentError("timestamps", None, "one per value when event_times are given")
+    given, missing = _given_timestamps(timestamps)
+    if len(given) != n:
+        raise InvalidArgumentError("timestamps", f"{len(given)} timestamps", f"one per value ({n})")
+    return (given if missing is None else np.where(missing, now, given)), events, flags
 
 
 def _given_timestamps(timestamps: Any) -> tuple[np.ndarray, np.ndarray | None]:

@@ -370,11 +370,12 @@ class PartitionWriter:
         newest = newest_timestamp(paths)
         return self.clock() if newest is None else newest
 
-    def source(self, values, keys=None, timestamps=None, properties=None) -> BatchSource:
+    def source(self, values, keys=None, timestamps=None, properties=None, event_times=None) -> BatchSource:
         """One send_batch call checked and normalised for the encoder (InvalidArgumentError, naming the
-        argument, if it cannot be written), stamped with the time now where timestamps are needed."""
+        argument, if it cannot be written), stamped with the time now where timestamps are needed.
+        `event_times`: event times apart from the timestamps (batch.make_source)."""
         return make_source(values, keys, timestamps, properties, now=self.clock(),
-                           log_append_time=self.config.log_append_time)
+                           log_append_time=self.config.log_append_time, event_times=event_times)
 
     def append(self, source: BatchSource) -> int:
         """Write one send_batch call; returns its base offset. Messages queued by send() before it go first.

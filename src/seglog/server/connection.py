@@ -1,0 +1,314 @@
+"""One client connection: its protocol state (connected, producers, keep-alive) on asyncio streams.
+
+Commands are handled in the order they arrive. Each producer has a task that writes its SENDs in the order
+received, several per trip to the thread pool, and answers each with a SEND_RECEIPT (or SEND_ERROR) only once
+it is written: receipts go out in order per producer, as the client requires."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from seglog import __version__
+from seglog.server.errors import ServerFailure, server_error
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
+from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
+from seglog.server.protocol.message_ids import message_id
+from seglog.server.service import BrokerService, ProducerHandle, Target
+
+logger = logging.getLogger("seglog.server")
+
+PROTOCOL_VERSION = 19  # the highest seglog speaks; CONNECTED answers min(this, the client's)
+SEND_QUEUE_LIMIT = 10_000  # SENDs waiting per producer before the connection stops reading (TCP back-pressure)
+READ_SIZE = 1 << 16
+T = TypeVar("T")
+
+
+@dataclass
+class _Send:
+    sequence_id: int
+    highest_sequence_id: int
+    frame: Frame
+
+
+_CLOSE = object()
+
+
+class ProducerSession:
+    def __init__(self, connection: Connection, producer_id: int, handle: ProducerHandle) -> None:
+        self.connection = connection
+        self.producer_id = producer_id
+        self.handle = handle
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(SEND_QUEUE_LIMIT)
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            items = [await self.queue.get()]
+            while not self.queue.empty():
+                items.append(self.queue.get_nowait())
+            sends = [item for item in items if item is not _CLOSE]
+            if sends:
+                results = await self.connection.blocking(self._write, sends)
+                for send, result in zip(sends, results):
+                    self.connection.reply_send(self.producer_id, send, result)
+                await self.connection.drain()
+            if len(sends) != len(items):
+                return
+
+    def _write(self, sends: list[_Send]) -> list[int | ServerFailure]:
+        """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer."""
+        results: list[int | ServerFailure] = []
+        for send in sends:
+            frame = send.frame
+            if not frame.checksum_ok:
+                results.append(ServerFailure(api.ChecksumError, "the message's CRC32C does not match"))
+                continue
+            try:
+                messages = unpack(parse_metadata(frame.metadata or b""), frame.payload or b"")
+            except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
+                results.append(ServerFailure(api.ChecksumError, str(error)))
+                continue
+            try:
+                results.append(self.connection.service.append(self.handle, messages))
+            except Exception as error:  # (answered to the client, which reconnects and resends)
+                logger.warning("write to %s failed: %s", self.handle.target.ref, error)
+                results.append(server_error(error))
+        return results
+
+    async def close(self) -> None:
+        """Write what was received, answer it, then let the writer go."""
+        if not self.task.done():
+            await self.queue.put(_CLOSE)
+            await self.task
+        service = self.connection.service
+        service.release_name(self.handle.target, self.handle.name)
+        await self.connection.blocking(service.close_writer, self.handle)
+
+
+class Connection:
+    def __init__(self, service: BrokerService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 executor: Executor, *, keepalive_s: float) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.executor = executor
+        self.keepalive_s = keepalive_s
+        self.peer = writer.get_extra_info("peername")
+        self.connected = False
+        self.producers: dict[int, ProducerSession] = {}
+        self._received = False  # anything received since the last keep-alive tick
+        self._ping_pending = False
+        self._closing = False
+
+    async def blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+
+    # lifetime
+
+    async def serve(self) -> None:
+        keepalive = asyncio.get_running_loop().create_task(self._keepalive())
+        decoder = FrameDecoder(self.service.settings.max_message_size + 10 * 1024)
+        try:
+            while not self._closing:
+                data = await self.reader.read(READ_SIZE)
+                if not data:
+                    break
+                self._received = True
+                self._ping_pending = False
+                for item in decoder.feed(data):
+                    if isinstance(item, FrameError):
+                        logger.warning("%s: closing the connection: %s", self.peer, item)
+                        return
+                    await self._handle(item)
+                    if self._closing:
+                        break
+        except (ConnectionError, asyncio.IncompleteReadError) as error:
+            logger.info("%s: connection lost: %s", self.peer, error)
+        finally:
+            keepalive.cancel()
+            await self._close_producers()
+            self.writer.close()
+            try:
+                await self.writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
+
+    def stop_reading(self) -> None:
+        """Shutdown: take no further command; those received are still answered, then the connection closes."""
+        self._closing = True
+        transport = self.writer.transport
+        if not transport.is_closing():
+            transport.pause_reading()
+        self.reader.feed_eof()
+
+    async def _close_producers(self) -> None:
+        sessions, self.producers = list(self.producers.values()), {}
+        for session in sessions:
+            try:
+                await session.close()
+            except Exception:  # (the others still close)
+                logger.exception("%s: closing producer %s", self.peer, session.handle.name)
+
+    async def _keepalive(self) -> None:
+        """PING a silent client; close the connection if it stays silent for another interval."""
+        while True:
+            await asyncio.sleep(self.keepalive_s)
+            if self._received:
+                self._received = False
+                continue
+            if self._ping_pending:
+                logger.info("%s: no answer to PING in %ss: closing", self.peer, self.keepalive_s)
+                self.stop_reading()
+                self.writer.transport.abort()
+                return
+            self._ping_pending = True
+            self.send(command(Type.PING))
+
+    # output
+
+    def send(self, base: api.BaseCommand) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(encode_command(base))
+
+    async def drain(self) -> None:
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError):
+            pass
+
+    def reply_error(self, request_id: int, failure: ServerFailure) -> None:
+        self.send(command(Type.ERROR, request_id=request_id, error=failure.code, message=str(failure)))
+
+    def reply_send(self, producer_id: int, send: _Send, result: int | ServerFailure) -> None:
+        if isinstance(result, ServerFailure):
+            self.send(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
+                              error=result.code, message=str(result)))
+        else:
+            self.send(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
+                              highest_sequence_id=send.highest_sequence_id, message_id=message_id(result)))
+
+    # commands
+
+    async def _handle(self, frame: Frame) -> None:
+        base = frame.command
+        kind = base.type
+        if not self.connected:
+            if kind != Type.CONNECT or not base.HasField("connect"):
+                logger.warning("%s: %s before CONNECT: closing", self.peer, Type.Name(kind))
+                self._closing = True
+                return
+            self._connect(base.connect)
+            return
+        if kind == Type.PING:
+            self.send(command(Type.PONG))
+        elif kind == Type.PONG:
+            pass
+        elif kind == Type.SEND and base.HasField("send"):
+            await self._send(base.send, frame)
+        elif kind == Type.PRODUCER and base.HasField("producer"):
+            await self._producer(base.producer)
+        elif kind == Type.CLOSE_PRODUCER and base.HasField("close_producer"):
+            await self._close_producer(base.close_producer)
+        elif kind == Type.PARTITIONED_METADATA and base.HasField("partition_metadata"):
+            await self._partitioned_metadata(base.partition_metadata)
+        elif kind == Type.LOOKUP and base.HasField("lookup_topic"):
+            await self._lookup(base.lookup_topic)
+        elif kind == Type.SUBSCRIBE and base.HasField("subscribe"):
+            self.reply_error(base.subscribe.request_id, ServerFailure(
+                api.NotAllowedError, "this seglog server takes producers only: consumers come in a later version"))
+        elif kind == Type.CONNECT:
+            logger.warning("%s: a second CONNECT: closing", self.peer)
+            self._closing = True
+        else:
+            logger.warning("%s: %s is not supported: closing", self.peer, Type.Name(kind))
+            self._closing = True
+
+    def _connect(self, connect: api.CommandConnect) -> None:
+        version = min(PROTOCOL_VERSION, connect.protocol_version)
+        self.connected = True
+        self.send(command(Type.CONNECTED, server_version=f"seglog {__version__}", protocol_version=version,
+                          max_message_size=self.service.settings.max_message_size))
+
+    async def _partitioned_metadata(self, request: api.CommandPartitionedTopicMetadata) -> None:
+        response = api.CommandPartitionedTopicMetadataResponse
+        try:
+            partitions = await self.blocking(self.service.partitions, request.topic)
+        except Exception as error:  # (answered)
+            failure = server_error(error)
+            self.send(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id,
+                              response=response.Failed, error=failure.code, message=str(failure)))
+            return
+        self.send(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id,
+                          response=response.Success, partitions=partitions))
+
+    async def _lookup(self, request: api.CommandLookupTopic) -> None:
+        response = api.CommandLookupTopicResponse
+        try:
+            await self.blocking(self.service.resolve, request.topic, False)
+        except Exception as error:  # (answered)
+            failure = server_error(error)
+            self.send(command(Type.LOOKUP_RESPONSE, request_id=request.request_id, response=response.Failed,
+                              error=failure.code, message=str(failure)))
+            return
+        self.send(command(Type.LOOKUP_RESPONSE, request_id=request.request_id, response=response.Connect,
+                          broker_service_url=self.service.settings.broker_url, authoritative=True))
+
+    async def _producer(self, request: api.CommandProducer) -> None:
+        existing = self.producers.get(request.producer_id)
+        if existing is not None:  # the client asks again (its first answer was late): the same producer
+            self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
+                              producer_name=existing.handle.name, last_sequence_id=-1))
+            return
+        try:
+            _check_producer_features(request)
+            target: Target | None = await self.blocking(self.service.resolve, request.topic, True)
+            assert target is not None  # created when missing
+            name = self.service.reserve_name(target, request.producer_name or None)
+            try:
+                handle = await self.blocking(self.service.open_writer, target, name)
+            except BaseException:
+                self.service.release_name(target, name)
+                raise
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.producers[request.producer_id] = ProducerSession(self, request.producer_id, handle)
+        self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
+                          last_sequence_id=-1))
+
+    async def _send(self, request: api.CommandSend, frame: Frame) -> None:
+        session = self.producers.get(request.producer_id)
+        if session is None:
+            # Java's broker closes the connection too: the client reconnects and re-creates its producers.
+            logger.warning("%s: SEND for producer %d, which is not open here: closing", self.peer,
+                           request.producer_id)
+            self._closing = True
+            return
+        await session.queue.put(_Send(request.sequence_id, request.highest_sequence_id, frame))
+
+    async def _close_producer(self, request: api.CommandCloseProducer) -> None:
+        session = self.producers.pop(request.producer_id, None)
+        if session is not None:
+            await session.close()
+        self.send(command(Type.SUCCESS, request_id=request.request_id))
+
+
+_SCHEMA_TYPES = (api.Schema.Type.Value("None"), api.Schema.Type.Value("String"))
+
+
+def _check_producer_features(request: api.CommandProducer) -> None:
+    """Refuse at PRODUCER time what seglog does not do yet, where the client reports it at once."""
+    if request.encrypted:
+        raise ServerFailure(api.NotAllowedError, "end-to-end encryption is not supported by seglog")
+    if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
+        raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
+                                                    "is not supported by seglog (bytes and string only)")
+    if request.producer_access_mode != api.Shared:
+        mode = api.ProducerAccessMode.Name(request.producer_access_mode)
+        raise ServerFailure(api.NotAllowedError, f"producer access mode {mode} is not supported yet (Shared only)")

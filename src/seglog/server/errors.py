@@ -1,0 +1,50 @@
+"""seglog's exceptions as Pulsar ServerError codes, chosen so the real client reports each at once where it
+can (docs/SERVER.md): TopicNotFound, ProducerBusy and NotAllowedError are fatal for the client, while
+ServiceNotReady and PersistenceError make it retry."""
+
+from __future__ import annotations
+
+from seglog.errors import (
+    ClosedError,
+    ConsumerBusyError,
+    CorruptLogError,
+    InvalidNameError,
+    MetadataError,
+    NotFoundError,
+    PartitionLockedError,
+    ProducerBlockedQuotaExceededError,
+    TopicNotFoundError,
+)
+from seglog.server.protocol import pulsar_api_pb2 as api
+
+
+class ServerFailure(Exception):
+    """A request refused with a Pulsar ServerError code and a message for the client."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_CODES: list[tuple[type[BaseException], int]] = [
+    (ProducerBlockedQuotaExceededError, api.ProducerBlockedQuotaExceededError),
+    (TopicNotFoundError, api.TopicNotFound),
+    (NotFoundError, api.TopicNotFound),
+    (InvalidNameError, api.InvalidTopicName),
+    (PartitionLockedError, api.ProducerBusy),  # another process writes the partition
+    (ConsumerBusyError, api.ConsumerBusy),
+    (ClosedError, api.ServiceNotReady),  # the server is stopping: the client tries again
+    (MetadataError, api.MetadataError),
+    (CorruptLogError, api.PersistenceError),
+    (OSError, api.PersistenceError),
+]
+
+
+def server_error(error: BaseException) -> ServerFailure:
+    """The ServerFailure to answer for `error` (UnknownError for anything not mapped)."""
+    if isinstance(error, ServerFailure):
+        return error
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return ServerFailure(code, str(error))
+    return ServerFailure(api.UnknownError, f"{type(error).__name__}: {error}")

@@ -1,0 +1,100 @@
+"""The messages of one SEND, unpacked from its MessageMetadata and payload into seglog's columns.
+
+A batch entry (its metadata has num_messages_in_batch) holds `[u32 size][SingleMessageMetadata][payload]`
+items back to back, after decompression; an entry without it is one message whose fields are the entry's
+metadata. Each becomes one seglog message: value = payload, key = partition key, properties, event time
+(0 = none), timestamp = the entry's publish time."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.compression import DecompressionError, decompress
+
+_U32 = struct.Struct(">I")
+
+
+class BatchError(Exception):
+    """A SEND whose metadata or payload cannot be unpacked."""
+
+
+@dataclass
+class Messages:
+    """The columns of one SEND, as PartitionWriter.source takes them (event_times: None = none given)."""
+
+    values: list[bytes] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    event_times: list[int | None] = field(default_factory=list)
+    properties: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, value: bytes, key: bytes | None, timestamp: int, event_time: int,
+            properties: dict[str, str]) -> None:
+        self.values.append(value)
+        self.keys.append(key)
+        self.timestamps.append(timestamp)
+        self.event_times.append(event_time or None)
+        self.properties.append(properties)
+
+
+def parse_metadata(data: bytes) -> api.MessageMetadata:
+    metadata = api.MessageMetadata()
+    try:
+        metadata.ParseFromString(data)
+    except DecodeError as error:
+        raise BatchError(f"the message metadata does not parse: {error}") from None
+    return metadata
+
+
+def unpack(metadata: api.MessageMetadata, payload: bytes) -> Messages:
+    try:
+        data = decompress(metadata.compression, payload, metadata.uncompressed_size)
+    except DecompressionError as error:
+        raise BatchError(str(error)) from None
+    out = Messages()
+    publish_time = metadata.publish_time
+    if not metadata.HasField("num_messages_in_batch"):
+        out.add(data, _key(metadata), publish_time, metadata.event_time, _properties(metadata.properties))
+        return out
+    count = metadata.num_messages_in_batch
+    position = 0
+    for index in range(count):
+        if len(data) - position < 4:
+            raise BatchError(f"batch message {index} of {count}: the payload ends before its size")
+        (size,) = _U32.unpack_from(data, position)
+        position += 4
+        single = api.SingleMessageMetadata()
+        try:
+            single.ParseFromString(data[position:position + size])
+        except DecodeError as error:
+            raise BatchError(f"batch message {index} of {count}: its metadata does not parse: {error}") from None
+        position += size
+        end = position + single.payload_size
+        if single.payload_size < 0 or end > len(data):
+            raise BatchError(f"batch message {index} of {count}: its payload runs past the batch")
+        out.add(data[position:end], _key(single), publish_time, single.event_time, _properties(single.properties))
+        position = end
+    if position != len(data):
+        raise BatchError(f"{len(data) - position} bytes follow the {count} messages of the batch")
+    return out
+
+
+def _key(metadata: api.MessageMetadata | api.SingleMessageMetadata) -> bytes | None:
+    if not metadata.HasField("partition_key") or metadata.null_partition_key:
+        return None
+    if metadata.partition_key_b64_encoded:
+        try:
+            return base64.b64decode(metadata.partition_key, validate=True)
+        except binascii.Error:
+            raise BatchError(f"partition key {metadata.partition_key!r} is not base64, as its flag says") from None
+    return metadata.partition_key.encode()
+
+
+def _properties(pairs) -> dict[str, str]:  # (a protobuf repeated field of KeyValue)
+    return {pair.key: pair.value for pair in pairs}

@@ -1,0 +1,149 @@
+"""Frames of Pulsar's binary protocol (big-endian throughout).
+
+    simple command:  [u32 total][u32 command size][BaseCommand]
+    payload command: [u32 total][u32 command size][BaseCommand][u16 0x0e01][u32 CRC32C]
+                     [u32 metadata size][MessageMetadata][payload]
+
+`total` counts every byte after itself. The CRC32C (Castagnoli) covers everything from the metadata size to
+the end of the payload; the 0x0e01 block is optional (clients below protocol version 6 leave it out).
+`FrameDecoder` cuts a byte stream into frames; nothing here does I/O."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from seglog._core._format import crc32c
+from seglog.server.protocol import pulsar_api_pb2 as api
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+MAX_FRAME_SIZE = 5 * 1024 * 1024  # Pulsar's default frame limit (maxMessageSize); clients adopt max_message_size
+FRAME_PADDING = 10 * 1024  # room for the command and metadata around a payload of the largest message
+
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_HEAD = struct.Struct(">II")
+
+Type = api.BaseCommand.Type
+
+
+class FrameError(Exception):
+    """Bytes that are no frame. `fatal`: the stream cannot be followed any further (a bad size), so the
+    connection must close; otherwise the frame was cut out whole and the next one can be read."""
+
+    def __init__(self, message: str, *, fatal: bool) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+@dataclass
+class Frame:
+    """One decoded frame: its command and, for SEND (and MESSAGE), the raw metadata and payload."""
+
+    command: api.BaseCommand
+    metadata: bytes | None = None  # MessageMetadata, still serialized (parsed by whoever needs it)
+    payload: bytes | None = None
+    checksum_ok: bool = True  # False: the 0x0e01 block was present and its CRC32C did not match
+
+
+class FrameDecoder:
+    """Feed bytes as they arrive; `frames()` returns each whole frame received so far."""
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE + FRAME_PADDING) -> None:
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame | FrameError]:
+        """The frames completed by `data`, in order; a frame that does not decode is a FrameError in the list
+        (a fatal one ends it: nothing after it can be cut out)."""
+        self._buffer += data
+        out: list[Frame | FrameError] = []
+        buffer = self._buffer
+        position = 0
+        while len(buffer) - position >= 4:
+            (total,) = _U32.unpack_from(buffer, position)
+            if total < 4 or total > self.max_frame_size:
+                out.append(FrameError(f"frame size {total} is outside 4 .. {self.max_frame_size} bytes", fatal=True))
+                del buffer[:]
+                return out
+            if len(buffer) - position - 4 < total:
+                break
+            body = bytes(buffer[position + 4:position + 4 + total])
+            position += 4 + total
+            try:
+                out.append(decode_frame(body))
+            except FrameError as error:
+                out.append(error)
+        del buffer[:position]
+        return out
+
+
+def decode_frame(body: bytes) -> Frame:
+    """A frame's bytes after its total size."""
+    (command_size,) = _U32.unpack_from(body, 0)
+    if command_size > len(body) - 4:
+        raise FrameError(f"command size {command_size} is beyond the frame's {len(body) - 4} bytes", fatal=False)
+    command = api.BaseCommand()
+    try:
+        command.ParseFromString(body[4:4 + command_size])
+    except DecodeError as error:
+        raise FrameError(f"the command does not parse: {error}", fatal=False) from None
+    rest = memoryview(body)[4 + command_size:]
+    if not rest:
+        return Frame(command)
+    checksum_ok = True
+    if len(rest) >= 2 and _U16.unpack_from(rest, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+        (size,) = _U32.unpack_from(rest, 2) if len(rest) >= 6 else (len(rest),)
+        rest = rest[6 + size:]
+    if len(rest) >= 6 and _U16.unpack_from(rest, 0)[0] == MAGIC_CRC32C:
+        (expected,) = _U32.unpack_from(rest, 2)
+        rest = rest[6:]
+        checksum_ok = crc32c(rest) == expected
+    if len(rest) < 4:
+        raise FrameError("the payload command has no metadata size", fatal=False)
+    (metadata_size,) = _U32.unpack_from(rest, 0)
+    if metadata_size > len(rest) - 4:
+        raise FrameError(f"metadata size {metadata_size} is beyond the frame", fatal=False)
+    return Frame(command, bytes(rest[4:4 + metadata_size]), bytes(rest[4 + metadata_size:]), checksum_ok)
+
+
+def encode_command(command: api.BaseCommand) -> bytes:
+    data = command.SerializeToString()
+    return _HEAD.pack(len(data) + 4, len(data)) + data
+
+
+def encode_payload_command(command: api.BaseCommand, metadata: bytes, payload: bytes) -> bytes:
+    """A payload command with the CRC32C block, as clients at protocol version 6 and above write it."""
+    data = command.SerializeToString()
+    checked = _U32.pack(len(metadata)) + metadata
+    checksum = crc32c(payload, crc32c(checked))
+    total = 4 + len(data) + 2 + 4 + len(checked) + len(payload)
+    return b"".join((_HEAD.pack(total, len(data)), data, _U16.pack(MAGIC_CRC32C), _U32.pack(checksum), checked,
+                     payload))
+
+
+def command(kind: int, **fields: object) -> api.BaseCommand:
+    """A BaseCommand of type `kind` with its sub-command's fields set, e.g. command(Type.PONG)."""
+    base = api.BaseCommand(type=kind)  # type: ignore[arg-type]
+    field = _FIELD_OF_TYPE[kind]
+    sub = getattr(base, field)
+    sub.SetInParent()
+    for name, value in fields.items():
+        if isinstance(value, api.MessageIdData):
+            getattr(sub, name).CopyFrom(value)
+        elif value is not None:
+            setattr(sub, name, value)
+    return base
+
+
+# the sub-command field of each command type this module's encoder may be asked for
+_FIELD_OF_TYPE = {field.number: field.name for field in api.BaseCommand.DESCRIPTOR.fields if field.number != 1}
+
+
+def sub_command(base: api.BaseCommand) -> object | None:
+    """The sub-command a BaseCommand carries for its type, or None when seglog's .proto has no field for it."""
+    field = _FIELD_OF_TYPE.get(base.type)
+    return None if field is None or not base.HasField(field) else getattr(base, field)

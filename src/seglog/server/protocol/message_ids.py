@@ -1,0 +1,33 @@
+"""Pulsar message ids and seglog offsets (docs/SERVER.md, "Message ids").
+
+A Pulsar id is (ledgerId, entryId, partition, batchIndex), compared by (ledgerId, entryId, batchIndex); a
+seglog message is (partition, offset). seglog maps them with one rule that keeps order and round-trips:
+
+    ledgerId   = LEDGER_ID, the same for every message of every partition
+    entryId    = the offset of the first message of the entry (a SEND: one message, or one batch)
+    batchIndex = offset - entryId inside a batch entry (-1 for an entry of one unbatched message)
+    partition  = the seglog partition of a partitioned topic (-1 for a non-partitioned topic)
+
+so offset = entryId + max(batchIndex, 0). Offsets are dense and increasing, so the client's comparison of
+ids is the order of offsets."""
+
+from __future__ import annotations
+
+from seglog.server.protocol import pulsar_api_pb2 as api
+
+LEDGER_ID = 0
+
+
+def message_id(offset: int) -> api.MessageIdData:
+    """The id of the entry whose first message is at `offset` (as a SEND_RECEIPT carries it)."""
+    return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
+
+
+def offset_of(entry_id: int, batch_index: int = -1) -> int:
+    """The seglog offset of a message named by Pulsar's (entryId, batchIndex)."""
+    return entry_id + max(batch_index, 0)
+
+
+def split_offset(offset: int, entry_offset: int) -> tuple[int, int]:
+    """(entryId, batchIndex) of the message at `offset` in the batch entry starting at `entry_offset`."""
+    return entry_offset, offset - entry_offset

@@ -1,0 +1,178 @@
+"""What the binary protocol's commands do, on the Broker's services (never the in-process facade).
+
+Blocking calls (SQLite, opening a writer, appending) are made by the connection in the server's thread pool;
+the producer-name registry is only touched from the event loop's thread."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from itertools import count
+
+from seglog.broker import Broker
+from seglog.catalog.topics import TopicRef
+from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
+from seglog.names import TopicName
+from seglog.server.errors import ServerFailure
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import Messages
+from seglog.storage.fence import TopicFence
+from seglog.storage.writer import PartitionWriter
+
+_PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<partition>0|[1-9][0-9]{0,8})$")
+_NON_PERSISTENT = "non-persistent://"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Pulsar topic name resolved to a seglog topic and partition. `partitioned`: the seglog topic has
+    more than one partition (Pulsar's partitioned topic; `NAME-partition-N` is its partition N)."""
+
+    ref: TopicRef
+    partition: int
+    named_partition: bool  # named as `NAME-partition-N`
+
+    @property
+    def partitioned(self) -> bool:
+        return self.ref.partitions > 1
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (str(self.ref.name), self.partition)
+
+
+@dataclass
+class ProducerHandle:
+    target: Target
+    name: str
+    writer: PartitionWriter
+    fence: TopicFence
+
+
+@dataclass
+class Settings:
+    cluster: str
+    broker_url: str  # pulsar://host:port, what LOOKUP answers
+    max_message_size: int
+
+
+@dataclass
+class BrokerService:
+    broker: Broker
+    settings: Settings
+    _producer_names: dict[tuple[str, int], set[str]] = field(default_factory=dict)
+    _generated: count = field(default_factory=count)
+
+    # lookups (blocking)
+
+    def parse(self, topic: str) -> tuple[TopicName, TopicName | None, int | None]:
+        """(the topic's full name; the name before a `-partition-N` suffix and N, or None, None)."""
+        if topic.startswith(_NON_PERSISTENT):
+            raise ServerFailure(api.NotAllowedError, f"{topic}: seglog has persistent topics only")
+        name = TopicName.parse(topic)
+        match = _PARTITION_SUFFIX.match(name.topic)
+        if match is None:
+            return name, None, None
+        return name, TopicName(name.tenant, name.namespace, match["base"]), int(match["partition"])
+
+    def resolve(self, topic: str, create: bool) -> Target | None:
+        """The seglog topic and partition a Pulsar topic name means: `NAME-partition-N` is partition N of a
+        seglog topic NAME with more than one partition, any other name a topic of its own (partition 0). A
+        missing topic in an existing namespace is created (one partition) when `create`, else None; a
+        missing namespace is TopicNotFound."""
+        name, base, partition = self.parse(topic)
+        if base is not None and partition is not None:
+            try:
+                ref = self.broker.topic(base)
+            except TopicNotFoundError:
+                pass  # not a partition of a seglog topic: `NAME-partition-N` is a name of its own
+            else:
+                if ref.partitions > 1:
+                    if partition >= ref.partitions:
+                        raise ServerFailure(api.TopicNotFound,
+                                            f"{topic}: topic {ref} has {ref.partitions} partitions")
+                    return Target(ref, partition, True)
+        try:
+            return Target(self.broker.topic(name), 0, False)
+        except TopicNotFoundError:
+            pass
+        self._check_namespace(name)
+        if not create:
+            return None
+        try:
+            ref = self.broker.create_topic(str(name), 1, {})
+        except TopicExistsError:  # made meanwhile by another connection
+            ref = self.broker.topic(name)
+        return Target(ref, 0, False)
+
+    def partitions(self, topic: str) -> int:
+        """PARTITIONED_METADATA's answer: the partition count of a seglog topic with more than one, else 0
+        (non-partitioned, or not created yet)."""
+        target = self.resolve(topic, create=False)
+        if target is None or target.named_partition or target.ref.partitions == 1:
+            return 0
+        return target.ref.partitions
+
+    def _check_namespace(self, name: TopicName) -> None:
+        try:
+            namespaces = self.broker.catalog.metadata.namespaces(name.tenant)
+        except NotFoundError:
+            namespaces = []
+        if name.namespace_name not in namespaces:
+            raise ServerFailure(api.TopicNotFound, f"namespace {name.namespace_name} does not exist; create it "
+                                                   "first (topics are created on first use in an existing one)")
+
+    # producers
+
+    def reserve_name(self, target: Target, requested: str | None) -> str:
+        """Claim a producer name on a topic partition (loop thread): ProducerBusy if it is taken."""
+        names = self._producer_names.setdefault(target.key, set())
+        if requested:
+            if requested in names:
+                raise ServerFailure(api.ProducerBusy, f"producer {requested!r} is already connected to topic "
+                                                      f"{_pulsar_name(target)}")
+            name = requested
+        else:
+            name = f"{self.settings.cluster}-{next(self._generated)}"
+            while name in names:
+                name = f"{self.settings.cluster}-{next(self._generated)}"
+        names.add(name)
+        return name
+
+    def release_name(self, target: Target, name: str) -> None:
+        names = self._producer_names.get(target.key)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._producer_names[target.key]
+
+    def open_writer(self, target: Target, name: str) -> ProducerHandle:
+        """The partition's writer for a new producer (blocking: the first user opens it)."""
+        store = self.broker.store
+        fence = store.fence(target.ref.name)
+        fence.check()
+        writer = store.acquire_writer(target.ref.name, target.partition, target.ref.config)
+        store.producer_opened(target.ref.name)
+        return ProducerHandle(target, name, writer, fence)
+
+    def close_writer(self, handle: ProducerHandle) -> None:
+        store = self.broker.store
+        store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
+        store.producer_closed(handle.target.ref.name, handle.fence)
+
+    @staticmethod
+    def append(handle: ProducerHandle, messages: Messages) -> int:
+        """Write one SEND's messages as one batch; returns the offset of the first (blocking). The write is in
+        the segment (and fsynced where the topic's fsync says so) when this returns."""
+        handle.fence.check()
+        writer = handle.writer
+        keys = None if all(key is None for key in messages.keys) else messages.keys
+        properties = messages.properties if any(messages.properties) else None
+        source = writer.source(messages.values, keys, messages.timestamps, properties,
+                               event_times=messages.event_times)
+        return writer.append(source)
+
+
+def _pulsar_name(target: Target) -> str:
+    base = f"persistent://{target.ref.name}"
+    return f"{base}-partition-{target.partition}" if target.partitioned else base

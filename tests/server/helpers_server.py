@@ -1,0 +1,155 @@
+"""Helpers of the server tests: `seglog serve` as a subprocess on free loopback ports, the real Pulsar client
+(pulsar-client, the test extra) and a raw socket speaking frames."""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command
+
+pulsar = pytest.importorskip("pulsar")  # the test extra
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Server:
+    data: Path
+    process: subprocess.Popen
+    pulsar_url: str
+    http_url: str
+    stderr: Path
+    clients: list = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return int(self.pulsar_url.rsplit(":", 1)[1])
+
+    def client(self, **options):
+        client = pulsar.Client(self.pulsar_url, operation_timeout_seconds=10,
+                               logger=logging.getLogger("pulsar-client"), **options)
+        self.clients.append(client)
+        return client
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        """Signal the server by its pid and wait (bounded) for it to exit; its exit code."""
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signum)
+        try:
+            return self.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(STOP_TIMEOUT_S)
+            raise AssertionError(f"seglog serve did not exit within {STOP_TIMEOUT_S}s of signal {signum}") from None
+        finally:
+            self.process.stdout.close()
+
+    def log(self) -> str:
+        return self.stderr.read_text(errors="replace")
+
+
+def start_server(data: Path, *extra: str) -> Server:
+    stderr = data.parent / f"{data.name}-serve-{time.monotonic_ns()}.err"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
+                                    "standalone", "--port", "0", "--http-port", "0", *extra],
+                                   stdout=subprocess.PIPE, stderr=err)
+    try:
+        line = _first_line(process)
+        pulsar_url, http_url = line.split()
+        server = Server(data, process, pulsar_url, http_url, stderr)
+        _wait_healthy(server)
+        return server
+    except BaseException:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(STOP_TIMEOUT_S)
+        process.stdout.close()
+        raise
+
+
+def _first_line(process: subprocess.Popen) -> str:
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(START_TIMEOUT_S):
+            raise AssertionError(f"seglog serve printed nothing in {START_TIMEOUT_S}s")
+    line = process.stdout.readline().decode()
+    if not line:
+        raise AssertionError(f"seglog serve exited with {process.wait(STOP_TIMEOUT_S)} before serving")
+    return line
+
+
+def _wait_healthy(server: Server) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server.http_url}/admin/v2/brokers/health", timeout=5) as response:
+                assert response.status == 200 and response.read() == b"ok"
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # waiting for the port, bounded by the deadline
+
+
+
+class RawConnection:
+    """A socket speaking frames by hand, for what the real client never sends."""
+
+    def __init__(self, port: int) -> None:
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.decoder = FrameDecoder()
+        self.frames: list = []
+
+    def send(self, data: bytes) -> None:
+        self.socket.sendall(data)
+
+    def connect(self) -> api.CommandConnected:
+        self.send(encode_command(command(Type.CONNECT, client_version="raw-test", protocol_version=20)))
+        reply = self.receive()
+        assert reply.type == Type.CONNECTED, reply
+        return reply.connected
+
+    def receive(self, timeout: float = 10.0) -> api.BaseCommand:
+        """The next command from the server; ConnectionError if the server closed the connection."""
+        deadline = time.monotonic() + timeout
+        while not self.frames:
+            self.socket.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.socket.recv(65536)
+            if not data:
+                raise ConnectionError("closed by the server")
+            self.frames.extend(self.decoder.feed(data))
+        return self.frames.pop(0).command
+
+    def closed_by_server(self, timeout: float = 10.0) -> bool:
+        try:
+            while True:
+                self.receive(timeout)
+        except ConnectionError:
+            return True
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+
+U32 = struct.Struct(">I")
