@@ -24,8 +24,9 @@ second apart; the timestamp halfway. Every row builds the 64 segment tables, as 
                                              the segment's index and timestamp column
             first_segments_reference          the NumPy reference twin of the segment search, then the same
                                              per-partition step
-            start_offsets (Spark today)       a reader per partition (PartitionView.offset_for_timestamp: a
-                                             scan of the segments from the oldest, each one mapped)
+            start_offsets (the Spark source)  a reader per partition (PartitionView.offset_for_timestamp,
+                                             the same segment-table search since run 0016; before, a scan
+                                             of the segments from the oldest, each one mapped)
   seglog    first_segments_at_or_after, one call   the Numba kernel for the 64 segment searches, then the
                                              same per-partition step
 Group "kernels: first call in a fresh process":
@@ -57,9 +58,9 @@ from hypothesis import strategies as st
 import seglog
 from seglog._core import _format
 from seglog.catalog.config import MIN_SEGMENT_SIZE
-from seglog.lifecycle.backlog import bytes_from, first_offset_at_or_after
+from seglog.lifecycle.backlog import bytes_from
 from seglog.storage.partition_view import MTIME_SETTLED_NS
-from seglog.storage.segment_table import SegmentFacts
+from seglog.storage.segment_table import first_offset_at_or_after
 
 pytest.importorskip("numba")  # the `test` extra: seglog itself does not depend on it
 import numba_kernels as kernels  # noqa: E402 (bench/ is on the path, as for conftest.py)
@@ -163,7 +164,7 @@ def many_segments(scratch, scale):
             for _ in range(segments):
                 producer.send_batch(record)
         view = topic.partition_view(0)
-        table = SegmentFacts(view).table()
+        table = view.facts.table()
         assert len(table) >= segments
         floors = np.linspace(0, segments - 1, positions).astype(np.int64)
         yield log, view, table, floors
@@ -261,15 +262,9 @@ def wide_topic(scratch, scale):
         yield log, topic, T0 + segments * batches * 1000 // 2
 
 
-FACTS: dict = {}  # each partition's SegmentFacts, kept between rounds as the log keeps them (sealed rows read once)
-
-
 def tables_of(log, topic):
     views = [topic.partition_view(p) for p in range(topic.partitions)]
-    for view in views:
-        if view.directory not in FACTS or FACTS[view.directory].view is not view:
-            FACTS[view.directory] = SegmentFacts(view)
-    return [(view, FACTS[view.directory].table()) for view in views]
+    return [(view, view.facts.table()) for view in views]
 
 
 def offset_in_segment(view, table, i: int, timestamp: int) -> int:

@@ -59,7 +59,6 @@ import seglog
 from seglog.catalog.config import MIN_SEGMENT_SIZE
 from seglog.lifecycle.backlog import partition_backlog
 from seglog.storage.partition_view import MTIME_SETTLED_NS
-from seglog.storage.segment_table import SegmentFacts
 
 ACK_ARRAY = "ack: 1M offsets, one array"
 ACK_ONE = "ack: one Message per call"
@@ -201,7 +200,7 @@ def test_count_nonzero(bench, backlog_state):
 def test_partition_backlog(bench, backlog_state):
     topic, acks, acked = backlog_state
     view = topic.partition_view(0)
-    table = SegmentFacts(view).table()
+    table = view.facts.table()
 
     def backlogs():
         for _ in range(BACKLOG_CALLS):

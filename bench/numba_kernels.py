@@ -75,7 +75,7 @@ def first_segments_at_or_after(max_timestamps, bounds, targets, out):  # pragma:
 
 
 def first_segments_reference(max_timestamps: np.ndarray, bounds: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """What `backlog.first_offset_at_or_after` does per partition: a running maximum and a binary search."""
+    """What `segment_table.first_offset_at_or_after` does per partition: a running maximum and a binary search."""
     return np.array([np.searchsorted(np.maximum.accumulate(max_timestamps[bounds[p]:bounds[p + 1]]), targets[p],
                                      side="left") for p in range(len(targets))], dtype=np.int64)
 

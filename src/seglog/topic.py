@@ -137,5 +137,5 @@ class Topic:
         """Bytes the topic's segments and indexes hold (pre-allocated space not yet written not counted)."""
         self.fence.check()
         store = self._broker.store
-        return sum(store.segment_facts(store.view(self.ref.name, p)).table().total_size
+        return sum(store.view(self.ref.name, p).facts.table().total_size
                    for p in range(self.partitions))

@@ -576,3 +576,24 @@ def test_a_spare_made_while_the_last_one_is_renamed_into_place_gets_files_of_its
         os.stat(p).st_ino for p in (first.log, first.index, first.timeindex))
     assert maker.take(SegmentPaths.of(tmp_path, 10)) is not None  # the next roll takes it
     maker.close()
+
+
+def test_a_start_by_timestamp_opens_only_the_segment_it_starts_in(tmp_path):
+    """The segments' newest timestamps (read once, without mapping) pick the segment; only it is mapped.
+    Timestamps may go back across segments: the first message at or after the time is still found."""
+    data = tmp_path / "data"
+    with seglog.open(data) as log:
+        topic = log.create_topic("t", segment_max_messages=10)
+        stamps = [1_000 * (i // 10) + (i % 10) for i in range(400)]
+        stamps[200:210] = [5 + i for i in range(10)]  # one segment of old timestamps in the middle
+        with topic.producer() as producer:
+            for start in range(0, 400, 10):
+                producer.send_batch(values(10), timestamps=stamps[start:start + 10])
+    with seglog.open(data, background=False) as log:
+        topic = log.topic("t")
+        for target in (0, 7, 9_000, 9_004, 25_000, 39_009, 39_010):
+            expected = next((i for i, s in enumerate(stamps) if s >= target), len(stamps))
+            with topic.reader({"timestamp": target}) as reader:
+                assert reader.offset == expected, target
+        assert len(topic.partition_view(0).views) <= len(
+            {expected // 10 for expected in (0, 7, 9_000, 9_004, 25_000, 39_009, 39_010)} | {39})

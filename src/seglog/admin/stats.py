@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def _tables(broker: Broker, ref: TopicRef) -> list[tuple[PartitionView, SegmentTable]]:
     views = [broker.store.view(ref.name, p) for p in range(ref.partitions)]
-    return [(view, broker.store.segment_facts(view).table()) for view in views]
+    return [(view, view.facts.table()) for view in views]
 
 
 def physical_size(broker: Broker, ref: TopicRef) -> int:

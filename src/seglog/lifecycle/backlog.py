@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seglog._core import _format
 from seglog._core._acks import AckSet
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable
@@ -79,34 +78,7 @@ def partition_backlog(view: PartitionView, table: SegmentTable, acks: AckSet) ->
 
 def timestamp_of(view: PartitionView, offset: int) -> int:
     """The timestamp of the message at `offset` (which must be stored)."""
-    base = view.segment_for(offset)
-    segment = view.view(base)
-    entry = segment.index.find_offset(offset)
-    if entry < 0:
-        segment.refresh()
-        entry = segment.index.find_offset(offset)
-    position, _, batch_base, _ = segment.batch_at(entry)
-    column = _format.batch_layout(segment.data, position)["timestamps"]
-    return int(np.frombuffer(segment.data, dtype=np.int64, count=1,
-                             offset=position + column + 8 * (offset - batch_base))[0])
-
-
-def first_offset_at_or_after(view: PartitionView, table: SegmentTable, timestamp: int) -> int:
-    """The first offset whose timestamp is >= `timestamp` (the end offset if none): the segments' newest
-    timestamps find the segment without opening the others, its index and timestamp column the message."""
-    running = np.maximum.accumulate(table.max_timestamps) if len(table) else table.max_timestamps
-    i = int(np.searchsorted(running, timestamp, side="left"))
-    if i >= len(table):
-        return table.end_offset
-    segment = view.view(int(table.bases[i]))
-    segment.refresh()
-    entry = segment.index.find_timestamp(timestamp)
-    if entry < 0:
-        return int(table.next_offsets[i])
-    position, _, batch_base, count = segment.batch_at(entry)
-    column = _format.batch_layout(segment.data, position)["timestamps"]
-    stamps = np.frombuffer(segment.data, dtype=np.int64, count=count, offset=position + column)
-    return batch_base + int(np.argmax(stamps >= timestamp))
+    return view.view(view.segment_for(offset)).timestamp_of(offset)
 
 
 def offset_within_bytes(view: PartitionView, table: SegmentTable, target: int) -> int:

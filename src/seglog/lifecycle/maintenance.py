@@ -19,9 +19,9 @@ from seglog.catalog.policies import BacklogQuota, EffectivePolicies
 from seglog.catalog.topics import Catalog, TopicRef
 from seglog.clock import Clock
 from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
-from seglog.lifecycle.backlog import PartitionBacklog, first_offset_at_or_after, offset_within_bytes, partition_backlog
+from seglog.lifecycle.backlog import PartitionBacklog, offset_within_bytes, partition_backlog
 from seglog.lifecycle.retention import Backlog, Limits, deletable_prefix
-from seglog.storage.segment_table import SegmentTable
+from seglog.storage.segment_table import SegmentTable, first_offset_at_or_after
 from seglog.storage.store import PartitionStore
 from seglog.subscriptions.registry import Subscriptions
 from seglog.subscriptions.subscription import reading
@@ -92,7 +92,7 @@ class Maintenance:
         except SymbolicLinkError as error:  # refused, as its writer is: the other partitions are still maintained
             report.skipped_partitions.append((str(ref), partition, str(error)))
             return
-        table = self.store.segment_facts(view).table()
+        table = view.facts.table()
         if not len(table):
             return
         now = self.clock()
@@ -126,7 +126,7 @@ class Maintenance:
         enough for all of them. `incoming`: the bytes of a send about to be written, which must find room
         below a size limit."""
         view = self.store.view(ref.name, partition)
-        table = self.store.segment_facts(view).table()
+        table = view.facts.table()
         now = self.clock()
         evicted = 0
         for name, record, live in list(self.subscriptions.states(ref)):

@@ -125,7 +125,7 @@ class QuotaGuard:
         if state.refusal is not None and cursors == state.cursors:  # refused since, and no cursor moved
             return self._over(state, now, nbytes)
         view = self._store.view(self.ref.name, partition)
-        table = self._store.segment_facts(view).table()
+        table = view.facts.table()
         largest, oldest, slowest = 0, None, None
         for name, record, live in states:
             with reading(live):

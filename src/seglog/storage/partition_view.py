@@ -36,6 +36,7 @@ from seglog.storage.segment import (
     read_index_files,
     scan_log,
 )
+from seglog.storage.segment_table import SegmentFacts, first_offset_at_or_after
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,30 @@ class SegmentView:
             _format.populate_read(self.data, start, self.populated_end)
         return start, end, base, next_offset - base
 
+    def batch_timestamps(self, position: int, count: int) -> np.ndarray:
+        """The timestamp column of the `count`-message batch at `position`, over the map (no copy)."""
+        column = _format.batch_layout(self.data, position)["timestamps"]
+        return np.frombuffer(self.data, dtype=np.int64, count=count, offset=position + column)
+
+    def timestamp_of(self, offset: int) -> int:
+        """The timestamp of the message at `offset` (which must be in this segment)."""
+        entry = self.index.find_offset(offset)
+        if entry < 0:  # written since the index was last looked at
+            self.refresh()
+            entry = self.index.find_offset(offset)
+        position, _, base, count = self.batch_at(entry)
+        return int(self.batch_timestamps(position, count)[offset - base])
+
+    def first_offset_at_or_after(self, timestamp: int) -> int | None:
+        """The first offset of this segment whose timestamp is >= `timestamp`, None if it holds none: the
+        index finds the first batch whose running maximum reaches it, its timestamp column the message."""
+        self.refresh()
+        entry = self.index.find_timestamp(timestamp)
+        if entry < 0:
+            return None
+        position, _, base, count = self.batch_at(entry)
+        return base + int(np.argmax(self.batch_timestamps(position, count) >= timestamp))
+
     def _entry_error(self, entry: int, status: int) -> CorruptLogError:
         base, next_offset, start, end = self.index.entry(entry)
         if status == _format.ENTRY_PAST_DATA:
@@ -222,6 +247,7 @@ class PartitionView:
         self.bases: list[int] = []
         self.views: OrderedDict[int, SegmentView] = OrderedDict()
         self._listed_mtime_ns: int | None = None  # the directory's mtime when its listing can be trusted
+        self.facts = SegmentFacts(self)  # the segments as rows of arrays, sealed ones read once
         self.rescan()
 
     def rescan(self, *, force: bool = False) -> None:
@@ -278,20 +304,9 @@ class PartitionView:
         return view.index.next_offset
 
     def offset_for_timestamp(self, timestamp: int) -> int:
-        """The first offset whose timestamp is >= `timestamp` (the end offset if none is): the index finds
-        the first batch whose running maximum reaches it, its timestamp column the record."""
-        self.rescan()
-        for base in self.bases:
-            view = self.view(base)
-            view.refresh()
-            entry = view.index.find_timestamp(timestamp)
-            if entry < 0:
-                continue
-            position, _, batch_base, count = view.batch_at(entry)
-            column = _format.batch_layout(view.data, position)["timestamps"]
-            stamps = np.frombuffer(view.data, dtype=np.int64, count=count, offset=position + column)
-            return batch_base + int(np.argmax(stamps >= timestamp))
-        return self.end_offset()
+        """The first offset whose timestamp is >= `timestamp` (the end offset if none is)."""
+        return first_offset_at_or_after(self, self.facts.table(), timestamp)
+
 
 def start_offset(view: PartitionView, start: Any) -> int:
     """The offset a read (or a subscription's seek) starts at: 'earliest', 'latest', an offset, or

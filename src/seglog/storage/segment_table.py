@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from seglog._core._index import ENTRY_BYTES
-from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment import SegmentPaths
+
+if TYPE_CHECKING:  # a PartitionView owns its SegmentFacts: partition_view.py imports this module
+    from seglog.storage.partition_view import PartitionView
 
 # A sealed segment whose time index cannot be read keeps its data: no minimum-timestamp rule deletes it.
 UNKNOWN_TIMESTAMP = np.iinfo(np.int64).max
@@ -135,3 +138,16 @@ def _last_time_entry(path: Path) -> int:
 
 def _mtime_ms(path: Path) -> int:
     return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def first_offset_at_or_after(view: PartitionView, table: SegmentTable, timestamp: int) -> int:
+    """The first offset whose timestamp is >= `timestamp` (the end offset if none is). The segments' newest
+    timestamps skip, without opening them, every segment before the first that reaches it; a segment is
+    searched by its index and timestamp column (one whose newest timestamp could not be read is searched
+    too, and the search goes on after it)."""
+    running = np.maximum.accumulate(table.max_timestamps) if len(table) else table.max_timestamps
+    for i in range(int(np.searchsorted(running, timestamp, side="left")), len(table)):
+        found = view.view(int(table.bases[i])).first_offset_at_or_after(timestamp)
+        if found is not None:
+            return found
+    return table.end_offset

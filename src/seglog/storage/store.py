@@ -25,7 +25,6 @@ from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import PartitionView, start_offset
 from seglog.storage.reader import Reader
 from seglog.storage.segment import LOCK_FILE, delete_segments, refuse_symbolic_links
-from seglog.storage.segment_table import SegmentFacts
 from seglog.storage.writer import PartitionWriter, WriterSettings
 
 
@@ -37,7 +36,6 @@ class PartitionStore:
         self.clock = clock
         self._fences: dict[str, TopicFence] = {}
         self._views: dict[Path, PartitionView] = {}
-        self._facts: dict[Path, SegmentFacts] = {}
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[tuple[str, int], int] = {}  # this process's producers using each writer
         self._producers: dict[str, int] = {}  # open producers of each topic (a deletion names them)
@@ -105,13 +103,6 @@ class PartitionStore:
             refuse_symbolic_links(directory)
             view = self._views[directory] = PartitionView(directory)
         return view
-
-    def segment_facts(self, view: PartitionView) -> SegmentFacts:
-        """What the lifecycle rules read of a partition's segments, sealed rows remembered between calls."""
-        facts = self._facts.get(view.directory)
-        if facts is None or facts.view is not view:
-            facts = self._facts[view.directory] = SegmentFacts(view)
-        return facts
 
     def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool) -> Reader:
         return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
@@ -247,7 +238,6 @@ class PartitionStore:
         directory = self.topic_directory(name)
         for partition_directory in [d for d in self._views if d.parent == directory]:
             del self._views[partition_directory]
-            self._facts.pop(partition_directory, None)
         with self._signals_lock:  # its waiters wake, and find the topic deleted
             for key in [k for k in self._signals if k[0] == str(name)]:
                 self._signals.pop(key).close()
