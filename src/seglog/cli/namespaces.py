@@ -9,7 +9,7 @@ from seglog.cli.base import SeglogGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import namespace_name, tenant_name
 from seglog.cli.output import out, print_names
-from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
+from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.errors import NotFoundError
 from seglog.names import DEFAULT_TENANT
 
@@ -87,6 +87,6 @@ def clear_backlog(data: DataDir, namespace: str, subscription: str | None, force
     out().print(f"[green]Cleared the backlog[/] of {whose} on the topics of {name}")
 
 
-add_policy_commands(namespaces, PolicyLevel("namespace", "TENANT/NAMESPACE", namespace_name,
+add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,
                                             lambda log: log.admin.namespaces,
                                             "its topics fall back to the data directory's default (broker.conf)"))

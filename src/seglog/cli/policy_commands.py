@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class PolicyLevel:
+class PolicyScope:
     """Where the commands set policies: a namespace, or a topic."""
     noun: str                                # 'namespace' or 'topic', as the help texts say it
     metavar: str                             # the name argument in usage lines
@@ -33,7 +33,7 @@ class PolicyLevel:
     fallback: str                            # what applies once a policy is removed, as a clause
 
 
-def add_policy_commands(group: click.Group, level: PolicyLevel) -> None:
+def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     """Add set-/get-/remove- retention, backlog quota and message TTL to `group`, for `level`."""
     name_argument = click.argument("name", metavar=level.metavar)
     noun = level.noun

@@ -15,7 +15,7 @@ from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.options import topic_name, topic_settings
 from seglog.cli.output import out, print_json, print_unclipped
-from seglog.cli.policy_commands import PolicyLevel, add_policy_commands
+from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
@@ -236,7 +236,7 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
     out().print(table)
 
 
-add_policy_commands(topic, PolicyLevel("topic", "NAME", topic_name, lambda log: log.admin.topics,
+add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda log: log.admin.topics,
                                        "the topic falls back to its namespace's policy, else the data "
                                        "directory's default"))
 for command in SUBSCRIPTION_COMMANDS:
