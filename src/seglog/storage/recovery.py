@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from seglog.storage.segment import (
@@ -35,8 +35,8 @@ class RecoveryReport:
     clean: bool = False  # the last writer closed the partition cleanly
     truncated_bytes: int = 0
     rebuilt_indexes: int = 0
-    damaged: list[tuple[str, int, str]] | None = None  # (file, position, reason): damage left in sealed segments
-    lost: list[tuple[str, int, str]] | None = None  # acknowledged batches the newest segment no longer held
+    damaged: list[tuple[str, int, str]] = field(default_factory=list)  # (file, position, reason) in sealed segments
+    lost: list[tuple[str, int, str]] = field(default_factory=list)  # acknowledged batches the newest segment lost
 
 
 def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryReport:
@@ -49,7 +49,7 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
     every log is scanned with CRC checks and every index that disagrees with its log is rebuilt. Damage
     inside a sealed segment is reported, never cut: reads stop there with its position."""
     clean = (directory / CLEAN_MARKER).exists()
-    report = RecoveryReport(clean=clean and trust_clean, damaged=[], lost=[])
+    report = RecoveryReport(clean=clean and trust_clean)
     SegmentPaths.spare(directory).remove()  # a spare segment a crash left is no part of the partition
     bases = list_segments(directory)
     for i, base in enumerate(bases):
