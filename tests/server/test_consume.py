@@ -269,6 +269,16 @@ def test_unsubscribe_deletes_the_subscription(server):
     assert_nothing_more(consumer)
 
 
+def test_the_last_message_id_is_the_last_offset(server):
+    client = server.client()
+    consumer = client.subscribe(TOPIC, "last")
+    assert consumer.get_last_message_id().entry_id() in (-1, (1 << 64) - 1)  # empty: before the first entry
+    producer = client.create_producer(TOPIC)
+    ids = [producer.send(b"%d" % i) for i in range(3)]
+    last = consumer.get_last_message_id()
+    assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (0, ids[-1].entry_id(), -1)
+
+
 def test_partitioned_topics_and_readers_are_refused_clearly(tmp_path):
     data = tmp_path / "data"
     with seglog.open(data, background=False) as log:

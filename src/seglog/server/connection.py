@@ -246,6 +246,8 @@ class Connection:
             await self._close_consumer(base.close_consumer)
         elif kind == Type.UNSUBSCRIBE and base.HasField("unsubscribe"):
             await self._unsubscribe(base.unsubscribe)
+        elif kind == Type.GET_LAST_MESSAGE_ID and base.HasField("get_last_message_id"):
+            await self._get_last_message_id(base.get_last_message_id)
         elif kind == Type.CONNECT:
             logger.warning("%s: a second CONNECT: closing", self.peer)
             self._closing = True
@@ -385,6 +387,20 @@ class Connection:
         await self.blocking(session.redeliver, list(request.message_ids))
         assert session.subscription is not None
         self.service.wake(session.subscription)
+
+    async def _get_last_message_id(self, request: api.CommandGetLastMessageId) -> None:
+        session = self.consumers.get(request.consumer_id)
+        if session is None:
+            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
+                                                               f"consumer {request.consumer_id} is not open here"))
+            return
+        try:
+            last, mark_delete = await self.blocking(session.last_message_id)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id, last_message_id=last,
+                          consumer_mark_delete_position=mark_delete))
 
     async def _close_consumer(self, request: api.CommandCloseConsumer) -> None:
         session = self.consumers.pop(request.consumer_id, None)

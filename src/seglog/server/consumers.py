@@ -169,6 +169,15 @@ class ConsumerSession:
         offsets = np.array(sorted({o for o in (_offset(i) for i in ids) if o >= 0}), dtype=np.int64)
         self.subscription.redeliver(self.state, {self.target.partition: offsets})
 
+    def last_message_id(self) -> tuple[api.MessageIdData, api.MessageIdData]:
+        """GET_LAST_MESSAGE_ID: the id of the partition's last message (entryId -1 when it has none) and the
+        subscription's mark-delete position (the last offset before its first unacknowledged one)."""
+        assert self.subscription is not None
+        partition = self.target.partition
+        end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
+        floor = self.subscription.cursors[partition].acks.floor
+        return _id(end - 1), _id(floor - 1)
+
     # closing
 
     async def stop(self) -> None:
@@ -193,6 +202,11 @@ class ConsumerSession:
 
 def _keep(partition: int | None) -> None:
     """ConsumerState.on_forget of a remote consumer: what was sent is in the client's queue already."""
+
+
+def _id(offset: int) -> api.MessageIdData:
+    """The id of the message at `offset` as this server sends it; offset -1 is "before the first entry"."""
+    return message_id(offset if offset >= 0 else (1 << 64) - 1)
 
 
 def _signed(value: int) -> int:
