@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from seglog import __version__
+from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession
 from seglog.server.errors import ServerFailure, server_error
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
@@ -102,6 +103,7 @@ class Connection:
         self.peer = writer.get_extra_info("peername")
         self.connected = False
         self.producers: dict[int, ProducerSession] = {}
+        self.consumers: dict[int, ConsumerSession] = {}
         self._received = False  # anything received since the last keep-alive tick
         self._ping_pending = False
         self._closing = False
@@ -133,6 +135,7 @@ class Connection:
         finally:
             keepalive.cancel()
             await self._close_producers()
+            await self._close_consumers()
             self.writer.close()
             try:
                 await self.writer.wait_closed()
@@ -155,6 +158,14 @@ class Connection:
             except Exception:  # (the others still close)
                 logger.exception("%s: closing producer %s", self.peer, session.handle.name)
 
+    async def _close_consumers(self) -> None:
+        sessions, self.consumers = list(self.consumers.values()), {}
+        for session in sessions:
+            try:
+                await self._leave(session, unsubscribe=False)
+            except Exception:  # (the others still close)
+                logger.exception("%s: closing consumer %s", self.peer, session.name)
+
     async def _keepalive(self) -> None:
         """PING a silent client; close the connection if it stays silent for another interval."""
         while True:
@@ -175,6 +186,10 @@ class Connection:
     def send(self, base: api.BaseCommand) -> None:
         if not self.writer.is_closing():
             self.writer.write(encode_command(base))
+
+    def write(self, data: bytes) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(data)
 
     async def drain(self) -> None:
         try:
@@ -220,8 +235,19 @@ class Connection:
         elif kind == Type.LOOKUP and base.HasField("lookup_topic"):
             await self._lookup(base.lookup_topic)
         elif kind == Type.SUBSCRIBE and base.HasField("subscribe"):
-            self.reply_error(base.subscribe.request_id, ServerFailure(
-                api.NotAllowedError, "this seglog server takes producers only: consumers come in a later version"))
+            await self._subscribe(base.subscribe)
+        elif kind == Type.FLOW and base.HasField("flow"):
+            await self._flow(base.flow)
+        elif kind == Type.ACK and base.HasField("ack"):
+            await self._ack(base.ack)
+        elif kind == Type.REDELIVER_UNACKNOWLEDGED_MESSAGES and base.HasField("redeliver_unacknowledged_messages"):
+            await self._redeliver(base.redeliver_unacknowledged_messages)
+        elif kind == Type.CLOSE_CONSUMER and base.HasField("close_consumer"):
+            await self._close_consumer(base.close_consumer)
+        elif kind == Type.UNSUBSCRIBE and base.HasField("unsubscribe"):
+            await self._unsubscribe(base.unsubscribe)
+        elif kind == Type.GET_LAST_MESSAGE_ID and base.HasField("get_last_message_id"):
+            await self._get_last_message_id(base.get_last_message_id)
         elif kind == Type.CONNECT:
             logger.warning("%s: a second CONNECT: closing", self.peer)
             self._closing = True
@@ -299,6 +325,137 @@ class Connection:
         self.send(command(Type.SUCCESS, request_id=request.request_id))
 
 
+    # consumers
+
+    async def _subscribe(self, request: api.CommandSubscribe) -> None:
+        if request.consumer_id in self.consumers:  # the client asks again (its first answer was late)
+            self.send(command(Type.SUCCESS, request_id=request.request_id))
+            return
+        service = self.service
+        try:
+            _check_subscribe_features(request)
+            target = await self.blocking(service.resolve, request.topic, request.force_topic_creation)
+            if target is None:
+                raise ServerFailure(api.TopicNotFound, f"topic {request.topic} does not exist")
+            if target.partitioned:
+                raise ServerFailure(api.NotAllowedError, "consumers of partitioned topics are not supported by "
+                                                         "this seglog server yet")
+            initial = "earliest" if request.initial_position == api.CommandSubscribe.Earliest else "latest"
+            session = ConsumerSession(self, request.consumer_id, target,
+                                      request.consumer_name or f"{service.settings.cluster}-consumer-"
+                                                               f"{request.consumer_id}")
+            async with service.subscribing:
+                subscription = await self.blocking(service.subscribe, target, request.subscription,
+                                                   SUBSCRIPTION_TYPES[request.sub_type], initial, session.state)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.consumers[request.consumer_id] = session
+        service.watch(subscription, session.wake)
+        session.start(subscription)
+        self.send(command(Type.SUCCESS, request_id=request.request_id))
+
+    async def _flow(self, request: api.CommandFlow) -> None:
+        session = self.consumers.get(request.consumer_id)
+        if session is not None:
+            await self.blocking(session.flow, request.message_permits)
+            session.wake.set()
+
+    async def _ack(self, request: api.CommandAck) -> None:
+        session = self.consumers.get(request.consumer_id)
+        failure = None
+        if session is None:
+            failure = ServerFailure(api.ConsumerNotFound, f"consumer {request.consumer_id} is not open here")
+        else:
+            try:
+                await self.blocking(session.ack, request.ack_type == api.CommandAck.Cumulative,
+                                    list(request.message_id))
+            except Exception as error:  # (answered when the client asks for receipts; logged)
+                logger.warning("%s: ack of consumer %s failed: %s", self.peer, session.name, error)
+                failure = server_error(error)
+            assert session.subscription is not None
+            self.service.wake(session.subscription)
+        if request.HasField("request_id"):
+            fields = {} if failure is None else {"error": failure.code, "message": str(failure)}
+            self.send(command(Type.ACK_RESPONSE, consumer_id=request.consumer_id, request_id=request.request_id,
+                              **fields))
+
+    async def _redeliver(self, request: api.CommandRedeliverUnacknowledgedMessages) -> None:
+        session = self.consumers.get(request.consumer_id)
+        if session is None:
+            return
+        await self.blocking(session.redeliver, list(request.message_ids))
+        assert session.subscription is not None
+        self.service.wake(session.subscription)
+
+    async def _get_last_message_id(self, request: api.CommandGetLastMessageId) -> None:
+        session = self.consumers.get(request.consumer_id)
+        if session is None:
+            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
+                                                               f"consumer {request.consumer_id} is not open here"))
+            return
+        try:
+            last, mark_delete = await self.blocking(session.last_message_id)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id, last_message_id=last,
+                          consumer_mark_delete_position=mark_delete))
+
+    async def _close_consumer(self, request: api.CommandCloseConsumer) -> None:
+        session = self.consumers.pop(request.consumer_id, None)
+        if session is not None:
+            try:
+                await self._leave(session, unsubscribe=False)
+            except Exception as error:  # (answered)
+                self.reply_error(request.request_id, server_error(error))
+                return
+        self.send(command(Type.SUCCESS, request_id=request.request_id))
+
+    async def _unsubscribe(self, request: api.CommandUnsubscribe) -> None:
+        session = self.consumers.get(request.consumer_id)
+        if session is None:
+            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
+                                                               f"consumer {request.consumer_id} is not open here"))
+            return
+        assert session.subscription is not None
+        others = len(session.subscription.consumers) - 1
+        if others:
+            self.reply_error(request.request_id, ServerFailure(
+                api.ConsumerBusy, f"subscription {session.subscription.name!r} has {others} other consumer(s)"))
+            return
+        del self.consumers[request.consumer_id]
+        try:
+            await self._leave(session, unsubscribe=True)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.send(command(Type.SUCCESS, request_id=request.request_id))
+
+    async def _leave(self, session: ConsumerSession, *, unsubscribe: bool) -> None:
+        """Stop a consumer's deliveries, then detach it from its subscription."""
+        await session.stop()
+        subscription = session.subscription
+        if subscription is None:
+            return
+        self.service.unwatch(subscription, session.wake)
+        async with self.service.subscribing:
+            await self.blocking(lambda: self.service.leave(subscription, session.state, unsubscribe=unsubscribe))
+        self.service.wake(subscription)
+
+    async def close_consumer_by_server(self, session: ConsumerSession) -> None:
+        """Close a consumer from the server's side (its topic was deleted, or it was unsubscribed by
+        force): the client is told with CLOSE_CONSUMER, and subscribes again if it still can."""
+        if self.consumers.get(session.consumer_id) is not session:
+            return
+        del self.consumers[session.consumer_id]
+        try:
+            await self._leave(session, unsubscribe=False)
+        except Exception:  # (the client is told either way)
+            logger.exception("%s: closing consumer %s", self.peer, session.name)
+        self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=_NO_REQUEST))
+
+
 _SCHEMA_TYPES = (api.Schema.Type.Value("None"), api.Schema.Type.Value("String"))
 
 
@@ -312,3 +469,16 @@ def _check_producer_features(request: api.CommandProducer) -> None:
     if request.producer_access_mode != api.Shared:
         mode = api.ProducerAccessMode.Name(request.producer_access_mode)
         raise ServerFailure(api.NotAllowedError, f"producer access mode {mode} is not supported yet (Shared only)")
+
+
+_NO_REQUEST = (1 << 64) - 1  # the request id of a command the server starts (-1, as Java's broker sends)
+
+
+def _check_subscribe_features(request: api.CommandSubscribe) -> None:
+    """Refuse at SUBSCRIBE time what this server does not do yet, where the client reports it at once."""
+    if not request.durable:
+        raise ServerFailure(api.NotAllowedError, "readers (non-durable subscriptions) are not supported by this "
+                                                 "seglog server yet")
+    if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
+        raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
+                                                    "is not supported by seglog (bytes and string only)")

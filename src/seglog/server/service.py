@@ -5,6 +5,7 @@ the producer-name registry is only touched from the event loop's thread."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from itertools import count
@@ -18,6 +19,8 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
+from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.subscription import Subscription
 
 _PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<partition>0|[1-9][0-9]{0,8})$")
 _NON_PERSISTENT = "non-persistent://"
@@ -62,6 +65,11 @@ class BrokerService:
     settings: Settings
     _producer_names: dict[tuple[str, int], set[str]] = field(default_factory=dict)
     _generated: count = field(default_factory=count)
+    # subscribing and leaving, one at a time (a subscription's last consumer leaving releases it)
+    subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
+    # may give the others something to receive (loop thread only)
+    _wakers: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
 
     # lookups (blocking)
 
@@ -171,6 +179,52 @@ class BrokerService:
         source = writer.source(messages.values, keys, messages.timestamps, properties,
                                event_times=messages.event_times)
         return writer.append(source)
+
+
+    # consumers (blocking, but for the wake-ups)
+
+    def subscribe(self, target: Target, name: str, subscription_type: str, initial_position: str,
+                  consumer: ConsumerState) -> Subscription:
+        """Attach a remote consumer to the durable subscription `name`, created at `initial_position` if
+        new; a refused first consumer leaves no subscription behind (as Topic.subscribe)."""
+        registry = self.broker.subscriptions
+        ref = self.broker.topic(target.ref.name)
+        new = name not in registry.names(ref)
+        subscription = registry.open(ref, name, subscription_type, initial_position)
+        try:
+            subscription.attach(consumer, subscription_type)
+        except BaseException:
+            if new:
+                registry.remove_unused(subscription)
+            elif not subscription.consumers:
+                registry.release(subscription)
+            raise
+        return subscription
+
+    def leave(self, subscription: Subscription, consumer: ConsumerState, *, unsubscribe: bool) -> None:
+        """Detach a remote consumer: what it was given and did not acknowledge goes to the others. The last
+        one releases the subscription (its cursor persisted), or deletes it for `unsubscribe`."""
+        registry = self.broker.subscriptions
+        subscription.detach(consumer)
+        if unsubscribe:
+            registry.unsubscribe(subscription)
+        elif not subscription.consumers:
+            registry.release(subscription)
+
+    def watch(self, subscription: Subscription, wake: asyncio.Event) -> None:
+        self._wakers.setdefault((str(subscription.ref), subscription.name), set()).add(wake)
+
+    def unwatch(self, subscription: Subscription, wake: asyncio.Event) -> None:
+        key = (str(subscription.ref), subscription.name)
+        wakers = self._wakers.get(key)
+        if wakers is not None:
+            wakers.discard(wake)
+            if not wakers:
+                del self._wakers[key]
+
+    def wake(self, subscription: Subscription) -> None:
+        for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
+            wake.set()
 
 
 def _pulsar_name(target: Target) -> str:

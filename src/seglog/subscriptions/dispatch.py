@@ -108,6 +108,9 @@ class ConsumerState:
     # everything before it is acknowledged; meanwhile its messages from there on are held
     joined_at: list[int | None] | None = None
     held: deque[Piece] = field(default_factory=deque)
+    # a consumer on a connection: the messages it may still be sent (Pulsar's FLOW permits), which dispatch
+    # never exceeds and takes what it delivers from; None for a consumer that asks for what it wants
+    permits: int | None = None
 
     def forget(self, partition: int | None = None) -> None:
         """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
@@ -173,7 +176,13 @@ class Dispatcher:
         acknowledged (or its ack timeout passes)."""
         now = self.clock()
         self.redeliveries.expire(self.consumers, now)
+        if consumer.permits is not None:
+            if consumer.permits <= 0:
+                return []
+            max_messages = consumer.permits if max_messages is None else min(max_messages, consumer.permits)
         pieces = self._deliver(consumer, max_messages)
+        if consumer.permits is not None:
+            consumer.permits -= sum(len(piece.offsets) for piece in pieces)
         deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
         for piece in pieces:
             consumer.pending.append(Pending(deadline, piece.partition, piece.offsets))
@@ -238,6 +247,18 @@ class Dispatcher:
             view, position, base, count = located
             pieces.append(Piece(partition, view, position, base, count, np.array([offset], dtype=np.int64)))
         return pieces
+
+    def redeliver_pending(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
+        """Deliver again (to any consumer) what `consumer` was given and has not acknowledged: the offsets
+        in `given` per partition, or everything pending on it for None (Pulsar's
+        REDELIVER_UNACKNOWLEDGED_MESSAGES: negative acks and ack timeouts of a remote consumer)."""
+        if given is None:
+            for pending in consumer.pending:
+                self.redeliveries.add(pending.partition, pending.offsets)
+            consumer.pending.clear()
+            return
+        for partition, offsets in given.items():
+            self.redeliveries.add(partition, offsets)
 
     # read positions
 

@@ -19,12 +19,15 @@ if TYPE_CHECKING:
     from seglog.subscriptions.cursor import Cursor
     from seglog.subscriptions.dispatch import ConsumerState, Pending, Piece
 
+_COUNTS_PRUNED_ABOVE = 10_000  # redelivery counts kept per partition before those of acknowledged ones go
+
 
 @dataclass
 class PartitionRedeliveries:
     """One partition's messages waiting to be delivered again, and the negative acks not yet due."""
     redeliver: set[int] = field(default_factory=set)
     nacked: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # heap of (due ms, seq, offsets)
+    counts: dict[int, int] = field(default_factory=dict)  # offset: how many times it was sent to redelivery
 
 
 class Redeliveries:
@@ -45,8 +48,18 @@ class Redeliveries:
         if not len(offsets):
             return
         first, last = int(offsets.min()), int(offsets.max()) + 1
-        unacked = offsets[acks.unacked_mask(first, last)[offsets - first]]
-        self.partitions[partition].redeliver.update(unacked.tolist())
+        unacked = offsets[acks.unacked_mask(first, last)[offsets - first]].tolist()
+        waiting = self.partitions[partition]
+        waiting.redeliver.update(unacked)
+        counts = waiting.counts
+        for offset in unacked:
+            counts[offset] = counts.get(offset, 0) + 1
+        if len(counts) > _COUNTS_PRUNED_ABOVE:  # forget the counts of acknowledged messages
+            waiting.counts = {o: n for o, n in counts.items() if not acks.is_acked(o)}
+
+    def count(self, partition: int, offset: int) -> int:
+        """How many times the message at `offset` was sent to redelivery (Pulsar's redelivery count)."""
+        return self.partitions[partition].counts.get(offset, 0)
 
     def negative_ack(self, partition: int, offsets: np.ndarray, delay_ms: int) -> None:
         """Deliver the messages at `offsets` again once `delay_ms` passed (by the log's clock)."""
@@ -94,3 +107,4 @@ class Redeliveries:
         for waiting in self.partitions if partition is None else [self.partitions[partition]]:
             waiting.redeliver.clear()
             waiting.nacked.clear()
+            waiting.counts.clear()

@@ -102,6 +102,21 @@ class Subscription:
         with self.mutex:
             return self.dispatcher.next_delivery(consumer, max_messages)
 
+    def flow(self, consumer: ConsumerState, permits: int) -> None:
+        """A remote consumer grants `permits` more messages (Pulsar's FLOW)."""
+        with self.mutex:
+            consumer.permits = (consumer.permits or 0) + permits
+
+    def redeliver(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
+        """Deliver again what `consumer` was given and did not acknowledge: the offsets of `given` per
+        partition, or everything pending on it for None."""
+        with self.mutex:
+            self.dispatcher.redeliver_pending(consumer, given)
+
+    def redelivery_count(self, partition: int, offset: int) -> int:
+        with self.mutex:
+            return self.dispatcher.redeliveries.count(partition, offset)
+
     def read_position(self, partition: int) -> int:
         """Where dispatch reads the partition next."""
         return self.dispatcher.read_position(partition)

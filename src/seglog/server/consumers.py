@@ -1,0 +1,221 @@
+"""A consumer on a connection (SUBSCRIBE .. CLOSE_CONSUMER): a user of its subscription's dispatcher beside
+in-process consumers. It holds a ConsumerState, whose FLOW permits the dispatcher never exceeds and whose
+pending messages the dispatcher keeps, as for any consumer.
+
+Each delivered message goes out as one MESSAGE frame of its own, an unbatched entry (docs/SERVER.md,
+"Consuming"): its id is (ledgerId 0, entryId = its offset, batchIndex -1), so every id a consumer acks names
+exactly one offset, and one permit is one message. A task per consumer takes what dispatch gives it (in the
+thread pool) and writes the frames; it waits for FLOW, an append to the topic (the partitions' append
+signals), or a change in the subscription (acks, redeliveries, consumers leaving), with a capped poll as the
+fallback for what nothing signals (appends by other processes, TTL)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from seglog._core._messages import Message
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.frames import Type, command, encode_payload_command
+from seglog.server.protocol.message_ids import message_id, offset_of
+from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.subscription import Subscription
+
+if TYPE_CHECKING:
+    from seglog.server.connection import Connection
+    from seglog.server.service import Target
+
+logger = logging.getLogger("seglog.server")
+
+POLL_START_S = 0.005
+POLL_MAX_S = 0.1
+
+SUBSCRIPTION_TYPES = {
+    api.CommandSubscribe.Exclusive: "exclusive",
+    api.CommandSubscribe.Shared: "shared",
+    api.CommandSubscribe.Failover: "failover",
+    api.CommandSubscribe.Key_Shared: "key_shared",
+}
+
+
+class _LoopEvent(threading.Event):
+    """A threading.Event an AppendSignal sets from the writer's thread, which wakes an asyncio.Event."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> None:
+        super().__init__()
+        self._loop = loop
+        self._wake = wake
+
+    def set(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._wake.set)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+
+class ConsumerSession:
+    """One remote consumer: its ConsumerState on the subscription, and the task that sends it messages."""
+
+    def __init__(self, connection: Connection, consumer_id: int, target: Target, name: str) -> None:
+        self.connection = connection
+        self.consumer_id = consumer_id
+        self.target = target
+        self.name = name
+        self.loop = asyncio.get_running_loop()
+        self.wake = asyncio.Event()
+        # permits start at 0: nothing is sent before the client's first FLOW
+        self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0)
+        self.subscription: Subscription | None = None
+        self.closed = False
+        self.task: asyncio.Task | None = None
+        self._signal_event = _LoopEvent(self.loop, self.wake)
+
+    def start(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        for signal in subscription.appended:
+            signal.watch(self._signal_event)
+        self.task = self.loop.create_task(self._run())
+
+    # delivery
+
+    async def _run(self) -> None:
+        delay = POLL_START_S
+        while not self.closed:
+            self.wake.clear()
+            try:
+                frames = await self.connection.blocking(self._take)
+            except Exception as error:  # (the topic was deleted, the broker closed: the client re-subscribes)
+                logger.info("%s: consumer %s of %s: %s", self.connection.peer, self.name, self.target.ref, error)
+                self.loop.create_task(self.connection.close_consumer_by_server(self))
+                return
+            if self.closed:
+                return  # what _take gave goes back to the subscription when the consumer detaches
+            if frames:
+                self.connection.write(frames)
+                await self.connection.drain()
+                delay = POLL_START_S
+                continue
+            if not self.state.permits:
+                await self.wake.wait()  # FLOW, or closing
+                continue
+            try:
+                await asyncio.wait_for(self.wake.wait(), delay)
+            except TimeoutError:
+                delay = min(delay * 2, POLL_MAX_S)
+
+    def _take(self) -> bytes:
+        """In the thread pool: the next messages dispatch gives this consumer (at most its permits), as
+        MESSAGE frames."""
+        subscription = self.subscription
+        assert subscription is not None
+        pieces = subscription.next_delivery(self.state, None)
+        frames = []
+        for piece in pieces:
+            for message in piece.messages():
+                count = subscription.redelivery_count(message.partition, message.offset)
+                frames.append(self._frame(message, count))
+        return b"".join(frames)
+
+    def _frame(self, message: Message, redelivery_count: int) -> bytes:
+        metadata = api.MessageMetadata(producer_name="", sequence_id=message.offset, publish_time=message.timestamp)
+        if message.event_time is not None:
+            metadata.event_time = message.event_time
+        key = message.key
+        if key is not None:
+            try:
+                metadata.partition_key = key.decode()
+            except UnicodeDecodeError:
+                metadata.partition_key = base64.b64encode(key).decode()
+                metadata.partition_key_b64_encoded = True
+        for name, value in message.properties.items():
+            metadata.properties.add(key=name, value=value)
+        base = command(Type.MESSAGE, consumer_id=self.consumer_id, message_id=message_id(message.offset),
+                       redelivery_count=redelivery_count)
+        return encode_payload_command(base, metadata.SerializeToString(), message.value)
+
+    # the client's commands (blocking ones run in the thread pool)
+
+    def flow(self, permits: int) -> None:
+        assert self.subscription is not None
+        self.subscription.flow(self.state, permits)
+
+    def ack(self, cumulative: bool, ids: list[api.MessageIdData]) -> None:
+        """Acknowledge the messages `ids` name (offset = entryId + max(batchIndex, 0)); ids of messages
+        not written yet, or before the first entry (entryId -1), are left alone."""
+        subscription = self.subscription
+        assert subscription is not None
+        partition = self.target.partition
+        end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
+        offsets = [o for o in (_offset(i) for i in ids) if 0 <= o < end]
+        if not offsets:
+            return
+        if cumulative:
+            subscription.ack_cumulative(partition, max(offsets))
+        else:
+            subscription.ack_many(partition, np.array(sorted(offsets), dtype=np.int64))
+
+    def redeliver(self, ids: list[api.MessageIdData]) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name, or all this consumer was given and did
+        not acknowledge when there are none."""
+        assert self.subscription is not None
+        if not ids:
+            self.subscription.redeliver(self.state, None)
+            return
+        offsets = np.array(sorted({o for o in (_offset(i) for i in ids) if o >= 0}), dtype=np.int64)
+        self.subscription.redeliver(self.state, {self.target.partition: offsets})
+
+    def last_message_id(self) -> tuple[api.MessageIdData, api.MessageIdData]:
+        """GET_LAST_MESSAGE_ID: the id of the partition's last message (entryId -1 when it has none) and the
+        subscription's mark-delete position (the last offset before its first unacknowledged one)."""
+        assert self.subscription is not None
+        partition = self.target.partition
+        end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
+        floor = self.subscription.cursors[partition].acks.floor
+        return _id(end - 1), _id(floor - 1)
+
+    # closing
+
+    async def stop(self) -> None:
+        """Stop sending (the task finishes what it is doing first, so nothing dispatch gave is lost)."""
+        self.closed = True
+        self.wake.set()
+        if self.task is not None and not self.task.done() and self.task is not asyncio.current_task():
+            await self.task
+        if self.subscription is not None:
+            for signal in self.subscription.appended:
+                signal.unwatch(self._signal_event)
+
+    def _disconnected(self) -> None:
+        """The subscription closes this consumer (a forced unsubscribe): tell the client (any thread)."""
+        def close() -> None:
+            self.loop.create_task(self.connection.close_consumer_by_server(self))
+        try:
+            self.loop.call_soon_threadsafe(close)
+        except RuntimeError:
+            pass
+
+
+def _keep(partition: int | None) -> None:
+    """ConsumerState.on_forget of a remote consumer: what was sent is in the client's queue already."""
+
+
+def _id(offset: int) -> api.MessageIdData:
+    """The id of the message at `offset` as this server sends it; offset -1 is "before the first entry"."""
+    return message_id(offset if offset >= 0 else (1 << 64) - 1)
+
+
+def _signed(value: int) -> int:
+    """A uint64 of the protocol as the int64 it means (entryId -1 arrives as 2**64 - 1)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _offset(mid: api.MessageIdData) -> int:
+    entry = _signed(mid.entry_id)
+    if entry < 0 or _signed(mid.ledger_id) < 0:
+        return -1
+    return offset_of(entry, mid.batch_index)
