@@ -119,6 +119,11 @@ def test_a_second_exclusive_consumer_is_consumer_busy(server):
         client.subscribe(TOPIC, "only-one", consumer_type=pulsar.ConsumerType.Shared)
 
 
+def test_a_subscription_name_seglog_refuses_fails_the_subscribe_at_once_with_the_reason(server):
+    with pytest.raises(pulsar.NotAllowedError):  # not a Timeout after the client's retries
+        server.client().subscribe(TOPIC, "s" * 300)
+
+
 def test_a_missing_namespace_is_topic_not_found(server):
     with pytest.raises(pulsar.TopicNotFound):
         server.client().subscribe("persistent://public/missing/t", "s")

@@ -8,7 +8,7 @@ from seglog.errors import (
     ClosedError,
     ConsumerBusyError,
     CorruptLogError,
-    InvalidNameError,
+    InvalidArgumentError,
     MetadataError,
     NotFoundError,
     PartitionLockedError,
@@ -30,7 +30,9 @@ _CODES: list[tuple[type[BaseException], int]] = [
     (ProducerBlockedQuotaExceededError, api.ProducerBlockedQuotaExceededError),
     (TopicNotFoundError, api.TopicNotFound),
     (NotFoundError, api.TopicNotFound),
-    (InvalidNameError, api.InvalidTopicName),
+    # A name or argument seglog refuses that the client let through: NotAllowedError, which the client
+    # reports at once with the reason (InvalidTopicName would make it retry until its operation timeout).
+    (InvalidArgumentError, api.NotAllowedError),
     (PartitionLockedError, api.ProducerBusy),  # another process writes the partition
     (ConsumerBusyError, api.ConsumerBusy),
     (ClosedError, api.ServiceNotReady),  # the server is stopping: the client tries again
