@@ -284,7 +284,7 @@ def test_the_last_message_id_is_the_last_offset(server):
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (0, ids[-1].entry_id(), -1)
 
 
-def test_partitioned_topics_and_readers_are_refused_clearly(tmp_path):
+def test_consumers_of_partitioned_topics_are_refused_clearly(tmp_path):
     data = tmp_path / "data"
     with seglog.open(data, background=False) as log:
         log.create_topic("public/default/parts", partitions=2)
@@ -293,8 +293,6 @@ def test_partitioned_topics_and_readers_are_refused_clearly(tmp_path):
         client = server.client()
         with pytest.raises(pulsar.NotAllowedError):
             client.subscribe("persistent://public/default/parts", "s")
-        with pytest.raises(pulsar.NotAllowedError):
-            client.create_reader(TOPIC, pulsar.MessageId.earliest)
     finally:
         server.stop()
 

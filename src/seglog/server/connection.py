@@ -345,8 +345,13 @@ class Connection:
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
                                                                f"{request.consumer_id}")
             async with service.subscribing:
-                subscription = await self.blocking(service.subscribe, target, request.subscription,
-                                                   SUBSCRIPTION_TYPES[request.sub_type], initial, session.state)
+                if request.durable:
+                    subscription = await self.blocking(service.subscribe, target, request.subscription,
+                                                       SUBSCRIPTION_TYPES[request.sub_type], initial, session.state)
+                else:
+                    start = request.start_message_id if request.HasField("start_message_id") else None
+                    subscription = await self.blocking(service.read, target, request.subscription, start,
+                                                       session.state)
         except Exception as error:  # (answered)
             self.reply_error(request.request_id, server_error(error))
             return
@@ -476,9 +481,6 @@ _NO_REQUEST = (1 << 64) - 1  # the request id of a command the server starts (-1
 
 def _check_subscribe_features(request: api.CommandSubscribe) -> None:
     """Refuse at SUBSCRIBE time what this server does not do yet, where the client reports it at once."""
-    if not request.durable:
-        raise ServerFailure(api.NotAllowedError, "readers (non-durable subscriptions) are not supported by this "
-                                                 "seglog server yet")
     if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
         raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
                                                     "is not supported by seglog (bytes and string only)")

@@ -17,6 +17,7 @@ from seglog.names import TopicName
 from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
+from seglog.server.protocol.message_ids import offset_of
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
 from seglog.subscriptions.dispatch import ConsumerState
@@ -201,11 +202,64 @@ class BrokerService:
             raise
         return subscription
 
+    def read(self, target: Target, name: str, start: api.MessageIdData | None,
+             consumer: ConsumerState) -> Subscription:
+        """A reader: a non-durable subscription of its own (Subscriptions.open_non_durable), starting at
+        the message after `start` (docs/SERVER.md, "Readers")."""
+        offset = self.reader_start(target, start)
+        starts = [0] * target.ref.partitions
+        starts[target.partition] = offset
+        subscription = self.broker.subscriptions.open_non_durable(self.broker.topic(target.ref.name), name, starts)
+        subscription.attach(consumer, "exclusive")
+        return subscription
+
+    def reader_start(self, target: Target, start: api.MessageIdData | None) -> int:
+        """The first offset a reader starting at `start` is given: earliest (-1, -1) is the partition's
+        earliest offset, latest (INT64_MAX, INT64_MAX) or none its end; any other id names the message at
+        offset = entryId + max(batchIndex, 0). An unbatched id's message is sent again, and the client
+        drops it unless the reader is `start_message_id_inclusive` (as Pulsar's broker restarts at that
+        entry); a batched id starts after its message."""
+        store = self.broker.store
+        name, partition = target.ref.name, target.partition
+        end = store.end_offset(name, partition)
+        earliest = store.earliest_offset(name, partition)
+        if start is None:
+            return end
+        ledger, entry = signed(start.ledger_id), signed(start.entry_id)
+        if ledger < 0 or entry < 0:
+            return earliest
+        if ledger == _INT64_MAX or entry == _INT64_MAX:
+            return end
+        offset = offset_of(entry, start.batch_index) + (1 if start.batch_index >= 0 else 0)
+        return max(earliest, min(offset, end))
+
+    def seek_offset(self, target: Target, message_id: api.MessageIdData | None, publish_time: int | None) -> int:
+        """Where SEEK puts a subscription's cursor: the message a message id names (earliest and latest as
+        for readers), or the first message whose timestamp (publish time) is at least `publish_time`."""
+        store = self.broker.store
+        name, partition = target.ref.name, target.partition
+        if publish_time is not None:
+            return store.start_offset(name, partition, {"timestamp": publish_time})
+        assert message_id is not None
+        ledger, entry = signed(message_id.ledger_id), signed(message_id.entry_id)
+        if ledger < 0 or entry < 0:
+            return store.earliest_offset(name, partition)
+        if ledger == _INT64_MAX or entry == _INT64_MAX:
+            return store.end_offset(name, partition)
+        return offset_of(entry, message_id.batch_index)
+
+    def seek(self, subscription: Subscription, partition: int, offset: int) -> None:
+        subscription.seek(partition, offset)
+
     def leave(self, subscription: Subscription, consumer: ConsumerState, *, unsubscribe: bool) -> None:
         """Detach a remote consumer: what it was given and did not acknowledge goes to the others. The last
-        one releases the subscription (its cursor persisted), or deletes it for `unsubscribe`."""
+        one releases the subscription (its cursor persisted), or deletes it for `unsubscribe`. A reader's
+        non-durable subscription is simply closed: it has nothing to persist."""
         registry = self.broker.subscriptions
         subscription.detach(consumer)
+        if not subscription.durable:
+            subscription.close()
+            return
         if unsubscribe:
             registry.unsubscribe(subscription)
         elif not subscription.consumers:
@@ -225,6 +279,14 @@ class BrokerService:
     def wake(self, subscription: Subscription) -> None:
         for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
             wake.set()
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
+def signed(value: int) -> int:
+    """A uint64 of the protocol as the int64 it means (entryId -1 arrives as 2**64 - 1)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _pulsar_name(target: Target) -> str:

@@ -26,16 +26,20 @@ class Cursor:
     """A subscription's acknowledgements and their file. `dirty` says whether they changed since they were
     last persisted; a consumer's per-message ack (which changes the AckSet itself) sets it too."""
 
-    def __init__(self, record: CursorRecord, path: Path, lock: WriterLock, mutex: threading.RLock,
+    def __init__(self, record: CursorRecord, path: Path | None, lock: WriterLock | None, mutex: threading.RLock,
                  fence: TopicFence, *, fsync: bool) -> None:
         self.record = record
-        self.path = path
+        self.path = path  # None: a non-durable cursor (a reader's), kept in memory only and never persisted
         self.lock = lock  # the cursor file's lock: this process consumes the subscription while it holds it
         self.mutex = mutex
         self.fence = fence
         self.fsync = fsync
         self.dirty = False
         self.closed = False
+
+    @property
+    def durable(self) -> bool:
+        return self.path is not None
 
     @property
     def partitions(self) -> list[PartitionCursor]:
@@ -122,7 +126,7 @@ class Cursor:
 
     def persist(self) -> None:
         with self.mutex:
-            if self.fence.deleted:  # its files went with the topic (or are a new topic's now)
+            if self.fence.deleted or self.path is None:  # its files went with the topic; or it has none
                 self.dirty = False
                 return
             self.dirty = False  # before the save: an ack during it (it takes no mutex) marks it dirty again
@@ -141,15 +145,19 @@ class Cursor:
                 self.persist()
             finally:
                 self.closed = True
-                self.lock.release()
+                if self.lock is not None:
+                    self.lock.release()
 
     def abandon(self) -> None:
         """Let the lock go without persisting: the topic is being deleted, and its files with it."""
         self.closed = True
-        self.lock.release()
+        if self.lock is not None:
+            self.lock.release()
 
     def remove(self) -> None:
         """Delete the cursor file, then the lock file, while holding the lock (an unsubscribe)."""
         self.closed = True
-        self.path.unlink(missing_ok=True)
-        self.lock.remove_and_release()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+        if self.lock is not None:
+            self.lock.remove_and_release()

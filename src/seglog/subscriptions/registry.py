@@ -83,6 +83,15 @@ class Subscriptions:
             self._open[key] = subscription
             return subscription
 
+    def open_non_durable(self, ref: TopicRef, name: str, starts: list[int]) -> Subscription:
+        """A non-durable subscription (Pulsar's reader): an exclusive cursor at `starts` (each partition's
+        first offset to deliver) that lives in memory only. It has no file and no lock, is not listed
+        among the topic's subscriptions, and so never holds back retention; closing it forgets it."""
+        self.store.fence(ref.name).check()
+        record = CursorRecord("exclusive", self.clock())
+        record.partitions.extend(PartitionCursor(AckSet(start)) for start in starts)
+        return Subscription(ref, name, record, None, None, self.store, self.clock, verify_crc=self.verify_crc)
+
     def _new_record(self, ref: TopicRef, subscription_type: str, initial_position: str) -> CursorRecord:
         record = CursorRecord(subscription_type, self.clock())
         start = self.store.end_offset if initial_position == "latest" else self.store.earliest_offset

@@ -34,7 +34,7 @@ class Subscription:
     changes dispatch or cursor state holds `mutex` (the cursor's module docstring says which acks do not).
     The dispatcher is replaced when a consumer of another type joins a subscription without consumers."""
 
-    def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: WriterLock, path: Path,
+    def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: WriterLock | None, path: Path | None,
                  store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
         self.ref = ref
         self.name = name
@@ -50,6 +50,11 @@ class Subscription:
                                          f"subscription {name!r} of {ref}")
         # what a consumer waiting for messages waits on (storage.notification): an append to any partition
         self.appended = [store.append_signal(ref.name, p) for p in range(len(readers))]
+
+    @property
+    def durable(self) -> bool:
+        """False for a reader's subscription (Subscriptions.open_non_durable): no file, no lock."""
+        return self.cursor.durable
 
     @property
     def type(self) -> str:

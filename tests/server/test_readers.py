@@ -1,0 +1,93 @@
+"""Readers (non-durable subscriptions) and SEEK of `seglog serve` with the real Pulsar client
+(docs/SERVER.md, "Readers" and "Seeking")."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers_server import pulsar
+
+TOPIC = "persistent://public/default/read"
+
+
+def send_values(client, count: int) -> list:
+    producer = client.create_producer(TOPIC)
+    ids = [producer.send(b"%d" % i) for i in range(count)]
+    producer.close()
+    return ids
+
+
+def read_values(reader, count: int) -> list[bytes]:
+    return [reader.read_next(10_000).data() for _ in range(count)]
+
+
+def assert_read_nothing_more(reader) -> None:
+    with pytest.raises(pulsar.Timeout):
+        reader.read_next(300)
+
+
+def test_a_reader_from_earliest_reads_everything_then_waits_for_more(server):
+    client = server.client()
+    send_values(client, 5)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    assert reader.has_message_available()
+    assert read_values(reader, 5) == [b"%d" % i for i in range(5)]
+    assert not reader.has_message_available()
+    assert_read_nothing_more(reader)
+    producer = client.create_producer(TOPIC)
+    producer.send(b"later")
+    assert reader.read_next(10_000).data() == b"later"
+    assert not reader.has_message_available()
+
+
+def test_a_reader_from_latest_reads_only_what_comes_after(server):
+    client = server.client()
+    send_values(client, 3)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.latest)
+    assert not reader.has_message_available()
+    assert_read_nothing_more(reader)
+    producer = client.create_producer(TOPIC)
+    producer.send(b"new")
+    assert reader.read_next(10_000).data() == b"new"
+    assert not reader.has_message_available()
+
+
+def test_a_reader_from_a_message_id_starts_after_it_or_at_it_when_inclusive(server):
+    client = server.client()
+    ids = send_values(client, 5)
+    reader = client.create_reader(TOPIC, ids[2])
+    assert reader.has_message_available()
+    assert read_values(reader, 2) == [b"3", b"4"]
+    assert not reader.has_message_available()
+    assert_read_nothing_more(reader)
+
+    # the id of a message a reader received names the same message
+    first = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    received = [first.read_next(10_000) for _ in range(5)]
+    inclusive = client.create_reader(TOPIC, received[1].message_id(), start_message_id_inclusive=True)
+    assert read_values(inclusive, 4) == [b"1", b"2", b"3", b"4"]
+    assert not inclusive.has_message_available()
+    exclusive = client.create_reader(TOPIC, received[1].message_id())
+    assert read_values(exclusive, 3) == [b"2", b"3", b"4"]
+    last = client.create_reader(TOPIC, received[4].message_id())
+    assert not last.has_message_available()
+    assert_read_nothing_more(last)
+
+
+def test_an_empty_topic_has_no_message_available(server):
+    client = server.client()
+    client.create_producer(TOPIC).close()
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    assert not reader.has_message_available()
+
+
+def test_a_reader_leaves_no_cursor_behind_and_holds_back_nothing(server):
+    client = server.client()
+    send_values(client, 3)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    assert read_values(reader, 1) == [b"0"]
+    directory = server.data / "subscriptions" / "public" / "default" / "read"
+    assert not list(directory.glob("*")) if directory.exists() else True
+    reader.close()
+    assert not list(directory.glob("*")) if directory.exists() else True
+    assert not any(path.name.startswith("reader-") for path in server.data.rglob("*"))
