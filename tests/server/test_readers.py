@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from helpers_server import pulsar
@@ -91,3 +93,40 @@ def test_a_reader_leaves_no_cursor_behind_and_holds_back_nothing(server):
     reader.close()
     assert not list(directory.glob("*")) if directory.exists() else True
     assert not any(path.name.startswith("reader-") for path in server.data.rglob("*"))
+
+
+def test_seek_by_message_id_rewinds_the_subscription_and_ignores_acks_from_before(server):
+    client = server.client()
+    ids = send_values(client, 5)
+    consumer = client.subscribe(TOPIC, "seeking", initial_position=pulsar.InitialPosition.Earliest)
+    received = [consumer.receive(10_000) for _ in range(5)]
+    for message in received:
+        consumer.acknowledge(message)  # grouped: flushed by the client after the seek's reply
+    consumer.seek(ids[1])
+    # the cursor is at message 1, as Pulsar's broker resets it; the client itself drops the message the
+    # seek named, so the next receive is the message after it
+    assert [consumer.receive(10_000).data() for _ in range(3)] == [b"2", b"3", b"4"]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(300)
+    consumer.close()
+    # the acks from before the seek were not applied: 1.. are unacknowledged again (and a new consumer
+    # has no seek position to drop anything at)
+    again = client.subscribe(TOPIC, "seeking")
+    assert again.receive(10_000).data() == b"1"
+    again.seek(pulsar.MessageId.earliest)
+    assert again.receive(10_000).data() == b"0"
+
+
+def test_seek_by_publish_time_goes_to_the_first_message_at_or_after_it(server):
+    client = server.client()
+    producer = client.create_producer(TOPIC)
+    for i in range(4):
+        producer.send(b"%d" % i)
+        time.sleep(0.02)
+    consumer = client.subscribe(TOPIC, "by-time", initial_position=pulsar.InitialPosition.Earliest)
+    received = [consumer.receive(10_000) for _ in range(4)]
+    consumer.acknowledge_cumulative(received[-1])
+    consumer.seek(received[2].publish_timestamp())
+    assert [consumer.receive(10_000).data() for _ in range(2)] == [b"2", b"3"]
+    consumer.seek(received[0].publish_timestamp() - 1)
+    assert consumer.receive(10_000).data() == b"0"

@@ -248,6 +248,8 @@ class Connection:
             await self._unsubscribe(base.unsubscribe)
         elif kind == Type.GET_LAST_MESSAGE_ID and base.HasField("get_last_message_id"):
             await self._get_last_message_id(base.get_last_message_id)
+        elif kind == Type.SEEK and base.HasField("seek"):
+            await self._seek(base.seek)
         elif kind == Type.CONNECT:
             logger.warning("%s: a second CONNECT: closing", self.peer)
             self._closing = True
@@ -406,6 +408,49 @@ class Connection:
             return
         self.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, request_id=request.request_id, last_message_id=last,
                           consumer_mark_delete_position=mark_delete))
+
+    async def _seek(self, request: api.CommandSeek) -> None:
+        """Reset the subscription's cursor to a message id or a publish time (everything before it
+        acknowledged, from it on not), as Subscription.seek does in-process. As Pulsar's broker does, the
+        consumer is detached before SUCCESS and closed after it with CLOSE_CONSUMER: the client clears its
+        queue and subscribes again, and the grouped acks it flushes meanwhile (from before the seek) name a
+        consumer no longer open here, so they are dropped instead of acking the rewound cursor."""
+        session = self.consumers.get(request.consumer_id)
+        if session is None:
+            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
+                                                               f"consumer {request.consumer_id} is not open here"))
+            return
+        subscription = session.subscription
+        assert subscription is not None
+        service = self.service
+        try:
+            if not subscription.durable:
+                raise ServerFailure(api.NotAllowedError, "seek on a reader is not supported by this seglog server "
+                                                         "yet; create a reader at the position instead")
+            by_time = request.HasField("message_publish_time")
+            if not by_time and not request.HasField("message_id"):
+                raise ServerFailure(api.NotAllowedError, "SEEK names neither a message id nor a publish time")
+            offset = await self.blocking(service.seek_offset, session.target,
+                                         None if by_time else request.message_id,
+                                         request.message_publish_time if by_time else None)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        del self.consumers[request.consumer_id]
+        await session.stop()
+        service.unwatch(subscription, session.wake)
+        try:
+            async with service.subscribing:
+                # seek while still attached (the subscription stays open), then leave: what the consumer held
+                # was forgotten by the reset, so nothing of it goes to redelivery
+                await self.blocking(service.seek, subscription, session.target.partition, offset)
+                await self.blocking(lambda: service.leave(subscription, session.state, unsubscribe=False))
+        except Exception as error:  # (answered; the client subscribes again after CLOSE_CONSUMER)
+            self.reply_error(request.request_id, server_error(error))
+        else:
+            self.send(command(Type.SUCCESS, request_id=request.request_id))
+        service.wake(subscription)
+        self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=_NO_REQUEST))
 
     async def _close_consumer(self, request: api.CommandCloseConsumer) -> None:
         session = self.consumers.pop(request.consumer_id, None)
