@@ -362,6 +362,13 @@ class Connection:
         session.start(subscription)
         self.send(command(Type.SUCCESS, request_id=request.request_id))
 
+    def _consumer(self, consumer_id: int, request_id: int) -> ConsumerSession | None:
+        """The consumer a request names, or None after answering ConsumerNotFound."""
+        session = self.consumers.get(consumer_id)
+        if session is None:
+            self.reply_error(request_id, consumer_not_found(consumer_id))
+        return session
+
     async def _flow(self, request: api.CommandFlow) -> None:
         session = self.consumers.get(request.consumer_id)
         if session is not None:
@@ -372,7 +379,7 @@ class Connection:
         session = self.consumers.get(request.consumer_id)
         failure = None
         if session is None:
-            failure = ServerFailure(api.ConsumerNotFound, f"consumer {request.consumer_id} is not open here")
+            failure = consumer_not_found(request.consumer_id)
         else:
             try:
                 await self.blocking(session.ack, request.ack_type == api.CommandAck.Cumulative,
@@ -396,10 +403,8 @@ class Connection:
         self.service.wake(session.subscription)
 
     async def _get_last_message_id(self, request: api.CommandGetLastMessageId) -> None:
-        session = self.consumers.get(request.consumer_id)
+        session = self._consumer(request.consumer_id, request.request_id)
         if session is None:
-            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
-                                                               f"consumer {request.consumer_id} is not open here"))
             return
         try:
             last, mark_delete = await self.blocking(session.last_message_id)
@@ -415,10 +420,8 @@ class Connection:
         consumer is detached before SUCCESS and closed after it with CLOSE_CONSUMER: the client clears its
         queue and subscribes again, and the grouped acks it flushes meanwhile (from before the seek) name a
         consumer no longer open here, so they are dropped instead of acking the rewound cursor."""
-        session = self.consumers.get(request.consumer_id)
+        session = self._consumer(request.consumer_id, request.request_id)
         if session is None:
-            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
-                                                               f"consumer {request.consumer_id} is not open here"))
             return
         subscription = session.subscription
         assert subscription is not None
@@ -463,10 +466,8 @@ class Connection:
         self.send(command(Type.SUCCESS, request_id=request.request_id))
 
     async def _unsubscribe(self, request: api.CommandUnsubscribe) -> None:
-        session = self.consumers.get(request.consumer_id)
+        session = self._consumer(request.consumer_id, request.request_id)
         if session is None:
-            self.reply_error(request.request_id, ServerFailure(api.ConsumerNotFound,
-                                                               f"consumer {request.consumer_id} is not open here"))
             return
         assert session.subscription is not None
         others = len(session.subscription.consumers) - 1
@@ -529,3 +530,7 @@ def _check_subscribe_features(request: api.CommandSubscribe) -> None:
     if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
         raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
                                                     "is not supported by seglog (bytes and string only)")
+
+
+def consumer_not_found(consumer_id: int) -> ServerFailure:
+    return ServerFailure(api.ConsumerNotFound, f"consumer {consumer_id} is not open here")
