@@ -284,19 +284,6 @@ def test_the_last_message_id_is_the_last_offset(server):
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (0, ids[-1].entry_id(), -1)
 
 
-def test_consumers_of_partitioned_topics_are_refused_clearly(tmp_path):
-    data = tmp_path / "data"
-    with seglog.open(data, background=False) as log:
-        log.create_topic("public/default/parts", partitions=2)
-    server = start_server(data)
-    try:
-        client = server.client()
-        with pytest.raises(pulsar.NotAllowedError):
-            client.subscribe("persistent://public/default/parts", "s")
-    finally:
-        server.stop()
-
-
 def test_never_more_messages_than_the_flow_permits(server, raw):
     producer = server.client().create_producer(TOPIC)
     for i in range(10):

@@ -17,10 +17,11 @@ from seglog.subscriptions.dispatch import (
 class Remote:
     """A consumer that is not a Consumer: its state, and what it was told."""
 
-    def __init__(self, name, ack_timeout_ms=None):
+    def __init__(self, name, ack_timeout_ms=None, partitions=None):
         self.forgotten = []
         self.disconnected = False
-        self.state = ConsumerState(name, ack_timeout_ms, self.forgotten.append, self.disconnect)
+        self.state = ConsumerState(name, ack_timeout_ms, self.forgotten.append, self.disconnect,
+                                   partitions=None if partitions is None else frozenset(partitions))
 
     def disconnect(self):
         self.disconnected = True
@@ -121,3 +122,63 @@ def test_negative_acks_and_ack_timeouts_of_a_consumer_state_are_due_by_the_log_c
     clock.advance(seconds=30)  # 2, 3 and 4 were never acknowledged: their ack timeout passed
     assert offsets(subscription.next_delivery(remote.state, None)) == [(0, 0), (0, 2), (0, 3), (0, 4)]
     broker.subscriptions.release(subscription)
+
+
+def test_consumers_of_one_partition_each_get_only_theirs(broker):
+    """Pulsar's clients subscribe to each partition of a partitioned topic on its own: exclusive then means one
+    consumer per partition, and failover picks among the consumers of each partition."""
+    from seglog.errors import ConsumerBusyError
+
+    registry, ref = broker.subscriptions, broker.topic("t")
+    subscription = registry.open(ref, "s", "exclusive", "earliest")
+    zero, one = Remote("c", partitions={0}), Remote("c", partitions={1})
+    subscription.attach(zero.state, "exclusive")
+    subscription.attach(one.state, "exclusive")  # another partition: not busy
+    with pytest.raises(ConsumerBusyError):
+        subscription.attach(Remote("other", partitions={1}).state, "exclusive")
+    with pytest.raises(ConsumerBusyError):
+        subscription.attach(Remote("everything").state, "exclusive")
+    assert {p for p, _ in offsets(subscription.next_delivery(zero.state, None))} == {0}
+    assert {p for p, _ in offsets(subscription.next_delivery(one.state, None))} == {1}
+    assert subscription.next_delivery(zero.state, None) == []
+    subscription.detach(one.state)  # rewinds partition 1 only: zero keeps what it was given
+    assert zero.forgotten == [] and len(zero.state.pending) == 1
+    again = Remote("again", partitions={1})
+    subscription.attach(again.state, "exclusive")
+    assert offsets(subscription.next_delivery(again.state, None)) == [(1, i) for i in range(10)]
+    subscription.detach(again.state)
+    subscription.detach(zero.state)
+    registry.release(subscription)
+
+
+def test_failover_by_partition_picks_among_the_consumers_of_each_partition(broker):
+    registry, ref = broker.subscriptions, broker.topic("t")
+    subscription = registry.open(ref, "s", "failover", "earliest")
+    a0, a1 = Remote("a", partitions={0}), Remote("a", partitions={1})
+    b0, b1 = Remote("b", partitions={0}), Remote("b", partitions={1})
+    for remote in (a0, a1, b0, b1):
+        subscription.attach(remote.state, "failover")
+    # partition p: the (p mod 2)-th of its consumers by name
+    assert [subscription.partitions_for(r.state) for r in (a0, a1, b0, b1)] == [[0], [], [], [1]]
+    subscription.detach(a0.state)
+    assert subscription.partitions_for(b0.state) == [0]
+    for remote in (a1, b0, b1):
+        subscription.detach(remote.state)
+    registry.release(subscription)
+
+
+def test_key_shared_routes_each_partition_among_its_own_consumers(broker):
+    registry, ref = broker.subscriptions, broker.topic("t")
+    subscription = registry.open(ref, "s", "key_shared", "earliest")
+    x0, y0, y1 = Remote("x", partitions={0}), Remote("y", partitions={0}), Remote("y", partitions={1})
+    for remote in (x0, y0, y1):
+        subscription.attach(remote.state, "key_shared")
+    got = {}
+    for remote in (x0, y0, y1):
+        for _ in range(10):
+            got.setdefault(remote.state.name + str(sorted(remote.state.partitions)), []).extend(
+                offsets(subscription.next_delivery(remote.state, None)))
+    # partition 1 has one consumer: all of it; partition 0 is split between its two by key
+    assert sorted(got["y[1]"]) == [(1, i) for i in range(10)]
+    assert sorted(got["x[0]"] + got["y[0]"]) == [(0, i) for i in range(10)]
+    assert got["x[0]"] and got["y[0]"]

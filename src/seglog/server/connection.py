@@ -339,9 +339,6 @@ class Connection:
             target = await self.blocking(service.resolve, request.topic, request.force_topic_creation)
             if target is None:
                 raise ServerFailure(api.TopicNotFound, f"topic {request.topic} does not exist")
-            if target.partitioned:
-                raise ServerFailure(api.NotAllowedError, "consumers of partitioned topics are not supported by "
-                                                         "this seglog server yet")
             initial = "earliest" if request.initial_position == api.CommandSubscribe.Earliest else "latest"
             session = ConsumerSession(self, request.consumer_id, target,
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
@@ -470,7 +467,7 @@ class Connection:
         if session is None:
             return
         assert session.subscription is not None
-        others = len(session.subscription.consumers) - 1
+        others = sum(1 for c in session.subscription.consumers if c is not session.state and c.overlaps(session.state))
         if others:
             self.reply_error(request.request_id, ServerFailure(
                 api.ConsumerBusy, f"subscription {session.subscription.name!r} has {others} other consumer(s)"))

@@ -68,12 +68,16 @@ class ConsumerSession:
         self.name = name
         self.loop = asyncio.get_running_loop()
         self.wake = asyncio.Event()
-        # permits start at 0: nothing is sent before the client's first FLOW
-        self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0)
+        # permits start at 0: nothing is sent before the client's first FLOW; a consumer of one partition of a
+        # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
+        self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
+                                   partitions=frozenset({target.partition}) if target.partitioned else None)
         self.subscription: Subscription | None = None
         self.closed = False
         self.task: asyncio.Task | None = None
         self._signal_event = _LoopEvent(self.loop, self.wake)
+        # the partition the ids of messages sent carry: that of a partitioned topic's partition, else none
+        self.id_partition = target.partition if target.partitioned else None
 
     def start(self, subscription: Subscription) -> None:
         self.subscription = subscription
@@ -134,8 +138,8 @@ class ConsumerSession:
                 metadata.partition_key_b64_encoded = True
         for name, value in message.properties.items():
             metadata.properties.add(key=name, value=value)
-        base = command(Type.MESSAGE, consumer_id=self.consumer_id, message_id=message_id(message.offset),
-                       redelivery_count=redelivery_count)
+        base = command(Type.MESSAGE, consumer_id=self.consumer_id,
+                       message_id=message_id(message.offset, self.id_partition), redelivery_count=redelivery_count)
         return encode_payload_command(base, metadata.SerializeToString(), message.value)
 
     # the client's commands (blocking ones run in the thread pool)

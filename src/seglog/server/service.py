@@ -253,16 +253,18 @@ class BrokerService:
 
     def leave(self, subscription: Subscription, consumer: ConsumerState, *, unsubscribe: bool) -> None:
         """Detach a remote consumer: what it was given and did not acknowledge goes to the others. The last
-        one releases the subscription (its cursor persisted), or deletes it for `unsubscribe`. A reader's
-        non-durable subscription is simply closed: it has nothing to persist."""
+        one releases the subscription (its cursor persisted), or deletes it for `unsubscribe`: the consumers
+        of a partitioned topic unsubscribe one partition each, and the last of them deletes the subscription
+        (docs/SERVER.md). A reader's non-durable subscription is simply closed: it has nothing to persist."""
         registry = self.broker.subscriptions
         subscription.detach(consumer)
         if not subscription.durable:
             subscription.close()
+        elif subscription.consumers:
             return
-        if unsubscribe:
+        elif unsubscribe:
             registry.unsubscribe(subscription)
-        elif not subscription.consumers:
+        else:
             registry.release(subscription)
 
     def watch(self, subscription: Subscription, wake: asyncio.Event) -> None:

@@ -111,6 +111,18 @@ class ConsumerState:
     # a consumer on a connection: the messages it may still be sent (Pulsar's FLOW permits), which dispatch
     # never exceeds and takes what it delivers from; None for a consumer that asks for what it wants
     permits: int | None = None
+    # the partitions it consumes: a remote consumer of one partition of a partitioned topic (Pulsar's
+    # clients subscribe to each partition on its own); None for every partition
+    partitions: frozenset[int] | None = None
+
+    def covers(self, partition: int) -> bool:
+        return self.partitions is None or partition in self.partitions
+
+    def overlaps(self, other: ConsumerState) -> bool:
+        """Whether the two consume a partition in common."""
+        if self.partitions is None or other.partitions is None:
+            return True
+        return not self.partitions.isdisjoint(other.partitions)
 
     def forget(self, partition: int | None = None) -> None:
         """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
@@ -167,7 +179,11 @@ class Dispatcher:
         raise NotImplementedError
 
     def partitions_for(self, consumer: ConsumerState) -> list[int]:
-        return list(range(len(self.readers)))
+        return [p for p in range(len(self.readers)) if consumer.covers(p)]
+
+    def consumers_of(self, partition: int) -> list[ConsumerState]:
+        """The consumers that consume `partition`, in the order they came."""
+        return [c for c in self.consumers if c.covers(partition)]
 
     # delivery
 
@@ -286,39 +302,56 @@ class Dispatcher:
         for consumer in self.consumers:
             consumer.forget(partition)
 
-    def rewind(self) -> None:
-        """Start dispatch again at each mark-delete position (acknowledged messages are left out), as
-        Pulsar does when the active consumer of an exclusive or failover subscription changes."""
-        for partition, reader in enumerate(self.readers):
-            reader.seek(self.cursor.acks(partition).floor)
-        self.redeliveries.clear()
-        for consumer in self.consumers:
-            consumer.forget()
+    def rewind(self, partitions: frozenset[int] | None = None) -> None:
+        """Start dispatch again at the mark-delete position of `partitions` (None: all; acknowledged
+        messages are left out), as Pulsar does when the active consumer of an exclusive or failover
+        subscription changes."""
+        if partitions is None:
+            for partition, reader in enumerate(self.readers):
+                reader.seek(self.cursor.acks(partition).floor)
+            self.redeliveries.clear()
+            for consumer in self.consumers:
+                consumer.forget()
+            return
+        for partition in partitions:
+            self.readers[partition].seek(self.cursor.acks(partition).floor)
+            self.redeliveries.clear(partition)
+            for consumer in self.consumers_of(partition):
+                consumer.forget(partition)
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
     """exclusive and failover (Pulsar's PersistentDispatcherSingleActiveConsumer): one consumer is active on
-    each partition. exclusive has one consumer; failover gives partition p to the (p mod n)-th of its n
-    consumers sorted by name. When that changes, dispatch starts again at the mark-delete positions."""
+    each partition. exclusive has one consumer per partition; failover gives partition p to the (p mod n)-th
+    of the n consumers of p sorted by name. When that changes, dispatch starts again at the mark-delete
+    positions of the partitions concerned."""
 
     def add(self, consumer: ConsumerState) -> None:
-        if self.subscription_type == "exclusive" and self.consumers:
-            raise ConsumerBusyError(f"exclusive {self.described} already has a consumer "
-                                    f"({self.consumers[0].name!r})")
+        if self.subscription_type == "exclusive":
+            busy = next((c for c in self.consumers if c.overlaps(consumer)), None)
+            if busy is not None:
+                raise ConsumerBusyError(f"exclusive {self.described} already has a consumer ({busy.name!r})")
         self.consumers.append(consumer)
         if self.subscription_type == "failover":
-            self.rewind()
+            self.rewind(consumer.partitions)
 
     def remove(self, consumer: ConsumerState) -> None:
         self.consumers.remove(consumer)
-        self.rewind()
+        self.rewind(consumer.partitions)
 
     def partitions_for(self, consumer: ConsumerState) -> list[int]:
-        n = len(self.readers)
         if self.subscription_type != "failover":
-            return list(range(n))
-        ordered = sorted(self.consumers, key=lambda c: c.name)
-        return [p for p in range(n) if ordered[p % len(ordered)] is consumer]
+            return super().partitions_for(consumer)
+        return [p for p in super().partitions_for(consumer) if self.active_consumer(p) is consumer]
+
+    def active_consumer(self, partition: int) -> ConsumerState | None:
+        """The consumer that `partition` is dispatched to."""
+        candidates = self.consumers_of(partition)
+        if not candidates:
+            return None
+        if self.subscription_type != "failover":
+            return candidates[0]
+        return sorted(candidates, key=lambda c: c.name)[partition % len(candidates)]
 
 
 class MultipleConsumersDispatcher(Dispatcher):
@@ -337,17 +370,20 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.ring: HashRing | None = None  # the consumers' points, made again when they change
+        # per partition, its consumers' points on the ring, made again when the consumers change
+        self.rings: dict[int, HashRing] = {}
 
     def add(self, consumer: ConsumerState) -> None:
-        if self.consumers:  # held back: see key_shared.py
-            consumer.joined_at = [reader.offset for reader in self.readers]
+        # held back on the partitions others consume already: see key_shared.py
+        joined_at = [reader.offset if self.consumers_of(p) else None for p, reader in enumerate(self.readers)]
+        if any(position is not None for position in joined_at):
+            consumer.joined_at = joined_at
         super().add(consumer)
-        self.ring = None
+        self.rings.clear()
 
     def remove(self, consumer: ConsumerState) -> None:
         super().remove(consumer)
-        self.ring = None
+        self.rings.clear()
 
     def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         """What was routed to the consumer first, then its share of what dispatch reads for it."""
@@ -356,9 +392,14 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         return routed_to(consumer, max_messages) or self._dispatch_to(consumer, max_messages)
 
     def _share(self, consumer: ConsumerState, pieces: list[Piece]) -> list[Piece]:
-        if self.ring is None:
-            self.ring = HashRing([c.name for c in self.consumers])
-        return route_by_key(self.ring, self.consumers, consumer, pieces)
+        if not pieces:
+            return pieces
+        partition = pieces[0].partition  # (what dispatch reads at once is of one partition)
+        consumers = self.consumers_of(partition)
+        ring = self.rings.get(partition)
+        if ring is None:
+            ring = self.rings[partition] = HashRing([c.name for c in consumers])
+        return route_by_key(ring, consumers, consumer, pieces)
 
 
 DISPATCHERS: dict[str, type[Dispatcher]] = {

@@ -18,9 +18,12 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 LEDGER_ID = 0
 
 
-def message_id(offset: int) -> api.MessageIdData:
-    """The id of the entry whose first message is at `offset` (as a SEND_RECEIPT carries it)."""
-    return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
+def message_id(offset: int, partition: int | None = None) -> api.MessageIdData:
+    """The id of the entry whose first message is at `offset` (as a SEND_RECEIPT carries it); `partition`
+    for a message of a partitioned topic sent to a consumer (as Pulsar's broker fills it in there)."""
+    if partition is None:
+        return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
+    return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset, partition=partition)
 
 
 def offset_of(entry_id: int, batch_index: int = -1) -> int:
