@@ -24,9 +24,12 @@ from seglog.cli.datadir import DataDir, pass_data
 @click.option("--allow-unauthenticated", is_flag=True, help="Allow binding a non-loopback address.")
 @click.option("--keepalive", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between PINGs to silent clients; one more interval without an answer closes them.")
+@click.option("--log-level", default="WARNING", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
 @pass_data
 def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
-          allow_unauthenticated: bool, keepalive: float) -> None:
+          allow_unauthenticated: bool, keepalive: float, log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
     \b
@@ -35,7 +38,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
     """
     from seglog.server import ServeOptions, run
 
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
                            keepalive)
 

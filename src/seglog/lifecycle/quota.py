@@ -36,6 +36,14 @@ from seglog.units import format_duration, format_size
 QuotaGate = Callable[[bool], None]  # a producer's: armed (True) while its topic has backlog quotas
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a send may not go: the policy of the backlog quota it reaches (producer_request_hold or
+    producer_exception) and a message naming the quota, its limit and the backlog."""
+    policy: str
+    reason: str
+
+
 @dataclass
 class _PartitionState:
     margin: int = -1          # bytes that may still be sent before the size limit must be checked again
@@ -63,25 +71,40 @@ class QuotaGuard:
         """Return if `partition` may take `nbytes` more stored bytes now; else apply the quota's policy: raise
         (producer_exception), wait up to `send_timeout` seconds (producer_request_hold), or evict. Before the
         backlog is computed again, `write_queued` writes what send() queued on the partition."""
+        refusal = self.admit(partition, nbytes, write_queued)
+        if refusal is None:
+            return
+        if refusal.policy == "producer_exception":
+            raise ProducerBlockedQuotaExceededError(refusal.reason)
+        deadline = time.monotonic() + send_timeout
+        if wait_until(deadline, lambda: self._admit_locked(partition, nbytes) is None):
+            return
+        raise ProducerSendTimeoutError(f"{self._states[partition].refusal}; the send was held for the producer's "
+                                       f"send timeout of {send_timeout:g} s (policy producer_request_hold)")
+
+    def admit(self, partition: int, nbytes: int, write_queued: Callable[[], object]) -> Refusal | None:
+        """As check, without waiting or raising: None if `partition` may take `nbytes` more stored bytes now
+        (after evicting, for consumer_backlog_eviction), else the refusal (a producer_request_hold or
+        producer_exception quota reached, and why)."""
         state = self._states[partition]
         if state.refusal is None and state.margin > nbytes and self._clock() < state.age_deadline:
             state.margin -= nbytes
-            return
+            return None
         write_queued()
         with self._lock:
             quota = self._admit(partition, nbytes)
             if quota is None:
-                return
+                return None
             if quota.policy == "consumer_backlog_eviction":
                 self._evict(partition, quota, nbytes)
-                return
-            if quota.policy == "producer_exception":
-                raise ProducerBlockedQuotaExceededError(state.refusal)
-        deadline = time.monotonic() + send_timeout
-        if wait_until(deadline, lambda: self._admit_locked(partition, nbytes) is None):
-            return
-        raise ProducerSendTimeoutError(f"{state.refusal}; the send was held for the producer's send timeout of "
-                                       f"{send_timeout:g} s (policy producer_request_hold)")
+                return None
+            assert state.refusal is not None
+            return Refusal(quota.policy, state.refusal)
+
+    def count_written(self, partition: int, nbytes: int) -> None:
+        """`nbytes` were written to `partition` after an `admit` of 0 bytes (Pulsar's test, which looks at the
+        backlog before a send only): they use up the margin as an admitted send's do."""
+        self._states[partition].margin -= nbytes
 
     def register(self, gate: QuotaGate) -> None:
         """Arm `gate` (a bound method of a producer) now and whenever the topic's quotas change."""
@@ -150,10 +173,11 @@ class QuotaGuard:
         largest, slowest, oldest = self._last
         for quota in self._quotas:
             if quota.type == "destination_storage" and state.margin <= nbytes:
+                with_send = (f", and this send of {nbytes:,} bytes would take it to {largest + nbytes:,}"
+                             if nbytes else "")
                 state.refusal = (f"backlog quota exceeded on {self.ref}: subscription {slowest!r} has a "
-                                 f"backlog of {largest:,} bytes, and this send of {nbytes:,} bytes would take it "
-                                 f"to {largest + nbytes:,}, at or above the destination_storage limit of "
-                                 f"{format_size(quota.limit)} ({quota.limit:,} bytes)")
+                                 f"backlog of {largest:,} bytes{with_send}, at or above the destination_storage "
+                                 f"limit of {format_size(quota.limit)} ({quota.limit:,} bytes)")
                 return quota
             if quota.type == "message_age" and oldest is not None and now >= state.age_deadline:
                 state.refusal = (f"backlog quota exceeded on {self.ref}: subscription {oldest[1]!r} has an "

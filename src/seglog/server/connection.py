@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 from seglog import __version__
 from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession
 from seglog.server.errors import ServerFailure, server_error
+from seglog.server.producers import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import message_id
-from seglog.server.service import BrokerService, ProducerHandle, Target
+from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 
 logger = logging.getLogger("seglog.server")
 
@@ -46,6 +47,7 @@ class ProducerSession:
         self.producer_id = producer_id
         self.handle = handle
         self.queue: asyncio.Queue[Any] = asyncio.Queue(SEND_QUEUE_LIMIT)
+        self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -59,11 +61,19 @@ class ProducerSession:
                 for send, result in zip(sends, results):
                     self.connection.reply_send(self.producer_id, send, result)
                 await self.connection.drain()
+            if self.blocked is not None:
+                # As Pulsar's broker: no SEND_ERROR (the client would drop the whole connection) but the
+                # producer closed; the client re-creates it, is refused with the quota's error while the quota
+                # holds, and resends what was not receipted once it clears.
+                logger.info("%s: closing producer %s: %s", self.connection.peer, self.handle.name, self.blocked)
+                asyncio.get_running_loop().create_task(self.connection.close_producer_by_server(self))
+                return
             if len(sends) != len(items):
                 return
 
     def _write(self, sends: list[_Send]) -> list[int | ServerFailure]:
-        """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer."""
+        """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer. A
+        send a backlog quota refuses, and those after it, are not written and not answered (self.blocked)."""
         results: list[int | ServerFailure] = []
         for send in sends:
             frame = send.frame
@@ -77,6 +87,9 @@ class ProducerSession:
                 continue
             try:
                 results.append(self.connection.service.append(self.handle, messages))
+            except QuotaRefusal as refusal:
+                self.blocked = refusal
+                return results
             except Exception as error:  # (answered to the client, which reconnects and resends)
                 logger.warning("write to %s failed: %s", self.handle.target.ref, error)
                 results.append(server_error(error))
@@ -88,7 +101,7 @@ class ProducerSession:
             await self.queue.put(_CLOSE)
             await self.task
         service = self.connection.service
-        service.release_name(self.handle.target, self.handle.name)
+        service.release_producer(self.handle.target, self.handle.name)
         await self.connection.blocking(service.close_writer, self.handle)
 
 
@@ -103,6 +116,10 @@ class Connection:
         self.peer = writer.get_extra_info("peername")
         self.connected = False
         self.producers: dict[int, ProducerSession] = {}
+        self.waiting_producers: dict[int, asyncio.Task[None]] = {}  # WaitForExclusive, until they are admitted
+        # producers the server closed (fenced, or refused by a backlog quota): their SENDs still in flight are
+        # dropped, not a reason to drop the connection, until the client creates the producer again
+        self.closed_producers: set[int] = set()
         self.consumers: dict[int, ConsumerSession] = {}
         self._received = False  # anything received since the last keep-alive tick
         self._ping_pending = False
@@ -151,6 +168,8 @@ class Connection:
         self.reader.feed_eof()
 
     async def _close_producers(self) -> None:
+        for waiting in self.waiting_producers.values():
+            waiting.cancel()
         sessions, self.producers = list(self.producers.values()), {}
         for session in sessions:
             try:
@@ -288,30 +307,82 @@ class Connection:
                           broker_service_url=self.service.settings.broker_url, authoritative=True))
 
     async def _producer(self, request: api.CommandProducer) -> None:
-        existing = self.producers.get(request.producer_id)
+        producer_id = request.producer_id
+        existing = self.producers.get(producer_id)
         if existing is not None:  # the client asks again (its first answer was late): the same producer
             self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
                               producer_name=existing.handle.name, last_sequence_id=-1))
             return
+        if producer_id in self.waiting_producers:  # still in line: the client is waiting for it already
+            return
+        self.closed_producers.discard(producer_id)
+        service = self.service
         try:
             _check_producer_features(request)
-            target: Target | None = await self.blocking(self.service.resolve, request.topic, True)
+            target: Target | None = await self.blocking(service.resolve, request.topic, True)
             assert target is not None  # created when missing
-            name = self.service.reserve_name(target, request.producer_name or None)
-            try:
-                handle = await self.blocking(self.service.open_writer, target, name)
-            except BaseException:
-                self.service.release_name(target, name)
-                raise
+            await self.blocking(service.check_quota, target)
+            claim = service.claim_producer(target, request.producer_name or None, request.producer_access_mode,
+                                           lambda: self._fence_producer(producer_id))
         except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        if isinstance(claim, Waiter):
+            self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=claim.name,
+                              last_sequence_id=-1, producer_ready=False))
+            task = asyncio.get_running_loop().create_task(self._wait_for_exclusive(request, target, claim))
+            self.waiting_producers[producer_id] = task
+            return
+        await self._open_producer(request, target, claim)
+
+    async def _wait_for_exclusive(self, request: api.CommandProducer, target: Target, waiter: Waiter) -> None:
+        """A WaitForExclusive producer: once the others left, it is opened and the client told again."""
+        try:
+            await waiter.granted
+        except asyncio.CancelledError:  # the client closed it, or went away
+            self.service.release_producer(target, waiter.name)
+            raise
+        except ServerFailure as refusal:  # fenced while waiting
+            self.reply_error(request.request_id, refusal)
+            return
+        finally:
+            self.waiting_producers.pop(request.producer_id, None)
+        await self._open_producer(request, target, waiter.name)
+
+    async def _open_producer(self, request: api.CommandProducer, target: Target, name: str) -> None:
+        try:
+            handle = await self.blocking(self.service.open_writer, target, name)
+        except Exception as error:  # (answered)
+            self.service.release_producer(target, name)
             self.reply_error(request.request_id, server_error(error))
             return
         self.producers[request.producer_id] = ProducerSession(self, request.producer_id, handle)
         self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
                           last_sequence_id=-1))
 
+    def _fence_producer(self, producer_id: int) -> None:
+        """An ExclusiveWithFencing producer took this producer's partition: close it (loop thread)."""
+        session = self.producers.get(producer_id)
+        if session is not None:
+            asyncio.get_running_loop().create_task(self.close_producer_by_server(session))
+
+    async def close_producer_by_server(self, session: ProducerSession) -> None:
+        """Close a producer from the server's side (fenced, or refused by a backlog quota): the client is told
+        with CLOSE_PRODUCER, creates it again, and learns there whether it may still produce."""
+        if self.producers.get(session.producer_id) is not session:
+            return
+        del self.producers[session.producer_id]
+        self.closed_producers.add(session.producer_id)
+        try:
+            await session.close()
+        except Exception:  # (the client is told either way)
+            logger.exception("%s: closing producer %s", self.peer, session.handle.name)
+        self.send(command(Type.CLOSE_PRODUCER, producer_id=session.producer_id, request_id=_NO_REQUEST))
+
     async def _send(self, request: api.CommandSend, frame: Frame) -> None:
         session = self.producers.get(request.producer_id)
+        if session is None and request.producer_id in self.closed_producers:
+            return  # sent before the client learnt that the server closed the producer: it resends them
         if session is None:
             # Java's broker closes the connection too: the client reconnects and re-creates its producers.
             logger.warning("%s: SEND for producer %d, which is not open here: closing", self.peer,
@@ -321,6 +392,10 @@ class Connection:
         await session.queue.put(_Send(request.sequence_id, request.highest_sequence_id, frame))
 
     async def _close_producer(self, request: api.CommandCloseProducer) -> None:
+        waiting = self.waiting_producers.pop(request.producer_id, None)
+        if waiting is not None:
+            waiting.cancel()
+        self.closed_producers.discard(request.producer_id)
         session = self.producers.pop(request.producer_id, None)
         if session is not None:
             await session.close()
@@ -514,9 +589,6 @@ def _check_producer_features(request: api.CommandProducer) -> None:
     if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
         raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
                                                     "is not supported by seglog (bytes and string only)")
-    if request.producer_access_mode != api.Shared:
-        mode = api.ProducerAccessMode.Name(request.producer_access_mode)
-        raise ServerFailure(api.NotAllowedError, f"producer access mode {mode} is not supported yet (Shared only)")
 
 
 _NO_REQUEST = (1 << 64) - 1  # the request id of a command the server starts (-1, as Java's broker sends)

@@ -12,7 +12,6 @@ from seglog.errors import (
     MetadataError,
     NotFoundError,
     PartitionLockedError,
-    ProducerBlockedQuotaExceededError,
     TopicNotFoundError,
 )
 from seglog.server.protocol import pulsar_api_pb2 as api
@@ -27,7 +26,6 @@ class ServerFailure(Exception):
 
 
 _CODES: list[tuple[type[BaseException], int]] = [
-    (ProducerBlockedQuotaExceededError, api.ProducerBlockedQuotaExceededError),
     (TopicNotFoundError, api.TopicNotFound),
     (NotFoundError, api.TopicNotFound),
     # A name or argument seglog refuses that the client let through: NotAllowedError, which the client

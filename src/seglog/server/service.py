@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import count
 
 from seglog.broker import Broker
 from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
+from seglog.lifecycle.quota import QuotaGuard
 from seglog.names import TopicName
 from seglog.server.errors import ServerFailure
+from seglog.server.producers import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
 from seglog.server.protocol.message_ids import offset_of
@@ -45,12 +47,18 @@ class Target:
         return (str(self.ref.name), self.partition)
 
 
-@dataclass
+@dataclass(eq=False)
 class ProducerHandle:
     target: Target
     name: str
     writer: PartitionWriter
     fence: TopicFence
+    quota: QuotaGuard
+    quota_armed: bool = False  # the topic has backlog quotas: each SEND is checked against them
+
+    def arm_quota(self, armed: bool) -> None:
+        """The topic's backlog quotas were set or removed (QuotaGuard.register)."""
+        self.quota_armed = armed
 
 
 @dataclass
@@ -64,13 +72,15 @@ class Settings:
 class BrokerService:
     broker: Broker
     settings: Settings
-    _producer_names: dict[tuple[str, int], set[str]] = field(default_factory=dict)
-    _generated: count = field(default_factory=count)
+    producers: ProducerRegistry = field(init=False)
     # subscribing and leaving, one at a time (a subscription's last consumer leaving releases it)
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
     # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
     # may give the others something to receive (loop thread only)
     _wakers: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.producers = ProducerRegistry(self.settings.cluster)
 
     # lookups (blocking)
 
@@ -133,27 +143,18 @@ class BrokerService:
 
     # producers
 
-    def reserve_name(self, target: Target, requested: str | None) -> str:
-        """Claim a producer name on a topic partition (loop thread): ProducerBusy if it is taken."""
-        names = self._producer_names.setdefault(target.key, set())
-        if requested:
-            if requested in names:
-                raise ServerFailure(api.ProducerBusy, f"producer {requested!r} is already connected to topic "
-                                                      f"{_pulsar_name(target)}")
-            name = requested
-        else:
-            name = f"{self.settings.cluster}-{next(self._generated)}"
-            while name in names:
-                name = f"{self.settings.cluster}-{next(self._generated)}"
-        names.add(name)
-        return name
+    def claim_producer(self, target: Target, requested: str | None, mode: int,
+                       fence: Callable[[], None]) -> str | Waiter:
+        """Admit a producer on a topic partition (loop thread): ProducerRegistry.claim."""
+        return self.producers.claim(target.key, _pulsar_name(target), requested, mode, fence)
 
-    def release_name(self, target: Target, name: str) -> None:
-        names = self._producer_names.get(target.key)
-        if names is not None:
-            names.discard(name)
-            if not names:
-                del self._producer_names[target.key]
+    def release_producer(self, target: Target, name: str) -> None:
+        self.producers.release(target.key, name)
+
+    def check_quota(self, target: Target) -> None:
+        """Refuse a new producer while its partition is at a backlog quota of policy producer_request_hold or
+        producer_exception, as Pulsar's broker does (blocking)."""
+        _check_quota(self.broker.quotas.guard(target.ref), target.partition, 0)
 
     def open_writer(self, target: Target, name: str) -> ProducerHandle:
         """The partition's writer for a new producer (blocking: the first user opens it)."""
@@ -162,7 +163,9 @@ class BrokerService:
         fence.check()
         writer = store.acquire_writer(target.ref.name, target.partition, target.ref.config)
         store.producer_opened(target.ref.name)
-        return ProducerHandle(target, name, writer, fence)
+        handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref))
+        handle.quota.register(handle.arm_quota)
+        return handle
 
     def close_writer(self, handle: ProducerHandle) -> None:
         store = self.broker.store
@@ -179,7 +182,16 @@ class BrokerService:
         properties = messages.properties if any(messages.properties) else None
         source = writer.source(messages.values, keys, messages.timestamps, properties,
                                event_times=messages.event_times)
-        return writer.append(source)
+        if not handle.quota_armed:
+            return writer.append(source)
+        # Pulsar's test: refused while the backlog is at or above a quota, so a SEND may take it past by its
+        # own size (the stricter in-process test, backlog with the send, would let a client re-create its
+        # producer and be refused its next SEND forever)
+        partition = handle.target.partition
+        _check_quota(handle.quota, partition, 0)
+        offset = writer.append(source)
+        handle.quota.count_written(partition, source.size(0, source.count))
+        return offset
 
 
     # consumers (blocking, but for the wake-ups)
@@ -284,6 +296,25 @@ class BrokerService:
 
 
 _INT64_MAX = (1 << 63) - 1
+
+
+class QuotaRefusal(ServerFailure):
+    """A backlog quota refuses the partition's producers: they are closed and refused until it clears."""
+
+
+def _check_quota(guard: QuotaGuard, partition: int, nbytes: int) -> None:
+    """QuotaGuard.admit for a server producer: a hold is never waited out in the server (the client holds its
+    sends and retries), so both policies refuse at once, with the code the client expects for each;
+    consumer_backlog_eviction evicts as in-process."""
+    refusal = guard.admit(partition, nbytes, _nothing_queued)
+    if refusal is not None:
+        code = (api.ProducerBlockedQuotaExceededException if refusal.policy == "producer_exception"
+                else api.ProducerBlockedQuotaExceededError)
+        raise QuotaRefusal(code, refusal.reason)
+
+
+def _nothing_queued() -> None:
+    """A server producer queues nothing in the writer: each SEND is written as it comes."""
 
 
 def signed(value: int) -> int:
