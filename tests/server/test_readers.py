@@ -130,3 +130,47 @@ def test_seek_by_publish_time_goes_to_the_first_message_at_or_after_it(server):
     assert [consumer.receive(10_000).data() for _ in range(2)] == [b"2", b"3"]
     consumer.seek(received[0].publish_timestamp() - 1)
     assert consumer.receive(10_000).data() == b"0"
+
+
+def test_a_seek_by_time_after_a_seek_by_id_starts_at_the_time(server):
+    """The client drops messages up to an earlier seek's message id until a seek completes through
+    re-subscribing, so the server closes the consumer before it answers the seek (as Pulsar's broker)."""
+    client = server.client()
+    producer = client.create_producer(TOPIC)
+    for i in range(8):
+        producer.send(b"%d" % i)
+        time.sleep(0.02)
+    consumer = client.subscribe(TOPIC, "twice", initial_position=pulsar.InitialPosition.Earliest)
+    received = [consumer.receive(10_000) for _ in range(8)]
+    consumer.seek(received[5].message_id())
+    assert consumer.receive(10_000).data() == b"6"
+    consumer.seek(received[2].publish_timestamp())
+    assert [consumer.receive(10_000).data() for _ in range(2)] == [b"2", b"3"]
+
+
+@pytest.mark.parametrize("inclusive", [False, True])
+def test_a_reader_seeks_by_message_id(server, inclusive):
+    client = server.client()
+    ids = send_values(client, 6)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.latest, start_message_id_inclusive=inclusive)
+    reader.seek(ids[2])
+    assert reader.read_next(10_000).data() == (b"2" if inclusive else b"3")
+    reader.seek(pulsar.MessageId.earliest)
+    assert [reader.read_next(10_000).data() for _ in range(2)] == [b"0", b"1"]
+
+
+def test_a_reader_seeks_by_publish_time(server):
+    client = server.client()
+    producer = client.create_producer(TOPIC)
+    for i in range(5):
+        producer.send(b"%d" % i)
+        time.sleep(0.02)
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    received = [reader.read_next(10_000) for _ in range(5)]
+    reader.seek(received[3].publish_timestamp())
+    assert [reader.read_next(10_000).data() for _ in range(2)] == [b"3", b"4"]
+    with pytest.raises(pulsar.Timeout):
+        reader.read_next(300)
+    reader.close()
+    # the reader's subscription is in memory only, whatever it went through
+    assert not any(path.name.startswith("reader-") for path in server.data.rglob("*"))

@@ -22,6 +22,7 @@ from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import message_id
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
+from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.server")
 
@@ -121,6 +122,8 @@ class Connection:
         # dropped, not a reason to drop the connection, until the client creates the producer again
         self.closed_producers: set[int] = set()
         self.consumers: dict[int, ConsumerSession] = {}
+        # readers' non-durable subscriptions between a SEEK and the reader's SUBSCRIBE that follows it
+        self.parked_readers: dict[tuple[tuple[str, int], str], Subscription] = {}
         self._received = False  # anything received since the last keep-alive tick
         self._ping_pending = False
         self._closing = False
@@ -178,6 +181,9 @@ class Connection:
                 logger.exception("%s: closing producer %s", self.peer, session.handle.name)
 
     async def _close_consumers(self) -> None:
+        parked, self.parked_readers = list(self.parked_readers.values()), {}
+        for subscription in parked:
+            await self.blocking(subscription.close)
         sessions, self.consumers = list(self.consumers.values()), {}
         for session in sessions:
             try:
@@ -419,9 +425,13 @@ class Connection:
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
                                                                f"{request.consumer_id}")
             async with service.subscribing:
+                parked = self.parked_readers.pop((target.key, request.subscription), None)
                 if request.durable:
                     subscription = await self.blocking(service.subscribe, target, request.subscription,
                                                        SUBSCRIPTION_TYPES[request.sub_type], initial, session.state)
+                elif parked is not None:  # the reader comes back after a seek: where the seek put it
+                    await self.blocking(parked.attach, session.state, "exclusive")
+                    subscription = parked
                 else:
                     start = request.start_message_id if request.HasField("start_message_id") else None
                     subscription = await self.blocking(service.read, target, request.subscription, start,
@@ -489,9 +499,11 @@ class Connection:
     async def _seek(self, request: api.CommandSeek) -> None:
         """Reset the subscription's cursor to a message id or a publish time (everything before it
         acknowledged, from it on not), as Subscription.seek does in-process. As Pulsar's broker does, the
-        consumer is detached before SUCCESS and closed after it with CLOSE_CONSUMER: the client clears its
-        queue and subscribes again, and the grouped acks it flushes meanwhile (from before the seek) name a
-        consumer no longer open here, so they are dropped instead of acking the rewound cursor."""
+        consumer is detached and closed with CLOSE_CONSUMER before SUCCESS: the client completes the seek once
+        it has subscribed again (only then does it forget the start of an earlier seek by message id), and
+        the grouped acks it flushes meanwhile (from before the seek) name a consumer no longer open here, so
+        they are dropped instead of acking the rewound cursor. A reader's non-durable subscription is kept
+        for the reader's SUBSCRIBE that follows (it may name no start, after a seek by time)."""
         session = self._consumer(request.consumer_id, request.request_id)
         if session is None:
             return
@@ -499,9 +511,6 @@ class Connection:
         assert subscription is not None
         service = self.service
         try:
-            if not subscription.durable:
-                raise ServerFailure(api.NotAllowedError, "seek on a reader is not supported by this seglog server "
-                                                         "yet; create a reader at the position instead")
             by_time = request.HasField("message_publish_time")
             if not by_time and not request.HasField("message_id"):
                 raise ServerFailure(api.NotAllowedError, "SEEK names neither a message id nor a publish time")
@@ -519,13 +528,21 @@ class Connection:
                 # seek while still attached (the subscription stays open), then leave: what the consumer held
                 # was forgotten by the reset, so nothing of it goes to redelivery
                 await self.blocking(service.seek, subscription, session.target.partition, offset)
-                await self.blocking(lambda: service.leave(subscription, session.state, unsubscribe=False))
+                if subscription.durable:
+                    await self.blocking(lambda: service.leave(subscription, session.state, unsubscribe=False))
+                else:
+                    await self.blocking(subscription.detach, session.state)
+                    self.parked_readers[(session.target.key, subscription.name)] = subscription
         except Exception as error:  # (answered; the client subscribes again after CLOSE_CONSUMER)
-            self.reply_error(request.request_id, server_error(error))
+            failure: ServerFailure | None = server_error(error)
         else:
-            self.send(command(Type.SUCCESS, request_id=request.request_id))
+            failure = None
         service.wake(subscription)
         self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=_NO_REQUEST))
+        if failure is None:
+            self.send(command(Type.SUCCESS, request_id=request.request_id))
+        else:
+            self.reply_error(request.request_id, failure)
 
     async def _close_consumer(self, request: api.CommandCloseConsumer) -> None:
         session = self.consumers.pop(request.consumer_id, None)
