@@ -275,6 +275,8 @@ class Connection:
             await self._get_last_message_id(base.get_last_message_id)
         elif kind == Type.SEEK and base.HasField("seek"):
             await self._seek(base.seek)
+        elif kind == Type.GET_TOPICS_OF_NAMESPACE and base.HasField("get_topics_of_namespace"):
+            await self._topics_of_namespace(base.get_topics_of_namespace)
         elif kind == Type.CONNECT:
             logger.warning("%s: a second CONNECT: closing", self.peer)
             self._closing = True
@@ -303,6 +305,10 @@ class Connection:
     async def _lookup(self, request: api.CommandLookupTopic) -> None:
         response = api.CommandLookupTopicResponse
         try:
+            if request.advertised_listener_name:
+                # seglog serve has no named listeners; the client turns exactly this message into ConnectError
+                raise ServerFailure(api.ServiceNotReady, f"the broker do not have {request.advertised_listener_name} "
+                                                         "listener (seglog serve has no named listeners)")
             await self.blocking(self.service.resolve, request.topic, False)
         except Exception as error:  # (answered)
             failure = server_error(error)
@@ -311,6 +317,19 @@ class Connection:
             return
         self.send(command(Type.LOOKUP_RESPONSE, request_id=request.request_id, response=response.Connect,
                           broker_service_url=self.service.settings.broker_url, authoritative=True))
+
+    async def _topics_of_namespace(self, request: api.CommandGetTopicsOfNamespace) -> None:
+        """The topics a pattern consumer chooses from: all of them (the client applies its pattern itself);
+        none for non-persistent topics, which seglog does not have."""
+        try:
+            topics: list[str] = []
+            if request.mode != api.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+                topics = await self.blocking(self.service.topics_of_namespace, request.namespace)
+        except Exception as error:  # (answered)
+            self.reply_error(request.request_id, server_error(error))
+            return
+        self.send(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=request.request_id, topics=topics,
+                          filtered=False, changed=True))
 
     async def _producer(self, request: api.CommandProducer) -> None:
         producer_id = request.producer_id

@@ -132,6 +132,21 @@ class BrokerService:
             return 0
         return target.ref.partitions
 
+    def topics_of_namespace(self, namespace: str) -> list[str]:
+        """GET_TOPICS_OF_NAMESPACE: the topics of `namespace` by their Pulsar names, the partitions of a
+        partitioned topic each by its own (`NAME-partition-i`), as Pulsar's broker lists them."""
+        probe = TopicName.parse(f"{namespace}/_")  # (checks the namespace's form)
+        self._check_namespace(probe)
+        topics = []
+        for full in self.broker.catalog.topic_names():
+            name = TopicName.parse(full)
+            if name.namespace_name != probe.namespace_name:
+                continue
+            ref = self.broker.topic(name)
+            base = f"persistent://{name}"
+            topics.extend([f"{base}-partition-{i}" for i in range(ref.partitions)] if ref.partitions > 1 else [base])
+        return topics
+
     def _check_namespace(self, name: TopicName) -> None:
         try:
             namespaces = self.broker.catalog.metadata.namespaces(name.tenant)

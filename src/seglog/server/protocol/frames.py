@@ -134,6 +134,8 @@ def command(kind: int, **fields: object) -> api.BaseCommand:
     for name, value in fields.items():
         if isinstance(value, api.MessageIdData):
             getattr(sub, name).CopyFrom(value)
+        elif isinstance(value, list):  # a repeated field
+            getattr(sub, name).extend(value)
         elif value is not None:
             setattr(sub, name, value)
     return base
