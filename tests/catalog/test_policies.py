@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import seglog
+from seglog.catalog.policies import InForce
 from seglog.cli import main
 from seglog.errors import InvalidArgumentError
 
@@ -348,3 +349,24 @@ def test_admin_and_stats_answers_are_camel_case(busy_data: Path) -> None:
                                      ["namespaces", "get-retention", "public/default"]])
 def test_cli_json_answers_are_camel_case(runner: CliRunner, busy_data: Path, command: list[str]) -> None:
     assert snake_case_keys(json.loads(run(runner, busy_data, *command))) == []
+
+
+def test_deduplication_is_set_per_namespace_and_topic_with_the_broker_default_below(tmp_path):
+    with seglog.open(tmp_path / "off") as log:
+        topic = log.create_topic("t")
+        assert topic.policies().deduplication == InForce(False, "broker")
+        log.admin.namespaces.set_deduplication("public/default", True)
+        assert log.admin.namespaces.get_deduplication("public/default") is True
+        assert topic.policies().deduplication == InForce(True, "namespace")
+        log.admin.topics.set_deduplication("public/default/t", False)
+        assert topic.policies().deduplication == InForce(False, "topic")
+        log.admin.topics.remove_deduplication("public/default/t")
+        log.admin.namespaces.remove_deduplication("public/default")
+        assert log.admin.namespaces.get_deduplication("public/default") is None
+        assert topic.policies().deduplication == InForce(False, "broker")
+        with pytest.raises(InvalidArgumentError, match="True or False"):
+            log.admin.namespaces.set_deduplication("public/default", "yes")
+    (tmp_path / "on").mkdir()
+    (tmp_path / "on" / "broker.conf").write_text("brokerDeduplicationEnabled=true\n")
+    with seglog.open(tmp_path / "on") as log:
+        assert log.create_topic("t").policies().deduplication == InForce(True, "broker")

@@ -124,6 +124,20 @@ class PolicyLevel:
         'message_age': {'limitTime': .., 'policy': ..}}."""
         return {t: q.to_admin() for t, q in (self._read(name).backlog_quotas or {}).items()}
 
+    def set_deduplication(self, name: str, enabled: bool) -> None:
+        """Pulsar's message deduplication: a server producer's message whose sequence id is not above the
+        last one stored for its producer name is acknowledged and not stored again (docs/SERVER.md)."""
+        if not isinstance(enabled, bool):
+            raise InvalidArgumentError("enabled", enabled, "True or False")
+        self._update(name, deduplication=enabled)
+
+    def get_deduplication(self, name: str) -> bool | None:
+        """Deduplication as set at this level, or None."""
+        return self._read(name).deduplication
+
+    def remove_deduplication(self, name: str) -> None:
+        self._update(name, deduplication=None)
+
     def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
         if type not in QUOTA_TYPES:
             raise InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))

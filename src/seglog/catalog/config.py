@@ -158,12 +158,15 @@ ADMIN_NAMES = {
 assert set(ADMIN_NAMES) == set(TOPIC_SETTINGS)
 
 
-def _verify_crc(value: Any) -> bool:
-    if isinstance(value, str) and value.lower() in ("true", "false"):  # from broker.conf
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise InvalidArgumentError("verify_crc", value, "True or False")
-    return value
+def _bool_setting(name: str) -> Callable[[Any], bool]:
+    """A True/False setting that broker.conf gives as text."""
+    def parse(value: Any) -> bool:
+        if isinstance(value, str) and value.lower() in ("true", "false"):  # from broker.conf
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(name, value, "True or False")
+        return value
+    return parse
 
 
 def _int_setting(name: str, accepted: str) -> Callable[[Any], int]:
@@ -210,6 +213,7 @@ class BrokerConfig:
     backlog_quota_default_limit_bytes: int = -1
     backlog_quota_default_limit_seconds: int = -1
     backlog_quota_default_retention_policy: str = "producer_request_hold"
+    broker_deduplication_enabled: bool = False
     maintenance_interval: int = 60_000
     cursor_persist_interval: int = 1_000
 
@@ -251,11 +255,13 @@ class BrokerConfig:
         minutes, mb = self.default_retention_time_minutes, self.default_retention_size_mb
         retention = Retention.parse(time=minutes if minutes == -1 else minutes * 60,
                                     size=mb if mb == -1 else mb * (1 << 20))
-        return Policies(retention, max(self.ttl_duration_default_seconds, 0) * 1000, quotas)
+        return Policies(retention, max(self.ttl_duration_default_seconds, 0) * 1000, quotas,
+                        self.broker_deduplication_enabled)
 
 
 BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
-    "verify_crc": _verify_crc,
+    "verify_crc": _bool_setting("verify_crc"),
+    "broker_deduplication_enabled": _bool_setting("broker_deduplication_enabled"),
     "default_retention_time_minutes": _int_setting("default_retention_time_minutes",
                                                    "minutes as an int, -1 for no limit, 0 for none"),
     "default_retention_size_mb": _int_setting("default_retention_size_mb", "MB as an int, -1 for no limit, 0 for none"),
@@ -279,6 +285,7 @@ PULSAR_BROKER_NAMES = {
     "backlogQuotaDefaultLimitBytes": "backlog_quota_default_limit_bytes",
     "backlogQuotaDefaultLimitSecond": "backlog_quota_default_limit_seconds",
     "backlogQuotaDefaultRetentionPolicy": "backlog_quota_default_retention_policy",
+    "brokerDeduplicationEnabled": "broker_deduplication_enabled",
 }
 _BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
 

@@ -1,4 +1,4 @@
-"""Lifecycle policies (retention, message TTL, backlog quotas): their values, units and levels.
+"""Topic policies (retention, message TTL, backlog quotas, deduplication): their values, units and levels.
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
 namespace's over the broker's default, and removing one falls back to the next level (docs/LIFECYCLE.md).
@@ -146,6 +146,8 @@ class Policies:
     retention: Retention | None = None
     message_ttl_ms: int | None = None
     backlog_quotas: Mapping[str, BacklogQuota] | None = None
+    # Pulsar's message deduplication by producer name and sequence id (seglog serve's producers)
+    deduplication: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -155,6 +157,8 @@ class Policies:
             data["message_ttl_ms"] = self.message_ttl_ms
         if self.backlog_quotas:
             data["backlog_quotas"] = {t: q.to_json() for t, q in self.backlog_quotas.items()}
+        if self.deduplication is not None:
+            data["deduplication"] = self.deduplication
         return data
 
     @classmethod
@@ -162,7 +166,7 @@ class Policies:
         retention = data.get("retention")
         quotas = data.get("backlog_quotas") or {}
         return cls(Retention.from_json(retention) if retention else None, data.get("message_ttl_ms"),
-                   {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None)
+                   {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None, data.get("deduplication"))
 
 
 @dataclass(frozen=True)
@@ -175,10 +179,11 @@ class InForce:
 
 @dataclass(frozen=True)
 class EffectivePolicies:
-    """Every lifecycle policy in force for one topic."""
+    """Every policy in force for one topic."""
     retention: InForce
     message_ttl_ms: InForce  # value 0: no TTL
     backlog_quotas: Mapping[str, InForce]  # by type; only the types that have a quota
+    deduplication: InForce  # value True or False
 
     @classmethod
     def resolve(cls, broker: Policies, namespace: Policies, topic: Policies, *,
@@ -200,4 +205,5 @@ class EffectivePolicies:
                 if p.backlog_quotas and quota_type in p.backlog_quotas:
                     quotas[quota_type] = InForce(p.backlog_quotas[quota_type], level)
                     break
-        return cls(retention, ttl, quotas)
+        deduplication = next(InForce(p.deduplication, level) for level, p in levels if p.deduplication is not None)
+        return cls(retention, ttl, quotas, deduplication)
