@@ -280,6 +280,14 @@ class BrokerService:
         for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
             wake.set()
 
+    # read by the admin REST API (loop thread)
+
+    def producer_names(self, topic: str) -> dict[int, list[str]]:
+        """The names of the producers connected to each partition of the seglog topic `topic`
+        ('tenant/namespace/topic'), sorted; partitions without producers are left out."""
+        return {partition: sorted(names) for (name, partition), names in sorted(self._producer_names.items())
+                if name == topic and names}
+
 
 _INT64_MAX = (1 << 63) - 1
 
