@@ -37,6 +37,10 @@ class Admin:
         self.namespaces = Namespaces(broker)
         self.topics = Topics(broker)
 
+    def now_ms(self) -> int:
+        """The log's clock, ms since the epoch (what reset-cursor --time counts back from)."""
+        return self._broker.clock()
+
     def run_maintenance(self) -> MaintenanceReport:
         """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
         return self._broker.run_maintenance()

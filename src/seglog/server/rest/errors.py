@@ -31,10 +31,11 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 class RestError(Exception):
     """A request refused with an HTTP status and a reason."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, cause: BaseException | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.cause = cause  # a seglog error answered with another status than its own: its body fields
 
 
 _STATUSES: list[tuple[type[BaseException], int]] = [
@@ -65,7 +66,7 @@ def status_of(error: BaseException) -> int:
 def error_body(error: BaseException) -> dict[str, Any]:
     """{"reason": ...} plus what lets seglog's own client raise the same exception again."""
     if isinstance(error, RestError):
-        return {"reason": error.reason}
+        return {**(error_body(error.cause) if error.cause is not None else {}), "reason": error.reason}
     if isinstance(error, ServerFailure):
         return {"reason": str(error)}
     if not isinstance(error, SeglogError):

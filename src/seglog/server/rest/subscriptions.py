@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.errors import ConsumerBusyError
+from seglog.errors import ConsumerBusyError, InvalidArgumentError
 from seglog.names import TopicName, validate_subscription_name
 from seglog.server.protocol.message_ids import offset_of
 from seglog.server.rest.base import (
@@ -140,10 +140,12 @@ async def skip_all(request: web.Request, ctx: RestContext) -> web.Response:
     topic, subscription = topic_of(request), subscription_of(request)
 
     def clear() -> None:
-        ctx.admin.topics.subscriptions(str(topic))
-        if subscription not in ctx.admin.topics.subscriptions(str(topic)):
-            raise RestError(404, f"subscription {subscription} of {topic} does not exist")
-        ctx.admin.topics.clear_backlog(str(topic), subscription)
+        try:
+            ctx.admin.topics.clear_backlog(str(topic), subscription)
+        except InvalidArgumentError as error:
+            if error.argument == "subscription" and subscription not in ctx.admin.topics.subscriptions(str(topic)):
+                raise RestError(404, str(error), error) from None  # Pulsar's 404, seglog's error
+            raise
     await ctx.blocking(clear)
     return no_content()
 
