@@ -737,7 +737,8 @@ def test_tenants_get(runner: CliRunner, data: Path) -> None:
     run(runner, data, "tenants", "create", "geo", "-c", "us-east,eu-west")
     assert json.loads(run(runner, data, "tenants", "get", "geo").output) == {"adminRoles": [],
                                                                           "allowedClusters": ["us-east", "eu-west"]}
-    assert json.loads(run(runner, data, "tenants", "get", "public").output) == {"adminRoles": [], "allowedClusters": None}
+    assert json.loads(run(runner, data, "tenants", "get", "public").output) == {"adminRoles": [],
+                                                                                "allowedClusters": None}
     assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "get", "nope", code=2).output
 
 
