@@ -267,19 +267,6 @@ class Topics(PolicyLevel):
         ref = self._broker.create_topic(topic, partitions, topic_config)
         return {"name": str(ref.name), "partitions": ref.partitions}
 
-    def list(self) -> list[str]:
-        """Full names ('tenant/namespace/topic') of every topic, sorted."""
-        self._broker.check_open()
-        return self._broker.catalog.topic_names()
-
-    def list_with_settings(self) -> list[dict[str, Any]]:
-        """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
-        listed = []
-        for name in self.list():
-            ref = self._broker.topic(name)
-            listed.append({"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin()})
-        return listed
-
     def delete(self, topic: str, force: bool = False) -> None:
         """Delete a topic and its data (see Log.delete_topic; TopicInUseError while used, unless `force`)."""
         self._broker.delete_topic(topic, force=force)
@@ -464,6 +451,21 @@ class Topics(PolicyLevel):
             for partition, offset in positions.items():
                 move(live, partition, offset)  # each marks the subscription dirty if it changed anything
         return True
+
+    def list_with_settings(self) -> list[dict[str, Any]]:
+        """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
+        listed = []
+        for name in self.list():
+            ref = self._broker.topic(name)
+            listed.append({"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin()})
+        return listed
+
+    # after every method annotated with list[...]: in the class, `list` is this method from here on
+
+    def list(self) -> list[str]:
+        """Full names ('tenant/namespace/topic') of every topic, sorted."""
+        self._broker.check_open()
+        return self._broker.catalog.topic_names()
 
     def _read(self, name: str) -> Policies:
         return self._broker.catalog.metadata.topic_policies(TopicName.parse(name))
