@@ -469,3 +469,13 @@ def test_the_real_client_produces_and_consumes_through_an_http_service_url(http,
             client.create_producer("persistent://public/nope/t")
     finally:
         client.close()
+
+
+def test_unsubscribe_with_force_closes_the_servers_consumers(http, server):
+    topic, base = produced(server, http, count=3)
+    consumer = server.client().subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert consumer.receive(10_000).data() == b"0"
+    reason(http.delete(f"{base}/subscription/s"), 412, "consumer")
+    # 204 only once the subscription is gone: its consumer was closed by the server first (the client then
+    # subscribes again, as with Pulsar, and makes it anew)
+    assert http.delete(f"{base}/subscription/s?force=true").status_code == 204

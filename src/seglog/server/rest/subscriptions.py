@@ -8,6 +8,7 @@ position."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
@@ -96,9 +97,26 @@ async def create_subscription(request: web.Request, ctx: RestContext) -> web.Res
     return no_content()
 
 
+FORCE_WAIT_S = 5.0
+
+
+def _unsubscribe(ctx: RestContext, topic: TopicName, subscription: str, force: bool) -> None:
+    """Delete the subscription. With `force`, its consumers on this server are closed first: each leaves
+    when its connection handles the close, so the deletion is tried again until they are gone (bounded)."""
+    deadline = time.monotonic() + FORCE_WAIT_S
+    while True:
+        try:
+            ctx.admin.topics.unsubscribe(str(topic), subscription, force=force)
+            return
+        except ConsumerBusyError:
+            if not force or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 async def unsubscribe(request: web.Request, ctx: RestContext) -> web.Response:
     topic, subscription = topic_of(request), subscription_of(request)
-    await ctx.blocking(ctx.admin.topics.unsubscribe, str(topic), subscription, query_flag(request, "force"))
+    await ctx.blocking(_unsubscribe, ctx, topic, subscription, query_flag(request, "force"))
     return no_content()
 
 
