@@ -479,3 +479,17 @@ def test_unsubscribe_with_force_closes_the_servers_consumers(http, server):
     # 204 only once the subscription is gone: its consumer was closed by the server first (the client then
     # subscribes again, as with Pulsar, and makes it anew)
     assert http.delete(f"{base}/subscription/s?force=true").status_code == 204
+
+
+def test_namespace_unsubscribe_and_clear_backlog(http, server):
+    topic, base = produced(server, http, count=4)
+    ns = base.split("/persistent/")[1].rsplit("/", 1)[0]
+    for name in ("a", "b"):
+        assert http.put(f"{base}/subscription/{name}", json="earliest").status_code == 204
+    assert http.post(f"/admin/v2/namespaces/{ns}/clearBacklog/a").status_code == 204
+    assert (backlog(http, base, "a"), backlog(http, base, "b")) == (0, 4)
+    assert http.post(f"/admin/v2/namespaces/{ns}/unsubscribe/a").status_code == 204
+    assert http.get(f"{base}/subscriptions").json() == ["b"]
+    assert http.post(f"/admin/v2/namespaces/{ns}/clearBacklog").status_code == 204
+    assert backlog(http, base, "b") == 0
+    reason(http.post("/admin/v2/namespaces/public/nope/clearBacklog"), 404, "namespace public/nope does not exist")

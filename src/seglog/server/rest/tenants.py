@@ -40,7 +40,7 @@ async def _set(ctx: RestContext, method: Any, tenant: str, body: Any) -> web.Res
         await ctx.blocking(method, tenant, clusters, admin_roles=roles, known_clusters=True)
     except InvalidArgumentError as error:
         if error.argument == "allowed_clusters" and isinstance(clusters, list):
-            raise RestError(412, str(error)) from None  # Pulsar: 412 "Clusters do not exist" / "can not be empty"
+            raise RestError(412, str(error), error) from None  # Pulsar: 412 "Clusters do not exist", "... empty"
         raise
     return no_content()
 
