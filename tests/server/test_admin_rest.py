@@ -55,6 +55,7 @@ def namespace(http: httpx.Client) -> str:
 def test_health_and_unknown_paths(http):
     response = http.get("/admin/v2/brokers/health")
     assert (response.status_code, response.text) == (200, "ok")
+    assert http.head("/admin/v2/brokers/health").status_code == 200
     reason(http.get("/admin/v2/nothing/here"), 404, "GET /admin/v2/nothing/here is not served")
     reason(http.delete("/admin/v2/clusters"), 405, "DELETE is not allowed")
 

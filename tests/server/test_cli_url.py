@@ -191,3 +191,10 @@ def test_a_server_that_does_not_answer_is_one_line():
     assert result.output.startswith("Error: cannot reach the seglog server at http://127.0.0.1:9")
     bad = _run("--url", "127.0.0.1:9", "tenants", "list")
     assert bad.exit_code == 2 and "the server's HTTP URL, http://HOST:PORT" in bad.output
+
+
+def test_serve_refuses_an_invalid_cluster_name_before_anything(tmp_path):
+    result = _run("--data", str(tmp_path / "d"), "serve", "--cluster", "a b", "--port", "0", "--http-port", "0")
+    assert result.exit_code == 2
+    assert "Invalid value for '--cluster': invalid cluster name 'a b'" in result.output
+    assert not (tmp_path / "d").exists()

@@ -22,6 +22,7 @@ from seglog.admin.api import Admin
 from seglog.broker import Broker
 from seglog.clock import system_clock
 from seglog.errors import InvalidArgumentError, ServerRunningError
+from seglog.names import validate_part
 from seglog.server.connection import Connection
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
@@ -75,6 +76,7 @@ def lock_data_directory(data: Path) -> WriterLock:
 async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> None:
     """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen."""
     check_host(options)
+    validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
     lock = lock_data_directory(options.data)
     executor = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="seglog-serve")
     loop = asyncio.get_running_loop()

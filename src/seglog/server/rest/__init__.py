@@ -61,7 +61,10 @@ def make_app(context: RestContext) -> web.Application:
     app = web.Application(middlewares=[dispatch], client_max_size=1 << 20)
     app[CONTEXT] = context
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, wrap(route.handler))
+        if route.method == "GET":  # and HEAD, as the health route always answered it
+            app.router.add_get(route.path, wrap(route.handler))
+        else:
+            app.router.add_route(route.method, route.path, wrap(route.handler))
     return app
 
 
