@@ -154,3 +154,47 @@ def test_a_grown_topic_in_another_process_is_seen_with_its_subscriptions(tmp_pat
         assert other.topic("t").partitions == 3 and handle_before.partitions == 1
         assert list(other.topic("t").stats()["partitions"]) == ["0", "1", "2"]
         assert floors(other, "t", "s") == [0, 0, 0]
+
+
+def test_clusters_and_tenants_admin_roles(tmp_path):
+    import pytest
+
+    from seglog.errors import AlreadyExistsError, InvalidArgumentError, NotEmptyError, NotFoundError
+    with seglog.open(tmp_path / "d") as log:
+        clusters = log.admin.clusters
+        assert clusters.list() == []
+        clusters.create("east", {"serviceUrl": "http://east:8080"})
+        with pytest.raises(AlreadyExistsError, match="cluster east already exists"):
+            clusters.create("east")
+        clusters.create("east", exist_ok=True)
+        assert clusters.get("east")["serviceUrl"] == "http://east:8080"
+        assert clusters.get("east")["brokerServiceUrl"] == ""
+        with pytest.raises(InvalidArgumentError, match="peerClusterNames"):
+            clusters.update("east", {"peerClusterNames": "west"})
+        log.admin.tenants.create("t", ["east"], admin_roles=["ops"])
+        assert log.admin.tenants.get("t") == {"adminRoles": ["ops"], "allowedClusters": ["east"]}
+        with pytest.raises(NotEmptyError, match="still allowed for tenant"):
+            clusters.delete("east")
+        with pytest.raises(InvalidArgumentError, match="Clusters do not exist: west"):
+            log.admin.tenants.update("t", ["west"], known_clusters=True)
+        log.admin.tenants.update("t", None)
+        assert log.admin.tenants.get("t") == {"adminRoles": [], "allowedClusters": None}
+        with pytest.raises(NotFoundError):
+            log.admin.tenants.update("nope", None)
+        clusters.delete("east")
+        with pytest.raises(NotFoundError):
+            clusters.delete("east")
+
+
+def test_topics_create_list_describe_delete(tmp_path):
+    with seglog.open(tmp_path / "d") as log:
+        topics = log.admin.topics
+        assert topics.create("acme/ns/t", 2, segment_size="1 MiB") == {"name": "acme/ns/t", "partitions": 2}
+        assert topics.list() == ["acme/ns/t"]
+        [listed] = topics.list_with_settings()
+        assert listed["name"] == "acme/ns/t" and listed["partitions"] == 2 and listed["segmentSize"] == 1 << 20
+        described = topics.describe("acme/ns/t")
+        assert [p["endOffset"] for p in described["partitionOffsets"]] == [0, 0]
+        assert described["policiesInForce"]["retention"]["level"] == "broker"
+        topics.delete("acme/ns/t")
+        assert topics.list() == []

@@ -398,8 +398,8 @@ def test_tenants_create_list_delete(runner: CliRunner, data: Path) -> None:
     assert run(runner, data, "tenants", "list").stdout == "acme\ngeo\npublic\n"
     with seglog.open(data) as log:
         listed = log.admin.tenants.list()
-        assert log.admin.tenants.get("geo") == {"allowedClusters": ["us-east", "eu-west"]}
-        assert log.admin.tenants.get("acme") == {"allowedClusters": None}
+        assert log.admin.tenants.get("geo") == {"adminRoles": [], "allowedClusters": ["us-east", "eu-west"]}
+        assert log.admin.tenants.get("acme") == {"adminRoles": [], "allowedClusters": None}
     assert json.loads(run(runner, data, "tenants", "list", "--json").output) == listed == ["acme", "geo", "public"]
 
     assert "Deleted tenant geo" in run(runner, data, "tenants", "delete", "geo").output
@@ -735,8 +735,10 @@ def test_topic_policy_commands_refuse_a_missing_topic_and_bad_values(runner: Cli
 
 def test_tenants_get(runner: CliRunner, data: Path) -> None:
     run(runner, data, "tenants", "create", "geo", "-c", "us-east,eu-west")
-    assert json.loads(run(runner, data, "tenants", "get", "geo").output) == {"allowedClusters": ["us-east", "eu-west"]}
-    assert json.loads(run(runner, data, "tenants", "get", "public").output) == {"allowedClusters": None}
+    assert json.loads(run(runner, data, "tenants", "get", "geo").output) == {"adminRoles": [],
+                                                                          "allowedClusters": ["us-east", "eu-west"]}
+    assert json.loads(run(runner, data, "tenants", "get", "public").output) == {"adminRoles": [],
+                                                                                "allowedClusters": None}
     assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "get", "nope", code=2).output
 
 

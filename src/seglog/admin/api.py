@@ -23,17 +23,27 @@ from seglog.units import parse_duration
 if TYPE_CHECKING:
     from seglog.broker import Broker
     from seglog.catalog.topics import TopicRef
+    from seglog.lifecycle.maintenance import MaintenanceReport
     from seglog.subscriptions.subscription import Subscription
 
 
 class Admin:
-    """The admin API of an open log: `tenants`, `namespaces` and `topics`."""
+    """The admin API of an open log: `clusters`, `tenants`, `namespaces` and `topics`."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        self.clusters = Clusters(broker)
         self.tenants = Tenants(broker)
         self.namespaces = Namespaces(broker)
         self.topics = Topics(broker)
+
+    def now_ms(self) -> int:
+        """The log's clock, ms since the epoch (what reset-cursor --time counts back from)."""
+        return self._broker.clock()
+
+    def run_maintenance(self) -> MaintenanceReport:
+        """Apply retention, TTL, backlog-quota eviction and segment eviction now (log.run_maintenance)."""
+        return self._broker.run_maintenance()
 
     def metrics(self) -> str:
         """Every topic's stats in Prometheus' text format, with Pulsar's metric names and labels (what
@@ -42,26 +52,109 @@ class Admin:
         return prometheus_text(self._broker)
 
 
+class Clusters:
+    """The clusters a data directory knows (Pulsar's ClusterData by name). `seglog serve --cluster NAME`
+    registers its own; tenants' allowedClusters name them, and geo-replication will use their URLs."""
+
+    URL_KEYS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls")
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def create(self, name: str, data: Mapping[str, Any] | None = None, *, exist_ok: bool = False) -> None:
+        """Register cluster `name` with its ClusterData (serviceUrl, brokerServiceUrl, ... as in Pulsar);
+        AlreadyExistsError if it exists (unless `exist_ok`)."""
+        validate_part(name, kind="cluster name")
+        self._broker.catalog.metadata.create_cluster(name, _cluster_data(data), exist_ok=exist_ok)
+
+    def list(self) -> list[str]:
+        return self._broker.catalog.metadata.clusters()
+
+    def get(self, name: str) -> dict[str, Any]:
+        """The cluster's ClusterData: every URL key (empty when not given) and the rest as given."""
+        data = self._broker.catalog.metadata.cluster_config(validate_part(name, kind="cluster name"))
+        return {**dict.fromkeys(self.URL_KEYS, ""), "peerClusterNames": None, **data}
+
+    def update(self, name: str, data: Mapping[str, Any]) -> None:
+        """Replace the cluster's ClusterData."""
+        self._broker.catalog.metadata.set_cluster_config(validate_part(name, kind="cluster name"),
+                                                         _cluster_data(data))
+
+    def delete(self, name: str) -> None:
+        """Forget a cluster (NotEmptyError while a tenant allows it)."""
+        self._broker.catalog.metadata.delete_cluster(validate_part(name, kind="cluster name"))
+
+
+def _cluster_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """ClusterData checked: a JSON object, its URLs strings, peerClusterNames a list of cluster names."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise InvalidArgumentError("cluster data", data, "a JSON object (Pulsar's ClusterData: serviceUrl, "
+                                   "brokerServiceUrl, ...)")
+    for key in Clusters.URL_KEYS:
+        if key in data and data[key] is not None and not isinstance(data[key], str):
+            raise InvalidArgumentError(key, data[key], "a URL as a string")
+    peers = data.get("peerClusterNames")
+    if peers is not None:
+        if isinstance(peers, str) or not isinstance(peers, (list, tuple)):
+            raise InvalidArgumentError("peerClusterNames", peers, "a list of cluster names")
+        for peer in peers:
+            validate_part(peer, kind="cluster name")
+    return dict(data)
+
+
 class Tenants:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
-        """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None)."""
+    def create(self, name: str, allowed_clusters: list[str] | None = None, *, admin_roles: list[str] | None = None,
+               known_clusters: bool = False) -> None:
+        """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None);
+        `admin_roles` for authorization (Pulsar's adminRoles). With `known_clusters` (the server's
+        Pulsar semantics), every allowed cluster must be registered and the list must not be empty."""
         validate_part(name, kind="tenant name")
+        config = self._config(allowed_clusters, admin_roles, known_clusters)
+        self._broker.catalog.metadata.create_tenant(name, config)
+
+    def update(self, name: str, allowed_clusters: list[str] | None = None, *, admin_roles: list[str] | None = None,
+               known_clusters: bool = False) -> None:
+        """Replace the tenant's allowed clusters and admin roles (Pulsar's tenants update)."""
+        validate_part(name, kind="tenant name")
+        config = self._config(allowed_clusters, admin_roles, known_clusters)
+        self._broker.catalog.metadata.tenant_config(name)  # NotFoundError first
+        self._broker.catalog.metadata.set_tenant_config(name, config)
+
+    def _config(self, allowed_clusters: Any, admin_roles: Any, known_clusters: bool) -> dict[str, Any]:
         if allowed_clusters is not None and (
-                isinstance(allowed_clusters, str) or not all(isinstance(c, str) for c in allowed_clusters)):
+                isinstance(allowed_clusters, str) or not isinstance(allowed_clusters, (list, tuple))
+                or not all(isinstance(c, str) for c in allowed_clusters)):
             raise InvalidArgumentError("allowed_clusters", allowed_clusters, "a list of cluster names, or None")
-        self._broker.catalog.metadata.create_tenant(
-            name, {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None})
+        if admin_roles is not None and (isinstance(admin_roles, str) or not isinstance(admin_roles, (list, tuple))
+                                        or not all(isinstance(r, str) for r in admin_roles)):
+            raise InvalidArgumentError("admin_roles", admin_roles, "a list of role names, or None")
+        if known_clusters and allowed_clusters is not None:
+            if not allowed_clusters:
+                raise InvalidArgumentError("allowed_clusters", allowed_clusters, "at least one cluster (Clusters "
+                                           "can not be empty)")
+            known = self._broker.catalog.metadata.clusters()
+            missing = [c for c in allowed_clusters if c not in known]
+            if missing:
+                raise InvalidArgumentError("allowed_clusters", allowed_clusters,
+                                           f"registered clusters: {', '.join(known) or 'none'}",
+                                           detail=f"Clusters do not exist: {', '.join(missing)}")
+        config: dict[str, Any] = {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None}
+        if admin_roles:
+            config["admin_roles"] = list(admin_roles)
+        return config
 
     def list(self) -> list[str]:
         return self._broker.catalog.metadata.tenants()
 
     def get(self, name: str) -> dict[str, Any]:
-        """{'allowedClusters': [...] or None}, as pulsar-admin tenants get."""
-        return {"allowedClusters": self._broker.catalog.metadata.tenant_config(validate_part(name, kind="tenant name"))
-                .get("allowed_clusters")}
+        """{'adminRoles': [...], 'allowedClusters': [...] or None (any)}, as pulsar-admin tenants get."""
+        config = self._broker.catalog.metadata.tenant_config(validate_part(name, kind="tenant name"))
+        return {"adminRoles": config.get("admin_roles", []), "allowedClusters": config.get("allowed_clusters")}
 
     def delete(self, name: str) -> None:
         """Delete an empty tenant (NotEmptyError while it has namespaces; 'public' always exists)."""
@@ -181,6 +274,35 @@ class Namespaces(PolicyLevel):
 class Topics(PolicyLevel):
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+
+    def create(self, topic: str, partitions: int = 1, **topic_config: Any) -> dict[str, Any]:
+        """Create a topic (as log.create_topic: its tenant and namespace are made if needed); returns
+        {'name': 'tenant/namespace/topic', 'partitions': N}."""
+        ref = self._broker.create_topic(topic, partitions, topic_config)
+        return {"name": str(ref.name), "partitions": ref.partitions}
+
+    def delete(self, topic: str, force: bool = False) -> None:
+        """Delete a topic and its data (see Log.delete_topic; TopicInUseError while used, unless `force`)."""
+        self._broker.delete_topic(topic, force=force)
+
+    def describe(self, topic: str) -> dict[str, Any]:
+        """The topic's settings (as get_config), each partition's earliest and end offsets, its storage size,
+        and the policies in force with their levels: `policies` as stats shows them (Pulsar's units), and
+        `policiesInForce` exactly (ms and bytes)."""
+        ref = self._broker.topic(topic)
+        store = self._broker.store
+        offsets = [{"partition": p, "earliestOffset": store.earliest_offset(ref.name, p),
+                    "endOffset": store.end_offset(ref.name, p)} for p in range(ref.partitions)]
+        stats = topic_stats(self._broker, ref)
+        policies = self._broker.catalog.policies(ref)
+        exact = {"retention": {"timeMs": policies.retention.value.time_ms,
+                               "sizeBytes": policies.retention.value.size_bytes, "level": policies.retention.level},
+                 "messageTtlMs": {"value": policies.message_ttl_ms.value, "level": policies.message_ttl_ms.level},
+                 "backlogQuotas": {t: {"limit": q.value.limit, "policy": q.value.policy, "level": q.level}
+                                   for t, q in policies.backlog_quotas.items()}}
+        return {"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin(),
+                "storageSize": stats["storageSize"], "partitionOffsets": offsets, "policies": stats["policies"],
+                "policiesInForce": exact}
 
     def set_config(self, topic: str, **topic_config: Any) -> None:
         """Change topic settings (segment_size, retention_time, max_partition_size, retention_min_timestamp,
@@ -343,6 +465,21 @@ class Topics(PolicyLevel):
             for partition, offset in positions.items():
                 move(live, partition, offset)  # each marks the subscription dirty if it changed anything
         return True
+
+    def list_with_settings(self) -> list[dict[str, Any]]:
+        """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
+        listed = []
+        for name in self.list():
+            ref = self._broker.topic(name)
+            listed.append({"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin()})
+        return listed
+
+    # after every method annotated with list[...]: in the class, `list` is this method from here on
+
+    def list(self) -> list[str]:
+        """Full names ('tenant/namespace/topic') of every topic, sorted."""
+        self._broker.check_open()
+        return self._broker.catalog.topic_names()
 
     def _read(self, name: str) -> Policies:
         return self._broker.catalog.metadata.topic_policies(TopicName.parse(name))

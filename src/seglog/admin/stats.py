@@ -131,3 +131,28 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     return {"topic": str(ref), "nowMs": now, "policies": _policies(broker, ref),
             **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
             "partitions": partitions}
+
+
+def partition_backlogs(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, int]]]:
+    """Each subscription's backlog per partition: [{'msgBacklog': .., 'backlogSize': ..}, ...] (what the
+    server's per-partition stats of a partitioned topic show)."""
+    tables = _tables(broker, ref)
+    backlogs = {}
+    for name, record, live in broker.subscriptions.states(ref):
+        with reading(live):
+            found = [partition_backlog(view, table, cursor.acks)
+                     for (view, table), cursor in zip(tables, record.partitions)]
+        backlogs[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes} for b in found]
+    return backlogs
+
+
+def consumer_states(broker: Broker, ref: TopicRef, subscription: str) -> list[dict[str, Any]]:
+    """The consumers attached to a subscription in this process: name, the permits granted and not used
+    (None for an in-process consumer, which asks for what it wants), and the messages delivered and not
+    acknowledged."""
+    live = broker.subscriptions.live(ref, subscription)
+    if live is None:
+        return []
+    with reading(live):
+        return [{"name": c.name, "permits": c.permits, "unacked": sum(len(p.offsets) for p in c.pending)}
+                for c in live.consumers]

@@ -4,7 +4,9 @@
 SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
 `public/default` always exists; creating a topic creates its tenant and namespace if needed. A
 namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
-`policies` the policies set on it (JSON, see policies.py)."""
+`policies` the policies set on it (JSON, see policies.py). `clusters` holds the clusters a server registers
+(Pulsar's ClusterData, by name: `seglog serve --cluster NAME` registers its own), for tenants'
+allowedClusters and, later, geo-replication."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ CREATE TABLE IF NOT EXISTS namespaces (
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS clusters (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
 """
 # Columns added after the first release of the schema: (table, column, definition).
 MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
@@ -173,6 +176,9 @@ class Metadata:
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"tenant {tenant} already exists") from None
 
+    def set_tenant_config(self, tenant: str, config: dict[str, Any]) -> None:
+        self._update_json("tenants", "config", tenant, config)
+
     def tenants(self) -> list[str]:
         with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM tenants ORDER BY name")]
@@ -228,6 +234,39 @@ class Metadata:
 
     def set_namespace_policies(self, name: NamespaceName, policies: Policies) -> None:
         self._update_json("namespaces", "config", str(name), policies.to_json())
+
+    # clusters
+
+    def create_cluster(self, name: str, config: dict[str, Any], *, exist_ok: bool = False) -> None:
+        """Add a cluster; AlreadyExistsError if there is one of that name (unless `exist_ok`: then nothing
+        changes)."""
+        with self._access():
+            try:
+                self._db.execute("INSERT INTO clusters VALUES (?, ?)", (name, json.dumps(config)))
+            except sqlite3.IntegrityError:
+                if not exist_ok:
+                    raise AlreadyExistsError(f"cluster {name} already exists") from None
+
+    def clusters(self) -> list[str]:
+        with self._access():
+            return [row[0] for row in self._db.execute("SELECT name FROM clusters ORDER BY name")]
+
+    def cluster_config(self, name: str) -> dict[str, Any]:
+        return self._read_json("clusters", "config", name)
+
+    def set_cluster_config(self, name: str, config: dict[str, Any]) -> None:
+        self._update_json("clusters", "config", name, config)
+
+    def delete_cluster(self, name: str) -> None:
+        """Remove a cluster no tenant names in its allowed clusters (NotEmptyError naming them otherwise)."""
+        with self._transaction():
+            users = [row[0] for row in self._db.execute("SELECT name, config FROM tenants ORDER BY name")
+                     if name in (json.loads(row[1]).get("allowed_clusters") or ())]
+            if users:
+                raise NotEmptyError(f"cluster {name} is still allowed for tenant(s) {', '.join(users)}; remove it "
+                                    "from their allowed clusters first")
+            if not self._db.execute("DELETE FROM clusters WHERE name = ?", (name,)).rowcount:
+                raise NotFoundError(f"cluster {name} does not exist")
 
     def _read_json(self, table: str, column: str, key: str) -> dict[str, Any]:
         with self._access():

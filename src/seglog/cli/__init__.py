@@ -7,6 +7,7 @@
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
     seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
     seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
+    seglog --url http://HOST:PORT tenants|namespaces|topic|topics|maintenance|metrics ...   (on a seglog serve)
 
 --data may also follow the command. One module per command group; errors.py and base.py turn library errors
 into clean messages and exit codes."""
@@ -22,8 +23,9 @@ from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
 from seglog.cli.check import check
 from seglog.cli.consume import consume
-from seglog.cli.datadir import DATA_PATH, DEFAULT_DATA, ENV_VAR, DataDir
+from seglog.cli.datadir import DATA_PATH, DEFAULT_DATA, ENV_VAR, URL_ENV_VAR, DataDir
 from seglog.cli.demo import demo
+from seglog.cli.errors import CliError
 from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
 from seglog.cli.produce import produce
@@ -40,9 +42,12 @@ __all__ = ["main"]
               show_envvar=True, metavar="DIR",
               help=f"Data directory (also accepted after the command). Without it: ${ENV_VAR}, else "
                    f"./{DEFAULT_DATA}.")
+@click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
+              help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
+                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data).")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
-def main(ctx: click.Context, data: Path) -> None:
+def main(ctx: click.Context, data: Path, url: str | None) -> None:
     """seglog: an embeddable segmented message log. Start with `seglog demo`.
 
     \b
@@ -53,8 +58,24 @@ def main(ctx: click.Context, data: Path) -> None:
       seglog --data ./d consume events --partition 0 --format json --follow
       seglog --data ./d check
       seglog --data ./d namespaces set-retention public/default --size 10G --time 3h
+      seglog --url http://127.0.0.1:8080 topics stats events
     """
-    ctx.obj = DataDir(data)
+    ctx.obj = DataDir(data, _url(ctx, data, url))
+
+
+def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
+    """--url, unless --data says otherwise: both on the command line (or both from the environment) is an
+    error naming both; one on the command line wins over the other from the environment."""
+    if url is None:
+        return None
+    sources = (ctx.get_parameter_source("data"), ctx.get_parameter_source("url"))
+    given = {click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT}
+    if sources[0] in given and sources[0] == sources[1]:
+        where = "" if sources[0] == click.core.ParameterSource.COMMANDLINE else f" (${ENV_VAR} and ${URL_ENV_VAR})"
+        raise CliError(f"give --data or --url, not both: --data {data} and --url {url}{where}")
+    if sources[0] == click.core.ParameterSource.COMMANDLINE:
+        return None
+    return url
 
 
 for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics,

@@ -7,14 +7,18 @@ from typing import Any
 
 import click
 
-from seglog.cli.datadir import data_option
-from seglog.cli.errors import as_usage_problem, from_library, from_os_error
+from seglog.cli.datadir import DataDir, data_option
+from seglog.cli.errors import CliError, as_usage_problem, from_library, from_os_error
 from seglog.errors import SeglogError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class SeglogCommand(click.Command):
+    """A command on a data directory; with --url it says it needs --data."""
+
+    remote = False  # runs on a server too (--url): the admin commands
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params.append(data_option())
@@ -26,6 +30,10 @@ class SeglogCommand(click.Command):
             raise as_usage_problem(error, ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
+        data = ctx.find_object(DataDir)
+        if not self.remote and data is not None and data.url is not None:
+            raise CliError(f"`{ctx.command_path}` works on a data directory, not on a server: give --data DIR "
+                           f"instead of --url {data.url}")
         try:
             return super().invoke(ctx)
         except SeglogError as error:
@@ -37,9 +45,21 @@ class SeglogCommand(click.Command):
             raise converted from error
 
 
+class AdminCommand(SeglogCommand):
+    """An admin command: on the data directory, or on a server with --url (`data.admin()`)."""
+
+    remote = True
+
+
 class SeglogGroup(click.Group):
     command_class = SeglogCommand
     group_class = type  # subgroups are SeglogGroups too
+
+
+class AdminGroup(SeglogGroup):
+    """A group of admin commands (tenants, namespaces, topics)."""
+
+    command_class = AdminCommand
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:

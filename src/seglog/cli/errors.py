@@ -28,6 +28,7 @@ _PARAMETER_ALIASES = {
     "topic name": ("name", "topic"),
     "tenant name": ("name", "tenant"),
     "tenant": ("name", "tenant"),
+    "cluster name": ("cluster",),
     "namespace name": ("namespace",),
     "message TTL": ("message_ttl",),
     "type": ("quota_type",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from seglog.cli.base import SeglogGroup
+from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import namespace_name, tenant_name
 from seglog.cli.output import out, print_names
@@ -16,7 +16,7 @@ from seglog.names import DEFAULT_TENANT
 _NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
 
 
-@click.group(cls=SeglogGroup)
+@click.group(cls=AdminGroup)
 def namespaces() -> None:
     """Create, list and delete namespaces ('tenant/namespace'), and set their policies.
 
@@ -34,8 +34,8 @@ def create(data: DataDir, namespace: str) -> None:
     tenant = name.split("/")[0]
     if tenant != DEFAULT_TENANT and not data.exists():  # a new data directory would hold only 'public'
         raise NotFoundError(f"tenant {tenant} does not exist; create it first")
-    with data.open(create=True) as log:
-        log.admin.namespaces.create(name)
+    with data.admin(create=True) as admin:
+        admin.namespaces.create(name)
     out().print(f"[green]Created namespace[/] {name}")
 
 
@@ -47,8 +47,8 @@ def list_namespaces(data: DataDir, tenant: str | None, as_json: bool) -> None:
     """List the namespaces of TENANT, or of every tenant, one a line."""
     if tenant is not None:
         tenant_name(tenant)
-    with data.open() as log:
-        names = log.admin.namespaces.list(tenant)
+    with data.admin() as admin:
+        names = admin.namespaces.list(tenant)
     print_names(names, as_json)
 
 
@@ -58,8 +58,8 @@ def list_namespaces(data: DataDir, tenant: str | None, as_json: bool) -> None:
 def delete(data: DataDir, namespace: str) -> None:
     """Delete a namespace, which must have no topics left."""
     name = namespace_name(namespace)
-    with data.open() as log:
-        log.admin.namespaces.delete(name)
+    with data.admin() as admin:
+        admin.namespaces.delete(name)
     out().print(f"[green]Deleted namespace[/] {name}")
 
 
@@ -76,17 +76,17 @@ def clear_backlog(data: DataDir, namespace: str, subscription: str | None, force
     Asks for confirmation first unless --force; answering no changes nothing and exits with code 1.
     """
     name = namespace_name(namespace)
-    with data.open() as log:  # a namespace that does not exist is refused before the question
-        if name not in log.admin.namespaces.list(name.split("/")[0]):
+    with data.admin() as admin:  # a namespace that does not exist is refused before the question
+        if name not in admin.namespaces.list(name.split("/")[0]):
             raise NotFoundError(f"namespace {name} does not exist")
     if not force:
         click.confirm("Are you sure you want to clear the backlog?", abort=True)
-    with data.open() as log:
-        log.admin.namespaces.clear_backlog(name, subscription=subscription)
+    with data.admin() as admin:
+        admin.namespaces.clear_backlog(name, subscription=subscription)
     whose = f"subscription {subscription}" if subscription is not None else "every subscription"
     out().print(f"[green]Cleared the backlog[/] of {whose} on the topics of {name}")
 
 
 add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,
-                                            lambda log: log.admin.namespaces,
+                                            lambda admin: admin.namespaces,
                                             "its topics fall back to the data directory's default (broker.conf)"))

@@ -20,7 +20,6 @@ from seglog.units import format_duration, format_size
 
 if TYPE_CHECKING:
     from seglog.admin.api import PolicyLevel
-    from seglog.log import Log
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class PolicyScope:
     noun: str                                # 'namespace' or 'topic', as the help texts say it
     metavar: str                             # the name argument in usage lines
     parse_name: Callable[[str], str]         # the full name, or InvalidNameError naming what is wrong
-    admin: Callable[[Log], PolicyLevel]     # log.admin.namespaces or log.admin.topics
+    admin: Callable[[Any], PolicyLevel]      # the admin API's namespaces or topics (data.admin())
     fallback: str                            # what applies once a policy is removed, as a clause
 
 
@@ -45,8 +44,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
         @pass_data
         def get(data: DataDir, name: str) -> None:
             name = level.parse_name(name)
-            with data.open() as log:
-                value = getattr(level.admin(log), method)(name)
+            with data.admin() as admin:
+                value = getattr(level.admin(admin), method)(name)
             print_json(value)
             said = note(value)
             if said is not None:  # on stderr: stdout stays the JSON pulsar-admin prints
@@ -59,8 +58,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
         @pass_data
         def remove(data: DataDir, name: str) -> None:
             name = level.parse_name(name)
-            with data.open() as log:
-                getattr(level.admin(log), method)(name)
+            with data.admin() as admin:
+                getattr(level.admin(admin), method)(name)
             out().print(f"[green]Removed {what}[/] of {name}")
 
     add_getter("get_retention", "Print the retention as Pulsar's JSON (or null).",
@@ -88,8 +87,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     @pass_data
     def set_retention(data: DataDir, name: str, retention_size: str, retention_time: str) -> None:
         name = level.parse_name(name)
-        with data.open() as log:
-            level.admin(log).set_retention(name, size=retention_size, time=retention_time)
+        with data.admin() as admin:
+            level.admin(admin).set_retention(name, size=retention_size, time=retention_time)
         retention = Retention.parse(size=retention_size, time=retention_time)
         out().print(f"[green]Set retention[/] of {name}: size {format_size(retention.size_bytes)}, "
                     f"time {format_duration(retention.time_ms)}")
@@ -114,8 +113,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
                           policy: str, quota_type: str) -> None:
         name = level.parse_name(name)
         _check_quota_limit(ctx, quota_type, limit, limit_time)
-        with data.open() as log:
-            level.admin(log).set_backlog_quota(name, limit=limit, limit_time=limit_time, policy=policy,
+        with data.admin() as admin:
+            level.admin(admin).set_backlog_quota(name, limit=limit, limit_time=limit_time, policy=policy,
                                                type=quota_type)
         quota = BacklogQuota.parse(type=quota_type, limit=limit, limit_time=limit_time, policy=policy)
         shown = format_size(quota.limit) if quota_type == "destination_storage" else format_duration(quota.limit)
@@ -129,8 +128,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     @pass_data
     def remove_backlog_quota(data: DataDir, name: str, quota_type: str) -> None:
         name = level.parse_name(name)
-        with data.open() as log:
-            level.admin(log).remove_backlog_quota(name, type=quota_type)
+        with data.admin() as admin:
+            level.admin(admin).remove_backlog_quota(name, type=quota_type)
         out().print(f"[green]Removed backlog quota[/] {quota_type} of {name}")
 
     @group.command(name="set-message-ttl", short_help="Acknowledge messages unacknowledged for longer than "
@@ -143,9 +142,9 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     @pass_data
     def set_message_ttl(data: DataDir, name: str, message_ttl: str) -> None:
         name = level.parse_name(name)
-        with data.open() as log:
-            level.admin(log).set_message_ttl(name, message_ttl)
-            seconds = level.admin(log).get_message_ttl(name)
+        with data.admin() as admin:
+            level.admin(admin).set_message_ttl(name, message_ttl)
+            seconds = level.admin(admin).get_message_ttl(name)
         shown = "off (0: messages are never expired)" if seconds == 0 else format_duration(seconds * 1000)
         out().print(f"[green]Set message TTL[/] of {name}: {shown}")
 

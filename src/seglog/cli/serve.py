@@ -18,7 +18,7 @@ from seglog.cli.datadir import DataDir, pass_data
 @click.option("--port", default=6650, show_default=True, type=click.IntRange(0, 65535),
               help="Binary protocol port; 0 picks a free one.")
 @click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Admin HTTP port (health only in this version); 0 picks a free one.")
+              help="Admin REST and HTTP lookup port; 0 picks a free one.")
 @click.option("--advertised-address", default=None, metavar="HOST",
               help="Host name clients reach this server by (lookups answer it). Default: --host.")
 @click.option("--allow-unauthenticated", is_flag=True, help="Allow binding a non-loopback address.")

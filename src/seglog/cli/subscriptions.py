@@ -1,16 +1,17 @@
 """pulsar-admin's subscription commands under `seglog topics`: subscriptions, create-subscription,
 unsubscribe, reset-cursor, skip, expire-messages, peek-messages, clear-backlog, with its flag names. Each
-calls one method of log.admin.topics. pulsar-admin's message ids (ledgerId:entryId) are PARTITION:OFFSET
-here."""
+calls the admin API's topics (data.admin(): a data directory's, or a server's). pulsar-admin's message ids
+(ledgerId:entryId) are PARTITION:OFFSET here."""
 
 from __future__ import annotations
 
 import click
 
-from seglog.cli.base import SeglogCommand
+from seglog.cli.base import AdminCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import CliError, UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
+from seglog.cli.options import topic_name
 from seglog.cli.output import err, message_count, out, print_names
 from seglog.units import format_duration, parse_duration
 
@@ -37,18 +38,18 @@ def _consumed_elsewhere(topic: str, subscription: str) -> CliError:
                     "or once it stopped")
 
 
-@click.command(cls=SeglogCommand, short_help="List the topic's subscriptions, one a line.")
+@click.command(cls=AdminCommand, short_help="List the topic's subscriptions, one a line.")
 @_TOPIC
 @click.option("--json", "as_json", is_flag=True, help="Print the subscriptions as a JSON list.")
 @pass_data
 def subscriptions(data: DataDir, topic: str, as_json: bool) -> None:
     """List the subscriptions of topic NAME, one a line (pulsar-admin topics subscriptions)."""
-    with data.open() as log:
-        names = log.admin.topics.subscriptions(topic)
+    with data.admin() as admin:
+        names = admin.topics.subscriptions(topic)
     print_names(names, as_json)
 
 
-@click.command(name="create-subscription", cls=SeglogCommand, short_help="Create a subscription.")
+@click.command(name="create-subscription", cls=AdminCommand, short_help="Create a subscription.")
 @_TOPIC
 @_SUBSCRIPTION
 @click.option("--messageId", "-m", "message_ids", multiple=True, metavar="earliest|latest|PARTITION:OFFSET",
@@ -63,17 +64,19 @@ def create_subscription(ctx: click.Context, data: DataDir, topic: str, subscript
     param = next(p for p in ctx.command.params if p.name == "message_ids")
     named = message_ids not in ((), ("latest",), ("earliest",))
     given = _message_ids(ctx, param, message_ids) if named else {}
-    with data.open() as log:
-        handle = log.topic(topic)
-        if not set(given) <= set(range(handle.partitions)):
-            raise click.BadParameter(f"{handle.name} has partitions 0 to {handle.partitions - 1}", ctx, param)
-        position = {p: given.get(p, handle.end_offset(p)) for p in range(handle.partitions)} if named else (
+    with data.admin() as admin:
+        described = admin.topics.describe(topic)
+        full_name, partitions = described["name"], described["partitions"]
+        if not set(given) <= set(range(partitions)):
+            raise click.BadParameter(f"{full_name} has partitions 0 to {partitions - 1}", ctx, param)
+        ends = {row["partition"]: row["endOffset"] for row in described["partitionOffsets"]}
+        position = {p: given.get(p, ends[p]) for p in range(partitions)} if named else (
             message_ids or ("latest",))[0]
-        log.admin.topics.create_subscription(topic, subscription, position)
-    out().print(f"[green]Created subscription[/] {subscription} on {handle.name}")
+        admin.topics.create_subscription(topic, subscription, position)
+    out().print(f"[green]Created subscription[/] {subscription} on {full_name}")
 
 
-@click.command(cls=SeglogCommand, short_help="Delete a subscription (refused while it is consumed).")
+@click.command(cls=AdminCommand, short_help="Delete a subscription (refused while it is consumed).")
 @_TOPIC
 @_SUBSCRIPTION
 @click.option("--force", "-f", is_flag=True,
@@ -83,13 +86,13 @@ def create_subscription(ctx: click.Context, data: DataDir, topic: str, subscript
 def unsubscribe(data: DataDir, topic: str, subscription: str, force: bool) -> None:
     """Delete SUBSCRIPTION of topic NAME: its backlog no longer keeps messages (pulsar-admin topics
     unsubscribe). Refused while a consumer uses it."""
-    with data.open() as log:
-        log.admin.topics.unsubscribe(topic, subscription, force=force)
-        name = log.topic(topic).name
+    with data.admin() as admin:
+        admin.topics.unsubscribe(topic, subscription, force=force)
+    name = topic_name(topic)
     out().print(f"[green]Deleted subscription[/] {subscription} of {name}")
 
 
-@click.command(name="reset-cursor", cls=SeglogCommand, short_help="Move a subscription's cursor by time or id.")
+@click.command(name="reset-cursor", cls=AdminCommand, short_help="Move a subscription's cursor by time or id.")
 @_TOPIC
 @_SUBSCRIPTION
 @click.option("--time", "-t", metavar="DURATION",
@@ -110,22 +113,21 @@ def reset_cursor(ctx: click.Context, data: DataDir, topic: str, subscription: st
     if exclude_reset_position and not message_ids:
         raise UsageProblem("--exclude-reset-position goes with --messageId", ctx)
     ago_ms = None if time is None else parse_duration(time, argument="time", unit="s")  # as pulsar-admin's -t
-    with data.open() as log:
-        admin = log.admin.topics
-        name = log.topic(topic).name
+    with data.admin() as admin:
+        name = admin.topics.describe(topic)["name"]
         if ago_ms is not None:
-            moved = admin.reset_cursor_to_time(topic, subscription, max(log.clock() - ago_ms, 0))
+            moved = admin.topics.reset_cursor_to_time(topic, subscription, max(admin.now_ms() - ago_ms, 0))
             where = f"the messages of the last {format_duration(ago_ms)}"
         else:
             offsets = {p: o + 1 if exclude_reset_position else o for p, o in message_ids.items()}
-            moved = admin.reset_cursor(topic, subscription, offsets)
+            moved = admin.topics.reset_cursor(topic, subscription, offsets)
             where = ", ".join(f"partition {p} offset {o}" for p, o in offsets.items())
     if not moved:
         raise _consumed_elsewhere(name, subscription)
     out().print(f"[green]Reset the cursor[/] of {subscription} on {name} to {where}")
 
 
-@click.command(cls=SeglogCommand, short_help="Acknowledge the next N messages of each partition.")
+@click.command(cls=AdminCommand, short_help="Acknowledge the next N messages of each partition.")
 @_TOPIC
 @_SUBSCRIPTION
 @_COUNT
@@ -133,13 +135,13 @@ def reset_cursor(ctx: click.Context, data: DataDir, topic: str, subscription: st
 def skip(data: DataDir, topic: str, subscription: str, count: int) -> None:
     """Acknowledge the N oldest unacknowledged messages of each partition of topic NAME for SUBSCRIPTION
     (pulsar-admin topics skip)."""
-    with data.open() as log:
-        skipped = log.admin.topics.skip(topic, subscription, count)
-        name = log.topic(topic).name
+    with data.admin() as admin:
+        skipped = admin.topics.skip(topic, subscription, count)
+    name = topic_name(topic)
     out().print(f"[green]Skipped {message_count(skipped)}[/] of {subscription} on {name}")
 
 
-@click.command(name="expire-messages", cls=SeglogCommand, short_help="Acknowledge the messages older than -t.")
+@click.command(name="expire-messages", cls=AdminCommand, short_help="Acknowledge the messages older than -t.")
 @_TOPIC
 @_SUBSCRIPTION
 @click.option("--expireTime", "-t", "expire_time", required=True, metavar="DURATION",
@@ -148,13 +150,13 @@ def skip(data: DataDir, topic: str, subscription: str, count: int) -> None:
 def expire_messages(data: DataDir, topic: str, subscription: str, expire_time: str) -> None:
     """Acknowledge, for SUBSCRIPTION, the messages of topic NAME older than --expireTime, as the message
     TTL does (pulsar-admin topics expire-messages); stats count them as expired."""
-    with data.open() as log:
-        expired = log.admin.topics.expire_messages(topic, subscription, expire_time)
-        name = log.topic(topic).name
+    with data.admin() as admin:
+        expired = admin.topics.expire_messages(topic, subscription, expire_time)
+    name = topic_name(topic)
     out().print(f"[green]Expired {message_count(expired)}[/] of {subscription} on {name}")
 
 
-@click.command(name="peek-messages", cls=SeglogCommand, short_help="Show the next messages without acknowledging.")
+@click.command(name="peek-messages", cls=AdminCommand, short_help="Show the next messages without acknowledging.")
 @_TOPIC
 @_SUBSCRIPTION
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
@@ -165,24 +167,24 @@ def expire_messages(data: DataDir, topic: str, subscription: str, expire_time: s
 def peek_messages(data: DataDir, topic: str, subscription: str, count: int, output_format: str) -> None:
     """Print the next N messages of each partition that SUBSCRIPTION has not acknowledged, without
     acknowledging them (pulsar-admin topics peek-messages)."""
-    with data.open() as log:
-        messages = log.admin.topics.peek_messages(topic, subscription, count)
+    with data.admin() as admin:
+        messages = admin.topics.peek_messages(topic, subscription, count)
     for message in messages:
         click.echo(FORMATTERS[output_format](message))
     if not messages:
         err().print(f"[dim]Subscription {subscription} has no unacknowledged message.[/]")
 
 
-@click.command(name="clear-backlog", cls=SeglogCommand, short_help="Acknowledge every message of a subscription.")
+@click.command(name="clear-backlog", cls=AdminCommand, short_help="Acknowledge every message of a subscription.")
 @_TOPIC
 @_SUBSCRIPTION
 @pass_data
 def clear_backlog(data: DataDir, topic: str, subscription: str) -> None:
     """Acknowledge every message written to topic NAME so far, for SUBSCRIPTION (pulsar-admin topics
     clear-backlog)."""
-    with data.open() as log:
-        name = log.topic(topic).name
-        log.admin.topics.clear_backlog(topic, subscription)
+    with data.admin() as admin:
+        admin.topics.clear_backlog(topic, subscription)
+    name = topic_name(topic)
     out().print(f"[green]Cleared the backlog[/] of {subscription} on {name}")
 
 

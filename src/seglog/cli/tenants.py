@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from seglog.cli.base import SeglogGroup
+from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import tenant_name
 from seglog.cli.output import out, print_json
@@ -20,7 +20,7 @@ def _clusters(ctx: click.Context, param: click.Parameter, given: str | None) -> 
     return clusters
 
 
-@click.group(cls=SeglogGroup)
+@click.group(cls=AdminGroup)
 def tenants() -> None:
     """Create, list, show and delete tenants: the first part of 'tenant/namespace/topic'.
 
@@ -36,8 +36,8 @@ def tenants() -> None:
 def create(data: DataDir, name: str, allowed_clusters: list[str] | None) -> None:
     """Create tenant NAME."""
     tenant_name(name)  # refused before the data directory is created
-    with data.open(create=True) as log:
-        log.admin.tenants.create(name, allowed_clusters=allowed_clusters)
+    with data.admin(create=True) as admin:
+        admin.tenants.create(name, allowed_clusters=allowed_clusters)
     out().print(f"[green]Created tenant[/] {name}")
 
 
@@ -46,8 +46,8 @@ def create(data: DataDir, name: str, allowed_clusters: list[str] | None) -> None
 @pass_data
 def list_tenants(data: DataDir, as_json: bool) -> None:
     """List the tenants, one a line."""
-    with data.open() as log:
-        names = log.admin.tenants.list()
+    with data.admin() as admin:
+        names = admin.tenants.list()
     if as_json:
         print_json(names)
         return
@@ -60,8 +60,8 @@ def list_tenants(data: DataDir, as_json: bool) -> None:
 @pass_data
 def delete(data: DataDir, name: str) -> None:
     """Delete tenant NAME, which must have no namespaces left."""
-    with data.open() as log:
-        log.admin.tenants.delete(name)
+    with data.admin() as admin:
+        admin.tenants.delete(name)
     out().print(f"[green]Deleted tenant[/] {name}")
 
 
@@ -69,7 +69,7 @@ def delete(data: DataDir, name: str) -> None:
 @click.argument("name")
 @pass_data
 def get(data: DataDir, name: str) -> None:
-    """Print tenant NAME's configuration as Pulsar's JSON: allowedClusters (null: any)."""
+    """Print tenant NAME's configuration as Pulsar's JSON: adminRoles and allowedClusters (null: any)."""
     tenant_name(name)
-    with data.open() as log:
-        print_json(log.admin.tenants.get(name))
+    with data.admin() as admin:
+        print_json(admin.tenants.get(name))

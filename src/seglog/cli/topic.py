@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from seglog.catalog.policies import EffectivePolicies
-from seglog.cli.base import SeglogGroup
+from seglog.catalog.config import ADMIN_NAMES, TopicConfig
+from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.options import topic_name, topic_settings
@@ -20,11 +20,10 @@ from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.log import MAX_PARTITIONS
 from seglog.readable_size import readable_size
-from seglog.topic import Topic
 from seglog.units import format_duration
 
 
-@click.group(cls=SeglogGroup)
+@click.group(cls=AdminGroup)
 def topic() -> None:
     """Create, list, describe and delete topics.
 
@@ -42,10 +41,10 @@ def create(data: DataDir, name: str, partitions: int, **given: Any) -> None:
     """Create topic NAME. Settings not given follow the data directory's defaults."""
     full_name = topic_name(name)
     settings = topic_settings(**given)
-    with data.open(create=True) as log:
-        created = log.create_topic(name, partitions=partitions, **settings)
-        out().print(f"[green]Created topic[/] {full_name} with {created.partitions} partition"
-                    f"{'s' if created.partitions > 1 else ''}")
+    with data.admin(create=True) as admin:
+        created = admin.topics.create(name, partitions, **settings)
+    out().print(f"[green]Created topic[/] {full_name} with {created['partitions']} partition"
+                f"{'s' if created['partitions'] > 1 else ''}")
 
 
 @topic.command(short_help="Change a topic's settings; those not given keep their values.")
@@ -60,8 +59,8 @@ def update(ctx: click.Context, data: DataDir, name: str, **given: Any) -> None:
     settings = topic_settings(**given)
     if not settings:
         raise UsageProblem(f"no setting given to change; give one or more of {', '.join(SETTING_FLAGS)}", ctx)
-    with data.open() as log:
-        log.admin.topics.set_config(name, **settings)
+    with data.admin() as admin:
+        admin.topics.set_config(name, **settings)
     changed = ", ".join(f"{name.replace('_', '-')} {value}" for name, value in settings.items())
     out().print(f"[green]Updated topic[/] {full_name}: {changed}")
 
@@ -75,9 +74,9 @@ def update_partitioned_topic(data: DataDir, name: str, partitions: int) -> None:
     """Give topic NAME more partitions, as pulsar-admin topics update-partitioned-topic. Fewer is refused
     (their messages would go), and so is a topic that producers or consumers use (they would go on with the
     partitions they started with). Subscriptions read the new partitions from their start."""
-    with data.open() as log:
-        log.admin.topics.update_partitions(name, partitions)
-        full_name = log.topic(name).name
+    with data.admin() as admin:
+        admin.topics.update_partitions(name, partitions)
+    full_name = topic_name(name)
     out().print(f"[green]Updated topic[/] {full_name}: {partitions} partitions")
 
 
@@ -92,21 +91,22 @@ def list_topics(data: DataDir, as_json: bool) -> None:
     namespace and of the data directory still apply to acknowledged messages). Names are never cut: the
     table is as wide as the longest name needs.
     """
-    with data.open() as log:
-        topics = [log.topic(name) for name in log.list_topics()]
+    with data.admin() as admin:
+        topics = admin.topics.list_with_settings()
     if as_json:
-        print_json([_settings(t) for t in topics])
+        print_json(topics)
         return
     if not out().is_terminal:  # for scripts: `for t in $(seglog topic list)`, as pulsar-admin topics list
         for t in topics:
-            click.echo(t.name)
+            click.echo(t["name"])
         return
     table = Table("NAME", "PARTITIONS", "RETENTION TIME", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None,
                   header_style="bold")
     for t in topics:
-        retention = t.config.retention_time
-        table.add_row(t.name, str(t.partitions), "-" if retention is None else format_duration(retention),
-                      readable_size(t.config.segment_size), t.config.timestamp_type)
+        config = _config(t)
+        retention = config.retention_time
+        table.add_row(t["name"], str(t["partitions"]), "-" if retention is None else format_duration(retention),
+                      readable_size(config.segment_size), config.timestamp_type)
     print_unclipped(table)
 
 
@@ -116,22 +116,21 @@ def list_topics(data: DataDir, as_json: bool) -> None:
 @pass_data
 def describe(data: DataDir, name: str, as_json: bool) -> None:
     """Show a topic's settings, each partition's offsets and the storage it uses."""
-    with data.open() as log:
-        t = log.topic(name)
-        partitions = [{"partition": p, "earliestOffset": t.earliest_offset(p), "endOffset": t.end_offset(p)}
-                      for p in range(t.partitions)]
-        storage = t.storage_size()
-        if as_json:  # the policies in force as stats shows them: Pulsar's JSON with the levels
-            print_json({**_settings(t), "storageSize": storage, "partitionOffsets": partitions,
-                        "policies": t.stats()["policies"]})
-            return
-        policies = t.policies()
-    config = t.config
+    with data.admin() as admin:
+        described = admin.topics.describe(name)
+    partitions = described["partitionOffsets"]
+    storage = described["storageSize"]
+    if as_json:  # the policies in force as stats shows them: Pulsar's JSON with the levels
+        print_json({key: value for key, value in described.items() if key != "policiesInForce"})
+        return
+    policies = described["policiesInForce"]
+    config = _config(described)
     settings = Table(box=None, show_header=False)
     settings.add_column(style="bold")
     settings.add_column()
     for label, value in (
-            ("Topic", t.name), ("Partitions", str(t.partitions)), ("Segment size", readable_size(config.segment_size)),
+            ("Topic", described["name"]), ("Partitions", str(described["partitions"])),
+            ("Segment size", readable_size(config.segment_size)),
             ("Segment roll time", _off(config.segment_roll_time, format_duration)),
             ("Segment max messages", _off(config.segment_max_messages, "{:,}".format)),
             ("Timestamp type", config.timestamp_type), ("Fsync", config.fsync),
@@ -158,14 +157,15 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
 @pass_data
 def delete(data: DataDir, name: str, force: bool) -> None:
     """Delete topic NAME and all its messages (refused while it has producers or consumers, unless --force)."""
-    with data.open() as log:
-        full_name = log.topic(name).name
-        log.delete_topic(name, force=force)
+    with data.admin() as admin:
+        admin.topics.delete(name, force=force)
+    full_name = topic_name(name)
     out().print(f"[green]Deleted topic[/] {full_name}")
 
 
-def _settings(t: Topic) -> dict[str, Any]:
-    return {"name": t.name, "partitions": t.partitions, **t.config.to_admin()}
+def _config(described: dict[str, Any]) -> TopicConfig:
+    """The settings of a topic as the admin API lists or describes them (TopicConfig.to_admin's names)."""
+    return TopicConfig(**{name: described[admin_name] for name, admin_name in ADMIN_NAMES.items()})
 
 
 def _off(value: int | None, show: Any) -> str:
@@ -178,15 +178,15 @@ def _min_timestamp(ms: int) -> str:
     return f"{ms} ({datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec='milliseconds')})"
 
 
-def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
-    """The policies in force, each with the level it comes from."""
-    retention, ttl = policies.retention, policies.message_ttl_ms
-    kept = f"time {format_duration(retention.value.time_ms)}, size {readable_size(retention.value.size_bytes)}"
-    rows = [("Retention", f"{kept} ({retention.level})"),
-            ("Message TTL", f"{_off(ttl.value or None, format_duration)} ({ttl.level})")]
-    for quota_type, quota in policies.backlog_quotas.items():
+def _policy_rows(policies: dict[str, Any]) -> list[tuple[str, str]]:
+    """The policies in force (describe's policiesInForce: ms and bytes), each with the level it comes from."""
+    retention, ttl = policies["retention"], policies["messageTtlMs"]
+    kept = f"time {format_duration(retention['timeMs'])}, size {readable_size(retention['sizeBytes'])}"
+    rows = [("Retention", f"{kept} ({retention['level']})"),
+            ("Message TTL", f"{_off(ttl['value'] or None, format_duration)} ({ttl['level']})")]
+    for quota_type, quota in policies["backlogQuotas"].items():
         limit = readable_size if quota_type == "destination_storage" else format_duration
-        shown = f"{limit(quota.value.limit)}, {quota.value.policy} ({quota.level})"
+        shown = f"{limit(quota['limit'])}, {quota['policy']} ({quota['level']})"
         rows.append((f"Backlog quota {quota_type}", shown))
     return rows
 
@@ -196,8 +196,8 @@ def _policy_rows(policies: EffectivePolicies) -> list[tuple[str, str]]:
 @pass_data
 def stats(data: DataDir, name: str) -> None:
     """Topic stats as JSON, as pulsar-admin topics stats: storage, backlog per subscription, quotas."""
-    with data.open() as log:
-        print_json(log.admin.topics.stats(name))
+    with data.admin() as admin:
+        print_json(admin.topics.stats(name))
 
 
 @topic.command(name="internal-stats")
@@ -205,8 +205,8 @@ def stats(data: DataDir, name: str) -> None:
 @pass_data
 def internal_stats(data: DataDir, name: str) -> None:
     """Segments and cursors of every partition as JSON, as pulsar-admin topics stats-internal."""
-    with data.open() as log:
-        print_json(log.admin.topics.internal_stats(name))
+    with data.admin() as admin:
+        print_json(admin.topics.internal_stats(name))
 
 
 topic.add_command(internal_stats, name="stats-internal")  # pulsar-admin's name
@@ -219,8 +219,8 @@ topic.add_command(internal_stats, name="stats-internal")  # pulsar-admin's name
 def explain(data: DataDir, name: str, as_json: bool) -> None:
     """Why disk is not freed: for each segment, the rule that keeps it, or the rule that deletes it next
     and when."""
-    with data.open() as log:
-        explained = log.admin.topics.explain_retention(name)
+    with data.admin() as admin:
+        explained = admin.topics.explain_retention(name)
     if as_json:
         print_json(explained)
         return
@@ -236,7 +236,7 @@ def explain(data: DataDir, name: str, as_json: bool) -> None:
     out().print(table)
 
 
-add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda log: log.admin.topics,
+add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda admin: admin.topics,
                                        "the topic falls back to its namespace's policy, else the data "
                                        "directory's default"))
 for command in SUBSCRIPTION_COMMANDS:

@@ -16,12 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiohttp import web
+
+from seglog.admin.api import Admin
 from seglog.broker import Broker
 from seglog.clock import system_clock
 from seglog.errors import InvalidArgumentError, ServerRunningError
+from seglog.names import validate_part
 from seglog.server.connection import Connection
-from seglog.server.http import handle_http
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
+from seglog.server.rest import RestContext, make_app
 from seglog.server.service import BrokerService, Settings
 from seglog.storage.lock import WriterLock
 
@@ -29,6 +33,7 @@ logger = logging.getLogger("seglog.server")
 
 LOCK_FILE = "serve.lock"
 WRITE_THREADS = 4
+HTTP_SHUTDOWN_S = 5.0  # how long a stopping server lets HTTP requests in flight finish
 
 
 @dataclass
@@ -71,6 +76,7 @@ def lock_data_directory(data: Path) -> WriterLock:
 async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> None:
     """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen."""
     check_host(options)
+    validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
     lock = lock_data_directory(options.data)
     executor = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="seglog-serve")
     loop = asyncio.get_running_loop()
@@ -112,18 +118,25 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             tasks.discard(task)
 
     binary = await asyncio.start_server(on_connection, options.host, options.port)
-    http = await asyncio.start_server(handle_http, options.host, options.http_port)
+    rest = RestContext(broker, Admin(broker), service, executor)
+    http = web.AppRunner(make_app(rest), access_log=None, handle_signals=False,
+                          shutdown_timeout=HTTP_SHUTDOWN_S)
+    await http.setup()
     advertised = options.advertised_address or options.host
     port = binary.sockets[0].getsockname()[1]
-    http_port = http.sockets[0].getsockname()[1]
     settings.broker_url = f"pulsar://{advertised}:{port}"
     try:
-        ready(settings.broker_url, f"http://{advertised}:{http_port}")
+        await web.TCPSite(http, options.host, options.http_port).start()
+        http_port = http.addresses[0][1]
+        rest.http_url = f"http://{advertised}:{http_port}"
+        await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(
+            options.cluster, {"serviceUrl": rest.http_url, "brokerServiceUrl": settings.broker_url}, exist_ok=True))
+        ready(settings.broker_url, rest.http_url)
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")
     finally:
         binary.close()
-        http.close()
+        await http.cleanup()
         for connection in list(connections):
             connection.stop_reading()
         if tasks:

@@ -309,6 +309,13 @@ class BrokerService:
         for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
             wake.set()
 
+    # read by the admin REST API (loop thread)
+
+    def producer_names(self, topic: str) -> dict[int, list[str]]:
+        """The names of the producers connected to each partition of the seglog topic `topic`
+        ('tenant/namespace/topic'), sorted; partitions without producers are left out."""
+        return self.producers.names_by_partition(topic)
+
 
 _INT64_MAX = (1 << 63) - 1
 

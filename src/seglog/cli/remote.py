@@ -1,0 +1,339 @@
+"""`seglog --url http://HOST:PORT`: the admin API of a `seglog serve` over its HTTP port, with the methods,
+arguments, answers and errors of seglog.admin's API (Admin, Tenants, Namespaces, Topics), so every admin
+command runs the same code on a server as on a data directory (`DataDir.admin()` gives one or the other).
+
+Why it lives in cli/ and not in admin/: the admin layer is protocol-free and sits below the server, which
+serves it; an HTTP client of that server is a user of the server, as the CLI is, and only the CLI needs it.
+It imports nothing of seglog.server (cli may not): the paths are those the server documents in
+GET /admin/v2/openapi.json (docs/SERVER.md, "Admin REST"), and tests/cli runs every admin command both ways
+and compares the outputs.
+
+Arguments are checked here as the local API checks them (the same parsers), before any request. The server's
+refusals come back as the exceptions the local API raises: its error bodies name the exception's class, and
+for an invalid argument the argument, value and what is accepted (server/rest/errors.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from seglog import errors
+from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, BacklogQuota, Retention, parse_ttl
+from seglog.cli.errors import EXIT_FAILURE, CliError
+from seglog.lifecycle.maintenance import MaintenanceReport
+from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
+
+TIMEOUT_S = 60.0
+_ERRORS = {name: getattr(errors, name) for name in (
+    "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
+    "TopicInUseError", "ConsumerBusyError", "ClosedError", "SeglogError")}
+_ARGUMENT_ERRORS = {"InvalidArgumentError": errors.InvalidArgumentError, "InvalidNameError": errors.InvalidNameError}
+
+
+class _Repr:
+    """A value the server could only send as its repr: shown as it was."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _refusal(response: httpx.Response) -> Exception:
+    """The exception a refused request stands for (the local API's, where the server names it)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    reason = body.get("reason") if isinstance(body, dict) else None
+    reason = reason or f"{response.status_code} {response.reason_phrase}"
+    kind = body.get("error") if isinstance(body, dict) else None
+    if kind in _ARGUMENT_ERRORS and "argument" in body:
+        value = body["value"] if "value" in body else _Repr(body.get("valueRepr", "?"))
+        return _ARGUMENT_ERRORS[kind](body["argument"], value, body.get("accepted", ""), body.get("detail"))
+    if kind in _ERRORS:
+        return _ERRORS[kind](reason)
+    if response.status_code == 404:
+        return errors.NotFoundError(reason)
+    return errors.SeglogError(f"the server refused {response.request.method} {response.request.url.path} "
+                              f"({response.status_code}): {reason}")
+
+
+def _part(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _topic_path(topic: str) -> str:
+    name = TopicName.parse(topic)
+    return "/".join(_part(p) for p in name.path_parts())
+
+
+def _namespace_path(namespace: str) -> str:
+    name = NamespaceName.parse(namespace)
+    return f"{_part(name.tenant)}/{_part(name.namespace)}"
+
+
+class Http:
+    """Requests to one server; each answer's JSON, or the refusal raised as the local API would raise it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S)
+
+    def call(self, method: str, path: str, body: Any = None, *, content: bytes | None = None,
+             params: Mapping[str, str] | None = None, raw: bool = False) -> Any:
+        try:
+            response = self.client.request(method, path, params=params, content=content if body is None else
+                                           json.dumps(body).encode(),
+                                           headers={"Content-Type": "application/json"})
+        except httpx.HTTPError as error:
+            raise CliError(f"cannot reach the seglog server at {self.url}: {error}", EXIT_FAILURE) from None
+        if response.status_code >= 400:
+            raise _refusal(response)
+        if raw:
+            return response.text
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RemotePolicyLevel:
+    """PolicyLevel's getters and setters over Pulsar's policy paths (Pulsar's units on the wire)."""
+
+    def __init__(self, http: Http) -> None:
+        self._http = http
+
+    def _base(self, name: str) -> str:
+        raise NotImplementedError
+
+    def set_retention(self, name: str, *, size: Any, time: Any) -> None:
+        retention = Retention.parse(size=size, time=time)  # refused here as locally, before any request
+        self._http.call("POST", f"{self._base(name)}/retention", retention.to_admin())
+
+    def get_retention(self, name: str) -> dict[str, int] | None:
+        return self._http.call("GET", f"{self._base(name)}/retention")
+
+    def remove_retention(self, name: str) -> None:
+        self._http.call("DELETE", f"{self._base(name)}/retention")
+
+    def set_message_ttl(self, name: str, seconds: Any) -> None:
+        self._set_ttl(name, parse_ttl(seconds) // SECOND_MS)
+
+    def _set_ttl(self, name: str, seconds: int) -> None:
+        raise NotImplementedError
+
+    def get_message_ttl(self, name: str) -> int | None:
+        return self._http.call("GET", f"{self._base(name)}/messageTTL")
+
+    def remove_message_ttl(self, name: str) -> None:
+        self._http.call("DELETE", f"{self._base(name)}/messageTTL")
+
+    def set_backlog_quota(self, name: str, limit: Any = None, limit_time: Any = None,
+                          policy: str = "producer_request_hold", type: str = "destination_storage") -> None:  # noqa: A002
+        quota = BacklogQuota.parse(type=type, limit=limit, limit_time=limit_time, policy=policy)
+        body = ({"limitSize": quota.limit, "policy": quota.policy} if type == "destination_storage"
+                else {"limitTime": quota.limit // SECOND_MS, "policy": quota.policy})
+        self._http.call("POST", f"{self._base(name)}/backlogQuota", body, params={"backlogQuotaType": type})
+
+    def get_backlog_quotas(self, name: str) -> dict[str, dict[str, Any]]:
+        quotas = self._http.call("GET", f"{self._base(name)}/backlogQuotaMap")
+        return {t: ({"limit": q["limitSize"]} if t == "destination_storage" else {"limitTime": q["limitTime"]})
+                | {"policy": q["policy"]} for t, q in quotas.items()}
+
+    def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
+        if type not in QUOTA_TYPES:
+            raise errors.InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
+        self._http.call("DELETE", f"{self._base(name)}/backlogQuota", params={"backlogQuotaType": type})
+
+
+class RemoteTenants:
+    def __init__(self, http: Http) -> None:
+        self._http = http
+
+    def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
+        validate_part(name, kind="tenant name")
+        self._http.call("PUT", f"/admin/v2/tenants/{_part(name)}", {"adminRoles": [],
+                                                                     "allowedClusters": allowed_clusters})
+
+    def list(self) -> list[str]:
+        return self._http.call("GET", "/admin/v2/tenants")
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self._http.call("GET", f"/admin/v2/tenants/{_part(validate_part(name, kind='tenant name'))}")
+
+    def delete(self, name: str) -> None:
+        self._http.call("DELETE", f"/admin/v2/tenants/{_part(validate_part(name, kind='tenant name'))}")
+
+
+class RemoteNamespaces(RemotePolicyLevel):
+    def _base(self, name: str) -> str:
+        return f"/admin/v2/namespaces/{_namespace_path(name)}"
+
+    def _set_ttl(self, name: str, seconds: int) -> None:
+        self._http.call("POST", f"{self._base(name)}/messageTTL", seconds)
+
+    def create(self, name: str) -> None:
+        self._http.call("PUT", self._base(name))
+
+    def list(self, tenant: str | None = None) -> list[str]:
+        if tenant is not None:
+            return self._http.call("GET", f"/admin/v2/namespaces/{_part(validate_part(tenant, kind='tenant name'))}")
+        return [ns for t in self._http.call("GET", "/admin/v2/tenants")
+                for ns in self._http.call("GET", f"/admin/v2/namespaces/{_part(t)}")]
+
+    def delete(self, name: str) -> None:
+        self._http.call("DELETE", self._base(name))
+
+    def clear_backlog(self, name: str, subscription: str | None = None) -> None:
+        path = f"{self._base(name)}/clearBacklog"
+        self._http.call("POST", path if subscription is None else f"{path}/{_part(subscription)}")
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    """A message as the server's peek gives it: the attributes of seglog.Message that commands print."""
+    partition: int
+    offset: int
+    timestamp: int
+    event_time: int | None
+    key: bytes | None
+    value: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+class RemoteTopics(RemotePolicyLevel):
+    def _base(self, name: str) -> str:
+        return f"/admin/v2/persistent/{_topic_path(name)}"
+
+    def _seglog(self, name: str) -> str:
+        return f"/seglog/v1/topics/{_topic_path(name)}"
+
+    def _subscription(self, topic: str, subscription: str, pulsar: bool = True) -> str:
+        if pulsar:
+            return f"{self._base(topic)}/subscription/{_part(subscription)}"
+        return f"{self._seglog(topic)}/subscriptions/{_part(subscription)}"
+
+    def _set_ttl(self, name: str, seconds: int) -> None:
+        self._http.call("POST", f"{self._base(name)}/messageTTL", params={"messageTTL": str(seconds)})
+
+    def create(self, topic: str, partitions: int = 1, **topic_config: Any) -> dict[str, Any]:
+        return self._http.call("PUT", self._seglog(topic), {"partitions": partitions,
+                                                             "settings": topic_config})
+
+    def delete(self, topic: str, force: bool = False) -> None:
+        self._http.call("DELETE", self._seglog(topic), params={"force": "true"} if force else None)
+
+    def describe(self, topic: str) -> dict[str, Any]:
+        return self._http.call("GET", self._seglog(topic))
+
+    def set_config(self, topic: str, **topic_config: Any) -> None:
+        self._http.call("POST", f"{self._seglog(topic)}/settings", topic_config)
+
+    def stats(self, topic: str) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._seglog(topic)}/stats")
+
+    def internal_stats(self, topic: str) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._seglog(topic)}/internal-stats")
+
+    def explain_retention(self, topic: str) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._seglog(topic)}/explain")
+
+    def update_partitions(self, topic: str, partitions: int) -> None:
+        self._http.call("POST", f"{self._base(topic)}/partitions", partitions)
+
+    def subscriptions(self, topic: str) -> list[str]:
+        return self._http.call("GET", f"{self._base(topic)}/subscriptions")
+
+    def create_subscription(self, topic: str, subscription: str, offsets: Mapping[int, int] | str = "latest") -> None:
+        validate_subscription_name(subscription)
+        body = offsets if isinstance(offsets, str) else {"offsets": {str(p): o for p, o in offsets.items()}}
+        self._http.call("PUT", self._subscription(topic, subscription, pulsar=False), body)
+
+    def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> None:
+        self._http.call("DELETE", self._subscription(topic, subscription),
+                        params={"force": "true"} if force else None)
+
+    def reset_cursor_to_time(self, topic: str, subscription: str, timestamp: int) -> bool:
+        self._http.call("POST", f"{self._subscription(topic, subscription, pulsar=False)}/reset",
+                        {"timestamp": timestamp})
+        return True
+
+    def reset_cursor(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        self._http.call("POST", f"{self._subscription(topic, subscription, pulsar=False)}/reset",
+                        {"offsets": {str(p): o for p, o in offsets.items()}})
+        return True
+
+    def skip(self, topic: str, subscription: str, count: int) -> int:
+        path = f"{self._subscription(topic, subscription, pulsar=False)}/skip/{count}"
+        return self._http.call("POST", path)["skipped"]
+
+    def expire_messages(self, topic: str, subscription: str, seconds: Any) -> int:
+        from seglog.units import parse_duration
+        ms = parse_duration(seconds, argument="expire time", unit="s")
+        path = f"{self._subscription(topic, subscription, pulsar=False)}/expire/{-(-ms // SECOND_MS)}"
+        return self._http.call("POST", path)["expired"]
+
+    def peek_messages(self, topic: str, subscription: str, count: int = 1) -> list[PeekedMessage]:
+        found = self._http.call("GET", f"{self._subscription(topic, subscription, pulsar=False)}/peek",
+                                params={"count": str(count)})
+        return [PeekedMessage(m["partition"], m["offset"], m["timestamp"], m["eventTime"],
+                              None if m["key"] is None else base64.b64decode(m["key"]), base64.b64decode(m["value"]),
+                              m["properties"]) for m in found]
+
+    def clear_backlog(self, topic: str, subscription: str | None = None) -> None:
+        if subscription is None:
+            for name in self.subscriptions(topic):
+                self._http.call("POST", f"{self._subscription(topic, name)}/skip_all")
+            return
+        self._http.call("POST", f"{self._subscription(topic, subscription)}/skip_all")
+
+
+    def list_with_settings(self) -> list[dict[str, Any]]:
+        return self._http.call("GET", "/seglog/v1/topics")
+
+    # after every method annotated with list[...]: in the class, `list` is this method from here on
+
+    def list(self) -> list[str]:
+        return [t["name"] for t in self.list_with_settings()]
+
+
+class RemoteAdmin:
+    """seglog.admin.api.Admin's surface, on a server: `tenants`, `namespaces`, `topics`, `run_maintenance`,
+    `metrics`, `now_ms`."""
+
+    def __init__(self, url: str) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise errors.InvalidArgumentError("url", url, "the server's HTTP URL, http://HOST:PORT (seglog serve "
+                                              "prints it)")
+        self._http = Http(url)
+        self.tenants = RemoteTenants(self._http)
+        self.namespaces = RemoteNamespaces(self._http)
+        self.topics = RemoteTopics(self._http)
+
+    def run_maintenance(self) -> MaintenanceReport:
+        report = self._http.call("POST", "/seglog/v1/maintenance")
+        return MaintenanceReport([tuple(s) for s in report["deleted_segments"]], report["freed_bytes"],
+                                 report["expired"], report["evicted"],
+                                 [tuple(s) for s in report["skipped_partitions"]])
+
+    def metrics(self) -> str:
+        return self._http.call("GET", "/metrics", raw=True)
+
+    def now_ms(self) -> int:
+        """This machine's clock (reset-cursor --time counts back from it)."""
+        return int(time.time() * 1000)
+
+    def close(self) -> None:
+        self._http.close()
+

@@ -1,0 +1,131 @@
+"""What every route module shares: the Route table entry, the context handlers run in (the Broker's admin API,
+the binary protocol's BrokerService, the thread pool), and the request and response helpers.
+
+Handlers never block the event loop: every call into the admin API (SQLite, cursor files, segment reads) goes
+through `context.blocking`, which runs it in the server's thread pool, as connection.py does for the binary
+protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from seglog.admin.api import Admin
+from seglog.broker import Broker
+from seglog.names import NamespaceName, TopicName
+from seglog.server.rest.errors import RestError
+from seglog.server.service import BrokerService
+
+T = TypeVar("T")
+
+Handler = Callable[[web.Request, "RestContext"], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: method, path (aiohttp's `{name}` placeholders), handler, and what the OpenAPI document
+    says of it (summary, the request body, the status codes it answers)."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    codes: tuple[int, ...] = (200,)
+    body: str | None = None  # the request body, described (None: no body)
+    query: tuple[str, ...] = ()  # query parameters it reads
+
+
+@dataclass
+class RestContext:
+    broker: Broker
+    admin: Admin
+    service: BrokerService
+    executor: Executor
+    http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl
+
+    async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, lambda: function(*args, **kwargs))
+
+
+CONTEXT = web.AppKey("seglog", RestContext)
+
+
+def wrap(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await handler(request, request.app[CONTEXT])
+    handle.__name__ = handler.__name__
+    return handle
+
+
+# requests
+
+def tenant_of(request: web.Request) -> str:
+    return request.match_info["tenant"]
+
+
+def namespace_of(request: web.Request) -> str:
+    """'tenant/namespace' of the path, validated (InvalidNameError: 412)."""
+    return str(NamespaceName(request.match_info["tenant"], request.match_info["namespace"]))
+
+
+def topic_of(request: web.Request) -> TopicName:
+    """The topic of the path, validated (InvalidNameError: 412)."""
+    return TopicName(request.match_info["tenant"], request.match_info["namespace"], request.match_info["topic"])
+
+
+async def json_body(request: web.Request, what: str, *, optional: bool = False) -> Any:
+    """The request's JSON body; 400 naming `what` was expected when it is not JSON (or missing, unless
+    `optional`: then None)."""
+    text = await request.text()
+    if not text.strip():
+        if optional:
+            return None
+        raise RestError(400, f"the request has no body; expected {what}")
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise RestError(400, f"the request body is not JSON ({error}); expected {what}") from None
+
+
+def query_flag(request: web.Request, name: str) -> bool:
+    """A boolean query flag (`?force=true`); 400 for a value that is neither true nor false."""
+    value = request.query.get(name)
+    if value is None or value.lower() == "false":
+        return False
+    if value.lower() in ("true", ""):
+        return True
+    raise RestError(400, f"query parameter {name}={value!r}: expected true or false")
+
+
+def int_of(value: Any, what: str, *, minimum: int | None = None) -> int:
+    """`value` if it is an int (not a bool) of at least `minimum`; else 400 naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise RestError(400, f"{what} must be an integer{bound}, not {json.dumps(value)}")
+    return value
+
+
+def path_int(request: web.Request, name: str, what: str, *, minimum: int = 0) -> int:
+    text = request.match_info[name]
+    try:
+        value = int(text)
+    except ValueError:
+        raise RestError(400, f"{what} {text!r} is not an integer") from None
+    return int_of(value, what, minimum=minimum)
+
+
+# responses
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+def json_response(document: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, text=json.dumps(document), content_type="application/json")

@@ -1,0 +1,38 @@
+"""Health, metrics and the HTTP lookup (the client's `http://` service URL)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from seglog.server.rest.base import RestContext, Route, json_response
+from seglog.server.rest.errors import RestError
+
+
+async def health(request: web.Request, ctx: RestContext) -> web.Response:
+    return web.Response(text="ok", content_type="text/plain")
+
+
+async def metrics(request: web.Request, ctx: RestContext) -> web.Response:
+    text = await ctx.blocking(ctx.admin.metrics)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+async def lookup(request: web.Request, ctx: RestContext) -> web.Response:
+    """Where a topic is served: always this server (`brokerUrl`, `httpUrl`); a topic not created yet in an
+    existing namespace too (producers create it), a missing namespace 404."""
+    domain = request.match_info["domain"]
+    if domain != "persistent":
+        raise RestError(412, f"{domain}:// topics are not served: seglog has persistent topics only")
+    info = request.match_info
+    await ctx.blocking(ctx.service.resolve, f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}",
+                       False)
+    return json_response({"brokerUrl": ctx.service.settings.broker_url, "brokerUrlTls": "",
+                          "httpUrl": ctx.http_url, "httpUrlTls": ""})
+
+
+ROUTES = [
+    Route("GET", "/admin/v2/brokers/health", health, "200 ok while the server serves."),
+    Route("GET", "/metrics", metrics, "Every topic's stats in Prometheus' text format."),
+    Route("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", lookup,
+          "The broker serving a topic: {brokerUrl, brokerUrlTls, httpUrl, httpUrlTls}.", (200, 404, 412)),
+]

@@ -1,0 +1,153 @@
+"""/admin/v2/namespaces: namespaces, their Policies, their topics, clearing their backlog; the policies
+themselves are in policies.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from seglog.names import NamespaceName
+from seglog.names import validate_subscription_name as check_subscription
+from seglog.server.rest.base import (
+    RestContext,
+    Route,
+    json_body,
+    json_response,
+    namespace_of,
+    no_content,
+    query_flag,
+    tenant_of,
+)
+from seglog.server.rest.errors import RestError
+from seglog.server.rest.policies import NAMESPACE_ROUTES, backlog_quota, parse_backlog_quota, parse_retention
+from seglog.server.rest.topics import pulsar_topic_names
+
+NAMESPACES = "/admin/v2/namespaces/{tenant}"
+NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
+POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds and backlog_quota_map are applied; "
+            "replication_clusters and auth_policies are accepted and not kept (one cluster, no authorization yet)")
+
+
+async def list_namespaces(request: web.Request, ctx: RestContext) -> web.Response:
+    return json_response(await ctx.blocking(ctx.admin.namespaces.list, tenant_of(request)))
+
+
+def _policies(ctx: RestContext, name: str) -> dict[str, Any]:
+    namespaces = ctx.admin.namespaces
+    if name not in namespaces.list(name.split("/")[0]):
+        raise RestError(404, f"namespace {name} does not exist")
+    return {"retention_policies": namespaces.get_retention(name),
+            "message_ttl_in_seconds": namespaces.get_message_ttl(name),
+            "backlog_quota_map": {t: backlog_quota(q) for t, q in namespaces.get_backlog_quotas(name).items()},
+            "replication_clusters": [ctx.service.settings.cluster], "deleted": False}
+
+
+async def get_policies(request: web.Request, ctx: RestContext) -> web.Response:
+    return json_response(await ctx.blocking(_policies, ctx, namespace_of(request)))
+
+
+def _create(ctx: RestContext, name: str, body: Any) -> None:
+    """Create the namespace, then set the policies the body gives (each checked before the namespace is made)."""
+    body = body or {}
+    if not isinstance(body, dict):
+        raise RestError(400, f"expected {POLICIES}")
+    changes: list[tuple[str, dict[str, Any]]] = []
+    if body.get("retention_policies") is not None:
+        size, time = parse_retention(body["retention_policies"])
+        changes.append(("set_retention", {"size": size, "time": time}))
+    if body.get("message_ttl_in_seconds") is not None:
+        changes.append(("set_message_ttl", {"seconds": body["message_ttl_in_seconds"]}))
+    quotas = body.get("backlog_quota_map") or {}
+    if not isinstance(quotas, dict):
+        raise RestError(400, "backlog_quota_map must be an object: {type: BacklogQuota}")
+    for quota_type, quota in quotas.items():
+        if quota_type not in ("destination_storage", "message_age"):
+            raise RestError(400, f"backlog_quota_map: unknown backlog quota type {quota_type!r}")
+        changes.append(("set_backlog_quota", parse_backlog_quota(quota, quota_type)))
+    namespaces = ctx.admin.namespaces
+    namespaces.create(name)
+    try:
+        for method, arguments in changes:
+            getattr(namespaces, method)(name, **arguments)
+    except BaseException:
+        namespaces.delete(name)  # refused policies: no namespace either
+        raise
+
+
+async def create_namespace(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    await ctx.blocking(_create, ctx, name, await json_body(request, POLICIES, optional=True))
+    return no_content()
+
+
+async def delete_namespace(request: web.Request, ctx: RestContext) -> web.Response:
+    if query_flag(request, "force"):
+        raise RestError(405, "force deletion of a namespace is not supported: delete its topics first")
+    await ctx.blocking(ctx.admin.namespaces.delete, namespace_of(request))
+    return no_content()
+
+
+def _topics(ctx: RestContext, name: str) -> list[str]:
+    if name not in ctx.admin.namespaces.list(name.split("/")[0]):
+        raise RestError(404, f"namespace {name} does not exist")
+    return pulsar_topic_names(ctx, name, partitioned=False)
+
+
+async def list_topics(request: web.Request, ctx: RestContext) -> web.Response:
+    mode = request.query.get("mode", "PERSISTENT")
+    if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
+        raise RestError(400, f"mode={mode!r}: expected PERSISTENT, NON_PERSISTENT or ALL")
+    if mode == "NON_PERSISTENT":
+        await ctx.blocking(_topics, ctx, namespace_of(request))  # 404 for a missing namespace all the same
+        return json_response([])
+    return json_response(await ctx.blocking(_topics, ctx, namespace_of(request)))
+
+
+async def clear_backlog(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    subscription = request.match_info.get("subscription")
+    if subscription is not None:
+        check_subscription(subscription)
+    await ctx.blocking(_checked_namespace_call, ctx, name, ctx.admin.namespaces.clear_backlog, subscription)
+    return no_content()
+
+
+def _checked_namespace_call(ctx: RestContext, name: str, call: Any, *args: Any) -> None:
+    if name not in ctx.admin.namespaces.list(str(NamespaceName.parse(name).tenant)):
+        raise RestError(404, f"namespace {name} does not exist")
+    call(name, *args)
+
+
+def _unsubscribe(ctx: RestContext, name: str, subscription: str) -> None:
+    """Delete the subscription on every topic of the namespace that has it."""
+    for topic in ctx.broker.catalog.topic_names():
+        if topic.startswith(f"{name}/") and subscription in ctx.admin.topics.subscriptions(topic):
+            ctx.admin.topics.unsubscribe(topic, subscription)
+
+
+async def unsubscribe(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    subscription = check_subscription(request.match_info["subscription"])
+    await ctx.blocking(_checked_namespace_call, ctx, name, lambda n, s: _unsubscribe(ctx, n, s), subscription)
+    return no_content()
+
+
+ROUTES = [
+    Route("GET", NAMESPACES, list_namespaces, "The tenant's namespaces ('tenant/namespace').", (200, 404, 412)),
+    Route("PUT", NAMESPACE, create_namespace, "Create a namespace.", (204, 400, 404, 409, 412), POLICIES),
+    Route("GET", NAMESPACE, get_policies, "The namespace's Policies.", (200, 404, 412)),
+    Route("DELETE", NAMESPACE, delete_namespace, "Delete a namespace without topics.", (204, 404, 405, 409, 412),
+          query=("force",)),
+    Route("GET", f"{NAMESPACE}/topics", list_topics, "The namespace's topics (persistent://..., partitions by "
+                                                     "their -partition-N names).", (200, 400, 404, 412),
+          query=("mode",)),
+    Route("POST", f"{NAMESPACE}/clearBacklog", clear_backlog, "Acknowledge everything on every topic of the "
+                                                              "namespace, for every subscription.",
+          (204, 400, 404, 412)),
+    Route("POST", f"{NAMESPACE}/clearBacklog/{{subscription}}", clear_backlog,
+          "Acknowledge everything on every topic of the namespace, for one subscription.", (204, 400, 404, 412)),
+    Route("POST", f"{NAMESPACE}/unsubscribe/{{subscription}}", unsubscribe,
+          "Delete a subscription on every topic of the namespace.", (204, 404, 412)),
+    *NAMESPACE_ROUTES,
+]

@@ -1,0 +1,123 @@
+"""Topic stats and internal stats in Pulsar's shapes (TopicStats, PartitionedTopicStats,
+PersistentTopicInternalStats), made from what seglog's admin stats compute plus the server's connected
+producers and consumers.
+
+seglog measures no rates or counters yet: msgRateIn/Out, msgThroughputIn/Out and the *Counter keys are 0.
+Positions are message ids as the binary protocol sends them (`0:offset`, server/protocol/message_ids.py);
+in internalStats a ledger is a segment, its `ledgerId` the segment's base offset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.admin.stats import consumer_states, partition_backlogs
+from seglog.catalog.topics import TopicRef
+from seglog.server.protocol.message_ids import LEDGER_ID
+from seglog.server.rest.base import RestContext
+
+PULSAR_TYPES = {"exclusive": "Exclusive", "shared": "Shared", "failover": "Failover", "key_shared": "Key_Shared"}
+
+
+def position(offset: int) -> str:
+    """A position as Pulsar's `ledgerId:entryId`, by the message-id rule (entryId -1: before the first)."""
+    return f"{LEDGER_ID}:{offset}"
+
+
+def _publisher(name: str) -> dict[str, Any]:
+    return {"producerName": name, "accessMode": "Shared", "msgRateIn": 0.0, "msgThroughputIn": 0.0,
+            "averageMsgSize": 0.0, "chunkedMessageRate": 0.0, "address": None, "connectedSince": None,
+            "clientVersion": None, "metadata": {}, "supportsPartialProducer": False}
+
+
+def _consumer(state: dict[str, Any]) -> dict[str, Any]:
+    return {"consumerName": state["name"], "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgRateRedeliver": 0.0,
+            "availablePermits": state["permits"] or 0, "unackedMessages": state["unacked"],
+            "blockedConsumerOnUnackedMsgs": False, "address": None, "connectedSince": None, "clientVersion": None,
+            "msgOutCounter": 0, "bytesOutCounter": 0, "lastAckedTimestamp": 0, "lastConsumedTimestamp": 0,
+            "metadata": {}}
+
+
+def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, Any],
+                  backlog: dict[str, int] | None = None) -> dict[str, Any]:
+    consumers = [_consumer(state) for state in consumer_states(ctx.broker, ref, name)]
+    messages = seglog["msgBacklog"] if backlog is None else backlog["msgBacklog"]
+    size = seglog["backlogSize"] if backlog is None else backlog["backlogSize"]
+    return {"msgRateOut": 0.0, "msgThroughputOut": 0.0, "bytesOutCounter": 0, "msgOutCounter": 0,
+            "msgRateRedeliver": 0.0, "msgRateExpired": 0.0, "totalMsgExpired": seglog["msgExpired"],
+            "msgBacklog": messages, "msgBacklogNoDelayed": messages, "msgDelayed": 0, "backlogSize": size,
+            "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+            "type": PULSAR_TYPES.get(seglog["type"], seglog["type"]),
+            "activeConsumerName": consumers[0]["consumerName"] if consumers else None, "consumers": consumers,
+            "isDurable": True, "isReplicated": False, "messageAckRate": 0.0, "lastExpireTimestamp": 0,
+            "lastConsumedTimestamp": 0, "lastAckedTimestamp": 0, "lastMarkDeleteAdvancedTimestamp": 0,
+            "subscriptionProperties": {}, "nonContiguousDeletedMessagesRanges": 0}
+
+
+def _topic_stats(seglog: dict[str, Any], publishers: list[str], subscriptions: dict[str, Any],
+                 storage: int, backlog: int) -> dict[str, Any]:
+    return {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
+            "msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0,
+            "averageMsgSize": 0.0, "msgChunkPublished": False, "storageSize": storage, "backlogSize": backlog,
+            "offloadedStorageSize": 0, "earliestMsgPublishTimeInBacklogs": 0,
+            "publishers": [_publisher(name) for name in publishers], "waitingPublishers": 0,
+            "subscriptions": subscriptions, "replication": {}, "deduplicationStatus": "Disabled",
+            "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0}
+
+
+def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -> dict[str, Any]:
+    """TopicStats of a topic (every partition together); `producers` are the connected producers' names by
+    partition (BrokerService.producer_names, read on the loop's thread)."""
+    ref = ctx.broker.topic(topic)
+    seglog = ctx.admin.topics.stats(topic)
+    subscriptions = {name: _subscription(ctx, ref, name, s) for name, s in seglog["subscriptions"].items()}
+    return _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
+                        seglog["storageSize"], seglog["backlogSize"])
+
+
+def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]], per_partition: bool
+                      ) -> dict[str, Any]:
+    """PartitionedTopicStats: the aggregate, `metadata.partitions`, and each partition's TopicStats."""
+    ref = ctx.broker.topic(topic)
+    stats = topic_stats(ctx, topic, producers)
+    stats["metadata"] = {"partitions": ref.partitions}
+    stats["partitions"] = {}
+    if per_partition:
+        seglog = ctx.admin.topics.stats(topic)
+        backlogs = partition_backlogs(ctx.broker, ref)
+        for p in range(ref.partitions):
+            subscriptions = {name: _subscription(ctx, ref, name, s, backlogs[name][p])
+                             for name, s in seglog["subscriptions"].items() if name in backlogs}
+            slowest = max((s["backlogSize"] for s in subscriptions.values()), default=0)
+            stats["partitions"][f"persistent://{ref.name}-partition-{p}"] = _topic_stats(
+                seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest)
+    return stats
+
+
+def internal_stats(ctx: RestContext, topic: str, partition: int = 0) -> dict[str, Any]:
+    """PersistentTopicInternalStats of one partition."""
+    seglog = ctx.admin.topics.internal_stats(topic)["partitions"][str(partition)]
+    segments = seglog["segments"]
+    active = segments[-1] if segments else None
+    end = active["nextOffset"] if active else 0
+    ledgers = [{"ledgerId": s["baseOffset"], "entries": s["messages"], "size": s["size"], "timestamp": s["lastWriteMs"],
+                "offloaded": False, "underReplicated": False, "metadata": None} for s in segments]
+    cursors = {}
+    for name, cursor in seglog["cursors"].items():
+        gaps = cursor["ackedRanges"]
+        cursors[name] = {
+            "markDeletePosition": position(cursor["markDeletePosition"]),
+            "readPosition": position(cursor["readPosition"]), "waitingReadOp": False, "pendingReadOps": 0,
+            "messagesConsumedCounter": 0, "cursorLedger": -1, "cursorLedgerLastEntry": -1,
+            "individuallyDeletedMessages": "[" + ",".join(f"({position(a - 1)}..{position(b - 1)}]"
+                                                          for a, b in gaps) + "]",
+            "lastLedgerSwitchTimestamp": "", "state": "Open",
+            "numberOfEntriesSinceFirstNotAckedMessage": max(cursor["readPosition"] - cursor["markDeletePosition"], 1),
+            "totalNonContiguousDeletedMessagesRange": len(gaps), "properties": {}}
+    return {"entriesAddedCounter": seglog["numberOfEntries"], "numberOfEntries": seglog["numberOfEntries"],
+            "totalSize": seglog["totalSize"], "currentLedgerEntries": active["messages"] if active else 0,
+            "currentLedgerSize": active["size"] if active else 0,
+            "lastLedgerCreatedTimestamp": "", "lastLedgerCreationFailureTimestamp": "",
+            "waitingCursorsCount": 0, "pendingAddEntriesCount": 0, "lastConfirmedEntry": position(end - 1),
+            "state": "LedgerOpened", "ledgers": ledgers, "cursors": cursors, "schemaLedgers": [],
+            "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                                "underReplicated": False}}

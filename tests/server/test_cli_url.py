@@ -1,0 +1,200 @@
+"""`seglog --url http://HOST:PORT`: every admin command on a server answers as it does on a data directory.
+
+Two copies of one data directory: the CLI runs each command with --data on the first, and with --url on a
+`seglog serve` of the second, in the same order, and the outputs and exit codes must be the same (values
+that depend on the moment, such as ages, are left out of the comparison)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import seglog
+from helpers_server import start_server
+from seglog.cli import main
+from seglog.cli.base import AdminCommand
+
+# (arguments, input) in the order they run; each mutating one runs on both copies
+STEPS: list[tuple[str, ...]] = [
+    ("tenants", "list"), ("tenants", "list", "--json"), ("tenants", "get", "public"),
+    ("tenants", "create", "geo", "-c", "standalone"), ("tenants", "get", "geo"),
+    ("tenants", "create", "acme"), ("tenants", "create", "b d"),
+    ("namespaces", "list"), ("namespaces", "list", "acme", "--json"), ("namespaces", "list", "nope"),
+    ("namespaces", "create", "acme/more"), ("namespaces", "create", "acme/ns"), ("namespaces", "create", "nope/ns"),
+    ("namespaces", "set-retention", "acme/ns", "--size", "10G", "--time", "3h"),
+    ("namespaces", "set-retention", "acme/ns", "--size", "0", "--time", "3h"),
+    ("namespaces", "get-retention", "acme/ns"), ("namespaces", "remove-retention", "acme/more"),
+    ("namespaces", "set-message-ttl", "acme/ns", "--messageTTL", "2h"), ("namespaces", "get-message-ttl", "acme/ns"),
+    ("namespaces", "set-backlog-quota", "acme/ns", "--limit", "2G", "--policy", "producer_exception"),
+    ("namespaces", "set-backlog-quota", "acme/ns", "-lt", "1h", "-p", "consumer_backlog_eviction", "-t",
+     "message_age"),
+    ("namespaces", "get-backlog-quotas", "acme/ns"),
+    ("namespaces", "remove-backlog-quota", "acme/ns", "-t", "message_age"),
+    ("namespaces", "remove-message-ttl", "acme/ns"), ("namespaces", "get-message-ttl", "acme/ns"),
+    ("namespaces", "get-retention", "acme/nope"),
+    ("topic", "create", "acme/ns/new", "-p", "3", "--segment-size", "1 MiB"),
+    ("topic", "create", "acme/ns/new"), ("topic", "create", "acme/ns/b$d"),
+    ("topic", "list"), ("topic", "list", "--json"),
+    ("topic", "describe", "acme/ns/orders"), ("topic", "describe", "acme/ns/orders", "--json"),
+    ("topic", "describe", "nope"),
+    ("topic", "update", "acme/ns/new", "--retention-time", "2d"), ("topic", "update", "acme/ns/new", "--fsync", "x"),
+    ("topic", "update-partitioned-topic", "acme/ns/new", "-p", "4"),
+    ("topic", "update-partitioned-topic", "acme/ns/new", "-p", "2"),
+    ("topics", "set-retention", "acme/ns/orders", "--size", "1G", "--time", "1h"),
+    ("topics", "get-retention", "acme/ns/orders"), ("topics", "remove-retention", "acme/ns/orders"),
+    ("topics", "set-message-ttl", "acme/ns/orders", "--messageTTL", "600"),
+    ("topics", "get-message-ttl", "acme/ns/orders"), ("topics", "remove-message-ttl", "acme/ns/orders"),
+    ("topics", "set-backlog-quota", "acme/ns/orders", "-l", "1M", "-p", "producer_request_hold"),
+    ("topics", "get-backlog-quotas", "acme/ns/orders"),
+    ("topics", "remove-backlog-quota", "acme/ns/orders"),
+    ("topics", "subscriptions", "acme/ns/orders"), ("topics", "subscriptions", "events", "--json"),
+    ("topics", "create-subscription", "acme/ns/orders", "-s", "fresh", "-m", "earliest"),
+    ("topics", "create-subscription", "acme/ns/orders", "-s", "mid", "-m", "0:4"),
+    ("topics", "create-subscription", "acme/ns/orders", "-s", "late"),
+    ("topics", "create-subscription", "acme/ns/orders", "-s", "fresh"),
+    ("topics", "skip", "acme/ns/orders", "-s", "fresh", "-n", "2"),
+    ("topics", "skip", "acme/ns/orders", "-s", "nope", "-n", "2"),
+    ("topics", "peek-messages", "acme/ns/orders", "-s", "fresh", "-n", "3"),
+    ("topics", "peek-messages", "events", "-s", "all", "-n", "2", "--format", "json"),
+    ("topics", "peek-messages", "acme/ns/orders", "-s", "late"),
+    ("topics", "reset-cursor", "acme/ns/orders", "-s", "fresh", "-m", "0:1"),
+    ("topics", "reset-cursor", "events", "-s", "all", "-m", "1:2", "-e"),
+    ("topics", "reset-cursor", "acme/ns/orders", "-s", "late", "-t", "1h"),
+    ("topics", "expire-messages", "acme/ns/orders", "-s", "mid", "-t", "3600"),
+    ("topics", "expire-messages", "acme/ns/orders", "-s", "mid", "-t", "0"),
+    ("topics", "clear-backlog", "acme/ns/orders", "-s", "fresh"),
+    ("topics", "stats", "acme/ns/orders"), ("topics", "stats", "events"), ("topics", "internal-stats", "events"),
+    ("topics", "stats-internal", "acme/ns/orders"), ("topics", "explain", "events", "--json"),
+    ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),
+    ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),
+    ("namespaces", "clear-backlog", "acme/ns", "-f"), ("namespaces", "clear-backlog", "acme/nope", "-f"),
+    ("topics", "stats", "acme/ns/orders"),
+    ("topic", "delete", "acme/ns/new"), ("topic", "delete", "acme/ns/new"),
+    ("namespaces", "delete", "acme/ns"), ("namespaces", "delete", "acme/more"),
+    ("tenants", "delete", "acme"), ("tenants", "delete", "geo"), ("tenants", "delete", "public"),
+    ("maintenance",), ("metrics",),
+]
+# what depends on the moment a command runs, or on the server's background work (a spare segment made ahead)
+_MOMENT = {"oldestUnackedMessageAgeSeconds", "oldestBacklogMessageAgeSeconds", "timeSeconds", "nowMs",
+           "deletedAtMs", "spareSegmentReady", "physicalStorageSize"}
+
+
+def _normalized(output: str) -> str:
+    try:
+        document = json.loads(output)
+    except ValueError:
+        return re.sub(r"^(\w*(_age_|physical)\w*\{[^}]*\}) .*$", r"\1", output, flags=re.M)
+    return json.dumps(_drop(document), indent=2)
+
+
+def _drop(value):
+    if isinstance(value, dict):
+        return {k: "<moment>" if k in _MOMENT else _drop(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_drop(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """(the local data directory, the server of its copy)."""
+    root = tmp_path_factory.mktemp("url")
+    local = root / "local"
+    with seglog.open(local) as log:
+        log.admin.tenants.create("acme")
+        log.admin.namespaces.create("acme/ns")
+        orders = log.create_topic("acme/ns/orders")
+        events = log.create_topic("events", partitions=2)
+        events.subscribe("all", initial_position="earliest").close()
+        with orders.producer() as producer:
+            for i in range(10):
+                producer.send(f"order-{i}".encode(), key=f"k{i % 3}".encode(), properties={"n": str(i)},
+                              timestamp=1_700_000_000_000 + i)
+        with events.producer() as producer:
+            for i in range(8):
+                producer.send(f"event-{i}".encode(), key=str(i).encode(), timestamp=1_700_000_000_000 + i)
+    with seglog.open(local) as log:  # the fixture's own tenant and namespace are made by the steps
+        log.delete_topic("acme/ns/orders")
+        log.admin.namespaces.delete("acme/ns")
+        log.admin.tenants.delete("acme")
+    shutil.copytree(local, root / "served")
+    server = start_server(root / "served")
+    yield local, server
+    server.stop()
+
+
+def _run(*args: str):
+    runner = CliRunner(env={"SEGLOG_DATA": None, "SEGLOG_URL": None, "COLUMNS": "200", "NO_COLOR": "1"})
+    return runner.invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("step", STEPS, ids=" ".join)
+def test_each_admin_command_answers_the_same_on_a_server(both, step):
+    local, server = both
+    on_data = _run("--data", str(local), *step)
+    on_url = _run("--url", server.http_url, *step)
+    assert on_url.exit_code == on_data.exit_code, (on_data.output, on_url.output)
+    assert _normalized(on_url.output) == _normalized(on_data.output)
+
+
+def _admin_leaves(command: click.Command = main, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    if isinstance(command, click.Group):
+        return {leaf for name, sub in command.commands.items() for leaf in _admin_leaves(sub, (*path, name))}
+    return {path} if isinstance(command, AdminCommand) else set()
+
+
+def test_every_admin_command_is_compared():
+    groups = {"topics": "topic"}  # one group under two names
+    compared = {(groups.get(step[0], step[0]), *step[1:2]) if step[0] in ("tenants", "namespaces", "topic", "topics")
+                else step[:1] for step in STEPS}
+    missing = {(groups.get(leaf[0], leaf[0]), *leaf[1:]) for leaf in _admin_leaves()} - compared
+    assert not missing, f"admin commands never run with --url here: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("command", [("produce", "t"), ("consume", "t"), ("check",), ("repair",), ("demo",),
+                                     ("bench",), ("serve", "--cluster", "c")])
+def test_commands_that_are_not_admin_say_they_need_data(command):
+    result = _run("--url", "http://127.0.0.1:9", *command)
+    assert result.exit_code == 2
+    assert f"`seglog {command[0]}` works on a data directory, not on a server: give --data DIR instead of --url " \
+           "http://127.0.0.1:9" in result.output
+
+
+def test_data_and_url_together_name_both(tmp_path):
+    for args in (("--data", str(tmp_path), "--url", "http://127.0.0.1:9", "tenants", "list"),
+                 ("--url", "http://127.0.0.1:9", "tenants", "list", "--data", str(tmp_path))):
+        result = _run(*args)
+        assert result.exit_code == 2
+        assert f"give --data or --url, not both: --data {tmp_path} and --url http://127.0.0.1:9" in result.output
+
+
+def test_seglog_url_from_the_environment_and_the_command_line_over_it(both, tmp_path):
+    local, server = both
+    runner = CliRunner(env={"SEGLOG_DATA": None, "SEGLOG_URL": server.http_url})
+    assert runner.invoke(main, ["tenants", "list", "--json"]).output == _run("--data", str(local), "tenants", "list",
+                                                                           "--json").output
+    named = runner.invoke(main, ["--data", str(tmp_path / "none"), "tenants", "list"])  # --data given wins
+    assert named.exit_code == 2 and "no seglog data directory" in named.output
+    both_env = CliRunner(env={"SEGLOG_DATA": str(local), "SEGLOG_URL": server.http_url}).invoke(
+        main, ["tenants", "list"])
+    assert both_env.exit_code == 2 and "($SEGLOG_DATA and $SEGLOG_URL)" in both_env.output
+
+
+def test_a_server_that_does_not_answer_is_one_line():
+    result = _run("--url", "http://127.0.0.1:9", "tenants", "list")
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: cannot reach the seglog server at http://127.0.0.1:9")
+    bad = _run("--url", "127.0.0.1:9", "tenants", "list")
+    assert bad.exit_code == 2 and "the server's HTTP URL, http://HOST:PORT" in bad.output
+
+
+def test_serve_refuses_an_invalid_cluster_name_before_anything(tmp_path):
+    result = _run("--data", str(tmp_path / "d"), "serve", "--cluster", "a b", "--port", "0", "--http-port", "0")
+    assert result.exit_code == 2
+    assert "Invalid value for '--cluster': invalid cluster name 'a b'" in result.output
+    assert not (tmp_path / "d").exists()
