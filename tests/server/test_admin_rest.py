@@ -194,6 +194,12 @@ def test_namespace_policies_round_trip(http):
     assert http.get(f"{base}/messageTTL").json() == 300
     assert http.delete(f"{base}/messageTTL").status_code == 204
     assert http.get(f"{base}/messageTTL").json() is None
+    assert http.get(f"{base}/deduplication").json() is None
+    assert http.post(f"{base}/deduplication", json=True).status_code == 204
+    assert http.get(f"{base}/deduplication").json() is True
+    assert http.post(f"{base}/deduplication", json="yes").status_code == 400
+    assert http.delete(f"{base}/deduplication").status_code == 204
+    assert http.get(f"{base}/deduplication").json() is None
     quota = {"limitSize": 2 << 30, "limitTime": -1, "policy": "producer_request_hold"}
     assert http.post(f"{base}/backlogQuota", json=quota).status_code == 204
     age = {"limitTime": 60, "policy": "consumer_backlog_eviction"}

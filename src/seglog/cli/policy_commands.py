@@ -1,4 +1,5 @@
-"""pulsar-admin's policy commands (retention, backlog quotas, message TTL) for one level of policies:
+"""pulsar-admin's policy commands (retention, backlog quotas, message TTL, deduplication) for one level of
+policies:
 `seglog namespaces set-retention NS ...` and `seglog topics set-retention NAME ...`, where a topic's own
 policy overrides its namespace's. Same command and option names as pulsar-admin, so its command lines carry
 over; the getters print the JSON pulsar-admin prints (Pulsar's names and units), which is what
@@ -72,6 +73,23 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
                f"Print the message TTL set on the {noun} in seconds, or null; 0 is no TTL.",
                note=lambda seconds: "0: the message TTL is off" if seconds == 0 else None)
     add_remover("remove_message_ttl", "message TTL")
+    add_getter("get_deduplication", "Print whether deduplication is on (or null).",
+               f"Print whether the {noun} deduplicates server producers' messages by producer name and sequence "
+               "id (true or false), or null when it is not set here.")
+    add_remover("remove_deduplication", "deduplication setting")
+
+    @group.command(name="set-deduplication", short_help="Turn message deduplication on (--enable) or off.",
+                   help=f"Turn on or off the deduplication of the {noun}'s messages sent through seglog serve: a "
+                        "message whose sequence id is not above the last one stored for its producer name is "
+                        "acknowledged and not stored again.")
+    @name_argument
+    @click.option("--enable/--disable", "-e/-d", "enabled", required=True, help="Deduplicate, or not.")
+    @pass_data
+    def set_deduplication(data: DataDir, name: str, enabled: bool) -> None:
+        name = level.parse_name(name)
+        with data.admin() as admin:
+            level.admin(admin).set_deduplication(name, enabled)
+        out().print(f"[green]Set deduplication[/] of {name}: {'on' if enabled else 'off'}")
 
     @group.command(name="set-retention", short_help="Keep acknowledged messages up to --size and --time.",
                    help=f"Set the retention of the {noun}'s acknowledged messages: deleted once older than "

@@ -151,6 +151,19 @@ class RemotePolicyLevel:
         return {t: ({"limit": q["limitSize"]} if t == "destination_storage" else {"limitTime": q["limitTime"]})
                 | {"policy": q["policy"]} for t, q in quotas.items()}
 
+    _DEDUPLICATION = "deduplication"  # Pulsar's path under the level's; a topic's differs
+
+    def set_deduplication(self, name: str, enabled: bool) -> None:
+        if not isinstance(enabled, bool):
+            raise errors.InvalidArgumentError("enabled", enabled, "True or False")
+        self._http.call("POST", f"{self._base(name)}/{self._DEDUPLICATION}", enabled)
+
+    def get_deduplication(self, name: str) -> bool | None:
+        return self._http.call("GET", f"{self._base(name)}/{self._DEDUPLICATION}")
+
+    def remove_deduplication(self, name: str) -> None:
+        self._http.call("DELETE", f"{self._base(name)}/{self._DEDUPLICATION}")
+
     def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
         if type not in QUOTA_TYPES:
             raise errors.InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
@@ -213,6 +226,8 @@ class PeekedMessage:
 
 
 class RemoteTopics(RemotePolicyLevel):
+    _DEDUPLICATION = "deduplicationEnabled"
+
     def _base(self, name: str) -> str:
         return f"/admin/v2/persistent/{_topic_path(name)}"
 

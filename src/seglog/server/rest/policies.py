@@ -1,4 +1,5 @@
-"""The policies namespaces and topics share (retention, message TTL, backlog quotas), as Pulsar's JSON:
+"""The policies namespaces and topics share (retention, message TTL, backlog quotas, deduplication), as
+Pulsar's JSON:
 RetentionPolicies in minutes and MB, the TTL in seconds, BacklogQuota with limitSize (bytes) or limitTime
 (seconds). One set of handlers per level: `namespace_routes` under /admin/v2/namespaces/{t}/{ns},
 `topic_routes` under /admin/v2/persistent/{t}/{ns}/{topic} (where GET takes ?applied=true for the value in
@@ -78,9 +79,10 @@ def quota_type_of(request: web.Request) -> str:
 
 
 def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
-            name_of: Callable[[web.Request], str], applied: Callable[[RestContext, str, str], Any] | None
-            ) -> list[Route]:
-    """Retention, message TTL and backlog quota routes for one level of policies."""
+            name_of: Callable[[web.Request], str], applied: Callable[[RestContext, str, str], Any] | None,
+            deduplication: str) -> list[Route]:
+    """Retention, message TTL, backlog quota and deduplication (at `prefix/deduplication`) routes for one level
+    of policies."""
 
     async def get(request: web.Request, ctx: RestContext, policy: str) -> Any:
         name = name_of(request)
@@ -133,6 +135,20 @@ def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
         await ctx.blocking(level(ctx).remove_backlog_quota, name_of(request), type=quota_type_of(request))
         return no_content()
 
+    async def get_deduplication(request: web.Request, ctx: RestContext) -> web.Response:
+        return json_response(await get(request, ctx, "deduplication"))
+
+    async def set_deduplication(request: web.Request, ctx: RestContext) -> web.Response:
+        enabled = await json_body(request, "true or false")
+        if not isinstance(enabled, bool):
+            raise RestError(400, f"expected true or false, not {enabled!r}")
+        await ctx.blocking(level(ctx).set_deduplication, name_of(request), enabled)
+        return no_content()
+
+    async def remove_deduplication(request: web.Request, ctx: RestContext) -> web.Response:
+        await ctx.blocking(level(ctx).remove_deduplication, name_of(request))
+        return no_content()
+
     get_query = ("applied",) if applied is not None else ()
     missing = (404, 412)
     return [
@@ -153,6 +169,13 @@ def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
               (204, 400, *missing), BACKLOG_QUOTA, query=("backlogQuotaType",)),
         Route("DELETE", f"{prefix}/backlogQuota", remove_quota, f"Remove a backlog quota of the {noun}.",
               (204, 400, *missing), query=("backlogQuotaType",)),
+        Route("GET", f"{prefix}/{deduplication}", get_deduplication,
+              f"Whether the {noun} deduplicates messages by producer name and sequence id (null: unset).",
+              (200, *missing), query=get_query),
+        Route("POST", f"{prefix}/{deduplication}", set_deduplication, f"Turn the {noun}'s deduplication on or off.",
+              (204, 400, *missing), "true or false"),
+        Route("DELETE", f"{prefix}/{deduplication}", remove_deduplication,
+              f"Remove the {noun}'s deduplication setting.", (204, *missing)),
     ]
 
 
@@ -163,10 +186,14 @@ def _applied(ctx: RestContext, topic: str, policy: str) -> Any:
         return policies.retention.value.to_admin()
     if policy == "message_ttl":
         return policies.message_ttl_ms.value // SECOND_MS
+    if policy == "deduplication":
+        return policies.deduplication.value
     return {t: backlog_quota(q.value.to_admin()) for t, q in policies.backlog_quotas.items()}
 
 
+# Pulsar's paths: a namespace's `deduplication`, a topic's `deduplicationEnabled`
 NAMESPACE_ROUTES = _routes("/admin/v2/namespaces/{tenant}/{namespace}", "namespace",
-                           lambda ctx: ctx.admin.namespaces, namespace_of, None)
+                           lambda ctx: ctx.admin.namespaces, namespace_of, None, "deduplication")
 TOPIC_ROUTES = _routes("/admin/v2/persistent/{tenant}/{namespace}/{topic}", "topic",
-                       lambda ctx: ctx.admin.topics, lambda request: str(topic_of(request)), _applied)
+                       lambda ctx: ctx.admin.topics, lambda request: str(topic_of(request)), _applied,
+                       "deduplicationEnabled")
