@@ -182,3 +182,21 @@ def test_key_shared_routes_each_partition_among_its_own_consumers(broker):
     assert sorted(got["y[1]"]) == [(1, i) for i in range(10)]
     assert sorted(got["x[0]"] + got["y[0]"]) == [(0, i) for i in range(10)]
     assert got["x[0]"] and got["y[0]"]
+
+
+def test_messages_a_consumer_asked_to_redeliver_are_no_longer_its_own(broker):
+    """REDELIVER naming messages hands them back: if the consumer then leaves, they are not sent to
+    redelivery a second time (another consumer may hold them already)."""
+    registry, ref = broker.subscriptions, broker.topic("one")
+    subscription = registry.open(ref, "s", "shared", "earliest")
+    a, b = Remote("a"), Remote("b")
+    subscription.attach(a.state, "shared")
+    subscription.attach(b.state, "shared")
+    assert offsets(subscription.next_delivery(a.state, 3)) == [(0, 0), (0, 1), (0, 2)]
+    subscription.redeliver(a.state, {0: np.array([1], dtype=np.int64)})
+    assert offsets(subscription.next_delivery(b.state, 1)) == [(0, 1)]  # redelivered, to b
+    subscription.detach(a.state)  # a still holds 0 and 2, not 1
+    assert offsets(subscription.next_delivery(b.state, None)) == [(0, 0), (0, 2)]
+    assert subscription.redelivery_count(0, 1) == 1
+    subscription.detach(b.state)
+    registry.release(subscription)

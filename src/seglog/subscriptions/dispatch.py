@@ -275,6 +275,15 @@ class Dispatcher:
             return
         for partition, offsets in given.items():
             self.redeliveries.add(partition, offsets)
+            # no longer the consumer's: were it to leave, they must not go to redelivery a second time
+            kept = deque()
+            for pending in consumer.pending:
+                if pending.partition == partition:
+                    pending = Pending(pending.deadline_ms, partition,
+                                      pending.offsets[~np.isin(pending.offsets, offsets)])
+                if len(pending.offsets):
+                    kept.append(pending)
+            consumer.pending = kept
 
     # read positions
 
