@@ -1,7 +1,8 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
     seglog [--data DIR] demo | bench | produce | consume | check | repair
-    seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080]
+    seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080] [--auth-token-secret-key FILE ...]
+    seglog tokens create-secret-key|create
     seglog [--data DIR] topic create|list|describe|update|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
@@ -32,6 +33,7 @@ from seglog.cli.produce import produce
 from seglog.cli.repair import repair
 from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
+from seglog.cli.tokens import tokens
 from seglog.cli.topic import topic
 
 __all__ = ["main"]
@@ -79,6 +81,6 @@ def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
 
 
 for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics,
-                serve):
+                serve, tokens):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group
