@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -295,3 +296,15 @@ def test_serve_refuses_bad_security_options(tmp_path, extra, said):
             process.wait(30)
     assert process.returncode == 2 and stdout == b""
     assert said in " ".join(stderr.decode().split())
+
+
+def test_listing_a_namespace_for_a_pattern_needs_a_permission_there(secured, key_file):
+    client_of(secured, key_file, SUPERUSER).create_producer("persistent://acme/ns/pattern-1").send(b"x")
+    cli(secured.data, "namespaces", "grant-permission", "acme/ns", "--role", "lister", "--actions", "consume")
+    lister = client_of(secured, key_file, "lister")
+    consumer = lister.subscribe(re.compile("persistent://acme/ns/pattern-.*"), "s",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    assert values(consumer, 1) == [b"x"]
+    # the client reports any refusal of GET_TOPICS_OF_NAMESPACE as LookupError (logging the server's reason)
+    refused_at_once(pulsar.LookupError, lambda: lister.subscribe(re.compile("persistent://globex/ns/pattern-.*"), "s"))
+    assert "globex/ns/pattern-1" not in topics_of(secured.data)
