@@ -68,17 +68,3 @@ def test_missing_namespaces_are_not_found(log):
                  lambda: log.admin.namespaces.permissions("nope/ns")):
         with pytest.raises(NotFoundError, match="namespace .* does not exist"):
             call()
-
-
-def test_tenant_admin_roles(log):
-    tenants = log.admin.tenants
-    tenants.create("geo", ["us-east"])
-    assert tenants.get("geo") == {"adminRoles": [], "allowedClusters": ["us-east"]}
-    tenants.set_admin_roles("geo", ["ops", "sre", "ops"])
-    assert tenants.get("geo") == {"adminRoles": ["ops", "sre"], "allowedClusters": ["us-east"]}
-    tenants.set_admin_roles("geo", [])
-    assert tenants.get("geo") == {"adminRoles": [], "allowedClusters": ["us-east"]}
-    with pytest.raises(InvalidArgumentError):
-        tenants.set_admin_roles("geo", "ops")  # a list, not a string
-    with pytest.raises(NotFoundError):
-        tenants.set_admin_roles("nope", ["ops"])

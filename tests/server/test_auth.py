@@ -40,8 +40,7 @@ def secured(tmp_path_factory, key_file):
     acme-admin) with namespace acme/ns, and tenant globex with globex/ns."""
     data = tmp_path_factory.mktemp("secured") / "data"
     with seglog.open(data) as log:
-        log.admin.tenants.create("acme")
-        log.admin.tenants.set_admin_roles("acme", ["acme-admin"])
+        log.admin.tenants.create("acme", admin_roles=["acme-admin"])
         log.admin.namespaces.create("acme/ns")
         log.admin.tenants.create("globex")
         log.admin.namespaces.create("globex/ns")

@@ -80,8 +80,7 @@ def catalog(tmp_path):
     """acme (admin role acme-admin) with acme/ns granting app produce+consume and writer produce; globex/ns."""
     with seglog.open(tmp_path / "data") as log:
         admin = log.admin
-        admin.tenants.create("acme")
-        admin.tenants.set_admin_roles("acme", ["acme-admin"])
+        admin.tenants.create("acme", admin_roles=["acme-admin"])
         admin.namespaces.create("acme/ns")
         admin.namespaces.grant_permission("acme/ns", "app", ["produce", "consume"])
         admin.namespaces.grant_permission("acme/ns", "writer", ["produce"])
@@ -240,7 +239,7 @@ def test_http_403(catalog, role, resource, actions, status):
 
 def test_http_anonymous_role(catalog):
     auth = authority(catalog, anonymous_role="anonymous")
-    catalog.tenants.set_admin_roles("globex", ["anonymous"])
+    catalog.tenants.update("globex", admin_roles=["anonymous"])
     assert auth.check_http(None, "globex") == "anonymous"
     with pytest.raises(HttpRefusal) as refused:
         auth.check_http(None, "acme")

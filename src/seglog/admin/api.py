@@ -160,18 +160,6 @@ class Tenants:
         """Delete an empty tenant (NotEmptyError while it has namespaces; 'public' always exists)."""
         self._broker.catalog.metadata.delete_tenant(validate_part(name, kind="tenant name"))
 
-    def set_admin_roles(self, name: str, roles: Iterable[str]) -> None:
-        """Replace the roles that administer the tenant (Pulsar's adminRoles): on a server with authentication
-        they do everything within it, every namespace's topics included (docs/SERVER.md, Security). The
-        tenant's allowed clusters stay as they are; [] leaves it to the superusers."""
-        checked = _roles(roles, argument="admin_roles")
-        metadata = self._broker.catalog.metadata
-        config = metadata.tenant_config(validate_part(name, kind="tenant name"))
-        config.pop("admin_roles", None)
-        if checked:
-            config["admin_roles"] = checked
-        metadata.set_tenant_config(name, config)
-
 
 class PolicyLevel:
     """The policy getters and setters namespaces and topics share; subclasses say where policies live."""
@@ -527,13 +515,6 @@ def _role(role: Any, argument: str = "role") -> str:
         raise InvalidArgumentError(argument, role, "a role name (a token's subject): text without commas and "
                                    "without spaces at either end")
     return role
-
-
-def _roles(roles: Any, *, argument: str) -> list[str]:
-    """Role names, each once, in the order given."""
-    if isinstance(roles, str) or not isinstance(roles, Iterable):
-        raise InvalidArgumentError(argument, roles, "a list of role names")
-    return list(dict.fromkeys(_role(role, argument) for role in roles))
 
 
 def _actions(actions: Any) -> list[str]:

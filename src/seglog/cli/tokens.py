@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from seglog.cli.base import SeglogGroup
+from seglog.cli.base import SeglogCommand, SeglogGroup
 from seglog.cli.output import out
 from seglog.errors import AlreadyExistsError
 from seglog.units import parse_duration
@@ -19,7 +19,17 @@ from seglog.units import parse_duration
 _YEARS = re.compile(r"(\d+)\s*y\b")  # Pulsar's expiry times take years too (365 days)
 
 
-@click.group(cls=SeglogGroup)
+class TokenCommand(SeglogCommand):
+    """Needs neither a data directory nor a server: runs the same beside --url or $SEGLOG_URL."""
+
+    remote = True
+
+
+class TokenGroup(SeglogGroup):
+    command_class = TokenCommand
+
+
+@click.group(cls=TokenGroup)
 def tokens() -> None:
     """Make the secret key and the tokens of seglog serve's token authentication.
 
