@@ -4,6 +4,7 @@ TLS, and client certificate authentication (AuthenticationTLS) refused as not su
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import ssl
@@ -134,3 +135,17 @@ def test_serve_refuses_incomplete_or_bad_tls_options(tmp_path, certificates, ext
             process.wait(30)
     assert process.returncode == 2 and stdout == b""
     assert said in " ".join(stderr.decode().split())
+
+
+def test_http_lookup_over_https(tls_server, certificates):
+    """Service URL https://: the HTTP lookup answers the pulsar+ssl:// URL (brokerUrlTls), which the client uses."""
+    with urllib.request.urlopen(f"{tls_server.http_url}/lookup/v2/topic/persistent/public/default/tls-topic",
+                                timeout=10, context=ssl.create_default_context(cafile=certificates.ca)) as response:
+        answer = json.load(response)
+    assert answer["brokerUrlTls"] == tls_server.pulsar_url and answer["httpUrlTls"] == tls_server.http_url
+    client = pulsar.Client(tls_server.http_url, tls_trust_certs_file_path=str(certificates.ca),
+                           operation_timeout_seconds=10)
+    try:
+        client.create_producer("https-lookup").send(b"over https")
+    finally:
+        client.close()

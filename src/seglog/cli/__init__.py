@@ -46,7 +46,9 @@ __all__ = ["main"]
                    f"./{DEFAULT_DATA}.")
 @click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
               help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
-                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data).")
+                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data). A server with "
+                   "authentication takes the token in $SEGLOG_TOKEN; an https:// one whose CA the system does not "
+                   "trust, the CA's certificate file in $SEGLOG_TLS_TRUST_CERTS.")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, data: Path, url: str | None) -> None:

@@ -164,7 +164,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             tasks.discard(task)
 
     binary = await asyncio.start_server(on_connection, options.host, options.port, ssl=tls)
-    rest = RestContext(broker, Admin(broker), service, executor)
+    rest = RestContext(broker, Admin(broker), service, executor, authority=authority)
     http = web.AppRunner(make_app(rest), access_log=None, handle_signals=False,
                           shutdown_timeout=HTTP_SHUTDOWN_S)
     await http.setup()
