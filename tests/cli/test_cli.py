@@ -85,9 +85,9 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
-    policy_commands = ["get-backlog-quotas", "get-message-ttl", "get-retention", "remove-backlog-quota",
-                       "remove-message-ttl", "remove-retention", "set-backlog-quota", "set-message-ttl",
-                       "set-retention"]
+    policy_commands = ["get-backlog-quotas", "get-deduplication", "get-message-ttl", "get-retention",
+                       "remove-backlog-quota", "remove-deduplication", "remove-message-ttl", "remove-retention",
+                       "set-backlog-quota", "set-deduplication", "set-message-ttl", "set-retention"]
     subscription_commands = ["clear-backlog", "create-subscription", "expire-messages", "peek-messages",
                              "reset-cursor", "skip", "subscriptions", "unsubscribe"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
