@@ -85,20 +85,23 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 
 
 def test_the_commands() -> None:
-    policy_commands = ["get-backlog-quotas", "get-message-ttl", "get-retention", "remove-backlog-quota",
-                       "remove-message-ttl", "remove-retention", "set-backlog-quota", "set-message-ttl",
-                       "set-retention"]
+    policy_commands = ["get-backlog-quotas", "get-deduplication", "get-message-ttl", "get-retention",
+                       "remove-backlog-quota", "remove-deduplication", "remove-message-ttl", "remove-retention",
+                       "set-backlog-quota", "set-deduplication", "set-message-ttl", "set-retention"]
     subscription_commands = ["clear-backlog", "create-subscription", "expire-messages", "peek-messages",
                              "reset-cursor", "skip", "subscriptions", "unsubscribe"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
                              *[(c,) for c in policy_commands + subscription_commands]])
-    namespace_commands = sorted(["clear-backlog", "create", "delete", "list", *policy_commands])
+    namespace_commands = sorted(["clear-backlog", "create", "delete", "list", "grant-permission", "permissions",
+                                 "revoke-permission", *policy_commands])
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
                                       ("repair",), ("serve",), ("tenants",), ("tenants", "create"),
-                                      ("tenants", "delete"), ("tenants", "get"), ("tenants", "list"), ("topic",),
+                                      ("tenants", "delete"), ("tenants", "get"), ("tenants", "list"),
+                                      ("tenants", "update"), ("tokens",), ("tokens", "create"),
+                                      ("tokens", "create-secret-key"), ("topic",),
                                       *[("topic", *c) for c in topic_commands],
                                       ("topics",), *[("topics", *c) for c in topic_commands]]
 

@@ -8,6 +8,7 @@ import os
 import selectors
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -34,6 +35,7 @@ class Server:
     pulsar_url: str
     http_url: str
     stderr: Path
+    ca: Path | None = None  # the CA the server's TLS certificate is signed by (TLS servers)
     clients: list = field(default_factory=list)
 
     @property
@@ -41,6 +43,8 @@ class Server:
         return int(self.pulsar_url.rsplit(":", 1)[1])
 
     def client(self, **options):
+        if self.ca is not None:
+            options.setdefault("tls_trust_certs_file_path", str(self.ca))
         client = pulsar.Client(self.pulsar_url, operation_timeout_seconds=10,
                                logger=logging.getLogger("pulsar-client"), **options)
         self.clients.append(client)
@@ -66,7 +70,9 @@ class Server:
         return self.stderr.read_text(errors="replace")
 
 
-def start_server(data: Path, *extra: str) -> Server:
+def start_server(data: Path, *extra: str, ca: Path | None = None) -> Server:
+    """`seglog serve` on free loopback ports with `extra` options, once healthy; `ca`: the CA that signs its TLS
+    certificate (with --tls-cert-file among `extra`)."""
     stderr = data.parent / f"{data.name}-serve-{time.monotonic_ns()}.err"
     with stderr.open("wb") as err:
         process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
@@ -75,7 +81,7 @@ def start_server(data: Path, *extra: str) -> Server:
     try:
         line = _first_line(process)
         pulsar_url, http_url = line.split()
-        server = Server(data, process, pulsar_url, http_url, stderr)
+        server = Server(data, process, pulsar_url, http_url, stderr, ca)
         _wait_healthy(server)
         return server
     except BaseException:
@@ -102,7 +108,9 @@ def _wait_healthy(server: Server) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
-            with urllib.request.urlopen(f"{server.http_url}/admin/v2/brokers/health", timeout=5) as response:
+            context = ssl.create_default_context(cafile=server.ca) if server.ca is not None else None
+            with urllib.request.urlopen(f"{server.http_url}/admin/v2/brokers/health", timeout=5,
+                                        context=context) as response:
                 assert response.status == 200 and response.read() == b"ok"
                 return
         except OSError:

@@ -6,7 +6,7 @@ changes anything: a refused call leaves the policies as they were."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -264,6 +264,22 @@ class Namespaces(PolicyLevel):
             if topic.startswith(prefix):
                 _clear_backlog(self._broker, self._broker.topic(topic), subscription)
 
+    def grant_permission(self, name: str, role: str, actions: Iterable[str]) -> None:
+        """Let `role` produce and/or consume on every topic of the namespace (pulsar-admin namespaces
+        grant-permission): `actions` from 'produce' and 'consume', replacing what the role had. A server
+        with authentication enforces them (docs/SERVER.md, Security)."""
+        checked = _actions(actions)
+        self._broker.catalog.metadata.set_namespace_permission(NamespaceName.parse(name), _role(role), checked)
+
+    def revoke_permission(self, name: str, role: str) -> bool:
+        """Take every action on the namespace from `role` (pulsar-admin namespaces revoke-permission); whether
+        it had any (a role without any is no error, as in Pulsar)."""
+        return self._broker.catalog.metadata.remove_namespace_permission(NamespaceName.parse(name), _role(role))
+
+    def permissions(self, name: str) -> Permissions:
+        """{role: [actions]} granted on the namespace (pulsar-admin namespaces permissions)."""
+        return self._broker.catalog.metadata.namespace_permissions(NamespaceName.parse(name))
+
     def _read(self, name: str) -> Policies:
         return self._broker.catalog.metadata.namespace_policies(NamespaceName.parse(name))
 
@@ -488,6 +504,31 @@ class Topics(PolicyLevel):
         self._broker.catalog.metadata.set_topic_policies(TopicName.parse(name), policies)
 
 
+ACTIONS = ("produce", "consume")  # what a namespace permission may grant, in the order they are listed
+Permissions = dict[str, list[str]]  # {role: [actions]} (named here: in Namespaces, `list` is a method)
+
+
+def _role(role: Any, argument: str = "role") -> str:
+    """A role name: the subject of a client's token. Any text without commas (lists of roles are
+    comma-separated) and without spaces at either end."""
+    if not isinstance(role, str) or not role or role != role.strip() or "," in role:
+        raise InvalidArgumentError(argument, role, "a role name (a token's subject): text without commas and "
+                                   "without spaces at either end")
+    return role
+
+
+def _actions(actions: Any) -> list[str]:
+    """Namespace actions, each once, as ACTIONS orders them."""
+    given = [actions] if isinstance(actions, str) else actions
+    accepted = f"one or more of {', '.join(map(repr, ACTIONS))}"
+    if not isinstance(given, Iterable):
+        raise InvalidArgumentError("actions", actions, accepted)
+    given = list(given)
+    if not given or any(action not in ACTIONS for action in given):
+        raise InvalidArgumentError("actions", actions, accepted)
+    return [action for action in ACTIONS if action in given]
+
+
 def _check_count(count: Any) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise InvalidArgumentError("count", count, "a number of messages, an int >= 1")
@@ -528,4 +569,4 @@ def _clear_backlog(broker: Broker, ref: TopicRef, subscription: str | None) -> N
                 live.skip_to(partition, broker.store.end_offset(ref.name, partition))
 
 
-__all__ = ["Admin", "PolicyLevel"]
+__all__ = ["ACTIONS", "Admin", "PolicyLevel"]

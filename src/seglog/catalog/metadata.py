@@ -35,6 +35,9 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS namespaces (
     name TEXT PRIMARY KEY, tenant TEXT NOT NULL REFERENCES tenants(name), config TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS permissions (
+    namespace TEXT NOT NULL REFERENCES namespaces(name), role TEXT NOT NULL, actions TEXT NOT NULL,
+    PRIMARY KEY (namespace, role));
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
@@ -228,6 +231,7 @@ class Metadata:
                 raise NotEmptyError(f"namespace {name} still has topics: {', '.join(topics)}; delete them first")
             if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
                 raise NotFoundError(f"namespace {name} does not exist")
+            self._db.execute("DELETE FROM permissions WHERE namespace = ?", (str(name),))
 
     def namespace_policies(self, name: NamespaceName | str) -> Policies:
         return Policies.from_json(self._read_json("namespaces", "config", str(name)))
@@ -287,6 +291,36 @@ class Metadata:
         if table == "topics":
             return TopicNotFoundError(f"topic {key} does not exist")
         return NotFoundError(f"{table[:-1]} {key} does not exist")
+
+    # permissions: what each role may do on a namespace's topics (Pulsar's auth_policies.namespace_auth, role ->
+    # actions), which `seglog serve` enforces when it authenticates clients. A tenant's admin roles are in the
+    # tenant's `config` (`admin_roles`).
+
+    def namespace_permissions(self, name: NamespaceName | str) -> dict[str, list[str]]:
+        """{role: [actions]} granted on the namespace, by role (NotFoundError for a missing namespace)."""
+        with self._access():
+            self._require_namespace(str(name))
+            rows = self._db.execute("SELECT role, actions FROM permissions WHERE namespace = ? ORDER BY role",
+                                    (str(name),)).fetchall()
+        return {role: json.loads(actions) for role, actions in rows}
+
+    def set_namespace_permission(self, name: NamespaceName, role: str, actions: list[str]) -> None:
+        """Give `role` exactly `actions` on the namespace (replacing what it had)."""
+        with self._transaction():
+            self._require_namespace(str(name))
+            self._db.execute("INSERT OR REPLACE INTO permissions(namespace, role, actions) VALUES (?, ?, ?)",
+                             (str(name), role, json.dumps(actions)))
+
+    def remove_namespace_permission(self, name: NamespaceName, role: str) -> bool:
+        """Take every action on the namespace from `role`; whether it had any."""
+        with self._transaction():
+            self._require_namespace(str(name))
+            return bool(self._db.execute("DELETE FROM permissions WHERE namespace = ? AND role = ?",
+                                         (str(name), role)).rowcount)
+
+    def _require_namespace(self, name: str) -> None:
+        if not self._db.execute("SELECT 1 FROM namespaces WHERE name = ?", (name,)).fetchone():
+            raise NotFoundError(f"namespace {name} does not exist")
 
     def close(self) -> None:
         with self._access():

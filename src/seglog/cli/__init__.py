@@ -1,7 +1,8 @@
 """The `seglog` command line (also `python -m seglog`), in the style of pulsar-admin and fluvio.
 
     seglog [--data DIR] demo | bench | produce | consume | check | repair
-    seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080]
+    seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080] [--auth-token-secret-key FILE ...]
+    seglog tokens create-secret-key|create
     seglog [--data DIR] topic create|list|describe|update|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
@@ -32,6 +33,7 @@ from seglog.cli.produce import produce
 from seglog.cli.repair import repair
 from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
+from seglog.cli.tokens import tokens
 from seglog.cli.topic import topic
 
 __all__ = ["main"]
@@ -44,7 +46,9 @@ __all__ = ["main"]
                    f"./{DEFAULT_DATA}.")
 @click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
               help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
-                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data).")
+                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data). A server with "
+                   "authentication takes the token in $SEGLOG_TOKEN; an https:// one whose CA the system does not "
+                   "trust, the CA's certificate file in $SEGLOG_TLS_TRUST_CERTS.")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, data: Path, url: str | None) -> None:
@@ -79,6 +83,6 @@ def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
 
 
 for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics,
-                serve):
+                serve, tokens):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

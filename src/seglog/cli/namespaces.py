@@ -8,7 +8,7 @@ import click
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import namespace_name, tenant_name
-from seglog.cli.output import out, print_names
+from seglog.cli.output import out, print_json, print_names
 from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.errors import NotFoundError
 from seglog.names import DEFAULT_TENANT
@@ -90,3 +90,58 @@ def clear_backlog(data: DataDir, namespace: str, subscription: str | None, force
 add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,
                                             lambda admin: admin.namespaces,
                                             "its topics fall back to the data directory's default (broker.conf)"))
+
+
+# permissions (enforced by `seglog serve` with --auth-token-secret-key; docs/SERVER.md, Security)
+
+def _actions(ctx: click.Context, param: click.Parameter, given: str) -> list[str]:
+    """'produce,consume' as ['produce', 'consume'] (the library checks each)."""
+    actions = [action.strip() for action in given.split(",")]
+    if not all(actions):
+        raise click.BadParameter(f"{given!r} is not a comma-separated list of actions (produce, consume)", ctx, param)
+    return actions
+
+
+@namespaces.command(name="grant-permission", short_help="Let a role produce and/or consume on the namespace.")
+@_NAMESPACE
+@click.option("--role", required=True, help="The role (a token's subject).")
+@click.option("--actions", required=True, metavar="A,B", callback=_actions,
+              help="Comma-separated: produce, consume, or both. Replaces what the role had.")
+@pass_data
+def grant_permission(data: DataDir, namespace: str, role: str, actions: list[str]) -> None:
+    """Let ROLE produce to and/or consume from every topic of the namespace, on a server with authentication.
+
+    \b
+    Example:
+      seglog namespaces grant-permission public/default --role app --actions produce,consume
+    """
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        admin.namespaces.grant_permission(name, role, actions)
+        granted = admin.namespaces.permissions(name)[role]
+    out().print(f"[green]Granted[/] {', '.join(granted)} on {name} to role {role}")
+
+
+@namespaces.command(name="revoke-permission", short_help="Take a role's permissions on the namespace.")
+@_NAMESPACE
+@click.option("--role", required=True, help="The role (a token's subject).")
+@pass_data
+def revoke_permission(data: DataDir, namespace: str, role: str) -> None:
+    """Take every action on the namespace from ROLE (its producers and consumers already open stay)."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        had = admin.namespaces.revoke_permission(name, role)
+    if had:
+        out().print(f"[green]Revoked[/] the permissions of role {role} on {name}")
+    else:
+        out().print(f"Role {role} had no permissions on {name}: nothing to revoke")
+
+
+@namespaces.command(short_help="Print the roles' permissions on the namespace (JSON).")
+@_NAMESPACE
+@pass_data
+def permissions(data: DataDir, namespace: str) -> None:
+    """Print the permissions granted on the namespace as pulsar-admin does: {"role": ["consume", "produce"]}."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        print_json(admin.namespaces.permissions(name))

@@ -10,12 +10,17 @@ and compares the outputs.
 
 Arguments are checked here as the local API checks them (the same parsers), before any request. The server's
 refusals come back as the exceptions the local API raises: its error bodies name the exception's class, and
-for an invalid argument the argument, value and what is accepted (server/rest/errors.py)."""
+for an invalid argument the argument, value and what is accepted (server/rest/errors.py).
+
+A server with authentication needs a token: $SEGLOG_TOKEN (sent as `Authorization: Bearer <token>`); an
+https:// server whose certificate is not signed by a CA the system trusts needs that CA's certificate file:
+$SEGLOG_TLS_TRUST_CERTS (Pulsar's tlsTrustCertsFilePath)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +36,8 @@ from seglog.lifecycle.maintenance import MaintenanceReport
 from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
 
 TIMEOUT_S = 60.0
+TOKEN_ENV_VAR = "SEGLOG_TOKEN"
+TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
     "TopicInUseError", "ConsumerBusyError", "ClosedError", "SeglogError")}
@@ -67,6 +74,16 @@ def _refusal(response: httpx.Response) -> Exception:
                               f"({response.status_code}): {reason}")
 
 
+def _trust(cafile: str) -> Any:
+    """An SSL context trusting the CA certificates in `cafile` (${TRUST_ENV_VAR})."""
+    import ssl
+
+    try:
+        return ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as error:
+        raise CliError(f"${TRUST_ENV_VAR}={cafile}: not a readable file of PEM CA certificates: {error}") from None
+
+
 def _part(name: str) -> str:
     return quote(name, safe="")
 
@@ -86,7 +103,9 @@ class Http:
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
-        self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S)
+        token, trusted = os.environ.get(TOKEN_ENV_VAR), os.environ.get(TRUST_ENV_VAR)
+        self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S, verify=_trust(trusted) if trusted else True,
+                                   headers={"Authorization": f"Bearer {token.strip()}"} if token else None)
 
     def call(self, method: str, path: str, body: Any = None, *, content: bytes | None = None,
              params: Mapping[str, str] | None = None, raw: bool = False) -> Any:
@@ -174,10 +193,17 @@ class RemoteTenants:
     def __init__(self, http: Http) -> None:
         self._http = http
 
-    def create(self, name: str, allowed_clusters: list[str] | None = None) -> None:
+    def create(self, name: str, allowed_clusters: list[str] | None = None, *,
+               admin_roles: list[str] | None = None) -> None:
         validate_part(name, kind="tenant name")
-        self._http.call("PUT", f"/admin/v2/tenants/{_part(name)}", {"adminRoles": [],
+        self._http.call("PUT", f"/admin/v2/tenants/{_part(name)}", {"adminRoles": admin_roles or [],
                                                                      "allowedClusters": allowed_clusters})
+
+    def update(self, name: str, allowed_clusters: list[str] | None = None, *,
+               admin_roles: list[str] | None = None) -> None:
+        validate_part(name, kind="tenant name")
+        self._http.call("POST", f"/admin/v2/tenants/{_part(name)}", {"adminRoles": admin_roles or [],
+                                                                      "allowedClusters": allowed_clusters})
 
     def list(self) -> list[str]:
         return self._http.call("GET", "/admin/v2/tenants")
@@ -211,6 +237,17 @@ class RemoteNamespaces(RemotePolicyLevel):
     def clear_backlog(self, name: str, subscription: str | None = None) -> None:
         path = f"{self._base(name)}/clearBacklog"
         self._http.call("POST", path if subscription is None else f"{path}/{_part(subscription)}")
+
+    def grant_permission(self, name: str, role: str, actions: list[str]) -> None:
+        self._http.call("POST", f"{self._base(name)}/permissions/{_part(role)}", list(actions))
+
+    def revoke_permission(self, name: str, role: str) -> bool:
+        had = role in self.permissions(name)
+        self._http.call("DELETE", f"{self._base(name)}/permissions/{_part(role)}")
+        return had
+
+    def permissions(self, name: str) -> Any:
+        return self._http.call("GET", f"{self._base(name)}/permissions")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """`seglog serve`: a broker that speaks Pulsar's binary protocol, so Pulsar clients produce to the data
-directory (docs/SERVER.md). The first line on stdout is `pulsar://HOST:PORT http://HOST:PORT`."""
+directory (docs/SERVER.md). The first line on stdout is `pulsar://HOST:PORT http://HOST:PORT`
+(`pulsar+ssl://HOST:PORT https://HOST:PORT` with TLS)."""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import click
 
@@ -11,17 +13,42 @@ from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
 
 
+def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str, ...]:
+    """'a,b' as ('a', 'b'); '' as ()."""
+    if not given:
+        return ()
+    roles = tuple(role.strip() for role in given.split(","))
+    if not all(roles):
+        raise click.BadParameter(f"{given!r} is not a comma-separated list of role names", ctx, param)
+    return roles
+
+
 @click.command(cls=SeglogCommand)
 @click.option("--cluster", required=True, help="This cluster's name (Pulsar's --cluster; names generated producers).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. Another than loopback needs --allow-unauthenticated (no auth yet).")
+              help="Address to bind. Another than loopback needs --auth-token-secret-key or "
+                   "--allow-unauthenticated.")
 @click.option("--port", default=6650, show_default=True, type=click.IntRange(0, 65535),
               help="Binary protocol port; 0 picks a free one.")
 @click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Admin REST and HTTP lookup port; 0 picks a free one.")
 @click.option("--advertised-address", default=None, metavar="HOST",
               help="Host name clients reach this server by (lookups answer it). Default: --host.")
-@click.option("--allow-unauthenticated", is_flag=True, help="Allow binding a non-loopback address.")
+@click.option("--allow-unauthenticated", is_flag=True,
+              help="Allow binding a non-loopback address without authentication: anyone may do anything.")
+@click.option("--auth-token-secret-key", "secret_key", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="Authenticate clients by tokens signed with this secret key (its raw bytes, "
+                                   "as `seglog tokens create-secret-key` writes it); the token's subject is the "
+                                   "client's role.")
+@click.option("--superuser-roles", default="", metavar="R1,R2", callback=_roles,
+              help="Roles that may do everything (with --auth-token-secret-key).")
+@click.option("--anonymous-user-role", default=None, metavar="ROLE",
+              help="The role of clients that present no token (Pulsar's anonymousUserRole); without it they are "
+                   "refused.")
+@click.option("--tls-cert-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="PEM certificate (chain): both ports serve TLS only (pulsar+ssl://, https://).")
+@click.option("--tls-key-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="The certificate's PEM private key (with --tls-cert-file).")
 @click.option("--keepalive", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between PINGs to silent clients; one more interval without an answer closes them.")
 @click.option("--log-level", default="WARNING", show_default=True,
@@ -29,18 +56,26 @@ from seglog.cli.datadir import DataDir, pass_data
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
 @pass_data
 def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
-          allow_unauthenticated: bool, keepalive: float, log_level: str) -> None:
+          allow_unauthenticated: bool, secret_key: Path | None, superuser_roles: tuple[str, ...],
+          anonymous_user_role: str | None, tls_cert_file: Path | None, tls_key_file: Path | None, keepalive: float,
+          log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
     \b
-    Example:
+    Examples:
       seglog --data ./d serve --cluster standalone --port 0 --http-port 0
+      seglog tokens create-secret-key --output secret.key
+      seglog --data ./d serve --cluster standalone --host 0.0.0.0 \\
+          --auth-token-secret-key secret.key --superuser-roles admin \\
+          --tls-cert-file server.pem --tls-key-file server.key
     """
     from seglog.server import ServeOptions, run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
-                           keepalive)
+                           keepalive, auth_secret_key=secret_key, superuser_roles=superuser_roles,
+                           anonymous_role=anonymous_user_role, tls_cert_file=tls_cert_file,
+                           tls_key_file=tls_key_file)
 
     def ready(pulsar_url: str, http_url: str) -> None:
         click.echo(f"{pulsar_url} {http_url}")

@@ -1,4 +1,4 @@
-"""`seglog tenants create|list|get|delete`: the tenants of a data directory, as pulsar-admin has them."""
+"""`seglog tenants create|list|get|update|delete`: the tenants of a data directory, as pulsar-admin has them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,20 @@ def _clusters(ctx: click.Context, param: click.Parameter, given: str | None) -> 
     return clusters
 
 
+def _roles(ctx: click.Context, param: click.Parameter, given: str | None) -> list[str] | None:
+    """'a,b' as ['a', 'b']; '' as []; None when not given."""
+    if given is None:
+        return None
+    roles = [role.strip() for role in given.split(",")] if given.strip() else []
+    if not all(roles):
+        raise click.BadParameter(f"{given!r} is not a comma-separated list of role names", ctx, param)
+    return roles
+
+
+_ADMIN_ROLES_HELP = ("Comma-separated roles that administer the tenant on a server with authentication (they may do "
+                     "everything within it)")
+
+
 @click.group(cls=AdminGroup)
 def tenants() -> None:
     """Create, list, show and delete tenants: the first part of 'tenant/namespace/topic'.
@@ -32,13 +46,37 @@ def tenants() -> None:
 @click.argument("name")
 @click.option("--allowed-clusters", "-c", metavar="A,B", callback=_clusters,
               help="Comma-separated clusters the tenant may use, kept for geo-replication. [default: any]")
+@click.option("--admin-roles", "-r", metavar="R1,R2", callback=_roles, help=f"{_ADMIN_ROLES_HELP}. [default: none]")
 @pass_data
-def create(data: DataDir, name: str, allowed_clusters: list[str] | None) -> None:
+def create(data: DataDir, name: str, allowed_clusters: list[str] | None, admin_roles: list[str] | None) -> None:
     """Create tenant NAME."""
     tenant_name(name)  # refused before the data directory is created
     with data.admin(create=True) as admin:
-        admin.tenants.create(name, allowed_clusters=allowed_clusters)
+        admin.tenants.create(name, allowed_clusters=allowed_clusters, admin_roles=admin_roles)
     out().print(f"[green]Created tenant[/] {name}")
+
+
+@tenants.command()
+@click.argument("name")
+@click.option("--allowed-clusters", "-c", metavar="A,B", callback=_clusters,
+              help="Comma-separated clusters the tenant may use. [default: those it has]")
+@click.option("--admin-roles", "-r", metavar="R1,R2", callback=_roles,
+              help=f"{_ADMIN_ROLES_HELP}; '' for none. [default: those it has]")
+@pass_data
+def update(data: DataDir, name: str, allowed_clusters: list[str] | None, admin_roles: list[str] | None) -> None:
+    """Change tenant NAME's allowed clusters and/or admin roles; what is not given stays (pulsar-admin tenants
+    update)."""
+    tenant_name(name)
+    if allowed_clusters is None and admin_roles is None:
+        raise click.UsageError("give --allowed-clusters, --admin-roles or both")
+    with data.admin() as admin:
+        info = admin.tenants.get(name)
+        admin.tenants.update(name, info["allowedClusters"] if allowed_clusters is None else allowed_clusters,
+                             admin_roles=info["adminRoles"] if admin_roles is None else admin_roles)
+        info = admin.tenants.get(name)
+    clusters = ", ".join(info["allowedClusters"]) if info["allowedClusters"] is not None else "any"
+    out().print(f"[green]Updated tenant[/] {name}: admin roles {', '.join(info['adminRoles']) or 'none'}; "
+                f"allowed clusters {clusters}")
 
 
 @tenants.command(name="list")

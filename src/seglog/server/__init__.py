@@ -4,8 +4,10 @@ clients produce to a seglog data directory (docs/SERVER.md).
 Layer: beside the in-process API (log, topic, producer, consumer), above admin; built on the Broker's
 services, never on the in-process classes. `protocol/` is pure (frames, commands, batches, message ids);
 `connection.py` is a client connection's state on asyncio; `service.py` maps commands to the Broker;
-`errors.py` maps seglog's exceptions to Pulsar's error codes; `app.py` runs `seglog serve`."""
+`errors.py` maps seglog's exceptions to Pulsar's error codes; `auth.py` authenticates and authorizes
+clients; `app.py` runs `seglog serve`."""
 
 from seglog.server.app import ServeOptions, run, serve
+from seglog.server.auth import create_secret_key, create_token, read_secret_key
 
-__all__ = ["ServeOptions", "run", "serve"]
+__all__ = ["ServeOptions", "create_secret_key", "create_token", "read_secret_key", "run", "serve"]

@@ -3,7 +3,9 @@
 The server holds its data directory with a lock file (`serve.lock`, the server's pid in it), so a second
 server on the same directory is refused; each partition it writes is held by its writer lock, as in-process.
 SIGTERM or SIGINT: stop accepting, answer the commands already received (every SEND is written and
-receipted), close the connections, then close the broker (writers flushed and closed), and exit 0."""
+receipted), close the connections, then close the broker (writers flushed and closed), and exit 0.
+With a secret key, clients authenticate with tokens and are authorized per role (auth.py); with a
+certificate and key, both ports serve TLS only (pulsar+ssl:// and https://)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
+import ssl
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from seglog.broker import Broker
 from seglog.clock import system_clock
 from seglog.errors import InvalidArgumentError, ServerRunningError
 from seglog.names import validate_part
+from seglog.server.auth import AuthConfig, Authority, read_secret_key
 from seglog.server.connection import Connection
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
@@ -47,19 +51,58 @@ class ServeOptions:
     allow_unauthenticated: bool = False
     keepalive_s: float = 30.0
     max_message_size: int = MAX_FRAME_SIZE
+    auth_secret_key: Path | None = None  # token authentication when given (the key's raw bytes)
+    superuser_roles: tuple[str, ...] = ()
+    anonymous_role: str | None = None  # the role of clients without credentials; None: refused
+    tls_cert_file: Path | None = None  # both given: TLS on both ports
+    tls_key_file: Path | None = None
 
 
 def check_host(options: ServeOptions) -> None:
-    """Only loopback without authentication, unless told otherwise (authentication is a later version)."""
-    if options.host == "localhost":
+    """Only loopback without authentication, unless told otherwise."""
+    if options.host == "localhost" or options.auth_secret_key is not None:
         return
     try:
         loopback = ipaddress.ip_address(options.host).is_loopback
     except ValueError:
         loopback = False
     if not loopback and not options.allow_unauthenticated:
-        raise InvalidArgumentError("host", options.host, "a loopback address (127.0.0.1), or another with "
-                                   "--allow-unauthenticated: this version has no authentication")
+        raise InvalidArgumentError("host", options.host, "a loopback address (127.0.0.1); another with "
+                                   "--auth-token-secret-key (clients then need a token), or with "
+                                   "--allow-unauthenticated (anyone who reaches it may do anything)")
+
+
+def auth_config(options: ServeOptions) -> AuthConfig:
+    """The security settings of the options, checked (the key file read) before anything is opened."""
+    if options.auth_secret_key is None:
+        for argument, given in (("superuser roles", options.superuser_roles),
+                                ("anonymous role", options.anonymous_role)):
+            if given:
+                raise InvalidArgumentError(argument, given, "roles only with --auth-token-secret-key: without it "
+                                           "there is no authentication, and anyone may do anything")
+        return AuthConfig()
+    return AuthConfig(read_secret_key(options.auth_secret_key, argument="secret key"),
+                      frozenset(options.superuser_roles), options.anonymous_role)
+
+
+def tls_context(options: ServeOptions) -> ssl.SSLContext | None:
+    """The server's TLS context when a certificate and key are given (no client certificates asked for)."""
+    if options.tls_cert_file is None and options.tls_key_file is None:
+        return None
+    if options.tls_cert_file is None or options.tls_key_file is None:
+        missing, given = (("--tls-cert-file", options.tls_key_file) if options.tls_cert_file is None
+                          else ("--tls-key-file", options.tls_cert_file))
+        raise InvalidArgumentError(missing, None, "a PEM file, given with the other one: TLS needs both the "
+                                   f"certificate and its private key (only {given} was given)")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(options.tls_cert_file, options.tls_key_file)
+    except (OSError, ssl.SSLError) as error:
+        raise InvalidArgumentError("--tls-cert-file / --tls-key-file",
+                                   f"{options.tls_cert_file}, {options.tls_key_file}",
+                                   "a PEM certificate (chain) and its PEM private key, readable",
+                                   detail=getattr(error, "strerror", None) or str(error)) from None
+    return context
 
 
 def lock_data_directory(data: Path) -> WriterLock:
@@ -77,6 +120,7 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
     """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen."""
     check_host(options)
     validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
+    security = auth_config(options), tls_context(options)
     lock = lock_data_directory(options.data)
     executor = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="seglog-serve")
     loop = asyncio.get_running_loop()
@@ -84,7 +128,7 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
         broker = await loop.run_in_executor(executor, lambda: Broker.open(options.data, clock=system_clock,
                                                                           background=True))
         try:
-            await _serve(options, broker, executor, ready)
+            await _serve(options, broker, executor, ready, *security)
         finally:
             await loop.run_in_executor(executor, broker.close)
     finally:
@@ -93,7 +137,7 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
 
 
 async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExecutor,
-                 ready: Callable[[str, str], None]) -> None:
+                 ready: Callable[[str, str], None], auth: AuthConfig, tls: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -102,9 +146,11 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     tasks: set[asyncio.Task[None]] = set()
     settings = Settings(options.cluster, "", options.max_message_size)
     service = BrokerService(broker, settings)
+    authority = Authority(auth, Admin(broker), broker.clock)
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(service, reader, writer, executor, keepalive_s=options.keepalive_s)
+        connection = Connection(service, reader, writer, executor, keepalive_s=options.keepalive_s,
+                                authority=authority)
         connections.add(connection)
         task = asyncio.current_task()
         assert task is not None
@@ -117,20 +163,24 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             connections.discard(connection)
             tasks.discard(task)
 
-    binary = await asyncio.start_server(on_connection, options.host, options.port)
-    rest = RestContext(broker, Admin(broker), service, executor)
+    binary = await asyncio.start_server(on_connection, options.host, options.port, ssl=tls)
+    rest = RestContext(broker, Admin(broker), service, executor, authority=authority)
     http = web.AppRunner(make_app(rest), access_log=None, handle_signals=False,
                           shutdown_timeout=HTTP_SHUTDOWN_S)
     await http.setup()
     advertised = options.advertised_address or options.host
     port = binary.sockets[0].getsockname()[1]
-    settings.broker_url = f"pulsar://{advertised}:{port}"
+    settings.broker_url = f"{'pulsar+ssl' if tls else 'pulsar'}://{advertised}:{port}"
+    if tls is not None:  # the port speaks TLS only: both of LOOKUP's URLs name it
+        settings.broker_url_tls = settings.broker_url
     try:
-        await web.TCPSite(http, options.host, options.http_port).start()
+        await web.TCPSite(http, options.host, options.http_port, ssl_context=tls).start()
         http_port = http.addresses[0][1]
-        rest.http_url = f"http://{advertised}:{http_port}"
-        await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(
-            options.cluster, {"serviceUrl": rest.http_url, "brokerServiceUrl": settings.broker_url}, exist_ok=True))
+        rest.http_url = f"{'https' if tls else 'http'}://{advertised}:{http_port}"
+        urls = ({"serviceUrlTls": rest.http_url, "brokerServiceUrlTls": settings.broker_url} if tls is not None
+                else {"serviceUrl": rest.http_url, "brokerServiceUrl": settings.broker_url})
+        await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(options.cluster, urls,
+                                                                                   exist_ok=True))
         ready(settings.broker_url, rest.http_url)
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from seglog import __version__
+from seglog.server import auth
 from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession
 from seglog.server.errors import ServerFailure, server_error
 from seglog.server.producers import Waiter
@@ -108,8 +109,10 @@ class ProducerSession:
 
 class Connection:
     def __init__(self, service: BrokerService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 executor: Executor, *, keepalive_s: float) -> None:
+                 executor: Executor, *, keepalive_s: float, authority: auth.Authority | None = None) -> None:
         self.service = service
+        self.authority = authority  # None or not enabled: authentication is off
+        self.principal = auth.OPEN  # who the client is, from its CONNECT
         self.reader = reader
         self.writer = writer
         self.executor = executor
@@ -287,12 +290,24 @@ class Connection:
     def _connect(self, connect: api.CommandConnect) -> None:
         version = min(PROTOCOL_VERSION, connect.protocol_version)
         self.connected = True
+        if self.authority is not None:
+            # Credentials that authenticate no one are refused at the first request, not here: the client treats
+            # an answer other than CONNECTED as a lost connection and retries until its timeout (docs/SERVER.md)
+            self.principal = self.authority.authenticate(connect.auth_method_name, connect.auth_data)
         self.send(command(Type.CONNECTED, server_version=f"seglog {__version__}", protocol_version=version,
                           max_message_size=self.service.settings.max_message_size))
+
+    async def _authorize(self, name: str, actions: tuple[str, ...], doing: str, *, namespace: bool = False) -> None:
+        """Refuse (ServerFailure AuthenticationError or AuthorizationError, which the client raises at once)
+        what this connection's role may not do on topic or namespace `name` (server/auth.py)."""
+        if self.authority is not None and self.authority.enabled:
+            check = self.authority.authorize_namespace if namespace else self.authority.authorize_topic
+            await self.blocking(check, self.principal, name, actions, doing)
 
     async def _partitioned_metadata(self, request: api.CommandPartitionedTopicMetadata) -> None:
         response = api.CommandPartitionedTopicMetadataResponse
         try:
+            await self._authorize(request.topic, auth.LOOKUP, f"look up {request.topic}")
             partitions = await self.blocking(self.service.partitions, request.topic)
         except Exception as error:  # (answered)
             failure = server_error(error)
@@ -305,6 +320,7 @@ class Connection:
     async def _lookup(self, request: api.CommandLookupTopic) -> None:
         response = api.CommandLookupTopicResponse
         try:
+            await self._authorize(request.topic, auth.LOOKUP, f"look up {request.topic}")
             if request.advertised_listener_name:
                 # seglog serve has no named listeners; the client turns exactly this message into ConnectError
                 raise ServerFailure(api.ServiceNotReady, f"the broker do not have {request.advertised_listener_name} "
@@ -316,12 +332,15 @@ class Connection:
                               error=failure.code, message=str(failure)))
             return
         self.send(command(Type.LOOKUP_RESPONSE, request_id=request.request_id, response=response.Connect,
-                          broker_service_url=self.service.settings.broker_url, authoritative=True))
+                          broker_service_url=self.service.settings.broker_url,
+                          broker_service_url_tls=self.service.settings.broker_url_tls or None, authoritative=True))
 
     async def _topics_of_namespace(self, request: api.CommandGetTopicsOfNamespace) -> None:
         """The topics a pattern consumer chooses from: all of them (the client applies its pattern itself);
         none for non-persistent topics, which seglog does not have."""
         try:
+            await self._authorize(request.namespace, auth.LOOKUP, f"list the topics of {request.namespace}",
+                                  namespace=True)
             topics: list[str] = []
             if request.mode != api.CommandGetTopicsOfNamespace.NON_PERSISTENT:
                 topics = await self.blocking(self.service.topics_of_namespace, request.namespace)
@@ -343,6 +362,7 @@ class Connection:
         self.closed_producers.discard(producer_id)
         service = self.service
         try:
+            await self._authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
             _check_producer_features(request)
             target: Target | None = await self.blocking(service.resolve, request.topic, True)
             assert target is not None  # created when missing
@@ -435,6 +455,7 @@ class Connection:
             return
         service = self.service
         try:
+            await self._authorize(request.topic, auth.CONSUME, f"consume from {request.topic}")
             _check_subscribe_features(request)
             target = await self.blocking(service.resolve, request.topic, request.force_topic_creation)
             if target is None:

@@ -66,6 +66,7 @@ class Settings:
     cluster: str
     broker_url: str  # pulsar://host:port, what LOOKUP answers
     max_message_size: int
+    broker_url_tls: str = ""  # pulsar+ssl://host:port when the binary port serves TLS
 
 
 @dataclass

@@ -19,6 +19,7 @@ from aiohttp import web
 from seglog.admin.api import Admin
 from seglog.broker import Broker
 from seglog.names import NamespaceName, TopicName
+from seglog.server.auth import Authority
 from seglog.server.rest.errors import RestError
 from seglog.server.service import BrokerService
 
@@ -48,6 +49,7 @@ class RestContext:
     service: BrokerService
     executor: Executor
     http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl
+    authority: Authority | None = None  # who may do what (server/auth.py); None: everyone everything
 
     async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -1,7 +1,7 @@
-"""The one place every HTTP request goes through: authentication (a later version checks the token here;
-this one lets every request through), the handler, and the mapping of errors to Pulsar's statuses and
-`{"reason": ...}` bodies (errors.py). aiohttp's own answers (no such route, method not allowed) get the same
-JSON body."""
+"""The one place every HTTP request goes through: authentication and authorization (the `Authorization:
+Bearer <token>` header, decided by server/auth.py's Authority.check_http: 401 without a valid token, 403
+without the role's right), the handler, and the mapping of errors to Pulsar's statuses and `{"reason": ...}`
+bodies (errors.py). aiohttp's own answers (no such route, method not allowed) get the same JSON body."""
 
 from __future__ import annotations
 
@@ -11,22 +11,72 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from seglog.errors import SeglogError
+from seglog.server import auth
 from seglog.server.errors import ServerFailure
+from seglog.server.rest.base import CONTEXT
 from seglog.server.rest.errors import RestError, error_body, status_of
 
 logger = logging.getLogger("seglog.server")
 
 
-def authenticate(request: web.Request) -> None:
-    """Refuse a request that is not authenticated (RestError 401). No authentication yet: every request
-    passes; the token check goes here."""
+# Open to anyone, with authentication on too: the health check (liveness only: it touches no data, unlike
+# Pulsar's, which writes to a topic and needs a superuser), /metrics (Pulsar's default,
+# authenticateMetricsEndpoint=false) and the OpenAPI document.
+OPEN_PATHS = frozenset({"/admin/v2/brokers/health", "/metrics", "/admin/v2/openapi.json"})
+TENANT_RECORD = "/admin/v2/tenants/{tenant}"
+NAMESPACE_TOPIC_LISTS = frozenset({"/admin/v2/namespaces/{tenant}/{namespace}/topics",
+                                   "/admin/v2/persistent/{tenant}/{namespace}",
+                                   "/admin/v2/persistent/{tenant}/{namespace}/partitioned"})
+
+
+def access(request: web.Request) -> tuple[str | None, tuple[str, ...]] | None:
+    """What a request needs when authentication is on, as Authority.check_http takes it: (resource, actions),
+    or None when it is open to anyone. Pulsar's rules: the broker's own resources (clusters, the tenants list,
+    maintenance) and creating, changing or deleting a tenant are for superusers; everything within a tenant
+    for its admin roles; a role granted produce or consume on a namespace may also list its topics and read
+    its topics' stats, partitions and lookups, and a role granted consume may act on subscriptions."""
+    if request.path in OPEN_PATHS:
+        return None
+    info = request.match_info
+    tenant = info.get("tenant")
+    resource = info.route.resource
+    template = resource.canonical if resource is not None else ""
+    reading = request.method in ("GET", "HEAD")
+    if tenant is None or (template == TENANT_RECORD and not reading):
+        return None, ()
+    namespace, topic = info.get("namespace"), info.get("topic")
+    if namespace is None:
+        return tenant, ()
+    if topic is None:
+        return f"{tenant}/{namespace}", auth.LOOKUP if reading and template in NAMESPACE_TOPIC_LISTS else ()
+    name = f"{tenant}/{namespace}/{topic}"
+    if "subscription" in info:
+        return name, auth.CONSUME
+    return name, auth.LOOKUP if reading else ()
+
+
+async def authenticate(request: web.Request) -> None:
+    """Refuse (RestError 401 or 403) a request the client's role may not make; nothing when authentication
+    is off."""
+    context = request.app[CONTEXT]
+    authority = context.authority
+    if authority is None or not authority.enabled:
+        return
+    needed = access(request)
+    if needed is None:
+        return
+    resource, actions = needed
+    try:
+        await context.blocking(authority.check_http, request.headers.get("Authorization"), resource, actions)
+    except auth.HttpRefusal as refusal:
+        raise RestError(refusal.status, refusal.reason) from None
 
 
 @web.middleware
 async def dispatch(request: web.Request,
                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     try:
-        authenticate(request)
+        await authenticate(request)
         return await handler(request)
     except RestError as error:
         return _error(error.status, error)

@@ -1,5 +1,5 @@
-"""/admin/v2/namespaces: namespaces, their Policies, their topics, clearing their backlog; the policies
-themselves are in policies.py."""
+"""/admin/v2/namespaces: namespaces, their Policies, their topics, clearing their backlog, the roles'
+permissions; the policies themselves are in policies.py."""
 
 from __future__ import annotations
 
@@ -25,8 +25,17 @@ from seglog.server.rest.topics import pulsar_topic_names
 
 NAMESPACES = "/admin/v2/namespaces/{tenant}"
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
-POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds and backlog_quota_map are applied; "
-            "replication_clusters and auth_policies are accepted and not kept (one cluster, no authorization yet)")
+POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds, backlog_quota_map and "
+            "auth_policies.namespace_auth ({role: [actions]}) are applied; replication_clusters is accepted and not "
+            "kept (one cluster)")
+ACTIONS = 'the actions to grant: a JSON list of "produce" and/or "consume"'
+
+
+def _auth_policies(ctx: RestContext, name: str) -> dict[str, Any]:
+    """Pulsar's AuthPolicies: namespace_auth is the namespace's permissions; seglog has no topic-level or
+    subscription-level ones."""
+    return {"namespace_auth": ctx.admin.namespaces.permissions(name), "destination_auth": {},
+            "subscription_auth_roles": {}}
 
 
 async def list_namespaces(request: web.Request, ctx: RestContext) -> web.Response:
@@ -40,7 +49,8 @@ def _policies(ctx: RestContext, name: str) -> dict[str, Any]:
     return {"retention_policies": namespaces.get_retention(name),
             "message_ttl_in_seconds": namespaces.get_message_ttl(name),
             "backlog_quota_map": {t: backlog_quota(q) for t, q in namespaces.get_backlog_quotas(name).items()},
-            "replication_clusters": [ctx.service.settings.cluster], "deleted": False}
+            "replication_clusters": [ctx.service.settings.cluster], "auth_policies": _auth_policies(ctx, name),
+            "deleted": False}
 
 
 async def get_policies(request: web.Request, ctx: RestContext) -> web.Response:
@@ -65,6 +75,12 @@ def _create(ctx: RestContext, name: str, body: Any) -> None:
         if quota_type not in ("destination_storage", "message_age"):
             raise RestError(400, f"backlog_quota_map: unknown backlog quota type {quota_type!r}")
         changes.append(("set_backlog_quota", parse_backlog_quota(quota, quota_type)))
+    granted = (body.get("auth_policies") or {})
+    granted = granted.get("namespace_auth") if isinstance(granted, dict) else granted
+    if not isinstance(granted or {}, dict):
+        raise RestError(400, "auth_policies must be an object: {\"namespace_auth\": {role: [actions]}}")
+    for role, actions in (granted or {}).items():
+        changes.append(("grant_permission", {"role": role, "actions": actions}))
     namespaces = ctx.admin.namespaces
     namespaces.create(name)
     try:
@@ -102,6 +118,24 @@ async def list_topics(request: web.Request, ctx: RestContext) -> web.Response:
         await ctx.blocking(_topics, ctx, namespace_of(request))  # 404 for a missing namespace all the same
         return json_response([])
     return json_response(await ctx.blocking(_topics, ctx, namespace_of(request)))
+
+
+async def get_permissions(request: web.Request, ctx: RestContext) -> web.Response:
+    return json_response(await ctx.blocking(ctx.admin.namespaces.permissions, namespace_of(request)))
+
+
+async def grant_permission(request: web.Request, ctx: RestContext) -> web.Response:
+    name, role = namespace_of(request), request.match_info["role"]
+    actions = await json_body(request, ACTIONS)
+    if not isinstance(actions, list):
+        raise RestError(400, f"expected {ACTIONS}, not {actions!r}")
+    await ctx.blocking(ctx.admin.namespaces.grant_permission, name, role, actions)
+    return no_content()
+
+
+async def revoke_permission(request: web.Request, ctx: RestContext) -> web.Response:
+    await ctx.blocking(ctx.admin.namespaces.revoke_permission, namespace_of(request), request.match_info["role"])
+    return no_content()
 
 
 async def clear_backlog(request: web.Request, ctx: RestContext) -> web.Response:
@@ -142,6 +176,13 @@ ROUTES = [
     Route("GET", f"{NAMESPACE}/topics", list_topics, "The namespace's topics (persistent://..., partitions by "
                                                      "their -partition-N names).", (200, 400, 404, 412),
           query=("mode",)),
+    Route("GET", f"{NAMESPACE}/permissions", get_permissions, "The roles' permissions: {role: [actions]}.",
+          (200, 404, 412)),
+    Route("POST", f"{NAMESPACE}/permissions/{{role}}", grant_permission, "Grant a role produce and/or consume "
+                                                                          "(replacing what it had).",
+          (204, 400, 404, 412), ACTIONS),
+    Route("DELETE", f"{NAMESPACE}/permissions/{{role}}", revoke_permission, "Revoke every permission of a role.",
+          (204, 400, 404, 412)),
     Route("POST", f"{NAMESPACE}/clearBacklog", clear_backlog, "Acknowledge everything on every topic of the "
                                                               "namespace, for every subscription.",
           (204, 400, 404, 412)),
