@@ -276,7 +276,7 @@ class Dispatcher:
         for partition, offsets in given.items():
             self.redeliveries.add(partition, offsets)
             # no longer the consumer's: were it to leave, they must not go to redelivery a second time
-            kept = deque()
+            kept: deque[Pending] = deque()
             for pending in consumer.pending:
                 if pending.partition == partition:
                     pending = Pending(pending.deadline_ms, partition,
