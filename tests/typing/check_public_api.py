@@ -7,6 +7,8 @@ warn_unused_ignores, a stub loosened to accept it (say, to Any) makes the ignore
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -60,10 +62,13 @@ def read(message: seglog.Message) -> None:
     assert_type(message.partition, int)
     assert_type(message.offset, int)
     assert_type(message.key, bytes | None)
-    assert_type(message.value, bytes)
+    assert_type(message.value, bytes | None)
     assert_type(message.timestamp, int)
     assert_type(message.event_time, int | None)
     assert_type(message.properties, dict[str, str])
+    assert_type(message.ordering_key, bytes | None)
+    assert_type(message.batch_attributes, Mapping[str, str])
+    message.batch_attributes["k"] = "v"  # type: ignore[index]
     assert_type(message.message_id, seglog.MessageId)
     message.value = b"other"  # type: ignore[misc]
 
