@@ -35,6 +35,9 @@ def using_it(path: str, ms_array: npt.NDArray[np.int64]) -> None:
         assert_type(reader, seglog.Reader)
         assert_type(reader.read_batch(max_messages=10_000), pa.RecordBatch | None)
         assert_type(reader.read_messages(100, timeout=0.5), list[seglog.Message])
+        for info in reader.batch_infos():
+            assert_type(info.base_offset + info.record_count, int)
+            assert_type(info.attributes, Mapping[str, str])
         for message in topic.reader(0, partition=1):
             read(message)
 
@@ -52,6 +55,7 @@ def send(producer: seglog.Producer) -> None:
     assert_type({mid: "hashable"}, dict[seglog.MessageId, str])
     producer.send("text", key="user-1", timestamp=1_700_000_000_000, properties={"trace": "abc"}, partition=0)
     producer.send(bytearray(b"value"), key=memoryview(b"key"))
+    producer.send(None, key=b"tombstone")  # a null value
     producer.send(42)  # type: ignore[arg-type]
     producer.send(b"value", properties={"retries": 3})  # type: ignore[dict-item]
     producer.send(b"value", timestamp="now")  # type: ignore[arg-type]
