@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import re
 import shutil
 import signal
 import struct
@@ -309,7 +310,22 @@ def test_read_batch_wraps_the_value_validity_of_the_mapped_segment(log: seglog.L
 
 # --- damage and crashes ---------------------------------------------------------------------------------
 
-def test_a_damaged_offsets_section_with_a_sound_crc_is_reported_with_file_and_position(tmp_path: Path) -> None:
+def as_version_1(raw: bytearray, position: int) -> str:
+    """The version-2 batch at `position` marked as version 1, its CRC sound again; the reason it is invalid."""
+    struct.pack_into("<H", raw, position + 4, 1)
+    return "flags not valid for the batch's format version"
+
+
+def damaged_section_offsets(raw: bytearray, position: int) -> str:
+    """The last ordering-key offset of the batch at `position` far past it, its CRC sound again."""
+    section = _format.batch_layout(bytes(raw), position)["ordering_key_offsets"]
+    struct.pack_into("<i", raw, position + section + 8, 1 << 20)
+    return "column sections do not fit the batch (a damaged offsets section)"
+
+
+@pytest.mark.parametrize("damage", [damaged_section_offsets, as_version_1])
+def test_an_invalid_batch_with_a_sound_crc_is_reported_with_file_and_position(tmp_path: Path, damage) -> None:
+    """Only the layout and flag checks can find these: the CRC is made right again after the edit."""
     data = tmp_path / "data"
     with seglog.open(data) as log:
         topic = log.create_topic(TOPIC)
@@ -319,23 +335,26 @@ def test_a_damaged_offsets_section_with_a_sound_crc_is_reported_with_file_and_po
     (log_file,) = segment_logs(partition_dir(data, TOPIC))
     first, second = walk_batches(log_file)
     raw = bytearray(log_file.read_bytes())
-    section = _format.batch_layout(bytes(raw), second.position)["ordering_key_offsets"]
-    struct.pack_into("<i", raw, second.position + section + 8, 1 << 20)  # the last offset, far past the batch
+    reason = damage(raw, second.position)
     crc = crc32c_reference.crc32c(bytes(raw[second.position + 12:second.end]))
-    struct.pack_into("<I", raw, second.position + 8, crc)  # sound again: only the layout check finds it
+    struct.pack_into("<I", raw, second.position + 8, crc)
     log_file.write_bytes(raw)
 
     report = check_log(data)
-    assert [(Path(p.path), p.position, p.reason) for p in report.problems] == [
-        (log_file, second.position, "column sections do not fit the batch (a damaged offsets section)")]
+    assert [(Path(p.path), p.position, p.reason) for p in report.problems] == [(log_file, second.position, reason)]
     with seglog.open(data, background=False) as log:
         reader = log.topic(TOPIC).reader()
         assert reader.read_batch().column("value").to_pylist() == [b"a", b"b"]
-        with pytest.raises(CorruptLogError, match="column sections do not fit the batch") as raised:
+        with pytest.raises(CorruptLogError, match=re.escape(reason)) as raised:
             reader.read_batch()
         assert (Path(raised.value.path), raised.value.position) == (log_file, second.position)
-        with pytest.raises(CorruptLogError, match="column sections do not fit the batch"):
+        with pytest.raises(CorruptLogError, match=re.escape(reason)):
             list(log.topic(TOPIC).reader(0).batch_infos())
+    # After an unclean stop the newest segment's unsound last batch is cut, as any damaged one is.
+    (partition_dir(data, TOPIC) / ".clean-shutdown").unlink()
+    with seglog.open(data) as log:
+        assert [m.value for m in log.topic(TOPIC).reader()] == [b"a", b"b"]
+    assert check_log(data).ok
 
 
 # A writer of version-2 batches that appends 150 messages in two batches and is SIGKILLed. With "unindexed"
