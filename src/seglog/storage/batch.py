@@ -51,11 +51,11 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
         stamps, events, flags = _timestamps(timestamps, n, now, log_append_time)
     else:
         stamps, events, flags = _separate_event_times(timestamps, event_times, n, now, log_append_time)
+    if properties is None and ordering_keys is None and attributes is None:  # the common call, kept short
+        return BatchSource(value_column, key_column, stamps, events, flags, now)
     entries = prop_keys = prop_values = None
     if properties is not None:
         entries, prop_keys, prop_values = _properties(properties, n)
-    if ordering_keys is None and not attributes:  # everything of format version 1
-        return BatchSource(value_column, key_column, stamps, events, flags, now, entries, prop_keys, prop_values)
     ordering_key_column = None if ordering_keys is None else binary_column(
         ordering_keys, "ordering_keys", allow_null=True, count=n)
     attribute_keys, attribute_values = _attributes(attributes)
