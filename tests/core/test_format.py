@@ -308,14 +308,18 @@ def test_null_values_are_accepted_in_every_input_form_and_differ_from_empty_ones
 
 
 def test_a_null_item_holding_bytes_in_an_arrow_input_is_stored_without_them():
-    """Arrow lets a null slot span bytes; stored, a null value, key or ordering key has none (FORMAT.md)."""
+    """Arrow lets a null slot span bytes; stored, a null value or ordering key has none (FORMAT.md). Keys
+    keep them, as version 1 kept them, so a version-1 batch is written as it always was."""
     offsets = pa.py_buffer(np.array([0, 2, 5, 6], dtype=np.int32).tobytes())
     validity = pa.py_buffer(np.packbits([True, False, True], bitorder="little").tobytes())
     odd = pa.Array.from_buffers(pa.binary(), 3, [validity, offsets, pa.py_buffer(b"abXYZc")])
     assert odd.to_pylist() == [b"ab", None, b"c"]
-    encoded = encode(odd, keys=odd, ordering_keys=odd)
-    assert encoded == encode([b"ab", None, b"c"], keys=[b"ab", None, b"c"], ordering_keys=[b"ab", None, b"c"])
+    encoded = encode(odd, ordering_keys=odd)
+    assert encoded == encode([b"ab", None, b"c"], ordering_keys=[b"ab", None, b"c"])
     assert b"XYZ" not in encoded
+    keyed = encode([b"v"] * 3, keys=odd)
+    assert HEADER.unpack_from(keyed)[1] == 1 and b"abXYZc" in keyed
+    assert decode(keyed).column("key").to_pylist() == [b"ab", None, b"c"]
 
 
 def test_arrow_value_column_with_nulls_is_zero_copy():

@@ -41,7 +41,7 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     `attributes`: a mapping of str to str stored once with the batch (opaque to storage; the server keeps
     its SEND's metadata there). Null values, ordering keys and attributes make a batch of format version 2
     (docs/FORMAT.md)."""
-    value_column = binary_column(values, "values", allow_null=True)
+    value_column = binary_column(values, "values", allow_null=True, empty_nulls=True)
     n = value_column.count
     if n == 0:
         raise InvalidArgumentError("values", "no messages", "at least one message: a send_batch call is one "
@@ -57,7 +57,7 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
     if properties is not None:
         entries, prop_keys, prop_values = _properties(properties, n)
     ordering_key_column = None if ordering_keys is None else binary_column(
-        ordering_keys, "ordering_keys", allow_null=True, count=n)
+        ordering_keys, "ordering_keys", allow_null=True, count=n, empty_nulls=True)
     attribute_keys, attribute_values = _attributes(attributes)
     return BatchSource(value_column, key_column, stamps, events, flags, now, entries, prop_keys, prop_values,
                        ordering_key_column, attribute_keys, attribute_values)
@@ -69,11 +69,15 @@ def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> 
     return make_source(values, keys, timestamps, properties, now=0, log_append_time=False)
 
 
-def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None) -> Column:
+def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None,
+                  empty_nulls: bool = False) -> Column:
+    """A column of `data` in any accepted form. `empty_nulls`: a null item of a pyarrow array that spans
+    bytes (Arrow allows it) is stored without them, as format version 2 stores a null value or ordering key;
+    keys keep version 1's way (the bytes as given), so that a batch of version 1 is written as it was."""
     if isinstance(data, list):
         column = Column.from_list(data, argument, allow_null)
     elif isinstance(data, (pa.Array, pa.ChunkedArray)):
-        column = _arrow_column(data, argument, allow_null)
+        column = _arrow_column(data, argument, allow_null, empty_nulls)
     elif isinstance(data, np.ndarray):
         column = _numpy_column(data, argument, allow_null)
     elif isinstance(data, tuple):
@@ -85,7 +89,8 @@ def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | No
     return column
 
 
-def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: bool) -> Column:
+def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: bool,
+                  empty_nulls: bool = False) -> Column:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if array.type in (pa.string(), pa.large_string()):
@@ -104,7 +109,7 @@ def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: 
             raise InvalidArgumentError(f"{argument}[{first}]", None, "bytes; only keys, values and ordering keys "
                                        "may be null")
         present = array.is_valid().to_numpy(zero_copy_only=False)
-        if np.diff(offsets)[~present].any():  # null items holding bytes, as Arrow allows
+        if empty_nulls and np.diff(offsets)[~present].any():  # null items holding bytes, as Arrow allows
             offsets, data = _without_null_bytes(offsets, data, present)
         validity = np.packbits(present, bitorder="little")
     return Column.from_offsets(offsets, data, argument, validity)
