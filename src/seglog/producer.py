@@ -33,8 +33,9 @@ class Producer(SendPath):
     """Writes messages to a topic. Any number of producers in a process share each partition's writer.
 
     `send(value, *, key=None, timestamp=None, properties=None, partition=None) -> MessageId` queues one
-    message; its offset is final at once (this process is the partition's only writer) and the message is
-    visible to readers once written. `send_batch` writes at once.
+    message (a None value is a null one: no value, unlike b""); its offset is final at once (this process
+    is the partition's only writer) and the message is visible to readers once written. `send_batch`
+    writes at once.
 
     A partition's writer, and so its writer lock, is taken with the producer's first message for it (a
     PartitionLockedError then if another process writes it), so producers in several processes can share
@@ -78,7 +79,7 @@ class Producer(SendPath):
         """The topic has backlog quotas (armed) or none: send() checks them only while it has."""
         self._quota_gate = self._check_message_quota if armed else None
 
-    def _check_message_quota(self, partition: int, value: bytes, key: bytes | None, timestamp: int | None,
+    def _check_message_quota(self, partition: int, value: bytes | None, key: bytes | None, timestamp: int | None,
                              properties: dict[str, str] | None) -> None:
         """send()'s backlog quota check. The message counts the bytes it would take alone in a batch, header
         included: at least what it adds to the batch it joins, so the quota is never passed."""
@@ -115,11 +116,12 @@ class Producer(SendPath):
                    partition: int | None = None) -> MessageId:
         """Write `values` as one record batch (split only where a segment is full); returns the MessageId
         of its first message. values: a list of bytes, a pyarrow binary or string array, or a numpy array
-        of fixed-width records; at least one. keys: the same forms, None allowed per key; when given and
-        `partition` is not, messages are spread by key hash (one batch per partition). timestamps: ms since
-        the epoch, one per value (None or a pyarrow null: the append time). properties: a list of dicts of
-        str to str, or a pyarrow map array. Without keys or partition, each call goes to the next partition
-        in turn. The whole call is checked before anything is written: a bad argument writes nothing."""
+        of fixed-width records; at least one; None (or a pyarrow null) is a null value. keys: the same
+        forms, None allowed per key; when given and `partition` is not, messages are spread by key hash
+        (one batch per partition). timestamps: ms since the epoch, one per value (None or a pyarrow null:
+        the append time). properties: a list of dicts of str to str, or a pyarrow map array. Without keys
+        or partition, each call goes to the next partition in turn. The whole call is checked before
+        anything is written: a bad argument writes nothing."""
         self._check_open()
         if partition is not None:
             self._ref.check_partition(partition)

@@ -883,6 +883,15 @@ def test_produce_value_with_key_and_properties_then_consume_json(runner: CliRunn
     assert run(runner, data, "consume", "t", "--start", "1").stdout == "\ufffd\ufffd raw\n"
 
 
+def test_consume_shows_a_null_value_apart_from_an_empty_one(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    with seglog.open(data) as log, log.topic("t").producer() as producer:
+        producer.send_batch([None, b"", b"x"])
+    documents = [json.loads(line) for line in run(runner, data, "consume", "t", "--format", "json").stdout.splitlines()]
+    assert [(d["value"], d["value_encoding"]) for d in documents] == [(None, None), ("", "utf-8"), ("x", "utf-8")]
+    assert run(runner, data, "consume", "t").stdout == "\n\nx\n"
+
+
 def test_consume_from_timestamp(runner: CliRunner, data: Path) -> None:
     run(runner, data, "topic", "create", "t")
     with seglog.open(data) as log, log.topic("t").producer() as producer:

@@ -54,6 +54,16 @@ def test_batch_read_has_every_column_with_spark_types(spark, tmp_path):
         assert row.timestamp.replace(tzinfo=UTC) == dt.datetime.fromtimestamp((1_700_000_000_000 + i) / 1000, UTC)
 
 
+def test_null_values_read_as_nulls_apart_from_empty_values(spark, tmp_path):
+    """A null value (format version 2, with its validity bitmap) beside version-1 batches of the same topic."""
+    with seglog.open(tmp_path) as log:
+        with log.create_topic("events", partitions=1).producer() as producer:
+            producer.send_batch([b"a", b""])
+            producer.send_batch([None, b"b", b""])
+    rows = read(spark, tmp_path).orderBy("offset").collect()
+    assert [None if r.value is None else bytes(r.value) for r in rows] == [b"a", b"", None, b"b", b""]
+
+
 def test_offset_ranges_as_in_sparks_kafka_source(spark, tmp_path):
     make_topic(tmp_path)
     df = read(spark, tmp_path, startingOffsets='{"events": {"0": 10, "1": -2}}',

@@ -7,6 +7,8 @@ warn_unused_ignores, a stub loosened to accept it (say, to Any) makes the ignore
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -33,6 +35,9 @@ def using_it(path: str, ms_array: npt.NDArray[np.int64]) -> None:
         assert_type(reader, seglog.Reader)
         assert_type(reader.read_batch(max_messages=10_000), pa.RecordBatch | None)
         assert_type(reader.read_messages(100, timeout=0.5), list[seglog.Message])
+        for info in reader.batch_infos():
+            assert_type(info.base_offset + info.record_count, int)
+            assert_type(info.attributes, Mapping[str, str])
         for message in topic.reader(0, partition=1):
             read(message)
 
@@ -50,6 +55,7 @@ def send(producer: seglog.Producer) -> None:
     assert_type({mid: "hashable"}, dict[seglog.MessageId, str])
     producer.send("text", key="user-1", timestamp=1_700_000_000_000, properties={"trace": "abc"}, partition=0)
     producer.send(bytearray(b"value"), key=memoryview(b"key"))
+    producer.send(None, key=b"tombstone")  # a null value
     producer.send(42)  # type: ignore[arg-type]
     producer.send(b"value", properties={"retries": 3})  # type: ignore[dict-item]
     producer.send(b"value", timestamp="now")  # type: ignore[arg-type]
@@ -60,10 +66,13 @@ def read(message: seglog.Message) -> None:
     assert_type(message.partition, int)
     assert_type(message.offset, int)
     assert_type(message.key, bytes | None)
-    assert_type(message.value, bytes)
+    assert_type(message.value, bytes | None)
     assert_type(message.timestamp, int)
     assert_type(message.event_time, int | None)
     assert_type(message.properties, dict[str, str])
+    assert_type(message.ordering_key, bytes | None)
+    assert_type(message.batch_attributes, Mapping[str, str])
+    message.batch_attributes["k"] = "v"  # type: ignore[index]
     assert_type(message.message_id, seglog.MessageId)
     message.value = b"other"  # type: ignore[misc]
 

@@ -5,9 +5,9 @@ from seglog._core._buffer import BufferLike
 from seglog._core._messages import MessageId
 
 # What drain() and reserve() take: (base_offset, values, keys, timestamps, properties), a column None when
-# no message in it had one.
+# no message in it had one (a None value is a null one).
 _Pending: TypeAlias = tuple[
-    int, list[bytes], list[bytes | None] | None, list[int | None] | None, list[dict[str, str] | None] | None
+    int, list[bytes | None], list[bytes | None] | None, list[int | None] | None, list[dict[str, str] | None] | None
 ]
 
 class Accumulator:
@@ -22,7 +22,7 @@ class Accumulator:
     def batches_taken(self) -> int: ...
     @property
     def pending(self) -> int: ...
-    def append(self, value: bytes, key: bytes | None, timestamp: int | None,
+    def append(self, value: bytes | None, key: bytes | None, timestamp: int | None,
                properties: dict[str, str] | None) -> int: ...
     def drain(self) -> _Pending | None: ...
     def reserve(self, count: int) -> tuple[_Pending | None, int]: ...
@@ -30,9 +30,10 @@ class Accumulator:
 
 class SendPath:
     # Set by the quota guard while the topic has backlog quotas; called before send() queues a message.
-    _quota_gate: Callable[[int, bytes, bytes | None, int | None, dict[str, str] | None], object] | None
+    _quota_gate: Callable[[int, bytes | None, bytes | None, int | None, dict[str, str] | None], object] | None
     def _init_send_path(self, accumulators: list[Accumulator | None], batch_size: int, fence: BufferLike) -> None: ...
-    def send(self, value: bytes | bytearray | memoryview | str, key: bytes | bytearray | memoryview | str | None = None,
+    def send(self, value: bytes | bytearray | memoryview | str | None,
+             key: bytes | bytearray | memoryview | str | None = None,
              timestamp: int | None = None, properties: dict[str, str] | None = None,
              partition: int | None = None) -> MessageId:
         """Queue one message; returns its MessageId, whose offset is final at once."""

@@ -44,7 +44,8 @@ cdef class Accumulator:
         return len(self.values)
 
     cpdef int64_t append(self, value, key, timestamp, properties) except -1:
-        """Queue one message; returns its offset. `value` is bytes (the producer converted it)."""
+        """Queue one message; returns its offset. `value` is bytes, or None for a null value (the producer
+        converted it)."""
         cdef Py_ssize_t n = len(self.values)
         # A column's list is made (None for the messages before) before anything is queued: see the docstring.
         if key is not None and self.keys is None:
@@ -60,7 +61,8 @@ cdef class Accumulator:
             self.timestamps.append(timestamp)
         if self.properties is not None:
             self.properties.append(properties)
-        self.pending_bytes += PyBytes_GET_SIZE(value)
+        if value is not None:
+            self.pending_bytes += PyBytes_GET_SIZE(value)
         self.next_offset += 1
         return self.next_offset - 1
 
@@ -121,7 +123,8 @@ cdef class SendPath:
     cpdef MessageId send(self, value, key=None, timestamp=None, properties=None, partition=None):
         """Queue one message; returns its MessageId (the offset is final at once, see docs).
 
-        value: bytes (str is encoded as UTF-8; bytearray and memoryview are copied).
+        value: bytes (str is encoded as UTF-8; bytearray and memoryview are copied), or None for a null
+        value (no value, unlike an empty one: Message.value is None).
         key: bytes or str; chooses the partition by Kafka's murmur2 hash unless `partition` is given.
         timestamp: ms since the epoch (the producer's CreateTime); default: the time of the write.
         properties: a dict of str to str.
@@ -134,7 +137,7 @@ cdef class SendPath:
             raise ClosedError("producer is closed")
         if self._fence[0]:
             self._fenced()
-        if not PyBytes_Check(value):
+        if value is not None and not PyBytes_Check(value):
             value = _to_bytes(value, "value")
         if key is not None and not PyBytes_Check(key):
             key = _to_bytes(key, "key")
@@ -178,7 +181,7 @@ cdef bytes _to_bytes(object item, str argument):
         return _utf8(<str>item, argument)
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
-    raise InvalidArgumentError(argument, type(item).__name__, "bytes, bytearray, memoryview or str")
+    raise InvalidArgumentError(argument, type(item).__name__, "bytes, bytearray, memoryview, str or None")
 
 
 cdef int _check_partition(object partition, int partitions) except -1:

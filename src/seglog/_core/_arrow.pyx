@@ -24,7 +24,7 @@ SCHEMA = pa.schema([
     pa.field("offset", pa.int64(), nullable=False),
     pa.field("timestamp", TIMESTAMP_TYPE, nullable=False),
     pa.field("key", pa.binary()),
-    pa.field("value", pa.binary(), nullable=False),
+    pa.field("value", pa.binary()),  # null where a message has a null value (format version 2)
     pa.field("properties", PROPERTIES_TYPE),
 ])
 cdef object _import_batch = pa.RecordBatch._import_from_c
@@ -219,7 +219,11 @@ cdef void fill_batch(StoredBatch *s, const uint8_t *batch, const BatchLayout *la
     s.columns[0] = fixed_array(&f, n, offsets)
     s.columns[1] = fixed_array(&f, n, batch + layout.timestamps)
     fill_keys(&f, batch, layout, zeroed)
-    s.columns[3] = binary_array(&f, n, 0, NULL, batch + layout.value_offsets, batch + layout.value_data)
+    if layout.value_validity < 0:
+        s.columns[3] = binary_array(&f, n, 0, NULL, batch + layout.value_offsets, batch + layout.value_data)
+    else:  # null values: the batch's own bitmap, pyarrow counts the nulls when asked
+        s.columns[3] = binary_array(&f, n, -1, batch + layout.value_validity, batch + layout.value_offsets,
+                                    batch + layout.value_data)
     fill_properties(&f, batch, layout, zeroed)
     root.length = n
     root.null_count = 0
@@ -250,8 +254,9 @@ cdef const uint8_t *locate(const Py_buffer *view, Py_ssize_t position, BatchHead
 
 def record_batch(buffer, Py_ssize_t position):
     """The batch at `position` of `buffer` (a segment's map, or any bytes-like object holding batches) as a
-    RecordBatch of SCHEMA: `offset` computed from the base offset, `timestamp`, `key`, `value` and
-    `properties` the batch's own sections. ValueError if its sections do not fit its length. The caller
+    RecordBatch of SCHEMA: `offset` computed from the base offset, `timestamp`, `key`, `value` (its validity
+    bitmap too, when the batch has null values) and `properties` the batch's own sections. Ordering keys
+    and batch attributes are not columns (docs/FORMAT.md): Message objects and Reader.batch_infos have them. ValueError if its sections do not fit its length. The caller
     has checked the batch (its header against the index, its CRC when asked)."""
     cdef Py_buffer view
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)

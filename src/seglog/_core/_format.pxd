@@ -31,7 +31,8 @@ cdef extern from "native.h" nogil:
 cdef enum:
     HEADER_SIZE = 64
     CRC_START = 12          # the CRC covers every byte after itself
-    FORMAT_VERSION = 1
+    FORMAT_VERSION_1 = 1
+    FORMAT_VERSION_2 = 2    # the newest: a batch is written as version 2 when it has a section of version 2
     MAGIC = 0x424C4753      # b"SGLB" read as a little-endian uint32
 
     FLAG_HAS_KEYS = 1 << 0
@@ -39,8 +40,14 @@ cdef enum:
     FLAG_HAS_PROPERTIES = 1 << 2
     FLAG_EVENT_TIME_COLUMN = 1 << 3
     FLAG_EVENT_TIME_IS_TIMESTAMP = 1 << 4
+    FLAG_VALUE_NULLS = 1 << 5              # version 2
+    FLAG_ORDERING_KEYS = 1 << 6            # version 2
+    FLAG_ORDERING_KEY_NULLS = 1 << 7       # version 2, only with FLAG_ORDERING_KEYS
     FLAG_LOG_APPEND_TIME = 1 << 8
-    KNOWN_FLAGS = 0x11F
+    FLAG_BATCH_ATTRIBUTES = 1 << 9         # version 2
+    KNOWN_FLAGS_V1 = 0x11F
+    VERSION_2_FLAGS_MASK = 0x2E0
+    KNOWN_FLAGS_V2 = 0x3FF
 
 
 # The fixed header, in file order; every field little-endian (docs/FORMAT.md).
@@ -93,11 +100,14 @@ cdef struct BatchColumns:
     int64_t constant_timestamp
     const int64_t *event_times     # NULL unless FLAG_EVENT_TIME_COLUMN
     uint32_t flags
-    RawColumn values
+    RawColumn values               # values.validity set when FLAG_VALUE_NULLS
     RawColumn keys                 # used when flags has FLAG_HAS_KEYS
     const int64_t *property_entries  # count + 1 entry positions, when FLAG_HAS_PROPERTIES
     RawColumn property_keys
     RawColumn property_values
+    RawColumn ordering_keys        # used when flags has FLAG_ORDERING_KEYS
+    RawColumn attribute_keys       # the batch's attributes, when FLAG_BATCH_ATTRIBUTES: one map written
+    RawColumn attribute_values     # whole into every batch encoded from these columns
 
 
 cdef Py_ssize_t encoded_batch_size(const BatchColumns *columns, Py_ssize_t start, Py_ssize_t stop) noexcept nogil
@@ -116,6 +126,7 @@ cdef struct BatchLayout:
     Py_ssize_t key_validity
     Py_ssize_t key_offsets
     Py_ssize_t key_data
+    Py_ssize_t value_validity
     Py_ssize_t value_offsets
     Py_ssize_t value_data
     Py_ssize_t property_entries
@@ -124,6 +135,15 @@ cdef struct BatchLayout:
     Py_ssize_t property_key_data
     Py_ssize_t property_value_offsets
     Py_ssize_t property_value_data
+    Py_ssize_t ordering_key_validity
+    Py_ssize_t ordering_key_offsets
+    Py_ssize_t ordering_key_data
+    Py_ssize_t attributes              # the attribute_count section
+    Py_ssize_t attribute_count         # its value (0 when the batch has no attributes)
+    Py_ssize_t attribute_key_offsets
+    Py_ssize_t attribute_key_data
+    Py_ssize_t attribute_value_offsets
+    Py_ssize_t attribute_value_data
     Py_ssize_t end
 
 

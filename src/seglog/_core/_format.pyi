@@ -15,7 +15,12 @@ KEY_NULLS: int
 HAS_PROPERTIES: int
 EVENT_TIME_COLUMN: int
 EVENT_TIME_IS_TIMESTAMP: int
+VALUE_NULLS: int
+ORDERING_KEYS: int
+ORDERING_KEY_NULLS: int
 LOG_APPEND_TIME: int
+BATCH_ATTRIBUTES: int
+VERSION_2_FLAGS: int
 NO_EVENT_TIME: int
 
 class ScanStatus(enum.IntEnum):
@@ -29,6 +34,8 @@ class ScanStatus(enum.IntEnum):
     SCAN_BAD_CRC = 5
     SCAN_BAD_OFFSET = 6
     SCAN_INDEX_FULL = 7
+    SCAN_BAD_FLAGS = 8
+    SCAN_BAD_LAYOUT = 9
 
 # Keyed by ScanStatus, an IntEnum, so the int codes the scans return index it too.
 SCAN_REASONS: dict[int, str]
@@ -67,7 +74,8 @@ def read_header(buffer: BufferLike, position: int) -> tuple[int, int, int, int, 
 
 def populate_read(buffer: BufferLike, start: int, end: int) -> None: ...
 def verify_batch(buffer: BufferLike, position: int, end: int) -> int:
-    """Check the header and CRC32C of the batch at `position`; a ScanStatus value, SCAN_END when sound."""
+    """Check the header, CRC32C and column layout of the batch at `position`; a ScanStatus value, SCAN_END
+    when sound."""
 
 def header_agrees(buffer: BufferLike, start: int, end: int, base_offset: int, count: int) -> bool: ...
 def check_entry(buffer: BufferLike | None, start: int, end: int, base_offset: int, count: int, verify_crc: bool) -> int:

@@ -16,14 +16,19 @@ cimport numpy as cnp
 cnp.import_array()
 
 HEADER_BYTES = HEADER_SIZE
-VERSION = FORMAT_VERSION
+VERSION = FORMAT_VERSION_2  # the newest format version, read and written (version 1 is read too)
 MAGIC_BYTES = b"SGLB"
 HAS_KEYS = FLAG_HAS_KEYS
 KEY_NULLS = FLAG_KEY_NULLS
 HAS_PROPERTIES = FLAG_HAS_PROPERTIES
 EVENT_TIME_COLUMN = FLAG_EVENT_TIME_COLUMN
 EVENT_TIME_IS_TIMESTAMP = FLAG_EVENT_TIME_IS_TIMESTAMP
+VALUE_NULLS = FLAG_VALUE_NULLS
+ORDERING_KEYS = FLAG_ORDERING_KEYS
+ORDERING_KEY_NULLS = FLAG_ORDERING_KEY_NULLS
 LOG_APPEND_TIME = FLAG_LOG_APPEND_TIME
+BATCH_ATTRIBUTES = FLAG_BATCH_ATTRIBUTES
+VERSION_2_FLAGS = VERSION_2_FLAGS_MASK  # the flags only a version-2 batch may have
 NO_EVENT_TIME = INT64_MIN
 
 # Scan outcomes (scan_batches, verify_batch): why a scan stopped where it did.
@@ -36,6 +41,8 @@ cpdef enum ScanStatus:
     SCAN_BAD_CRC = 5
     SCAN_BAD_OFFSET = 6     # base offset does not follow the previous batch
     SCAN_INDEX_FULL = 7     # more batches than the index arrays given can hold
+    SCAN_BAD_FLAGS = 8      # a flag unknown to the batch's format version, or flags that contradict
+    SCAN_BAD_LAYOUT = 9     # sound CRC, but the column sections do not fit the batch
 
 SCAN_REASONS = {
     SCAN_END: "end of data",
@@ -45,6 +52,8 @@ SCAN_REASONS = {
     SCAN_BAD_LENGTH: "invalid header length fields",
     SCAN_BAD_CRC: "CRC32C mismatch (corrupt batch)",
     SCAN_BAD_OFFSET: "base offset does not follow the previous batch",
+    SCAN_BAD_FLAGS: "flags not valid for the batch's format version",
+    SCAN_BAD_LAYOUT: "column sections do not fit the batch (a damaged offsets section)",
     SCAN_INDEX_FULL: "index capacity reached",
 }
 
@@ -173,14 +182,29 @@ def read_header(buffer, Py_ssize_t position) -> tuple:
             h.max_timestamp, h.record_count, h.body_length, h.origin_cluster, h.origin_base_offset)
 
 
+cdef inline bint known_version(uint16_t version) noexcept nogil:
+    return version == FORMAT_VERSION_1 or version == FORMAT_VERSION_2
+
+
+cdef inline bint flags_valid(uint16_t version, uint32_t flags) noexcept nogil:
+    """Every flag set is one the batch's format version defines, and ORDERING_KEY_NULLS comes with
+    ORDERING_KEYS (docs/FORMAT.md, Flags)."""
+    cdef uint32_t known = KNOWN_FLAGS_V1 if version == FORMAT_VERSION_1 else KNOWN_FLAGS_V2
+    if flags & ~known:
+        return False
+    return not (flags & FLAG_ORDERING_KEY_NULLS) or (flags & FLAG_ORDERING_KEYS) != 0
+
+
 cdef int check_header(const BatchHeader *h, Py_ssize_t position, Py_ssize_t end) noexcept nogil:
     if h.magic != MAGIC:
         return SCAN_BAD_MAGIC
-    if h.version != FORMAT_VERSION:
+    if not known_version(h.version):
         return SCAN_BAD_VERSION
     if h.header_size != HEADER_SIZE or h.record_count <= 0 or (h.body_length & 7) != 0 \
-            or h.body_length < 8 * <uint64_t>h.record_count or (h.flags & ~(<uint32_t>KNOWN_FLAGS)) != 0:
+            or h.body_length < 8 * <uint64_t>h.record_count:
         return SCAN_BAD_LENGTH
+    if not flags_valid(h.version, h.flags):
+        return SCAN_BAD_FLAGS
     if position + HEADER_SIZE + <Py_ssize_t>h.body_length > end:
         return SCAN_TORN
     return SCAN_END
@@ -190,6 +214,17 @@ cdef inline int crc_status(const uint8_t *batch, const BatchHeader *h) noexcept 
     if seglog_crc32c(0, batch + CRC_START, HEADER_SIZE - CRC_START + h.body_length) == h.crc:
         return SCAN_END
     return SCAN_BAD_CRC
+
+
+cdef inline int body_status(const uint8_t *batch, const BatchHeader *h, bint verify_crc) noexcept nogil:
+    """The rest of a batch whose header passed check_header: its CRC32C (with `verify_crc`), then whether
+    its column sections fit it (O(1): a few offsets read, no record walked)."""
+    cdef BatchLayout layout
+    if verify_crc and crc_status(batch, h) != SCAN_END:
+        return SCAN_BAD_CRC
+    if compute_layout(batch, HEADER_SIZE + h.body_length, &layout) != 0:
+        return SCAN_BAD_LAYOUT
+    return SCAN_END
 
 
 def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
@@ -208,7 +243,8 @@ def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
 
 
 def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
-    """Check the header and CRC32C of the batch at `position`; a SCAN_* code, SCAN_END when sound."""
+    """Check the header, CRC32C and column layout of the batch at `position`; a SCAN_* code, SCAN_END when
+    sound."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchHeader h
     cdef int status
@@ -221,7 +257,7 @@ def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     if status != SCAN_END:
         return status
     with nogil:
-        status = crc_status(&view[position], &h)
+        status = body_status(&view[position], &h, True)
     return status
 
 
@@ -252,7 +288,8 @@ ENTRY_DIFFERS = C_ENTRY_DIFFERS        # the batch there is sound, but not the o
 def check_entry(buffer, Py_ssize_t start, Py_ssize_t end, int64_t base_offset, int64_t count,
                 bint verify_crc) -> int:
     """Whether the batch an index entry names, `count` records from `base_offset` at [start, end), is there:
-    its header agrees with the entry (one 64-byte read), and with `verify_crc` its CRC32C matches. Returns
+    its header agrees with the entry (one 64-byte read) and is valid, its column sections fit it, and with
+    `verify_crc` its CRC32C matches. Returns
     ENTRY_SOUND, ENTRY_PAST_DATA (`buffer` None or too short), ENTRY_DIFFERS, or the SCAN_* code of the
     damage found where the entry points. Readers run this on every entry they use (docs/FORMAT.md, Recovery)."""
     cdef Py_buffer view
@@ -276,9 +313,12 @@ cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py
     if not names_entry(&h, start, end, base_offset, count):
         status = check_header(&h, start, size)
         if status == SCAN_END:
-            status = crc_status(data + start, &h)
+            status = body_status(data + start, &h, True)
         return C_ENTRY_DIFFERS if status == SCAN_END else status
-    return crc_status(data + start, &h) if verify_crc else SCAN_END
+    status = check_header(&h, start, size)  # the version and flags: names_entry checked the rest
+    if status == SCAN_END:
+        status = body_status(data + start, &h, verify_crc)
+    return status
 
 
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
@@ -287,7 +327,8 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
     """Walk the batches of a segment from `start` to `end`, as recovery, index rebuild and `seglog check` do.
 
     Fills one index entry per sound batch (the offset after it, the position after it, and the running
-    maximum timestamp) and stops at the first batch that is not sound, or at zeroed space (never written).
+    maximum timestamp) and stops at the first batch that is not sound (its header, CRC32C with `verify_crc`,
+    or column layout), or at zeroed space (never written).
     Returns (entries, stop_position, status, running_max_timestamp); status is a SCAN_* code."""
     cdef const uint8_t[::1] view = buffer
     cdef Py_ssize_t position = start, capacity = next_offsets.shape[0], entries = 0
@@ -317,9 +358,8 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
             if expected_offset >= 0 and h.base_offset != expected_offset:
                 status = SCAN_BAD_OFFSET
                 break
-            if verify_crc and seglog_crc32c(0, &view[position + CRC_START],
-                                            HEADER_SIZE - CRC_START + h.body_length) != h.crc:
-                status = SCAN_BAD_CRC
+            status = body_status(&view[position], &h, verify_crc)
+            if status != SCAN_END:
                 break
             if entries == capacity:
                 status = SCAN_INDEX_FULL
@@ -362,11 +402,20 @@ cdef Py_ssize_t encoded_batch_size(const BatchColumns *b, Py_ssize_t start, Py_s
         if b.flags & FLAG_KEY_NULLS:
             size += align8((n + 7) // 8)
         size += binary_section_size(&b.keys, start, stop)
+    if b.flags & FLAG_VALUE_NULLS:
+        size += align8((n + 7) // 8)
     size += binary_section_size(&b.values, start, stop)
     if b.flags & FLAG_HAS_PROPERTIES:
         size += align8(4 * (n + 1))
         size += binary_section_size(&b.property_keys, entry_index(b, start), entry_index(b, stop))
         size += binary_section_size(&b.property_values, entry_index(b, start), entry_index(b, stop))
+    if b.flags & FLAG_ORDERING_KEYS:
+        if b.flags & FLAG_ORDERING_KEY_NULLS:
+            size += align8((n + 7) // 8)
+        size += binary_section_size(&b.ordering_keys, start, stop)
+    if b.flags & FLAG_BATCH_ATTRIBUTES:  # the whole map, in every batch of the records
+        size += 8 + binary_section_size(&b.attribute_keys, 0, b.attribute_keys.count)
+        size += binary_section_size(&b.attribute_values, 0, b.attribute_values.count)
     return size
 
 
@@ -425,6 +474,7 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
                              int64_t origin_base_offset) noexcept nogil:
     """Write records [start, stop) as one batch at `dest`; returns its length. The caller made room."""
     cdef Py_ssize_t i, n = stop - start, first_entry, e
+    cdef int32_t attribute_count[2]
     cdef BatchHeader h
     cdef uint8_t *p = dest + HEADER_SIZE
     cdef int64_t *stamps = <int64_t *>p
@@ -448,6 +498,8 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
         if b.flags & FLAG_KEY_NULLS:
             p = write_validity(dest, p, b.keys.validity, start, stop)
         p = write_binary(dest, p, &b.keys, start, stop)
+    if b.flags & FLAG_VALUE_NULLS:
+        p = write_validity(dest, p, b.values.validity, start, stop)
     p = write_binary(dest, p, &b.values, start, stop)
     if b.flags & FLAG_HAS_PROPERTIES:
         entries = <int32_t *>p
@@ -458,8 +510,20 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
         e = b.property_entries[stop]
         p = write_binary(dest, p, &b.property_keys, first_entry, e)
         p = write_binary(dest, p, &b.property_values, first_entry, e)
+    if b.flags & FLAG_ORDERING_KEYS:
+        if b.flags & FLAG_ORDERING_KEY_NULLS:
+            p = write_validity(dest, p, b.ordering_keys.validity, start, stop)
+        p = write_binary(dest, p, &b.ordering_keys, start, stop)
+    if b.flags & FLAG_BATCH_ATTRIBUTES:
+        attribute_count[0], attribute_count[1] = <int32_t>b.attribute_keys.count, 0
+        memcpy(p, attribute_count, 8)
+        p += 8
+        p = write_binary(dest, p, &b.attribute_keys, 0, b.attribute_keys.count)
+        p = write_binary(dest, p, &b.attribute_values, 0, b.attribute_values.count)
     h.magic = MAGIC
-    h.version = FORMAT_VERSION
+    # The lowest version that has every section written, so a batch using nothing of version 2 stays
+    # readable by version-1 readers (docs/FORMAT.md, Versions).
+    h.version = FORMAT_VERSION_2 if b.flags & VERSION_2_FLAGS_MASK else FORMAT_VERSION_1
     h.header_size = HEADER_SIZE
     h.flags = b.flags
     h.base_offset = base_offset
@@ -503,17 +567,23 @@ cdef inline Py_ssize_t binary_section(const uint8_t *batch, Py_ssize_t p, Py_ssi
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil:
     """Fill `out` for the batch at `batch` (header included, `length` bytes). 0 on success, -1 if the
-    sections do not fit the batch (a batch that passed its CRC check never fails this)."""
+    sections do not fit the batch, or its version and flags are not valid (a batch written by seglog never
+    fails this; a damaged one whose CRC was not checked may)."""
     cdef BatchHeader h
     cdef Py_ssize_t n, p = HEADER_SIZE
     memcpy(&h, batch, HEADER_SIZE)
     n = h.record_count
     out.count = n
     out.flags = h.flags
-    out.event_times = out.key_validity = out.key_offsets = out.key_data = -1
+    out.event_times = out.key_validity = out.key_offsets = out.key_data = out.value_validity = -1
     out.property_entries = out.property_key_offsets = out.property_key_data = -1
     out.property_value_offsets = out.property_value_data = -1
-    out.property_entry_count = 0
+    out.ordering_key_validity = out.ordering_key_offsets = out.ordering_key_data = -1
+    out.attributes = out.attribute_key_offsets = out.attribute_key_data = -1
+    out.attribute_value_offsets = out.attribute_value_data = -1
+    out.property_entry_count = out.attribute_count = 0
+    if n <= 0 or not known_version(h.version) or not flags_valid(h.version, h.flags):
+        return -1
     out.timestamps = p
     p += 8 * n
     if h.flags & FLAG_EVENT_TIME_COLUMN:
@@ -526,6 +596,9 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
         p = binary_section(batch, p, n, length, &out.key_offsets, &out.key_data)
         if p < 0:
             return -1
+    if h.flags & FLAG_VALUE_NULLS:
+        out.value_validity = p
+        p += align8((n + 7) // 8)
     p = binary_section(batch, p, n, length, &out.value_offsets, &out.value_data)
     if p < 0:
         return -1
@@ -543,6 +616,29 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
             return -1
         p = binary_section(batch, p, out.property_entry_count, length, &out.property_value_offsets,
                            &out.property_value_data)
+        if p < 0:
+            return -1
+    if h.flags & FLAG_ORDERING_KEYS:
+        if h.flags & FLAG_ORDERING_KEY_NULLS:
+            out.ordering_key_validity = p
+            p += align8((n + 7) // 8)
+        p = binary_section(batch, p, n, length, &out.ordering_key_offsets, &out.ordering_key_data)
+        if p < 0:
+            return -1
+    if h.flags & FLAG_BATCH_ATTRIBUTES:
+        if p + 8 > length:
+            return -1
+        out.attributes = p
+        out.attribute_count = read_i32(batch + p)
+        if out.attribute_count < 0:
+            return -1
+        p += 8
+        p = binary_section(batch, p, out.attribute_count, length, &out.attribute_key_offsets,
+                           &out.attribute_key_data)
+        if p < 0:
+            return -1
+        p = binary_section(batch, p, out.attribute_count, length, &out.attribute_value_offsets,
+                           &out.attribute_value_data)
         if p < 0:
             return -1
     out.end = p

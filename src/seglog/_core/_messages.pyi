@@ -1,4 +1,4 @@
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
 from seglog._core._buffer import BufferLike
@@ -30,7 +30,8 @@ class Message:
     @property
     def key(self) -> bytes | None: ...
     @property
-    def value(self) -> bytes: ...
+    def value(self) -> bytes | None:
+        """The value, or None for a null value (sent as None: no value, unlike b"")."""
     @property
     def timestamp(self) -> int:
         """The topic's timestamp (the producer's CreateTime, or LogAppendTime), in ms since the epoch."""
@@ -41,9 +42,18 @@ class Message:
     def properties(self) -> dict[str, str]:
         """The message's properties (a new empty dict when it has none)."""
     @property
+    def ordering_key(self) -> bytes | None: ...
+    @property
+    def batch_attributes(self) -> Mapping[str, str]:
+        """The attributes of the message's batch, read-only, shared by the messages of a batch read together
+        (empty when the batch has none)."""
+    @property
     def message_id(self) -> MessageId: ...
     def __eq__(self, other: object, /) -> bool: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
+
+def batch_attributes(buffer: BufferLike, position: int) -> Mapping[str, str]:
+    """The attributes of the sound batch at `position` (read-only; empty when it has none)."""
 
 def messages_from_batch(buffer: BufferLike, position: int, partition: int, start: int, stop: int) -> list[Message]:
     """Messages [start, stop) (record indexes within the batch) of the sound batch at `position`."""

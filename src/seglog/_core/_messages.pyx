@@ -12,7 +12,12 @@ from libc.string cimport memcpy
 from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLAG_EVENT_TIME_COLUMN,
                                    FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader)
 
+from types import MappingProxyType
+
 from seglog.errors import InvalidArgumentError
+
+# The batch attributes of every message of a batch without any: one shared empty read-only mapping.
+cdef object NO_ATTRIBUTES = MappingProxyType({})
 
 
 cdef class MessageId:
@@ -53,13 +58,15 @@ cdef class MessageId:
         return MessageId, (self.partition, self.offset)
 
 
-@cython.no_gc  # holds only bytes, ints, None and a str-to-str dict: no cycles to collect, and tracking
-@cython.freelist(256)  # a million messages would make the cyclic GC rescan every one of them, repeatedly
-cdef class Message:
+@cython.no_gc  # holds only bytes, ints, None, a str-to-str dict and a read-only view of one: no cycles to
+@cython.freelist(256)  # collect, and tracking a million messages would make the cyclic GC rescan every one
+cdef class Message:     # of them, repeatedly
     """One message read from a partition.
 
-    `timestamp` is the topic's timestamp (the producer's CreateTime, or the broker's LogAppendTime), in ms
-    since the epoch; `event_time` is the timestamp the producer gave, or None when it gave none."""
+    `value` is None for a null value (sent as None: no value, unlike an empty one). `timestamp` is the
+    topic's timestamp (the producer's CreateTime, or the broker's LogAppendTime), in ms since the epoch;
+    `event_time` is the timestamp the producer gave, or None when it gave none. `ordering_key` and
+    `batch_attributes` are what the writer of its batch gave (PartitionWriter.source), if anything."""
     cdef readonly int partition
     cdef readonly int64_t offset
     cdef readonly object key
@@ -74,11 +81,22 @@ cdef class Message:
         return {} if self._properties is None else self._properties
 
     @property
+    def ordering_key(self):
+        """The message's ordering key (bytes), or None when it has none."""
+        return None
+
+    @property
+    def batch_attributes(self):
+        """The attributes of the batch the message was written in: a read-only mapping of str to str,
+        the same object for the messages of a batch read together (empty when the batch has none)."""
+        return NO_ATTRIBUTES
+
+    @property
     def message_id(self) -> MessageId:
         return MessageId(self.partition, self.offset)
 
     def __repr__(self):
-        value = self.value if len(self.value) <= 40 else self.value[:40] + b"..."
+        value = self.value if self.value is None or len(self.value) <= 40 else self.value[:40] + b"..."
         return (f"Message(partition={self.partition}, offset={self.offset}, key={self.key!r}, "
                 f"value={value!r}, timestamp={self.timestamp})")
 
@@ -88,9 +106,32 @@ cdef class Message:
         cdef Message o = other
         return (self.partition == o.partition and self.offset == o.offset and self.key == o.key
                 and self.value == o.value and self.timestamp == o.timestamp
-                and self.event_time == o.event_time and self.properties == o.properties)
+                and self.event_time == o.event_time and self.properties == o.properties
+                and self.ordering_key == o.ordering_key and self.batch_attributes == o.batch_attributes)
 
     __hash__ = None
+
+
+@cython.no_gc
+@cython.freelist(64)
+@cython.final
+cdef class _MessageWithExtras(Message):
+    """A Message of a batch with ordering keys or attributes (format version 2). Their fields live here, so
+    that the messages of other batches pay nothing for them: two more object fields in Message cost every
+    message a reference to None set and dropped twice, iteration about 6% slower (measured)."""
+    cdef object _ordering_key
+    cdef object _attributes  # the batch's read-only mapping, shared by its messages; None when it has none
+
+    @property
+    def ordering_key(self):
+        """The message's ordering key (bytes), or None when it has none."""
+        return self._ordering_key
+
+    @property
+    def batch_attributes(self):
+        """The attributes of the batch the message was written in: a read-only mapping of str to str,
+        the same object for the messages of a batch read together (empty when the batch has none)."""
+        return NO_ATTRIBUTES if self._attributes is None else self._attributes
 
 
 cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
@@ -115,27 +156,76 @@ cdef inline str string_item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssiz
     return PyUnicode_DecodeUTF8(<const char *>batch + data_at + start, stop - start, "strict")
 
 
+cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
+    """Whether item i of a column is present (not null): always, without a validity bitmap (-1)."""
+    return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
+
+
+cdef const uint8_t *located(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL:
+    """The batch at `position` of `view`, its layout computed into `L`."""
+    cdef BatchHeader h
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise ValueError(f"no batch header at position {position}")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
+            compute_layout(&view[position], HEADER_SIZE + h.body_length, L) != 0:
+        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    return &view[position]
+
+
+cdef object attributes_of(const uint8_t *batch, const BatchLayout *L):
+    """The batch's attributes as a new read-only mapping, or None when it has none."""
+    if L.attributes < 0:
+        return None
+    return MappingProxyType({string_item(batch, L.attribute_key_offsets, L.attribute_key_data, j):
+                             string_item(batch, L.attribute_value_offsets, L.attribute_value_data, j)
+                             for j in range(L.attribute_count)})
+
+
+def batch_attributes(buffer, Py_ssize_t position):
+    """The attributes of the sound batch at `position`: a read-only mapping of str to str (empty when it
+    has none), read from its attribute sections alone."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    attributes = attributes_of(located(view, position, &L), &L)
+    return NO_ATTRIBUTES if attributes is None else attributes
+
+
+cdef Message with_extras(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i, object attributes):
+    """A new message of record i of a batch with ordering keys or attributes, those fields filled in."""
+    cdef _MessageWithExtras m = _MessageWithExtras.__new__(_MessageWithExtras)
+    if L.ordering_key_offsets >= 0 and present(batch, L.ordering_key_validity, i):
+        m._ordering_key = binary_item(batch, L.ordering_key_offsets, L.ordering_key_data, i)
+    m._attributes = attributes
+    return m
+
+
 def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t start, Py_ssize_t stop) -> list:
     """Messages [start, stop) (record indexes within the batch) of the sound batch at `position`."""
     cdef const uint8_t[::1] view = buffer
-    cdef const uint8_t *batch = &view[position]
-    cdef BatchHeader h
     cdef BatchLayout L
+    cdef const uint8_t *batch = located(view, position, &L)
+    cdef int64_t base_offset = i64(batch + 16)  # the header's base_offset (docs/FORMAT.md)
     cdef Py_ssize_t i, e, e_stop
     cdef Message m
     cdef list out = []
     cdef int64_t ev
-    memcpy(&h, batch, HEADER_SIZE)
-    if compute_layout(batch, HEADER_SIZE + h.body_length, &L) != 0:
-        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    cdef object attributes = attributes_of(batch, &L)
+    cdef bint extras = attributes is not None or L.ordering_key_offsets >= 0
     stop = min(stop, L.count)
     for i in range(start, stop):
-        m = Message.__new__(Message)
+        if not extras:
+            m = Message.__new__(Message)
+        else:
+            m = with_extras(batch, &L, i, attributes)
         m.partition = partition
-        m.offset = h.base_offset + i
+        m.offset = base_offset + i
         m.timestamp = i64(batch + L.timestamps + 8 * i)
-        m.value = binary_item(batch, L.value_offsets, L.value_data, i)
-        if L.key_offsets >= 0 and (L.key_validity < 0 or batch[L.key_validity + (i >> 3)] & (1 << (i & 7))):
+        if present(batch, L.value_validity, i):
+            m.value = binary_item(batch, L.value_offsets, L.value_data, i)
+        else:
+            m.value = None
+        if L.key_offsets >= 0 and present(batch, L.key_validity, i):
             m.key = binary_item(batch, L.key_offsets, L.key_data, i)
         else:
             m.key = None

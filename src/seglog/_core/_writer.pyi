@@ -34,8 +34,10 @@ class BatchSource:
     def __init__(self, values: Column, keys: Column | None, timestamps: npt.NDArray[np.int64] | None,
                  event_times: npt.NDArray[np.int64] | None, flags: int, now: int = 0,
                  property_entries: npt.NDArray[np.int64] | None = None, property_keys: Column | None = None,
-                 property_values: Column | None = None) -> None:
-        """timestamps: one int64 per value, or None for `now` on every one."""
+                 property_values: Column | None = None, ordering_keys: Column | None = None,
+                 attribute_keys: Column | None = None, attribute_values: Column | None = None) -> None:
+        """timestamps: one int64 per value, or None for `now` on every one. Attributes: one item per attribute
+        in each of attribute_keys and attribute_values, written whole into every batch of the source."""
     @property
     def values(self) -> Column: ...
     @property
@@ -45,7 +47,16 @@ class BatchSource:
     @property
     def property_values(self) -> Column | None: ...
     @property
+    def ordering_keys(self) -> Column | None: ...
+    @property
+    def attribute_keys(self) -> Column | None: ...
+    @property
+    def attribute_values(self) -> Column | None: ...
+    @property
     def count(self) -> int: ...
+    @property
+    def version(self) -> int:
+        """The format version its batches are written in: 2 if they have a section of version 2, else 1."""
     def size(self, start: int, stop: int) -> int:
         """Encoded bytes of records [start, stop) as one batch, header included."""
     def fit(self, start: int, space: int) -> int:
@@ -59,5 +70,6 @@ class BatchSource:
 def key_partitions(keys: Column, partitions: int) -> npt.NDArray[np.int32]:
     """The partition of each key by Kafka's rule (murmur2); a null key goes to partition i % partitions."""
 
-def message_size(value: bytes, key: bytes | None, event_time_column: bool, properties: dict[str, str] | None) -> int:
-    """The bytes one message takes stored alone in a batch, header included."""
+def message_size(value: bytes | None, key: bytes | None, event_time_column: bool,
+                 properties: dict[str, str] | None) -> int:
+    """The bytes one message takes stored alone in a batch, header included (a None value is a null one)."""

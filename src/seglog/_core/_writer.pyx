@@ -13,7 +13,9 @@ from libc.string cimport memset
 
 from seglog._core._format cimport (BatchColumns, BatchHeader, RawColumn, Prefaulter, encode_batch, encoded_batch_size,
                                    fit_records, item_data, seglog_murmur2, seglog_prefaulter_advance,
-                                   FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES, FLAG_EVENT_TIME_COLUMN)
+                                   FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES, FLAG_EVENT_TIME_COLUMN,
+                                   FLAG_VALUE_NULLS, FLAG_ORDERING_KEYS, FLAG_ORDERING_KEY_NULLS,
+                                   FLAG_BATCH_ATTRIBUTES, VERSION_2_FLAGS_MASK)
 from seglog._core._index cimport IndexView
 
 import numpy as np
@@ -122,7 +124,7 @@ cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_nu
         if allow_null:
             return None
         raise InvalidArgumentError(f"{argument}[{index}]", None, "bytes, bytearray, memoryview or str",
-                                   "only keys may be None")
+                                   "only keys, values and ordering keys may be None")
     if isinstance(item, str):
         try:
             return (<str>item).encode()
@@ -147,11 +149,18 @@ cdef class BatchSource:
     cdef readonly Column keys
     cdef readonly Column property_keys
     cdef readonly Column property_values
+    cdef readonly Column ordering_keys
+    cdef readonly Column attribute_keys
+    cdef readonly Column attribute_values
     cdef object owners
 
     def __init__(self, Column values, Column keys, timestamps, event_times, unsigned int flags, int64_t now=0,
-                 property_entries=None, Column property_keys=None, Column property_values=None):
-        """timestamps: one int64 per value, or None for `now` on every one (no array made)."""
+                 property_entries=None, Column property_keys=None, Column property_values=None,
+                 Column ordering_keys=None, Column attribute_keys=None, Column attribute_values=None):
+        """timestamps: one int64 per value, or None for `now` on every one (no array made). A null value
+        (values with a validity bitmap) or ordering keys make a batch of format version 2, and so do
+        attributes: attribute_keys and attribute_values, one item per attribute, the batch's map written
+        whole into every batch encoded from this source; none when they hold no item."""
         cdef const int64_t[::1] ts
         cdef const int64_t[::1] ev
         cdef const int64_t[::1] entries
@@ -162,6 +171,8 @@ cdef class BatchSource:
         self.columns.values = values.raw
         self.columns.constant_timestamp = now
         self.owners = []
+        if values.raw.validity != NULL:
+            flags |= FLAG_VALUE_NULLS
         if timestamps is not None:
             ts = np.ascontiguousarray(timestamps, dtype=np.int64)
             if ts.shape[0] != n:
@@ -192,7 +203,32 @@ cdef class BatchSource:
             self.columns.property_keys = property_keys.raw
             self.columns.property_values = property_values.raw
             flags |= FLAG_HAS_PROPERTIES
+        if ordering_keys is not None:
+            if ordering_keys.raw.count != n:
+                raise ValueError(f"ordering_keys: {ordering_keys.raw.count} given for {n} values; one per value "
+                                 "is required")
+            self.ordering_keys = ordering_keys
+            self.columns.ordering_keys = ordering_keys.raw
+            flags |= FLAG_ORDERING_KEYS
+            if ordering_keys.raw.validity != NULL:
+                flags |= FLAG_ORDERING_KEY_NULLS
+        if (attribute_keys is None) != (attribute_values is None) or (
+                attribute_keys is not None and attribute_keys.raw.count != attribute_values.raw.count):
+            raise ValueError("attributes: one value per attribute key is required")
+        if attribute_keys is not None and attribute_keys.raw.count:
+            if attribute_keys.raw.validity != NULL or attribute_values.raw.validity != NULL:
+                raise ValueError("attributes: keys and values cannot be null")
+            self.attribute_keys = attribute_keys
+            self.attribute_values = attribute_values
+            self.columns.attribute_keys = attribute_keys.raw
+            self.columns.attribute_values = attribute_values.raw
+            flags |= FLAG_BATCH_ATTRIBUTES
         self.columns.flags = flags
+
+    @property
+    def version(self) -> int:
+        """The format version its batches are written in: 2 if they have a section of version 2, else 1."""
+        return 2 if self.columns.flags & VERSION_2_FLAGS_MASK else 1
 
     @property
     def count(self) -> int:
@@ -272,8 +308,9 @@ def key_partitions(Column keys, int partitions):
 
 def message_size(bytes value, key, bint event_time_column, dict properties) -> int:
     """The bytes one message takes stored alone in a batch: the encoder's own encoded_batch_size of a
-    one-message batch, header included. send()'s backlog-quota check counts a message by it (at least what
-    the message adds to the batch it joins) without building a batch per message."""
+    one-message batch, header included (a None value is a null one). send()'s backlog-quota check counts a
+    message by it (at least what the message adds to the batch it joins) without building a batch per
+    message."""
     cdef BatchColumns b
     cdef int64_t value_prefix[2]
     cdef int64_t key_prefix[2]
@@ -282,8 +319,10 @@ def message_size(bytes value, key, bint event_time_column, dict properties) -> i
     cdef Py_ssize_t m
     memset(&b, 0, sizeof(BatchColumns))
     b.count = 1
-    value_prefix[0], value_prefix[1] = 0, PyBytes_GET_SIZE(value)
+    value_prefix[0], value_prefix[1] = 0, 0 if value is None else PyBytes_GET_SIZE(value)
     b.values.count, b.values.prefix64 = 1, value_prefix
+    if value is None:
+        b.flags |= FLAG_VALUE_NULLS
     if key is not None:
         key_prefix[0], key_prefix[1] = 0, PyBytes_GET_SIZE(<bytes?>key)
         b.keys.count, b.keys.prefix64 = 1, key_prefix

@@ -1,10 +1,10 @@
 """Messages as `seglog consume` prints them.
 
-value: the value decoded as UTF-8, undecodable bytes replaced by U+FFFD.
+value: the value decoded as UTF-8, undecodable bytes replaced by U+FFFD (an empty line for a null value).
 json: one object per line: partition, offset, timestamp (ms since the epoch), event_time (ms, or null when
-the producer gave none), key (null when none), value, properties (an object of strings). key and value are
-strings: the bytes decoded as UTF-8 when they are valid UTF-8, else base64; key_encoding and value_encoding
-say which ('utf-8' or 'base64'), so no byte is ever lost or changed."""
+the producer gave none), key (null when none), value (null for a null value), properties (an object of
+strings). key and value are strings: the bytes decoded as UTF-8 when they are valid UTF-8, else base64;
+key_encoding and value_encoding say which ('utf-8' or 'base64'), so no byte is ever lost or changed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ FORMATS = ("value", "json")
 
 
 def as_value(message: Message) -> str:
-    return message.value.decode("utf-8", errors="replace")
+    return "" if message.value is None else message.value.decode("utf-8", errors="replace")
 
 
 def as_json(message: Message) -> str:

@@ -8,6 +8,7 @@ mapped for as long as they are referenced."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,14 +29,19 @@ TIMESTAMPS_ACCEPTED = ("one per value, ms since the epoch from 0 to 2**63 - 1: a
 
 
 def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now: int,
-                log_append_time: bool, event_times: list[int | None] | None = None) -> BatchSource:
+                log_append_time: bool, event_times: list[int | None] | None = None, ordering_keys: Any = None,
+                attributes: Mapping[str, str] | None = None) -> BatchSource:
     """Normalise the arguments of one send_batch call (or one drained accumulator) into a BatchSource.
 
-    Timestamps: without them every message gets `now` (the append time); with them they are the
-    messages' CreateTime and event time, or on a log_append_time topic only their event time.
-    `event_times` (one per value, None for none given) gives event times apart from the timestamps, as
-    Pulsar's messages carry them beside their publish time (the server): then `timestamps` is required."""
-    value_column = binary_column(values, "values", allow_null=False)
+    Values and keys may be None (null), each one. Timestamps: without them every message gets `now` (the
+    append time); with them they are the messages' CreateTime and event time, or on a log_append_time
+    topic only their event time. `event_times` (one per value, None for none given) gives event times apart
+    from the timestamps, as Pulsar's messages carry them beside their publish time (the server): then
+    `timestamps` is required. `ordering_keys`: one per value, in the forms keys take (None for none).
+    `attributes`: a mapping of str to str stored once with the batch (opaque to storage; the server keeps
+    its SEND's metadata there). Null values, ordering keys and attributes make a batch of format version 2
+    (docs/FORMAT.md)."""
+    value_column = binary_column(values, "values", allow_null=True, empty_nulls=True)
     n = value_column.count
     if n == 0:
         raise InvalidArgumentError("values", "no messages", "at least one message: a send_batch call is one "
@@ -45,10 +51,16 @@ def make_source(values: Any, keys: Any, timestamps: Any, properties: Any, *, now
         stamps, events, flags = _timestamps(timestamps, n, now, log_append_time)
     else:
         stamps, events, flags = _separate_event_times(timestamps, event_times, n, now, log_append_time)
-    if properties is None:
+    if properties is None and ordering_keys is None and attributes is None:  # the common call, kept short
         return BatchSource(value_column, key_column, stamps, events, flags, now)
-    entries, prop_keys, prop_values = _properties(properties, n)
-    return BatchSource(value_column, key_column, stamps, events, flags, now, entries, prop_keys, prop_values)
+    entries = prop_keys = prop_values = None
+    if properties is not None:
+        entries, prop_keys, prop_values = _properties(properties, n)
+    ordering_key_column = None if ordering_keys is None else binary_column(
+        ordering_keys, "ordering_keys", allow_null=True, count=n, empty_nulls=True)
+    attribute_keys, attribute_values = _attributes(attributes)
+    return BatchSource(value_column, key_column, stamps, events, flags, now, entries, prop_keys, prop_values,
+                       ordering_key_column, attribute_keys, attribute_values)
 
 
 def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> BatchSource:
@@ -57,13 +69,17 @@ def checked_source(values: Any, keys: Any, timestamps: Any, properties: Any) -> 
     return make_source(values, keys, timestamps, properties, now=0, log_append_time=False)
 
 
-def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None) -> Column:
+def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | None = None,
+                  empty_nulls: bool = False) -> Column:
+    """A column of `data` in any accepted form. `empty_nulls`: a null item of a pyarrow array that spans
+    bytes (Arrow allows it) is stored without them, as format version 2 stores a null value or ordering key;
+    keys keep version 1's way (the bytes as given), so that a batch of version 1 is written as it was."""
     if isinstance(data, list):
         column = Column.from_list(data, argument, allow_null)
     elif isinstance(data, (pa.Array, pa.ChunkedArray)):
-        column = _arrow_column(data, argument, allow_null)
+        column = _arrow_column(data, argument, allow_null, empty_nulls)
     elif isinstance(data, np.ndarray):
-        column = _numpy_column(data, argument)
+        column = _numpy_column(data, argument, allow_null)
     elif isinstance(data, tuple):
         column = Column.from_list(list(data), argument, allow_null)
     else:
@@ -73,7 +89,8 @@ def binary_column(data: Any, argument: str, *, allow_null: bool, count: int | No
     return column
 
 
-def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: bool) -> Column:
+def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: bool,
+                  empty_nulls: bool = False) -> Column:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if array.type in (pa.string(), pa.large_string()):
@@ -89,14 +106,28 @@ def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: 
     if array.null_count:
         if not allow_null:
             first = array.is_null().index(True).as_py()
-            raise InvalidArgumentError(f"{argument}[{first}]", None, "bytes; only keys may be null")
-        validity = np.packbits(array.is_valid().to_numpy(zero_copy_only=False), bitorder="little")
+            raise InvalidArgumentError(f"{argument}[{first}]", None, "bytes; only keys, values and ordering keys "
+                                       "may be null")
+        present = array.is_valid().to_numpy(zero_copy_only=False)
+        if empty_nulls and np.diff(offsets)[~present].any():  # null items holding bytes, as Arrow allows
+            offsets, data = _without_null_bytes(offsets, data, present)
+        validity = np.packbits(present, bitorder="little")
     return Column.from_offsets(offsets, data, argument, validity)
 
 
-def _numpy_column(array: np.ndarray, argument: str) -> Column:
+def _without_null_bytes(offsets: np.ndarray, data: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets and data of a binary column with the bytes of its null items left out: stored, a null item
+    has none (docs/FORMAT.md). A rare input, so a copy."""
+    lengths = np.diff(offsets)
+    kept = data[offsets[0]:offsets[-1]][np.repeat(present, lengths)]
+    new_offsets = np.zeros(len(offsets), dtype=np.int64)
+    np.cumsum(np.where(present, lengths, 0), out=new_offsets[1:])
+    return new_offsets, kept
+
+
+def _numpy_column(array: np.ndarray, argument: str, allow_null: bool = False) -> Column:
     if array.dtype == object:
-        return Column.from_list(array.tolist(), argument, False)
+        return Column.from_list(array.tolist(), argument, allow_null)
     if array.ndim not in (1, 2) or array.dtype.hasobject:
         raise InvalidArgumentError(argument, f"numpy array of shape {array.shape} and dtype {array.dtype}",
                                    "a 1-D array of a fixed-size dtype (each element one record) or a 2-D "
@@ -199,6 +230,21 @@ def _properties(properties: Any, n: int):
                 raise not_utf8(f"properties[{i}]", error) from None
         entries[i + 1] = len(keys)
     return entries, Column.from_list(keys, "properties keys"), Column.from_list(values, "properties values")
+
+
+def _attributes(attributes: Mapping[str, str] | None) -> tuple[Column | None, Column | None]:
+    """The key and value columns of a batch's attributes (None, None for none)."""
+    if not attributes:
+        return None, None
+    if not isinstance(attributes, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in attributes.items()):
+        raise InvalidArgumentError("attributes", attributes, "a mapping of str to str, or None")
+    try:
+        keys = [k.encode() for k in attributes]
+        values = [v.encode() for v in attributes.values()]
+    except UnicodeEncodeError as error:
+        raise not_utf8("attributes", error) from None
+    return Column.from_list(keys, "attributes keys"), Column.from_list(values, "attributes values")
 
 
 def _arrow_properties(array: pa.MapArray, n: int):

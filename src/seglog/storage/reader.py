@@ -4,13 +4,14 @@ the log's own memory, or Message objects (storage.partition_view does the mappin
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Mapping
+from typing import Any, Iterator, NamedTuple
 
 import pyarrow as pa
 
 from seglog._core._arrow import indexed_batch
 from seglog._core._index import IndexView
-from seglog._core._messages import Message, messages_from_batch
+from seglog._core._messages import Message, batch_attributes, messages_from_batch
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
@@ -22,6 +23,14 @@ from seglog.units import parse_timeout
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
+
+
+class BatchInfo(NamedTuple):
+    """A stored batch as Reader.batch_infos gives it: where it is and the attributes its writer gave."""
+    base_offset: int
+    record_count: int
+    attributes: Mapping[str, str]  # read-only; empty when the batch has none
+
 
 class Reader:
     """Reads one partition from a start position onwards, without acknowledging anything.
@@ -107,6 +116,19 @@ class Reader:
         messages = messages_from_batch(view.data, position, self.partition, skip, stop)
         self._offset += len(messages)
         return messages
+
+    def batch_infos(self) -> Iterator[BatchInfo]:
+        """(base_offset, record_count, attributes) of each stored batch from the one holding the current
+        position to the end of the partition as it is now, without decoding its messages (each batch's
+        header and attribute sections are read, its CRC checked when this reader checks CRCs). The reader
+        moves past each batch given. The newest batch of a partition: `reader(end_offset - 1)`, once."""
+        while True:
+            located = self._next_batch(None)
+            if located is None:
+                return
+            view, position, base, count = located
+            self._offset = base + count
+            yield BatchInfo(base, count, batch_attributes(view.data, position))
 
     def __iter__(self) -> Iterator[Message]:
         """Every message from the current position to the end of the partition as it is now."""

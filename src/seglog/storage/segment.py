@@ -303,8 +303,8 @@ class Commit:
 
     While a writer runs, a batch is committed when its index entry is published: the writer acknowledges
     a write only after that. So after an unclean stop the segment holds the batches its index published,
-    as far as its log holds them soundly (header and CRC32C checked), with the entries as the log has them
-    (a damaged entry is taken from the log); bytes after them are an unfinished append (never
+    as far as its log holds them soundly (header, CRC32C and column sections checked), with the entries as
+    the log has them (a damaged entry is taken from the log); bytes after them are an unfinished append (never
     acknowledged) or damage. After a clean close (`clean`) the close had trimmed the log to its last
     batch, so the log is authoritative and the index mere derived data: the segment holds the log's sound
     batches. Writers' recovery, readers of an unattended partition, `seglog check` and `seglog repair`

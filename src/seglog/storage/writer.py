@@ -370,12 +370,19 @@ class PartitionWriter:
         newest = newest_timestamp(paths)
         return self.clock() if newest is None else newest
 
-    def source(self, values, keys=None, timestamps=None, properties=None, event_times=None) -> BatchSource:
+    def source(self, values, keys=None, timestamps=None, properties=None, event_times=None, ordering_keys=None,
+               attributes=None) -> BatchSource:
         """One send_batch call checked and normalised for the encoder (InvalidArgumentError, naming the
         argument, if it cannot be written), stamped with the time now where timestamps are needed.
-        `event_times`: event times apart from the timestamps (batch.make_source)."""
+        `values` and `keys` may hold None (a null value, no key). `event_times`: event times apart from the
+        timestamps; `ordering_keys`: one per value (None for none); `attributes`: a mapping of str to str
+        stored with the batch, whole in each part if a full segment splits it (batch.make_source).
+
+        Attributes belong to one append: pass the source to `append`, which writes it as batches of its
+        own. send()'s accumulator never takes attributes, so no batch mixes messages of two appends."""
         return make_source(values, keys, timestamps, properties, now=self.clock(),
-                           log_append_time=self.config.log_append_time, event_times=event_times)
+                           log_append_time=self.config.log_append_time, event_times=event_times,
+                           ordering_keys=ordering_keys, attributes=attributes)
 
     def append(self, source: BatchSource) -> int:
         """Write one send_batch call; returns its base offset. Messages queued by send() before it go first.
