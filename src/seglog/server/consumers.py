@@ -12,7 +12,6 @@ fallback for what nothing signals (appends by other processes, TTL)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import message_id, offset_of
+from seglog.server.protocol.metadata import message_metadata
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.subscription import Subscription
 
@@ -122,25 +122,15 @@ class ConsumerSession:
         for piece in pieces:
             for message in piece.messages():
                 count = subscription.redelivery_count(message.partition, message.offset)
-                frames.append(self._frame(message, count))
+                frames.append(self._frame(message, piece.base, count))
         return b"".join(frames)
 
-    def _frame(self, message: Message, redelivery_count: int) -> bytes:
-        metadata = api.MessageMetadata(producer_name="", sequence_id=message.offset, publish_time=message.timestamp)
-        if message.event_time is not None:
-            metadata.event_time = message.event_time
-        key = message.key
-        if key is not None:
-            try:
-                metadata.partition_key = key.decode()
-            except UnicodeDecodeError:
-                metadata.partition_key = base64.b64encode(key).decode()
-                metadata.partition_key_b64_encoded = True
-        for name, value in message.properties.items():
-            metadata.properties.add(key=name, value=value)
+    def _frame(self, message: Message, base_offset: int, redelivery_count: int) -> bytes:
+        """A MESSAGE for `message`, stored in the batch that starts at `base_offset`."""
         base = command(Type.MESSAGE, consumer_id=self.consumer_id,
                        message_id=message_id(message.offset, self.id_partition), redelivery_count=redelivery_count)
-        return encode_payload_command(base, metadata.SerializeToString(), message.value)
+        return encode_payload_command(base, message_metadata(message, base_offset).SerializeToString(),
+                                      message.value or b"")
 
     # the client's commands (blocking ones run in the thread pool)
 

@@ -196,8 +196,10 @@ class BrokerService:
         writer = handle.writer
         keys = None if all(key is None for key in messages.keys) else messages.keys
         properties = messages.properties if any(messages.properties) else None
+        ordering_keys = None if all(key is None for key in messages.ordering_keys) else messages.ordering_keys
         source = writer.source(messages.values, keys, messages.timestamps, properties,
-                               event_times=messages.event_times)
+                               event_times=messages.event_times, ordering_keys=ordering_keys,
+                               attributes=messages.attributes)
         if not handle.quota_armed:
             return writer.append(source)
         # Pulsar's test: refused while the backlog is at or above a quota, so a SEND may take it past by its

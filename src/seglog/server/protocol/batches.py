@@ -2,8 +2,10 @@
 
 A batch entry (its metadata has num_messages_in_batch) holds `[u32 size][SingleMessageMetadata][payload]`
 items back to back, after decompression; an entry without it is one message whose fields are the entry's
-metadata. Each becomes one seglog message: value = payload, key = partition key, properties, event time
-(0 = none), timestamp = the entry's publish time."""
+metadata. Each becomes one seglog message: value = payload (None for Pulsar's null value), key = partition
+key, ordering key, properties, event time (0 = none), timestamp = the entry's publish time. A chunk of a
+large message is one message whose value is the chunk as sent (not decompressed: the client reassembles
+the pieces first). What the entry says of itself goes to the batch's attributes (metadata.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
+from seglog.server.protocol.metadata import entry_attributes, is_chunk
 
 _U32 = struct.Struct(">I")
 
@@ -28,19 +31,21 @@ class BatchError(Exception):
 class Messages:
     """The columns of one SEND, as PartitionWriter.source takes them (event_times: None = none given)."""
 
-    values: list[bytes] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
     keys: list[bytes | None] = field(default_factory=list)
     timestamps: list[int] = field(default_factory=list)
     event_times: list[int | None] = field(default_factory=list)
     properties: list[dict[str, str]] = field(default_factory=list)
+    ordering_keys: list[bytes | None] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)  # of the entry (metadata.py)
 
-    def add(self, value: bytes, key: bytes | None, timestamp: int, event_time: int,
-            properties: dict[str, str]) -> None:
-        self.values.append(value)
-        self.keys.append(key)
+    def add(self, value: bytes, metadata: api.MessageMetadata | api.SingleMessageMetadata, timestamp: int) -> None:
+        self.values.append(None if metadata.null_value else value)
+        self.keys.append(_key(metadata))
         self.timestamps.append(timestamp)
-        self.event_times.append(event_time or None)
-        self.properties.append(properties)
+        self.event_times.append(metadata.event_time or None)
+        self.properties.append(_properties(metadata.properties))
+        self.ordering_keys.append(metadata.ordering_key if metadata.HasField("ordering_key") else None)
 
 
 def parse_metadata(data: bytes) -> api.MessageMetadata:
@@ -52,15 +57,21 @@ def parse_metadata(data: bytes) -> api.MessageMetadata:
     return metadata
 
 
-def unpack(metadata: api.MessageMetadata, payload: bytes) -> Messages:
+def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: int = 0) -> Messages:
+    """The messages of a SEND whose CommandSend says `highest_sequence_id` (0 when it says none)."""
+    publish_time = metadata.publish_time
+    out = Messages()
+    if is_chunk(metadata):
+        out.add(payload, metadata, publish_time)
+        out.attributes = entry_attributes(metadata, 1, highest_sequence_id)
+        return out
     try:
         data = decompress(metadata.compression, payload, metadata.uncompressed_size)
     except DecompressionError as error:
         raise BatchError(str(error)) from None
-    out = Messages()
-    publish_time = metadata.publish_time
     if not metadata.HasField("num_messages_in_batch"):
-        out.add(data, _key(metadata), publish_time, metadata.event_time, _properties(metadata.properties))
+        out.add(data, metadata, publish_time)
+        out.attributes = entry_attributes(metadata, 1, highest_sequence_id)
         return out
     count = metadata.num_messages_in_batch
     position = 0
@@ -78,10 +89,11 @@ def unpack(metadata: api.MessageMetadata, payload: bytes) -> Messages:
         end = position + single.payload_size
         if single.payload_size < 0 or end > len(data):
             raise BatchError(f"batch message {index} of {count}: its payload runs past the batch")
-        out.add(data[position:end], _key(single), publish_time, single.event_time, _properties(single.properties))
+        out.add(data[position:end], single, publish_time)
         position = end
     if position != len(data):
         raise BatchError(f"{len(data) - position} bytes follow the {count} messages of the batch")
+    out.attributes = entry_attributes(metadata, count, highest_sequence_id)
     return out
 
 

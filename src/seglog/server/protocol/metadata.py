@@ -1,0 +1,99 @@
+"""Pulsar's message metadata and seglog's batch attributes, both ways (docs/SERVER.md, "One data model").
+
+Per message, seglog stores what Pulsar keeps per message: value (None for Pulsar's null value), key (the
+partition key), ordering key, properties, event time, publish time as the timestamp. What Pulsar keeps per
+entry (one SEND: a message or a batch, or one chunk of a large message) is stored in the seglog batch's
+attributes, under these names:
+
+| attribute | Pulsar field | |
+|---|---|---|
+| pulsar.producer | producer_name | |
+| pulsar.sequence_id | sequence_id | the first message's; message i of a batch has sequence_id + i |
+| pulsar.highest_sequence_id | highest_sequence_id of the SEND | the last message's |
+| pulsar.replicate_to | replicate_to | cluster names joined by "," |
+| pulsar.replicated_from | replicated_from | the cluster a replicated message came from |
+| pulsar.chunk | uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size | "uuid,chunk_id,num_chunks,total_size" |
+| pulsar.compression | compression, uncompressed_size | of a chunk, stored as it came: "codec,size" |
+
+A chunk's payload is a piece of the whole message as the producer compressed it, so it is stored and sent
+back byte for byte with its compression named; the client reassembles and decompresses it."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+
+from seglog._core._messages import Message
+from seglog.server.protocol import pulsar_api_pb2 as api
+
+PRODUCER = "pulsar.producer"
+SEQUENCE_ID = "pulsar.sequence_id"
+HIGHEST_SEQUENCE_ID = "pulsar.highest_sequence_id"
+REPLICATE_TO = "pulsar.replicate_to"
+REPLICATED_FROM = "pulsar.replicated_from"
+CHUNK = "pulsar.chunk"
+COMPRESSION = "pulsar.compression"
+
+
+def is_chunk(metadata: api.MessageMetadata) -> bool:
+    return metadata.HasField("uuid") and metadata.HasField("chunk_id")
+
+
+def entry_attributes(metadata: api.MessageMetadata, count: int, highest_sequence_id: int) -> dict[str, str]:
+    """The attributes of the seglog batch that stores a SEND of `count` messages."""
+    attributes = {PRODUCER: metadata.producer_name, SEQUENCE_ID: str(metadata.sequence_id),
+                  HIGHEST_SEQUENCE_ID: str(max(highest_sequence_id, metadata.sequence_id + count - 1))}
+    if metadata.replicate_to:
+        attributes[REPLICATE_TO] = ",".join(metadata.replicate_to)
+    if metadata.HasField("replicated_from"):
+        attributes[REPLICATED_FROM] = metadata.replicated_from
+    if is_chunk(metadata):
+        attributes[CHUNK] = (f"{metadata.uuid},{metadata.chunk_id},{metadata.num_chunks_from_msg},"
+                             f"{metadata.total_chunk_msg_size}")
+        attributes[COMPRESSION] = f"{metadata.compression},{metadata.uncompressed_size}"
+    return attributes
+
+
+def sequence_ids(attributes: Mapping[str, str]) -> tuple[str, int, int] | None:
+    """(producer name, first sequence id, highest sequence id) of a stored entry; None if no server producer
+    wrote it (in-process producers have no sequence ids)."""
+    producer = attributes.get(PRODUCER)
+    if producer is None:
+        return None
+    return producer, int(attributes[SEQUENCE_ID]), int(attributes[HIGHEST_SEQUENCE_ID])
+
+
+def message_metadata(message: Message, base_offset: int) -> api.MessageMetadata:
+    """The MessageMetadata a consumer is sent with `message` (an entry of its own), stored in the batch
+    that starts at `base_offset`: its fields, and those of the entry it was sent in. A message written
+    in-process has no producer name, and its offset as sequence id."""
+    attributes = message.batch_attributes
+    first = attributes.get(SEQUENCE_ID)
+    metadata = api.MessageMetadata(
+        producer_name=attributes.get(PRODUCER, ""),
+        sequence_id=message.offset if first is None else int(first) + message.offset - base_offset,
+        publish_time=message.timestamp)
+    if message.event_time is not None:
+        metadata.event_time = message.event_time
+    key = message.key
+    if key is not None:
+        try:
+            metadata.partition_key = key.decode()
+        except UnicodeDecodeError:
+            metadata.partition_key = base64.b64encode(key).decode()
+            metadata.partition_key_b64_encoded = True
+    if message.ordering_key is not None:
+        metadata.ordering_key = message.ordering_key
+    if message.value is None:
+        metadata.null_value = True
+    for name, value in message.properties.items():
+        metadata.properties.add(key=name, value=value)
+    if REPLICATED_FROM in attributes:
+        metadata.replicated_from = attributes[REPLICATED_FROM]
+    if CHUNK in attributes:
+        uuid, chunk_id, chunks, total = attributes[CHUNK].rsplit(",", 3)
+        metadata.uuid, metadata.chunk_id = uuid, int(chunk_id)
+        metadata.num_chunks_from_msg, metadata.total_chunk_msg_size = int(chunks), int(total)
+        codec, size = attributes[COMPRESSION].split(",")
+        metadata.compression, metadata.uncompressed_size = int(codec), int(size)  # type: ignore[assignment]
+    return metadata
