@@ -40,6 +40,7 @@ works: receipts all Ok, messages stored (the last message id), acks landed, late
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import threading
 import time
@@ -51,6 +52,10 @@ import pytest
 from servers import Process, ProducerWorker, start_nats, start_redis, start_seglog, start_stub
 
 from conftest import VALUE_BYTES, WARMUP_ROUNDS
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import parse_metadata, unpack
+from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_payload_command
+from seglog.server.protocol.message_ids import message_id
 
 pulsar = pytest.importorskip("pulsar")  # the test extra
 
@@ -120,12 +125,6 @@ def clients():
         client.close()
 
 
-def cpu_note(process: Process, cpu: list[float], messages: int) -> float:
-    """Median CPU time of `process` per message over the timed rounds (the warm-up left out), in µs."""
-    timed = cpu[WARMUP_ROUNDS:] if len(cpu) > WARMUP_ROUNDS else cpu
-    return statistics.median(timed) / messages * 1e6
-
-
 class CpuMeter:
     """The CPU time a server process spends in each round."""
 
@@ -141,45 +140,73 @@ class CpuMeter:
         self.rounds.append(self.process.cpu_seconds() - self._start)
 
     def us_per_message(self, messages: int) -> float:
-        return cpu_note(self.process, self.rounds, messages)
+        """The median over the timed rounds (the warm-up left out), in µs a message."""
+        timed = self.rounds[WARMUP_ROUNDS:] if len(self.rounds) > WARMUP_ROUNDS else self.rounds
+        return statistics.median(timed) / messages * 1e6
 
 
 # ---------------------------------------------------------------------------------------------------------
 # send_async, batched: producer processes
 
+class Producers:
+    """Producer workers against one server, each on a topic of its own, pinned to a CPU each (see
+    `producers`). `round(n)`: n send_async per worker, all at once; its seconds, and the server's CPU."""
+
+    def __init__(self, server: Server, workers: list[ProducerWorker], topics: list[str]) -> None:
+        self.server, self.workers, self.topics = server, workers, topics
+        self.meter = CpuMeter(server.process)
+        self.seconds: list[float] = []
+
+    def round(self, n: int) -> None:
+        with self.meter:
+            start = time.perf_counter()
+            for worker in self.workers:
+                worker.request(op="produce", n=n)
+            for worker in self.workers:
+                worker.answer()  # every receipt Ok, or the round fails
+            self.seconds.append(time.perf_counter() - start)
+        self.server.process.check_running()
+
+    def check_stored(self, clients, n: int) -> None:
+        """Against seglog serve: every message of every round is in its topic."""
+        if self.server.process.name == "seglog serve":
+            client = clients(self.server.url)
+            for topic in self.topics:
+                assert stored(client, topic) == n * len(self.seconds), topic
+
+
+def pinned_cpus() -> list[int | None]:
+    """The CPU each producer worker is pinned to, in turn: every CPU this process may use, unless
+    SEGLOG_BENCH_PIN=0. Pinned, a worker's two busy threads (the sending one, and the client's I/O thread
+    that runs the receipt callbacks) share one core and pass the GIL to each other cheaply. Unpinned,
+    they fight for it across cores, and the client's cost per message swings between about 19 and 31 µs
+    from one round to the next on a 2-core machine: that noise, not the broker, would be measured."""
+    if os.environ.get("SEGLOG_BENCH_PIN", "1") == "0":
+        return [None]
+    return sorted(os.sched_getaffinity(0))
+
+
 @pytest.fixture
 def producers(logs):
-    """start(url, topics): a connected producer worker per topic; stopped by their pids after the test."""
+    """start(server, count): `count` connected producer workers, pinned to CPUs 0, 1, ... in turn; all
+    stopped by their pids after the test."""
     started: list[ProducerWorker] = []
+    cpus = pinned_cpus()
 
-    def start(url: str, topics: list[str]) -> list[ProducerWorker]:
-        workers = [ProducerWorker(logs, len(started) + i) for i in range(len(topics))]
+    def start(server: Server, count_: int) -> Producers:
+        topics = [topic_name("produce") for _ in range(count_)]
+        workers = [ProducerWorker(logs, len(started) + i) for i in range(count_)]
         started.extend(workers)
-        for worker, topic in zip(workers, topics):
-            worker.request(op="open", url=url, topic=topic, batching=True, value_bytes=VALUE_BYTES)
+        for i, (worker, topic) in enumerate(zip(workers, topics)):
+            worker.request(op="open", url=server.url, topic=topic, batching=True, value_bytes=VALUE_BYTES,
+                           cpu=cpus[i % len(cpus)])
         for worker in workers:
             worker.answer()
-        return workers
+        return Producers(server, workers, topics)
 
     yield start
     for worker in started:
         worker.stop()
-
-
-def run_producers(bench, server: Server, workers: list[ProducerWorker], n: int) -> CpuMeter:
-    """bench.run of rounds of `n` send_async per worker, all at once; the server's CPU time per round."""
-    meter = CpuMeter(server.process)
-
-    def round_():
-        with meter:
-            for worker in workers:
-                worker.request(op="produce", n=n)
-            for worker in workers:
-                worker.answer()  # every receipt Ok, or the round fails
-
-    bench.run(round_)
-    server.process.check_running()
-    return meter
 
 
 def stored(client, topic: str) -> int:
@@ -192,46 +219,52 @@ def stored(client, topic: str) -> int:
         consumer.unsubscribe()
 
 
-def produce(bench, server: Server, producers, clients, sizes, count_: int) -> float:
-    """Run the rounds against `server` with `count_` producers; CPU µs a message, recorded and noted."""
-    topics = [topic_name("produce") for _ in range(count_)]
-    meter = run_producers(bench, server, producers(server.url, topics), sizes.produce)
-    cpu = meter.us_per_message(sizes.produce * count_)
+def produce(bench, mine: Producers, clients, n: int, paired: Producers | None = None, paired_label: str = "") -> None:
+    """bench.run of `mine`'s rounds; with `paired`, a round of it before each (untimed by the benchmark), so
+    that the two are compared round by round as well, under the same load of the machine. Records the
+    server's CPU time a message (median of the rounds) and the paired ratio, and checks what was stored."""
+    setup = None if paired is None else (lambda: paired.round(n))
+    bench.run(lambda: mine.round(n), setup=setup)
+    messages = n * len(mine.workers)
+    cpu = mine.meter.us_per_message(messages)
     bench.record("server_cpu_us_per_msg", round(cpu, 3))
-    bench.note(f"{server.process.name} CPU {cpu:.2f} µs a message, median of the rounds")
-    if server.process.name == "seglog serve":
-        client = clients(server.url)
-        for topic in topics:
-            assert stored(client, topic) == sizes.produce * len(meter.rounds)
-    return cpu
+    note = f"{mine.server.process.name} CPU {cpu:.2f} µs a message, median of the rounds"
+    if paired is not None:
+        ratios = [(messages / t) / (n * len(paired.workers) / p) for t, p in zip(mine.seconds, paired.seconds)]
+        ratio = statistics.median(ratios)
+        bench.record("paired_ratio", round(ratio, 3))
+        note += f"; {ratio:.2f}x {paired_label} paired round by round (median of {len(ratios)})"
+        paired.check_stored(clients, n)
+    bench.note(note)
+    mine.check_stored(clients, n)
 
 
 def test_send_async_stub(bench, stub_server, producers, clients, sizes):
     bench.baseline(ONE, STUB, messages=sizes.produce, nbytes=sizes.produce * VALUE_BYTES)
-    produce(bench, stub_server, producers, clients, sizes, 1)
+    produce(bench, producers(stub_server, 1), clients, sizes.produce)
 
 
-def test_send_async_seglog(bench, seglog_server, producers, clients, sizes):
+def test_send_async_seglog(bench, seglog_server, stub_server, producers, clients, sizes):
     bench.seglog(ONE, "seglog serve", messages=sizes.produce, nbytes=sizes.produce * VALUE_BYTES,
                  at_least={STUB: 0.9}, at_most={"server_cpu_us_per_msg": 3.0})
-    produce(bench, seglog_server, producers, clients, sizes, 1)
+    produce(bench, producers(seglog_server, 1), clients, sizes.produce, producers(stub_server, 1), STUB)
 
 
 def test_send_async_seglog_one_of_two(bench, seglog_server, producers, clients, sizes):
     bench.baseline(TWO, "seglog serve, 1 producer", messages=sizes.produce, nbytes=sizes.produce * VALUE_BYTES)
-    produce(bench, seglog_server, producers, clients, sizes, 1)
+    produce(bench, producers(seglog_server, 1), clients, sizes.produce)
 
 
 def test_send_async_stub_two(bench, stub_server, producers, clients, sizes):
     bench.baseline(TWO, "do-nothing stub, 2 producers", messages=2 * sizes.produce,
                    nbytes=2 * sizes.produce * VALUE_BYTES)
-    produce(bench, stub_server, producers, clients, sizes, 2)
+    produce(bench, producers(stub_server, 2), clients, sizes.produce)
 
 
 def test_send_async_seglog_two(bench, seglog_server, producers, clients, sizes):
     bench.seglog(TWO, "seglog serve, 2 producers", messages=2 * sizes.produce,
                  nbytes=2 * sizes.produce * VALUE_BYTES, at_least={"seglog serve, 1 producer": 1.6})
-    produce(bench, seglog_server, producers, clients, sizes, 2)
+    produce(bench, producers(seglog_server, 2), clients, sizes.produce, producers(seglog_server, 1), "1 producer")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -510,3 +543,101 @@ def test_receive_seglog(bench, seglog_server, clients, sizes):
     bench.seglog(RECEIVE, "seglog serve, receive() + acknowledge()", messages=n, nbytes=n * VALUE_BYTES)
     bench.run(consume, setup=setup, teardown=check)
     bench.note(f"seglog serve CPU {meter.us_per_message(n):.1f} µs a message")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the produce path in-process: where seglog serve's CPU time per message goes, without sockets or threads
+
+def client_batch_frame(producer_id: int, sequence_id: int, n: int) -> bytes:
+    """A SEND frame as pulsar-client's C++ core writes one for a batch of n values without key, properties or
+    event time: each message's SingleMessageMetadata holds its payload_size and sequence_id, the entry's
+    MessageMetadata the producer name, the first sequence id, the publish time and num_messages_in_batch."""
+    items = []
+    for i in range(n):
+        single = api.SingleMessageMetadata(payload_size=VALUE_BYTES, sequence_id=sequence_id + i).SerializeToString()
+        items.append(len(single).to_bytes(4, "big") + single + VALUE)
+    metadata = api.MessageMetadata(producer_name="standalone-0", sequence_id=sequence_id,
+                                   publish_time=int(time.time() * 1000), num_messages_in_batch=n)
+    send = command(Type.SEND, producer_id=producer_id, sequence_id=sequence_id,
+                   highest_sequence_id=sequence_id + n - 1, num_messages=n)
+    return encode_payload_command(send, metadata.SerializeToString(), b"".join(items))
+
+
+@pytest.fixture(scope="module")
+def in_process(scratch, scale):
+    """(the service, a producer's handle, the SEND frames of a round: batches of 1,000 messages)."""
+    from seglog.broker import Broker
+    from seglog.clock import system_clock
+    from seglog.server.service import BrokerService, Settings
+
+    broker = Broker.open(scratch / "in-process", clock=system_clock, background=False)
+    service = BrokerService(broker, Settings("standalone", "pulsar://127.0.0.1:0", 5 << 20))
+    target = service.resolve("persistent://public/default/in-process", True)
+    handle = service.open_writer(target, "standalone-0")
+    frames = [client_batch_frame(0, i * 1000, 1000) for i in range(scale(100, 3))]
+    yield service, handle, frames
+    service.close_writer(handle)
+    broker.close()
+
+
+IN_PROCESS = "server: produce path in-process, SENDs of 1,000 x 100 B"
+
+
+def note_per_message(bench, messages: int) -> None:
+    """The median round's time a message, in µs (single-threaded: its CPU time too)."""
+    stats = getattr(bench.benchmark.stats, "stats", None)
+    if stats is not None:  # (None with --benchmark-disable)
+        bench.note(f"{stats.median / messages * 1e6:.2f} µs a message, median round")
+
+
+def decode(frames: list[bytes]) -> list:
+    decoder = FrameDecoder()
+    return [decoder.feed(frame)[0] for frame in frames]
+
+
+def test_in_process_decode(bench, in_process):
+    _, _, frames = in_process
+    messages = len(frames) * 1000
+    bench.baseline(IN_PROCESS, "FrameDecoder.feed (the stub's work)", messages=messages)
+    decoded = bench.run(lambda: decode(frames))
+    assert all(frame.checksum_ok and frame.command.type == Type.SEND for frame in decoded)
+    note_per_message(bench, messages)
+
+
+def test_in_process_unpack(bench, in_process):
+    _, _, frames = in_process
+    decoded = decode(frames)
+    bench.seglog(IN_PROCESS, "batches.unpack", messages=len(frames) * 1000)
+    unpacked = bench.run(lambda: [unpack(parse_metadata(f.metadata), f.payload) for f in decoded])
+    assert all(len(m.values) == 1000 and m.values[-1] == VALUE for m in unpacked)
+    note_per_message(bench, len(frames) * 1000)
+
+
+def test_in_process_append(bench, in_process):
+    service, handle, frames = in_process
+    messages = [unpack(parse_metadata(f.metadata), f.payload) for f in decode(frames)]
+    bench.seglog(IN_PROCESS, "BrokerService.append", messages=len(frames) * 1000)
+    offsets = bench.run(lambda: [service.append(handle, m) for m in messages])
+    assert offsets == sorted(offsets) and offsets[1] - offsets[0] == 1000
+    note_per_message(bench, len(frames) * 1000)
+
+
+def test_in_process_whole(bench, in_process):
+    """What ProducerSession does for each SEND, less the asyncio streams and the thread pool: decode,
+    unpack, append, and the SEND_RECEIPT's bytes."""
+    service, handle, frames = in_process
+
+    def produce_path():
+        receipts = []
+        for frame in decode(frames):
+            send = frame.command.send
+            offset = service.append(handle, unpack(parse_metadata(frame.metadata), frame.payload))
+            receipts.append(encode_command(command(Type.SEND_RECEIPT, producer_id=send.producer_id,
+                                                   sequence_id=send.sequence_id,
+                                                   highest_sequence_id=send.highest_sequence_id,
+                                                   message_id=message_id(offset))))
+        return receipts
+
+    bench.seglog(IN_PROCESS, "decode + unpack + append + receipt", messages=len(frames) * 1000)
+    assert len(bench.run(produce_path)) == len(frames)
+    note_per_message(bench, len(frames) * 1000)

@@ -35,12 +35,15 @@ class Worker:
         self.producer = None
         self.value = b""
 
-    def open(self, url: str, topic: str, batching: bool, value_bytes: int) -> dict:
+    def open(self, url: str, topic: str, batching: bool, value_bytes: int, cpu: int | None = None,
+             max_pending: int = MAX_PENDING) -> dict:
+        if cpu is not None:  # before the client starts its threads, which inherit it
+            os.sched_setaffinity(0, {cpu})
         self.client = pulsar.Client(url, operation_timeout_seconds=30,
                                     logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
         self.producer = self.client.create_producer(
             topic, batching_enabled=batching, batching_max_messages=1000, batching_max_publish_delay_ms=10,
-            max_pending_messages=MAX_PENDING, block_if_queue_full=True)
+            max_pending_messages=max_pending, block_if_queue_full=True)
         self.value = os.urandom(value_bytes)
         return {"ok": True}
 
