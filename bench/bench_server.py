@@ -4,7 +4,9 @@ acknowledging, 100 B values throughout, each next to a baseline measured in the 
 Group "server: send_async, batched, 1 producer"
   The producer is pulsar-client in a process of its own (producer_worker.py): batching on (a batch is at
   most 1,000 messages or 128 KiB, or 10 ms), at most 10,000 messages waiting for receipts, `send_async`
-  with a callback per message, then `flush()` and every callback. A round is PRODUCE_MESSAGES sends.
+  with a callback per message, then `flush()` and every callback. A round is 100,000 sends a producer.
+  Each producer process is pinned to a CPU (the first to CPU 0, the second to CPU 1; SEGLOG_BENCH_PIN=0
+  leaves them unpinned): see `pinned_cpus` for why.
   baseline  do-nothing stub broker   stub_broker.py: seglog's FrameDecoder parses every frame, and a
                                      SEND_RECEIPT goes back at once (nothing unpacked, nothing stored)
   seglog    seglog serve             >= 0.9x the stub (the broker is not the bottleneck), and broker CPU
@@ -17,29 +19,43 @@ topic of its own)
             do-nothing stub, 2 producers the ceiling of two client processes on this machine
   seglog    seglog serve, 2 producers    >= 1.6x one producer
 
+The seglog benchmarks of these two groups are also paired round by round: before each of their rounds
+(untimed by pytest-benchmark) a round of the baseline they are held to runs, and the note gives the median
+of the per-round ratios (`paired_ratio` in the JSON), which drifting load from other processes distorts
+less than a comparison of benchmarks run a minute apart.
+
 Group "server: send() round trip, unbatched": `send()` one message at a time, batching off, each call
-timed; p50 and p99 are in the note (and the JSON: `p50_us`, `p99_us`); the rate is 1 / the mean.
+timed, 2,000 calls a round; p50 and p99 of all the timed rounds' calls are in the note (and the JSON:
+`p50_us`, `p99_us`); the rate is 1 / the mean.
   baselines do-nothing stub broker (the client's and the loopback's own share); NATS JetStream
             `js.publish` (waits for the PubAck; file storage); Redis `XADD` (append-only file, no fsync)
   seglog    seglog serve (fsync='never', the default: like both, it leaves the disk to the OS)
 
-Group "server: receive + acknowledge": RECEIVE_MESSAGES messages written beforehand (untimed); a round
+Group "server: receive + acknowledge": 50,000 messages written beforehand (untimed); a round
 reads them all through a new subscription (or consumer, or group) from the first, acknowledging each.
   baselines NATS JetStream: a durable pull consumer, `fetch(1000)`, `msg.ack()` each
             Redis Streams: `XREADGROUP COUNT 1000` + `XACK` of the ids read
   seglog    seglog serve: `subscribe` (receiver queue 1,000), `receive()` + `acknowledge()` each, and
             `close()`, which flushes the grouped acks; checked after each round: nothing left to receive
 
+Group "server: produce path in-process, SENDs of 1,000 x 100 B": where the broker's CPU time per message
+goes, without sockets, asyncio or the thread pool. SEND frames laid out as the C++ client writes a batch
+are decoded (baseline: `FrameDecoder.feed`, all the stub does), unpacked (`batches.unpack`), appended
+(`BrokerService.append`), and all of it with the receipt's bytes; for information (µs a message in the
+notes), the end-to-end figure above being the target.
+
 The NATS and Redis benchmarks run when nats-server and redis-server (Debian packages) and their Python
 clients (nats-py, redis; imported here only when they run) are installed, and are skipped with a line
 saying so otherwise. The CPU time of every server process over the rounds is in the notes (µs a message).
 
-With --benchmark-disable (CI) each body runs once on a few thousand messages and checks what it measures
-works: receipts all Ok, messages stored (the last message id), acks landed, latencies taken."""
+Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on a few thousand
+messages and checks that what it measures works: receipts all Ok, messages stored (the last message id),
+acks landed, latencies taken."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import threading
@@ -155,10 +171,13 @@ class Producers:
     def __init__(self, server: Server, workers: list[ProducerWorker], topics: list[str]) -> None:
         self.server, self.workers, self.topics = server, workers, topics
         self.meter = CpuMeter(server.process)
+        self.client_meters = [CpuMeter(worker) for worker in workers]
         self.seconds: list[float] = []
 
     def round(self, n: int) -> None:
-        with self.meter:
+        with self.meter, contextlib.ExitStack() as clients:
+            for meter in self.client_meters:
+                clients.enter_context(meter)
             start = time.perf_counter()
             for worker in self.workers:
                 worker.request(op="produce", n=n)
@@ -166,6 +185,10 @@ class Producers:
                 worker.answer()  # every receipt Ok, or the round fails
             self.seconds.append(time.perf_counter() - start)
         self.server.process.check_running()
+
+    def client_us_per_message(self, n: int) -> float:
+        """The producer processes' CPU time a message (median of the rounds)."""
+        return statistics.mean(meter.us_per_message(n) for meter in self.client_meters)
 
     def check_stored(self, clients, n: int) -> None:
         """Against seglog serve: every message of every round is in its topic."""
@@ -226,16 +249,28 @@ def produce(bench, mine: Producers, clients, n: int, paired: Producers | None = 
     setup = None if paired is None else (lambda: paired.round(n))
     bench.run(lambda: mine.round(n), setup=setup)
     messages = n * len(mine.workers)
-    cpu = mine.meter.us_per_message(messages)
+    cpu, client = mine.meter.us_per_message(messages), mine.client_us_per_message(n)
     bench.record("server_cpu_us_per_msg", round(cpu, 3))
-    note = f"{mine.server.process.name} CPU {cpu:.2f} µs a message, median of the rounds"
+    bench.record("client_cpu_us_per_msg", round(client, 3))
+    # On an idle machine with as many cores as producers, each producer is held back by its own CPU time
+    # alone (one core each) while the broker's time comes out of the same cores: the most k producers can
+    # get over one is k * client / (client + broker), whatever else runs meanwhile.
+    cores = len(os.sched_getaffinity(0))
+    ceiling = cores * client / (client + cpu) if len(mine.workers) >= cores else None
+    note = (f"CPU a message: {mine.server.process.name} {cpu:.2f} µs, a producer process {client:.1f} µs "
+            f"(medians of the rounds)")
+    if ceiling is not None:
+        bench.record("cpu_bound_ratio_to_one", round(ceiling, 3))
+        note += f"; with these, {cores} producers can get at most {ceiling:.2f}x one on {cores} idle cores"
     if paired is not None:
         ratios = [(messages / t) / (n * len(paired.workers) / p) for t, p in zip(mine.seconds, paired.seconds)]
         ratio = statistics.median(ratios)
         bench.record("paired_ratio", round(ratio, 3))
         note += f"; {ratio:.2f}x {paired_label} paired round by round (median of {len(ratios)})"
         paired.check_stored(clients, n)
-    bench.note(note)
+    load = os.getloadavg()[0]  # other processes on the machine: what the ratios here are sensitive to
+    bench.record("load_average_1min", load)
+    bench.note(f"{note}; load average {load:.1f}")
     mine.check_stored(clients, n)
 
 
