@@ -267,6 +267,14 @@ def produce(bench, mine: Producers, clients, n: int, paired: Producers | None = 
         ratio = statistics.median(ratios)
         bench.record("paired_ratio", round(ratio, 3))
         note += f"; {ratio:.2f}x {paired_label} paired round by round (median of {len(ratios)})"
+        if len(paired.workers) == len(mine.workers):
+            # With no core to spare (other processes on the machine), a round costs the sum of the processes'
+            # CPU time: the rate ratio then tends to the inverse ratio of the CPU time a message. With a core
+            # to spare for the broker, to 1.
+            theirs = paired.meter.us_per_message(messages) + paired.client_us_per_message(n)
+            model = theirs / (cpu + client)
+            bench.record("cpu_model_ratio", round(model, 3))
+            note += f"; {model:.2f}x from the CPU time a message alone (a machine with no core to spare)"
         paired.check_stored(clients, n)
     load = os.getloadavg()[0]  # other processes on the machine: what the ratios here are sensitive to
     bench.record("load_average_1min", load)
