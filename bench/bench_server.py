@@ -186,6 +186,12 @@ class Producers:
             self.seconds.append(time.perf_counter() - start)
         self.server.process.check_running()
 
+    def cores_used(self) -> float:
+        """How many cores the server and the producers kept busy together (median of the rounds): below the
+        machine's count while the producers are at full speed, other processes took the rest."""
+        busy = [self.meter.rounds[i] + sum(m.rounds[i] for m in self.client_meters) for i in range(len(self.seconds))]
+        return statistics.median(b / t for b, t in zip(busy, self.seconds))
+
     def client_us_per_message(self, n: int) -> float:
         """The producer processes' CPU time a message (median of the rounds)."""
         return statistics.mean(meter.us_per_message(n) for meter in self.client_meters)
@@ -277,8 +283,10 @@ def produce(bench, mine: Producers, clients, n: int, paired: Producers | None = 
             note += f"; {model:.2f}x from the CPU time a message alone (a machine with no core to spare)"
         paired.check_stored(clients, n)
     load = os.getloadavg()[0]  # other processes on the machine: what the ratios here are sensitive to
+    used = mine.cores_used()
     bench.record("load_average_1min", load)
-    bench.note(f"{note}; load average {load:.1f}")
+    bench.record("cores_used", round(used, 2))
+    bench.note(f"{note}; these processes kept {used:.2f} of the {cores} cores busy, load average {load:.1f}")
     mine.check_stored(clients, n)
 
 
