@@ -65,9 +65,8 @@ from dataclasses import dataclass
 from itertools import count
 
 import pytest
-from servers import Process, ProducerWorker, start_nats, start_redis, start_seglog, start_stub
+from server_processes import Process, ProducerWorker, start_nats, start_redis, start_seglog, start_stub
 
-from conftest import VALUE_BYTES, WARMUP_ROUNDS
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import parse_metadata, unpack
 from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_payload_command
@@ -75,6 +74,8 @@ from seglog.server.protocol.message_ids import message_id
 
 pulsar = pytest.importorskip("pulsar")  # the test extra
 
+VALUE_BYTES = 100  # as bench/conftest.py (not imported: tests/conftest.py is `conftest` too in a whole run)
+WARMUP_ROUNDS = 1  # bench.run's default (conftest.py), left out of the per-round figures
 ONE = "server: send_async, batched, 1 producer"
 TWO = "server: send_async, batched, 2 producer processes"
 SYNC = "server: send() round trip, unbatched"
