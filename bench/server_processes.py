@@ -1,0 +1,195 @@
+"""The server processes of bench_server.py: `seglog serve`, the do-nothing stub broker (stub_broker.py),
+nats-server with JetStream, redis-server, and pulsar-client producer processes (producer_worker.py).
+
+Every process binds 127.0.0.1 on a free port, is started by this module and stopped by its pid (SIGTERM,
+then SIGKILL after a bounded wait); every wait here is bounded. A server this machine lacks (nats-server,
+redis-server, or its Python client) is a pytest skip saying what to install."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+ANSWER_TIMEOUT_S = 300.0  # a producer worker's round (the real sizes take seconds; a hang fails the round)
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Process:
+    """A process this module started: its CPU time, and stop() by its pid."""
+
+    def __init__(self, name: str, popen: subprocess.Popen, log: Path | None = None) -> None:
+        self.name, self.popen, self.log = name, popen, log
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the process (all its threads, those gone included), from /proc/PID/stat."""
+        with open(f"/proc/{self.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+
+    def check_running(self) -> None:
+        if self.popen.poll() is not None:
+            raise AssertionError(f"{self.name} exited with {self.popen.returncode}; its log: {self.tail()}")
+
+    def tail(self, size: int = 2000) -> str:
+        return self.log.read_text(errors="replace")[-size:] if self.log and self.log.exists() else ""
+
+    def stop(self) -> int:
+        """SIGTERM by pid and a bounded wait; SIGKILL if it does not exit in time. Its exit code."""
+        if self.popen.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            return self.popen.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            return self.popen.wait(STOP_TIMEOUT_S)
+        finally:
+            for stream in (self.popen.stdin, self.popen.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+def _spawn(name: str, argv: list[str], log: Path, *, stdout: int | None = None, stdin: int | None = None,
+           text: bool = False) -> Process:
+    """Start a process with its stderr (and, without `stdout`, its stdout too) in the file `log`."""
+    with log.open("wb") as err:
+        popen = subprocess.Popen(argv, stdin=stdin, stdout=err if stdout is None else stdout, stderr=err, text=text)
+    return Process(name, popen, log)
+
+
+def _first_line(process: Process) -> str:
+    """The first line the process prints on stdout (bounded wait)."""
+    stdout = process.popen.stdout
+    ready, _, _ = select.select([stdout], [], [], START_TIMEOUT_S)
+    line = stdout.readline() if ready else b""
+    if not line:
+        process.stop()
+        raise AssertionError(f"{process.name} printed nothing on stdout in {START_TIMEOUT_S}s: {process.tail()}")
+    return line.decode() if isinstance(line, bytes) else line
+
+
+def start_seglog(data: Path, logs: Path) -> tuple[Process, str]:
+    """`seglog serve` on a data directory, free ports; (the process, its pulsar:// URL)."""
+    process = _spawn("seglog serve", [sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
+                                      "standalone", "--port", "0", "--http-port", "0"],
+                     logs / "seglog-serve.log", stdout=subprocess.PIPE)
+    return process, _first_line(process).split()[0]
+
+
+def start_stub(logs: Path) -> tuple[Process, str]:
+    """The do-nothing broker of stub_broker.py; (the process, its pulsar:// URL)."""
+    process = _spawn("stub broker", [sys.executable, str(HERE / "stub_broker.py"), "--port", "0"],
+                     logs / "stub-broker.log", stdout=subprocess.PIPE)
+    return process, _first_line(process).split()[0]
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for servers that cannot pick their own and say which)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _require(binary: str, module: str, install: str) -> None:
+    if shutil.which(binary) is None:
+        pytest.skip(f"{binary} is not installed ({install}): its figures are left out")
+    try:
+        __import__(module)
+    except ImportError:
+        pytest.skip(f"the Python client {module!r} is not installed (pip install {module.replace('_', '-')}): "
+                    f"{binary}'s figures are left out")
+
+
+def start_nats(store: Path, logs: Path) -> tuple[Process, str]:
+    """nats-server with JetStream (file storage under `store`) on a random port; (the process, nats:// URL)."""
+    _require("nats-server", "nats", "apt-get install nats-server; pip install nats-py")
+    store.mkdir(parents=True, exist_ok=True)
+    process = _spawn("nats-server", ["nats-server", "--addr", "127.0.0.1", "--port", "-1",
+                                     "--jetstream", "--store_dir", str(store), "--ports_file_dir", str(store)],
+                     logs / "nats-server.log")
+    ports_file = store / f"nats-server_{process.pid}.ports"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            return process, json.loads(ports_file.read_text())["nats"][0]
+        except (OSError, ValueError, KeyError, IndexError):
+            process.check_running()
+            if time.monotonic() > deadline:
+                process.stop()
+                raise AssertionError(f"nats-server wrote no ports file in {START_TIMEOUT_S}s") from None
+            time.sleep(0.02)
+
+
+def start_redis(directory: Path, logs: Path) -> tuple[Process, int]:
+    """redis-server on a free port: no snapshots; an append-only file written without fsync (as seglog's
+    fsync='never' leaves its segments to the OS); (the process, its port)."""
+    _require("redis-server", "redis", "apt-get install redis-server; pip install redis")
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    process = _spawn("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir",
+                                      str(directory), "--save", "", "--appendonly", "yes", "--appendfsync", "no",
+                                      "--daemonize", "no"],
+                     logs / "redis-server.log")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(b"PING\r\n")
+                if probe.recv(64).startswith(b"+PONG"):
+                    return process, port
+        except OSError:
+            pass
+        process.check_running()
+        if time.monotonic() > deadline:
+            process.stop()
+            raise AssertionError(f"redis-server did not answer PING in {START_TIMEOUT_S}s")
+        time.sleep(0.02)
+
+
+class ProducerWorker(Process):
+    """A producer_worker.py process: a pulsar-client producer in a process of its own."""
+
+    def __init__(self, logs: Path, number: int) -> None:
+        started = _spawn(f"producer worker {number}", [sys.executable, str(HERE / "producer_worker.py")],
+                         logs / f"producer-{number}.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        super().__init__(started.name, started.popen, started.log)
+
+    def request(self, **command) -> None:
+        self.popen.stdin.write(json.dumps(command) + "\n")
+        self.popen.stdin.flush()
+
+    def answer(self) -> dict:
+        ready, _, _ = select.select([self.popen.stdout], [], [], ANSWER_TIMEOUT_S)
+        line = self.popen.stdout.readline() if ready else ""
+        if not line:
+            raise AssertionError(f"{self.name} gave no answer in {ANSWER_TIMEOUT_S}s: {self.tail()}")
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise AssertionError(f"{self.name} failed: {answer}; its log: {self.tail()}")
+        return answer
+
+    def stop(self) -> int:
+        """Ask it to close its producer and client, then stop it by its pid (bounded)."""
+        if self.popen.poll() is None:
+            try:
+                self.request(op="close")
+                self.popen.wait(STOP_TIMEOUT_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        return super().stop()
