@@ -51,6 +51,9 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               help="The certificate's PEM private key (with --tls-cert-file).")
 @click.option("--keepalive", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between PINGs to silent clients; one more interval without an answer closes them.")
+@click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=click.IntRange(1024, 1 << 30),
+              metavar="BYTES", help="The largest message (frame) accepted, as Pulsar's maxMessageSize; clients "
+                                    "learn it on connecting and chunk larger messages when chunking is on.")
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
@@ -58,7 +61,7 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
           allow_unauthenticated: bool, secret_key: Path | None, superuser_roles: tuple[str, ...],
           anonymous_user_role: str | None, tls_cert_file: Path | None, tls_key_file: Path | None, keepalive: float,
-          log_level: str) -> None:
+          max_message_size: int, log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
     \b
@@ -73,7 +76,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
-                           keepalive, auth_secret_key=secret_key, superuser_roles=superuser_roles,
+                           keepalive, max_message_size, auth_secret_key=secret_key, superuser_roles=superuser_roles,
                            anonymous_role=anonymous_user_role, tls_cert_file=tls_cert_file,
                            tls_key_file=tls_key_file)
 

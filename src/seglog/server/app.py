@@ -191,6 +191,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             connection.stop_reading()
         if tasks:
             await asyncio.wait(list(tasks))
+        await loop.run_in_executor(executor, service.deduplication.close)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
 

@@ -21,7 +21,7 @@ from seglog.server.producers import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
-from seglog.server.protocol.message_ids import message_id
+from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.subscription import Subscription
 
@@ -73,10 +73,10 @@ class ProducerSession:
             if len(sends) != len(items):
                 return
 
-    def _write(self, sends: list[_Send]) -> list[int | ServerFailure]:
+    def _write(self, sends: list[_Send]) -> list[int | ServerFailure | None]:
         """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer. A
         send a backlog quota refuses, and those after it, are not written and not answered (self.blocked)."""
-        results: list[int | ServerFailure] = []
+        results: list[int | ServerFailure | None] = []
         for send in sends:
             frame = send.frame
             if not frame.checksum_ok:
@@ -229,13 +229,16 @@ class Connection:
     def reply_error(self, request_id: int, failure: ServerFailure) -> None:
         self.send(command(Type.ERROR, request_id=request_id, error=failure.code, message=str(failure)))
 
-    def reply_send(self, producer_id: int, send: _Send, result: int | ServerFailure) -> None:
+    def reply_send(self, producer_id: int, send: _Send, result: int | ServerFailure | None) -> None:
+        """Answer a SEND: its receipt (the offset it was written at, or None for a duplicate, acknowledged
+        with id (-1, -1) as Pulsar's broker does), or its failure."""
         if isinstance(result, ServerFailure):
             self.send(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
                               error=result.code, message=str(result)))
         else:
             self.send(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
-                              highest_sequence_id=send.highest_sequence_id, message_id=message_id(result)))
+                              highest_sequence_id=send.highest_sequence_id,
+                              message_id=DUPLICATE_ID if result is None else message_id(result)))
 
     # commands
 
@@ -356,7 +359,8 @@ class Connection:
         existing = self.producers.get(producer_id)
         if existing is not None:  # the client asks again (its first answer was late): the same producer
             self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
-                              producer_name=existing.handle.name, last_sequence_id=-1))
+                              producer_name=existing.handle.name,
+                              last_sequence_id=existing.handle.last_sequence_id))
             return
         if producer_id in self.waiting_producers:  # still in line: the client is waiting for it already
             return
@@ -404,7 +408,7 @@ class Connection:
             return
         self.producers[request.producer_id] = ProducerSession(self, request.producer_id, handle)
         self.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
-                          last_sequence_id=-1))
+                          last_sequence_id=handle.last_sequence_id))
 
     def _fence_producer(self, producer_id: int) -> None:
         """An ExclusiveWithFencing producer took this producer's partition: close it (loop thread)."""

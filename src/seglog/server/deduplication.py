@@ -17,13 +17,15 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.server.protocol.metadata import sequence_ids
-from seglog.storage.reader import batch_attributes
-from seglog.storage.store import PartitionStore
 from seglog.names import TopicName
+from seglog.server.protocol.metadata import sequence_ids
+from seglog.storage.fence import TopicFence
+from seglog.storage.reader import BatchInfo
+from seglog.storage.store import PartitionStore
 
 logger = logging.getLogger("seglog.server")
 
@@ -78,19 +80,28 @@ def load(store: PartitionStore, name: TopicName, partition: int) -> PartitionSeq
     """The partition's table: its snapshot, if it matches the log, and the entries written after it."""
     path = store.partition_directory(name, partition) / SNAPSHOT_FILE
     sequences = PartitionSequences(path)
-    view = store.view(name, partition)
     start = store.earliest_offset(name, partition)
     snapshot = _read_snapshot(path)
-    if snapshot is not None and _matches(snapshot, view, start, store.end_offset(name, partition)):
+    if snapshot is not None and _matches(snapshot, store, name, partition, start):
         sequences.highest = {str(k): int(v) for k, v in snapshot["highest"].items()}
-        sequences.covered = start = max(start, int(snapshot["covered"]))
-        sequences.last_entry = tuple(snapshot["last_entry"]) if snapshot["last_entry"] else None  # type: ignore[assignment]
-    for base, count, attributes in batch_attributes(view, start):
+        start = max(start, int(snapshot["covered"]))
+        last = snapshot["last_entry"]
+        sequences.last_entry = (int(last[0]), str(last[1]), int(last[2])) if last else None
+    sequences.covered = start
+    for base, count, attributes in _entries(store, name, partition, start):
         ids = sequence_ids(attributes)
         if ids is not None:
             sequences._account(ids[0], ids[2], base, base + count)
         sequences.covered = base + count
     return sequences
+
+
+def _entries(store: PartitionStore, name: TopicName, partition: int, start: int) -> Iterator[BatchInfo]:
+    """The stored batches from the one holding `start` to the end (their attributes, not their messages)."""
+    if start >= store.end_offset(name, partition):
+        return
+    with store.reader(name, partition, start, verify_crc=True) as reader:
+        yield from reader.batch_infos()
 
 
 def _read_snapshot(path: Path) -> dict | None:
@@ -107,17 +118,17 @@ def _read_snapshot(path: Path) -> dict | None:
     return data
 
 
-def _matches(snapshot: dict, view, earliest: int, end: int) -> bool:
+def _matches(snapshot: dict, store: PartitionStore, name: TopicName, partition: int, earliest: int) -> bool:
     """Whether the log still holds what the snapshot covers: as far, and its last entry as it was."""
     covered, last_entry = int(snapshot["covered"]), snapshot["last_entry"]
-    if covered > end:
+    if covered > store.end_offset(name, partition):
         return False
     if last_entry is None or int(last_entry[0]) < earliest:
         return True  # (nothing to compare, or deleted by retention since: what follows is replayed)
     base, producer, highest = int(last_entry[0]), str(last_entry[1]), int(last_entry[2])
-    for found_base, _count, attributes in batch_attributes(view, base):
-        return found_base == base and sequence_ids(attributes) is not None and \
-            sequence_ids(attributes)[0::2] == (producer, highest)  # type: ignore[index]
+    for found in _entries(store, name, partition, base):
+        ids = sequence_ids(found.attributes)
+        return found.base_offset == base and ids is not None and (ids[0], ids[2]) == (producer, highest)
     return False
 
 
@@ -126,21 +137,23 @@ class Deduplication:
 
     def __init__(self, store: PartitionStore) -> None:
         self._store = store
-        self._tables: dict[tuple[str, int], PartitionSequences] = {}
+        # by topic and partition, with the fence of the topic the table was made for: a topic deleted and
+        # made again under its name starts a table of its own
+        self._tables: dict[tuple[str, int], tuple[TopicFence, PartitionSequences]] = {}
         self._lock = threading.Lock()
 
-    def sequences(self, name: TopicName, partition: int) -> PartitionSequences:
+    def sequences(self, name: TopicName, partition: int, fence: TopicFence) -> PartitionSequences:
         key = (str(name), partition)
         with self._lock:
-            table = self._tables.get(key)
-            if table is None:
-                table = self._tables[key] = load(self._store, name, partition)
-            return table
+            known = self._tables.get(key)
+            if known is None or known[0] is not fence:
+                known = self._tables[key] = (fence, load(self._store, name, partition))
+            return known[1]
 
     def close(self) -> None:
         """Snapshot every table (the server stops)."""
         with self._lock:
-            tables, self._tables = list(self._tables.values()), {}
+            tables, self._tables = [table for fence, table in self._tables.values() if not fence.deleted], {}
         for table in tables:
             with table.lock:
                 table.snapshot()

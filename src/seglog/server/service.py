@@ -15,11 +15,13 @@ from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.lifecycle.quota import QuotaGuard
 from seglog.names import TopicName
+from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
 from seglog.server.producers import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
 from seglog.server.protocol.message_ids import offset_of
+from seglog.server.protocol.metadata import sequence_ids
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
 from seglog.subscriptions.dispatch import ConsumerState
@@ -54,7 +56,14 @@ class ProducerHandle:
     writer: PartitionWriter
     fence: TopicFence
     quota: QuotaGuard
+    sequences: PartitionSequences | None  # the partition's deduplication table, when the topic deduplicates
     quota_armed: bool = False  # the topic has backlog quotas: each SEND is checked against them
+
+    @property
+    def last_sequence_id(self) -> int:
+        """What PRODUCER_SUCCESS says: the highest sequence id stored under this producer's name when the
+        topic deduplicates, else -1 (as Pulsar)."""
+        return -1 if self.sequences is None else self.sequences.last(self.name)
 
     def arm_quota(self, armed: bool) -> None:
         """The topic's backlog quotas were set or removed (QuotaGuard.register)."""
@@ -74,6 +83,7 @@ class BrokerService:
     broker: Broker
     settings: Settings
     producers: ProducerRegistry = field(init=False)
+    deduplication: Deduplication = field(init=False)
     # subscribing and leaving, one at a time (a subscription's last consumer leaving releases it)
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
     # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
@@ -82,6 +92,7 @@ class BrokerService:
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
+        self.deduplication = Deduplication(self.broker.store)
 
     # lookups (blocking)
 
@@ -179,7 +190,10 @@ class BrokerService:
         fence.check()
         writer = store.acquire_writer(target.ref.name, target.partition, target.ref.config)
         store.producer_opened(target.ref.name)
-        handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref))
+        sequences = None
+        if self.broker.catalog.policies(target.ref).deduplication.value:
+            sequences = self.deduplication.sequences(target.ref.name, target.partition, fence)
+        handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref), sequences)
         handle.quota.register(handle.arm_quota)
         return handle
 
@@ -189,10 +203,26 @@ class BrokerService:
         store.producer_closed(handle.target.ref.name, handle.fence)
 
     @staticmethod
-    def append(handle: ProducerHandle, messages: Messages) -> int:
-        """Write one SEND's messages as one batch; returns the offset of the first (blocking). The write is in
-        the segment (and fsynced where the topic's fsync says so) when this returns."""
+    def append(handle: ProducerHandle, messages: Messages) -> int | None:
+        """Write one SEND's messages as one batch; returns the offset of the first (blocking), or None for a
+        duplicate the topic's deduplication drops. The write is in the segment (and fsynced where the topic's
+        fsync says so) when this returns."""
         handle.fence.check()
+        sequences = handle.sequences
+        if sequences is None:
+            return BrokerService._write(handle, messages)
+        ids = sequence_ids(messages.attributes)
+        assert ids is not None  # (every SEND names its producer and sequence ids)
+        with sequences.lock:  # (one producer per name: only the snapshot is shared with others)
+            duplicate = sequences.is_duplicate(handle.name, ids[2])
+        if duplicate:
+            return None
+        offset = BrokerService._write(handle, messages)
+        sequences.record(handle.name, ids[2], offset, offset + len(messages.values))
+        return offset
+
+    @staticmethod
+    def _write(handle: ProducerHandle, messages: Messages) -> int:
         writer = handle.writer
         keys = None if all(key is None for key in messages.keys) else messages.keys
         properties = messages.properties if any(messages.properties) else None

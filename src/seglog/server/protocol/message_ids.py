@@ -16,6 +16,8 @@ from __future__ import annotations
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 LEDGER_ID = 0
+# the id of a SEND_RECEIPT for a duplicate that deduplication dropped: (-1, -1) as uint64s, as Pulsar's broker
+DUPLICATE_ID = api.MessageIdData(ledger_id=(1 << 64) - 1, entry_id=(1 << 64) - 1)
 
 
 def message_id(offset: int, partition: int | None = None) -> api.MessageIdData:
