@@ -161,3 +161,36 @@ class RawConnection:
 
 
 U32 = struct.Struct(">I")
+
+
+def refused_serve(data: Path, *extra: str) -> str:
+    """Run `seglog serve` with options it must refuse: its stderr, one line, after checking it exited 2
+    before printing its URLs (killed by its pid if it does not exit)."""
+    process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
+                                "standalone", "--port", "0", "--http-port", "0", *extra],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(30)
+    assert process.returncode == 2 and stdout == b""
+    return " ".join(stderr.decode().split())
+
+
+def receive_until(consumers: list, count: int, *, ack: bool = True, seconds: float = 20) -> list[list]:
+    """Receive from each consumer in turn until `count` messages came in all, or `seconds` passed; per
+    consumer, what it received (acknowledged as it came, with `ack`)."""
+    got: list[list] = [[] for _ in consumers]
+    deadline = time.monotonic() + seconds
+    while sum(map(len, got)) < count and time.monotonic() < deadline:
+        for index, consumer in enumerate(consumers):
+            try:
+                message = consumer.receive(50)
+            except pulsar.Timeout:
+                continue
+            got[index].append(message)
+            if ack:
+                consumer.acknowledge(message)
+    return got

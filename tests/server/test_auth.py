@@ -6,11 +6,7 @@ the permission commands; binding beyond loopback only with authentication."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import seglog
-from helpers_server import pulsar, start_server
+from helpers_server import pulsar, refused_serve, start_server
 from seglog.cli import main
 from seglog.server.auth import create_secret_key, create_token
 
@@ -254,22 +250,9 @@ def test_anonymous_clients_get_the_anonymous_role(tmp_path, key_file):
         server.stop()
 
 
-def serve_process(data: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster", "standalone",
-                             "--port", "0", "--http-port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
 def test_binding_beyond_loopback_needs_authentication(tmp_path, key_file):
-    refused = serve_process(tmp_path / "open", "--host", "0.0.0.0")
-    try:
-        stdout, stderr = refused.communicate(timeout=30)
-    finally:
-        if refused.poll() is None:
-            os.kill(refused.pid, signal.SIGKILL)
-            refused.wait(30)
-    assert refused.returncode == 2 and stdout == b""
-    assert b"--auth-token-secret-key" in stderr and b"--allow-unauthenticated" in stderr
+    said = refused_serve(tmp_path / "open", "--host", "0.0.0.0")
+    assert "--auth-token-secret-key" in said and "--allow-unauthenticated" in said
 
     # with authentication it starts (stopped at once: it must not stay reachable from other hosts)
     server = start_server(tmp_path / "secured", "--host", "0.0.0.0", "--auth-token-secret-key", str(key_file))
@@ -286,15 +269,7 @@ def test_binding_beyond_loopback_needs_authentication(tmp_path, key_file):
     (["--superuser-roles", "a,,b"], "is not a comma-separated list of role names"),
 ])
 def test_serve_refuses_bad_security_options(tmp_path, extra, said):
-    process = serve_process(tmp_path / "data", *extra)
-    try:
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(30)
-    assert process.returncode == 2 and stdout == b""
-    assert said in " ".join(stderr.decode().split())
+    assert said in refused_serve(tmp_path / "data", *extra)
 
 
 def test_listing_a_namespace_for_a_pattern_needs_a_permission_there(secured, key_file):

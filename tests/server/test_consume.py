@@ -10,7 +10,7 @@ import pytest
 from test_produce import read_all, send_async_all
 
 import seglog
-from helpers_server import pulsar, start_server
+from helpers_server import pulsar, receive_until, start_server
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_command
 
@@ -138,18 +138,9 @@ def test_shared_consumers_split_the_messages(server):
     values = [b"%d" % i for i in range(40)]
     send_async_all(producer, values)
 
-    got: dict[int, list[bytes]] = {0: [], 1: []}
-    deadline = time.monotonic() + 20
-    while len(got[0]) + len(got[1]) < len(values) and time.monotonic() < deadline:
-        for index, consumer in enumerate((first, second)):
-            try:
-                message = consumer.receive(50)
-            except pulsar.Timeout:
-                continue
-            got[index].append(message.data())
-            consumer.acknowledge(message)
-    assert sorted(got[0] + got[1], key=int) == values
-    assert got[0] and got[1]
+    got_first, got_second = receive_until([first, second], len(values))
+    assert sorted((m.data() for m in got_first + got_second), key=int) == values
+    assert got_first and got_second
 
 
 @pytest.mark.parametrize("kind", [pulsar.ConsumerType.Failover, pulsar.ConsumerType.KeyShared])
@@ -249,16 +240,8 @@ def test_a_closed_shared_consumers_messages_go_to_the_others(server):
         producer.send(b"%d" % i)
     time.sleep(0.5)  # the leaving consumer took what its permits allowed
     leaving.close()
-    got = set()
-    deadline = time.monotonic() + 20
-    while len(got) < 5 and time.monotonic() < deadline:
-        try:
-            message = staying.receive(200)
-        except pulsar.Timeout:
-            continue
-        got.add(message.data())
-        staying.acknowledge(message)
-    assert got == {b"%d" % i for i in range(5)}
+    (got,) = receive_until([staying], 5)
+    assert {m.data() for m in got} == {b"%d" % i for i in range(5)}
 
 
 def test_unsubscribe_deletes_the_subscription(server):

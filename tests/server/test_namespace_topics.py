@@ -8,7 +8,7 @@ import time
 import pytest
 
 import seglog
-from helpers_server import pulsar, start_server
+from helpers_server import pulsar, receive_until, start_server
 
 
 @pytest.fixture
@@ -32,16 +32,8 @@ def test_a_pattern_consumer_receives_from_every_matching_topic_of_the_namespace(
     for topic in ("orders-eu", "orders-us", "invoices"):
         client.create_producer(f"persistent://public/default/{topic}").send(topic.encode())
     client.create_producer("persistent://public/other/orders-asia").send(b"orders-asia")
-    got = set()
-    deadline = time.monotonic() + 20
-    while len(got) < 2 and time.monotonic() < deadline:
-        try:
-            message = consumer.receive(200)
-        except pulsar.Timeout:
-            continue
-        got.add(message.data())
-        consumer.acknowledge(message)
-    assert got == {b"orders-eu", b"orders-us"}
+    (got,) = receive_until([consumer], 2)
+    assert {m.data() for m in got} == {b"orders-eu", b"orders-us"}
     with pytest.raises(pulsar.Timeout):  # neither another namespace's topic nor one the pattern excludes
         consumer.receive(500)
 

@@ -10,7 +10,7 @@ import pytest
 from test_consume import EARLIEST, assert_nothing_more
 
 import seglog
-from helpers_server import pulsar, start_server
+from helpers_server import pulsar, receive_until, start_server
 
 TOPIC = "persistent://public/default/parts"
 PARTITIONS = 3
@@ -33,23 +33,6 @@ def produce(client, count: int) -> list:
     return [producer.send(b"%d" % i, partition_key=f"k{i % 7}") for i in range(count)]
 
 
-def drain(consumers, count: int, *, ack: bool = True, seconds: float = 20) -> list[list]:
-    """Receive from each consumer in turn until `count` messages came in all (bounded); per consumer, what
-    it received."""
-    got: list[list] = [[] for _ in consumers]
-    deadline = time.monotonic() + seconds
-    while sum(map(len, got)) < count and time.monotonic() < deadline:
-        for index, consumer in enumerate(consumers):
-            try:
-                message = consumer.receive(50)
-            except pulsar.Timeout:
-                continue
-            got[index].append(message)
-            if ack:
-                consumer.acknowledge(message)
-    return got
-
-
 def partition_of(message) -> int:
     return int(message.topic_name().rsplit("-partition-", 1)[1])
 
@@ -58,7 +41,7 @@ def test_a_subscription_receives_every_partition_and_its_acks_persist(server):
     client = server.client()
     consumer = client.subscribe(TOPIC, "all", initial_position=EARLIEST)
     ids = produce(client, 30)
-    (received,) = drain([consumer], 30)
+    (received,) = receive_until([consumer], 30)
     assert sorted(m.data() for m in received) == sorted(b"%d" % i for i in range(30))
     assert {partition_of(m) for m in received} == set(range(PARTITIONS))
     for message in received:  # each message's id names its partition and its offset there
@@ -91,7 +74,7 @@ def test_failover_gives_each_partition_to_one_of_its_consumers(server):
     a = client.subscribe(TOPIC, "fo", consumer_type=failover, consumer_name="a", initial_position=EARLIEST)
     b = client.subscribe(TOPIC, "fo", consumer_type=failover, consumer_name="b", initial_position=EARLIEST)
     produce(client, 30)
-    got_a, got_b = drain([a, b], 30)
+    got_a, got_b = receive_until([a, b], 30)
     assert {partition_of(m) for m in got_a} == {0, 2}
     assert {partition_of(m) for m in got_b} == {1}
     assert len(got_a) + len(got_b) == 30
@@ -103,7 +86,7 @@ def test_shared_consumers_split_every_partition(server):
     first = client.subscribe(TOPIC, "sh", consumer_type=shared, initial_position=EARLIEST, receiver_queue_size=2)
     second = client.subscribe(TOPIC, "sh", consumer_type=shared, receiver_queue_size=2)
     produce(client, 60)
-    got_first, got_second = drain([first, second], 60)
+    got_first, got_second = receive_until([first, second], 60)
     assert sorted(int(m.data()) for m in got_first + got_second) == list(range(60))
     assert got_first and got_second
 
@@ -114,7 +97,7 @@ def test_key_shared_keeps_each_key_on_one_consumer(server):
     first = client.subscribe(TOPIC, "ks", consumer_type=key_shared, consumer_name="one", initial_position=EARLIEST)
     second = client.subscribe(TOPIC, "ks", consumer_type=key_shared, consumer_name="two", initial_position=EARLIEST)
     produce(client, 70)
-    got_first, got_second = drain([first, second], 70)
+    got_first, got_second = receive_until([first, second], 70)
     assert sorted(int(m.data()) for m in got_first + got_second) == list(range(70))
     keys_first = {(partition_of(m), m.partition_key()) for m in got_first}
     keys_second = {(partition_of(m), m.partition_key()) for m in got_second}
@@ -125,7 +108,7 @@ def test_unsubscribing_a_partitioned_consumer_deletes_the_subscription(server):
     client = server.client()
     consumer = client.subscribe(TOPIC, "leaving", initial_position=EARLIEST)
     produce(client, 6)
-    drain([consumer], 6, ack=False)
+    receive_until([consumer], 6, ack=False)
     consumer.unsubscribe()
     server.stop()
     with seglog.open(server.data, background=False) as log:
