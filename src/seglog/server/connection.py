@@ -23,6 +23,7 @@ from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
+from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.server")
@@ -468,7 +469,8 @@ class Connection:
             initial = "earliest" if request.initial_position == api.CommandSubscribe.Earliest else "latest"
             session = ConsumerSession(self, request.consumer_id, target,
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
-                                                               f"{request.consumer_id}")
+                                                               f"{request.consumer_id}",
+                                      _sticky_ranges(request))
             async with service.subscribing:
                 parked = self.parked_readers.pop((target.key, request.subscription), None)
                 if request.durable:
@@ -661,6 +663,25 @@ def _check_subscribe_features(request: api.CommandSubscribe) -> None:
     if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
         raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
                                                     "is not supported by seglog (bytes and string only)")
+
+
+def _sticky_ranges(request: api.CommandSubscribe) -> HashRanges | None:
+    """The key slots a Key_Shared consumer in Pulsar's sticky mode takes, checked; None otherwise."""
+    meta = request.keySharedMeta
+    if (request.sub_type != api.CommandSubscribe.Key_Shared or not request.HasField("keySharedMeta")
+            or meta.keySharedMode != api.KeySharedMeta.STICKY):
+        return None
+    ranges = tuple(sorted((r.start, r.end) for r in meta.hashRanges))
+    if not ranges:
+        raise ServerFailure(api.NotAllowedError, "a sticky Key_Shared consumer names no hash range")
+    for start, end in ranges:
+        if not 0 <= start <= end < STICKY_HASH_SLOTS:
+            raise ServerFailure(api.NotAllowedError, f"hash range [{start}, {end}]: expected 0 <= start <= end "
+                                                     f"<= {STICKY_HASH_SLOTS - 1}")
+    for (_, end), (start, _) in zip(ranges, ranges[1:]):
+        if start <= end:
+            raise ServerFailure(api.NotAllowedError, f"the consumer's hash ranges overlap at {start}")
+    return ranges
 
 
 def consumer_not_found(consumer_id: int) -> ServerFailure:

@@ -24,6 +24,7 @@ from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import message_id, offset_of
 from seglog.server.protocol.metadata import message_metadata
 from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.key_shared import HashRanges
 from seglog.subscriptions.subscription import Subscription
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ class _LoopEvent(threading.Event):
 class ConsumerSession:
     """One remote consumer: its ConsumerState on the subscription, and the task that sends it messages."""
 
-    def __init__(self, connection: Connection, consumer_id: int, target: Target, name: str) -> None:
+    def __init__(self, connection: Connection, consumer_id: int, target: Target, name: str,
+                 hash_ranges: HashRanges | None = None) -> None:
         self.connection = connection
         self.consumer_id = consumer_id
         self.target = target
@@ -71,7 +73,8 @@ class ConsumerSession:
         # permits start at 0: nothing is sent before the client's first FLOW; a consumer of one partition of a
         # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
         self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
-                                   partitions=frozenset({target.partition}) if target.partitioned else None)
+                                   partitions=frozenset({target.partition}) if target.partitioned else None,
+                                   hash_ranges=hash_ranges)
         self.subscription: Subscription | None = None
         self.closed = False
         self.task: asyncio.Task | None = None

@@ -27,7 +27,15 @@ from seglog._core._messages import Message, messages_from_batch
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
 from seglog.storage.partition_view import SegmentView
-from seglog.subscriptions.key_shared import HashRing, release_held, route_by_key, routed_to
+from seglog.subscriptions.key_shared import (
+    HashRanges,
+    HashRing,
+    ranges_overlap,
+    release_held,
+    route_by_key,
+    route_by_ranges,
+    routed_to,
+)
 
 if TYPE_CHECKING:
     from seglog.clock import Clock
@@ -114,6 +122,8 @@ class ConsumerState:
     # the partitions it consumes: a remote consumer of one partition of a partitioned topic (Pulsar's
     # clients subscribe to each partition on its own); None for every partition
     partitions: frozenset[int] | None = None
+    # key_shared: the key slots it takes in Pulsar's sticky mode (key_shared.py); None: seglog's hash ring
+    hash_ranges: HashRanges | None = None
 
     def covers(self, partition: int) -> bool:
         return self.partitions is None or partition in self.partitions
@@ -381,14 +391,53 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         super().__init__(*args, **kwargs)
         # per partition, its consumers' points on the ring, made again when the consumers change
         self.rings: dict[int, HashRing] = {}
+        # sticky ranges: per partition, messages whose slot no consumer's range holds (until one does)
+        self.unowned: dict[int, list[Piece]] = {}
 
     def add(self, consumer: ConsumerState) -> None:
-        # held back on the partitions others consume already: see key_shared.py
-        joined_at = [reader.offset if self.consumers_of(p) else None for p, reader in enumerate(self.readers)]
-        if any(position is not None for position in joined_at):
-            consumer.joined_at = joined_at
+        self._check_ranges(consumer)
+        if consumer.hash_ranges is None:
+            # held back on the partitions others consume already: see key_shared.py
+            joined_at = [reader.offset if self.consumers_of(p) else None for p, reader in enumerate(self.readers)]
+            if any(position is not None for position in joined_at):
+                consumer.joined_at = joined_at
         super().add(consumer)
         self.rings.clear()
+        if consumer.hash_ranges is not None:
+            self._route_unowned(consumer)
+
+    def _check_ranges(self, consumer: ConsumerState) -> None:
+        """Sticky and ring consumers do not mix on a partition, and sticky ranges do not overlap (Pulsar's
+        broker refuses both)."""
+        for other in self.consumers:
+            if not other.overlaps(consumer):
+                continue
+            if (other.hash_ranges is None) != (consumer.hash_ranges is None):
+                sticky, ring = (consumer, other) if other.hash_ranges is None else (other, consumer)
+                raise ConsumerBusyError(f"{self.described}: consumer {sticky.name!r} takes sticky hash ranges and "
+                                        f"{ring.name!r} does not; the consumers of a partition use one or the other")
+            if consumer.hash_ranges is not None and other.hash_ranges is not None:
+                clash = ranges_overlap(consumer.hash_ranges, other.hash_ranges)
+                if clash is not None:
+                    raise ConsumerBusyError(f"{self.described}: hash range {list(clash[0])} of consumer "
+                                            f"{consumer.name!r} overlaps range {list(clash[1])} of consumer "
+                                            f"{other.name!r}")
+
+    def _route_unowned(self, joined: ConsumerState) -> None:
+        """Messages no range held may be the new consumer's now (those acknowledged meanwhile dropped)."""
+        for partition, pieces in list(self.unowned.items()):
+            if not joined.covers(partition):
+                continue
+            acks = self.cursor.acks(partition)
+            live = [p.with_offsets(p.offsets[[not acks.is_acked(int(o)) for o in p.offsets]]) for p in pieces]
+            mine, unowned = route_by_ranges(self.consumers_of(partition), joined,
+                                            [p for p in live if len(p.offsets)])
+            joined.queue.extend(mine)
+            self.unowned[partition] = unowned
+
+    def reset(self, partition: int, offset: int) -> None:
+        super().reset(partition, offset)
+        self.unowned.pop(partition, None)
 
     def remove(self, consumer: ConsumerState) -> None:
         super().remove(consumer)
@@ -405,6 +454,10 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
             return pieces
         partition = pieces[0].partition  # (what dispatch reads at once is of one partition)
         consumers = self.consumers_of(partition)
+        if consumer.hash_ranges is not None:
+            mine, unowned = route_by_ranges(consumers, consumer, pieces)
+            self.unowned.setdefault(partition, []).extend(unowned)
+            return mine
         ring = self.rings.get(partition)
         if ring is None:
             ring = self.rings[partition] = HashRing([c.name for c in consumers])

@@ -11,6 +11,12 @@ when their consumer leaves; when a consumer joins, it is held back (Pulsar's "re
 it gets no message at or after the read position of the moment it joined until everything before that
 position is acknowledged.
 
+Consumers may instead name their own ranges of key slots (Pulsar's sticky mode, a remote consumer's
+KeySharedPolicy with sticky ranges): then a message goes to the consumer whose ranges hold the slot of its
+sticky key (the ordering key, else the key) by Pulsar's own hash, Murmur3-32 of the key modulo 65536, so a
+range means the same keys as on Pulsar's broker. A message whose slot no consumer's range holds waits until
+one does, as on Pulsar's broker.
+
 This module routes: the dispatcher (dispatch.StickyKeyDispatcher) reads and calls it holding the
 subscription's mutex."""
 
@@ -20,6 +26,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import mmh3
 import numpy as np
 import pyarrow as pa
 
@@ -32,6 +39,10 @@ if TYPE_CHECKING:
 
 KEY_HASH_SLOTS = 65536
 REPLICA_POINTS = 100  # Pulsar's keySharedConsistentHashingReplicaPoints
+STICKY_HASH_SLOTS = 65536  # Pulsar's sticky hash range: slots 0..65535
+NO_STICKY_KEY = b"NONE_KEY"  # the sticky key of a message with neither ordering key nor key, as Pulsar's
+
+HashRanges = tuple[tuple[int, int], ...]  # a sticky consumer's slots: inclusive (start, end) pairs
 
 
 def key_slots(keys: pa.Array) -> np.ndarray:
@@ -81,6 +92,48 @@ def route_by_key(ring: HashRing, consumers: Sequence[ConsumerState], consumer: C
             else:
                 owner.queue.append(share)
     return mine
+
+
+def sticky_slot(key: bytes) -> int:
+    """A sticky key's slot as Pulsar's broker computes it (Murmur3_32Hash, its sign bit cleared, mod 65536)."""
+    return (mmh3.hash(key, 0, signed=True) & 0x7FFFFFFF) % STICKY_HASH_SLOTS
+
+
+def ranges_overlap(first: HashRanges, second: HashRanges) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """A range of `first` and one of `second` that share a slot, or None."""
+    for a in first:
+        for b in second:
+            if a[0] <= b[1] and b[0] <= a[1]:
+                return a, b
+    return None
+
+
+def route_by_ranges(consumers: Sequence[ConsumerState], consumer: ConsumerState,
+                    pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]:
+    """Each message goes to the consumer whose hash ranges hold its sticky key's slot: (the share of
+    `consumer`, which dispatch read these pieces for; the messages no consumer's ranges hold). The others'
+    shares wait in their queues."""
+    mine, unowned = [], []
+    for piece in pieces:
+        slots = np.array([sticky_slot(m.ordering_key if m.ordering_key is not None else
+                                      m.key if m.key is not None else NO_STICKY_KEY) for m in piece.messages()],
+                         dtype=np.int64)
+        taken = np.zeros(len(slots), dtype=bool)
+        for owner in consumers:
+            chosen = np.zeros(len(slots), dtype=bool)
+            for start, end in owner.hash_ranges or ():
+                chosen |= (slots >= start) & (slots <= end)
+            taken |= chosen
+            if not chosen.any():
+                continue
+            share = piece.with_offsets(piece.offsets[chosen])
+            if owner is consumer:
+                mine.append(share)
+            else:
+                owner.queue.append(share)
+        if not taken.all():
+            unowned.append(piece.with_offsets(piece.offsets[~taken]))
+    return mine, unowned
 
 
 def routed_to(consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
