@@ -21,7 +21,7 @@ from seglog.server.producers import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
-from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
+from seglog.server.protocol.message_ids import DUPLICATE_ID, UINT64_MINUS_ONE, message_id
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -655,7 +655,7 @@ def _check_producer_features(request: api.CommandProducer) -> None:
                                                     "is not supported by seglog (bytes and string only)")
 
 
-_NO_REQUEST = (1 << 64) - 1  # the request id of a command the server starts (-1, as Java's broker sends)
+_NO_REQUEST = UINT64_MINUS_ONE  # the request id of a command the server starts (-1, as Java's broker sends)
 
 
 def _check_subscribe_features(request: api.CommandSubscribe) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_payload_command
-from seglog.server.protocol.message_ids import message_id, offset_of
+from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
 from seglog.server.protocol.metadata import message_metadata
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.key_shared import HashRanges
@@ -208,16 +208,11 @@ def _keep(partition: int | None) -> None:
 
 def _id(offset: int) -> api.MessageIdData:
     """The id of the message at `offset` as this server sends it; offset -1 is "before the first entry"."""
-    return message_id(offset if offset >= 0 else (1 << 64) - 1)
-
-
-def _signed(value: int) -> int:
-    """A uint64 of the protocol as the int64 it means (entryId -1 arrives as 2**64 - 1)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
+    return message_id(offset if offset >= 0 else UINT64_MINUS_ONE)
 
 
 def _offset(mid: api.MessageIdData) -> int:
-    entry = _signed(mid.entry_id)
-    if entry < 0 or _signed(mid.ledger_id) < 0:
+    entry = signed(mid.entry_id)
+    if entry < 0 or signed(mid.ledger_id) < 0:
         return -1
     return offset_of(entry, mid.batch_index)

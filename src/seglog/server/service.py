@@ -20,7 +20,7 @@ from seglog.server.errors import ServerFailure
 from seglog.server.producers import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
-from seglog.server.protocol.message_ids import offset_of
+from seglog.server.protocol.message_ids import offset_of, signed
 from seglog.server.protocol.metadata import sequence_ids
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
@@ -371,10 +371,6 @@ def _check_quota(guard: QuotaGuard, partition: int, nbytes: int) -> None:
 def _nothing_queued() -> None:
     """A server producer queues nothing in the writer: each SEND is written as it comes."""
 
-
-def signed(value: int) -> int:
-    """A uint64 of the protocol as the int64 it means (entryId -1 arrives as 2**64 - 1)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _pulsar_name(target: Target) -> str:

@@ -429,7 +429,11 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
             if not joined.covers(partition):
                 continue
             acks = self.cursor.acks(partition)
-            live = [p.with_offsets(p.offsets[[not acks.is_acked(int(o)) for o in p.offsets]]) for p in pieces]
+            live = []
+            for piece in pieces:  # (the acknowledged ones left out, as Redeliveries.add leaves them out)
+                first = int(piece.offsets[0])
+                mask = acks.unacked_mask(first, int(piece.offsets[-1]) + 1)[piece.offsets - first]
+                live.append(piece.with_offsets(piece.offsets[mask]))
             mine, unowned = route_by_ranges(self.consumers_of(partition), joined,
                                             [p for p in live if len(p.offsets)])
             joined.queue.extend(mine)

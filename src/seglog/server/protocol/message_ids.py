@@ -16,8 +16,9 @@ from __future__ import annotations
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 LEDGER_ID = 0
-# the id of a SEND_RECEIPT for a duplicate that deduplication dropped: (-1, -1) as uint64s, as Pulsar's broker
-DUPLICATE_ID = api.MessageIdData(ledger_id=(1 << 64) - 1, entry_id=(1 << 64) - 1)
+UINT64_MINUS_ONE = (1 << 64) - 1  # -1 in the protocol's uint64 fields (entryId -1: "before the first entry")
+# the id of a SEND_RECEIPT for a duplicate that deduplication dropped: (-1, -1), as Pulsar's broker answers
+DUPLICATE_ID = api.MessageIdData(ledger_id=UINT64_MINUS_ONE, entry_id=UINT64_MINUS_ONE)
 
 
 def message_id(offset: int, partition: int | None = None) -> api.MessageIdData:
@@ -26,6 +27,11 @@ def message_id(offset: int, partition: int | None = None) -> api.MessageIdData:
     if partition is None:
         return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
     return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset, partition=partition)
+
+
+def signed(value: int) -> int:
+    """A uint64 of the protocol as the int64 it means (entryId -1 arrives as 2**64 - 1)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def offset_of(entry_id: int, batch_index: int = -1) -> int:
