@@ -53,12 +53,14 @@ class PartitionSequences:
     def record(self, producer: str, highest_sequence_id: int, base_offset: int, end_offset: int) -> None:
         """An entry of `producer` was written at `base_offset` (the partition ends at `end_offset` now)."""
         with self.lock:
-            self._account(producer, highest_sequence_id, base_offset, end_offset)
+            self.account(producer, highest_sequence_id, base_offset, end_offset)
             self.since_snapshot += 1
             if self.since_snapshot >= SNAPSHOT_INTERVAL:
                 self.snapshot()
 
-    def _account(self, producer: str, highest_sequence_id: int, base_offset: int, end_offset: int) -> None:
+    def account(self, producer: str, highest_sequence_id: int, base_offset: int, end_offset: int) -> None:
+        """Take in an entry of `producer` at `base_offset` (the partition ends at `end_offset` after it), from
+        the log or as it is written; the caller holds the lock or owns the table alone."""
         if highest_sequence_id > self.highest.get(producer, -1):
             self.highest[producer] = highest_sequence_id
         self.covered = end_offset
@@ -91,7 +93,7 @@ def load(store: PartitionStore, name: TopicName, partition: int) -> PartitionSeq
     for base, count, attributes in _entries(store, name, partition, start):
         ids = sequence_ids(attributes)
         if ids is not None:
-            sequences._account(ids[0], ids[2], base, base + count)
+            sequences.account(ids[0], ids[2], base, base + count)
         sequences.covered = base + count
     return sequences
 
