@@ -180,12 +180,17 @@ def test_broker_conf_takes_pulsars_names(tmp_path: Path) -> None:
 BAD_BROKER_CONF = [
     (b"verify_crc=true\nttl=\xff\xfe\n", "line 2", r"invalid line b'ttl=\\xff\\xfe': byte 0xff is not UTF-8"),
     (b"# Pulsar's\nclusterName=standalone\n", "line 2", "invalid broker setting 'clusterName'; accepted: "
-                                                        "backlogQuotaDefaultLimitBytes, "),
+                                                        "allowAutoTopicCreation, allowAutoTopicCreationType, "),
     (b"defaultRetentionSizeInMB=ten\n", "line 1", "invalid default_retention_size_mb 'ten'; accepted: MB as an int"),
     (b"\nsegment_roll_time=3600\n", "line 2", "invalid segment_roll_time '3600': a bare number is ambiguous"),
     (b"just some words\n", "line 1", "invalid line 'just some words'; accepted: UTF-8 text of 'name=value' lines"),
     (b"defaultRetentionTimeInMinutes=0\nverify_crc=true\ndefault_retention_size_mb=7\n", "lines 1 and 3",
      "invalid retention .*a limit of 0 with the other limit set is refused"),
+    (b"allowAutoTopicCreation=yes\n", "line 1", "invalid allow_auto_topic_creation 'yes'; accepted: True or False"),
+    (b"allowAutoTopicCreationType=sharded\n", "line 1",
+     "invalid allow_auto_topic_creation_type 'sharded'; accepted: 'non-partitioned' or 'partitioned'"),
+    (b"defaultNumPartitions=0\n", "line 1", "invalid default_num_partitions 0; accepted: a partition count of at "
+                                           "least 1"),
 ]
 
 
@@ -370,3 +375,35 @@ def test_deduplication_is_set_per_namespace_and_topic_with_the_broker_default_be
     (tmp_path / "on" / "broker.conf").write_text("brokerDeduplicationEnabled=true\n")
     with seglog.open(tmp_path / "on") as log:
         assert log.create_topic("t").policies().deduplication == InForce(True, "broker")
+
+
+# --- 5. topic auto-creation (seglog serve): broker.conf's rule and a namespace's override ---------------------
+
+def test_auto_topic_creation_is_the_namespace_override_else_broker_conf(tmp_path: Path) -> None:
+    (tmp_path / "broker.conf").write_text("allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=4\n")
+    with seglog.open(tmp_path) as log:
+        namespaces = log.admin.namespaces
+        assert namespaces.get_auto_topic_creation("public/default") is None
+        namespaces.set_auto_topic_creation("public/default", False)
+        assert namespaces.get_auto_topic_creation("public/default") == {"allowAutoTopicCreation": False,
+                                                                        "topicType": "non-partitioned"}
+    with seglog.open(tmp_path) as log:  # kept in the catalog
+        namespaces = log.admin.namespaces
+        assert namespaces.get_auto_topic_creation("public/default")["allowAutoTopicCreation"] is False
+        namespaces.remove_auto_topic_creation("public/default")
+        assert namespaces.get_auto_topic_creation("public/default") is None
+
+
+@pytest.mark.parametrize(("arguments", "reason"), [
+    ((True, "partitioned", None), "invalid defaultNumPartitions None; accepted: a partition count of at least 1"),
+    ((True, "partitioned", -2), "invalid defaultNumPartitions -2; accepted: a partition count of at least 1"),
+    ((True, "non-partitioned", 3), "invalid defaultNumPartitions 3; accepted: no partition count with topicType"),
+    ((True, "global", None), "invalid topicType 'global'; accepted: 'non-partitioned' or 'partitioned'"),
+    (("true", "partitioned", 2), "invalid allowAutoTopicCreation 'true'; accepted: true or false"),
+])
+def test_an_invalid_auto_topic_creation_is_refused_and_changes_nothing(log, arguments: tuple, reason: str) -> None:
+    log.admin.namespaces.set_auto_topic_creation("public/default", True, "partitioned", 2)
+    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(reason)}"):
+        log.admin.namespaces.set_auto_topic_creation("public/default", *arguments)
+    assert log.admin.namespaces.get_auto_topic_creation("public/default") == {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2}

@@ -94,7 +94,8 @@ def test_the_commands() -> None:
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
                              *[(c,) for c in policy_commands + subscription_commands]])
     namespace_commands = sorted(["clear-backlog", "create", "delete", "list", "grant-permission", "permissions",
-                                 "revoke-permission", *policy_commands])
+                                 "revoke-permission", "get-auto-topic-creation", "remove-auto-topic-creation",
+                                 "set-auto-topic-creation", *policy_commands])
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),

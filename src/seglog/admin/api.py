@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
 from seglog.admin.stats import explain_retention, internal_stats, topic_stats
-from seglog.catalog.policies import QUOTA_TYPES, BacklogQuota, Policies, Retention, parse_ttl
+from seglog.catalog.policies import QUOTA_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention, parse_ttl
 from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.storage.partition_view import MAX_OFFSET
@@ -279,6 +279,23 @@ class Namespaces(PolicyLevel):
     def permissions(self, name: str) -> Permissions:
         """{role: [actions]} granted on the namespace (pulsar-admin namespaces permissions)."""
         return self._broker.catalog.metadata.namespace_permissions(NamespaceName.parse(name))
+
+    def set_auto_topic_creation(self, name: str, allowed: bool, topic_type: str = "non-partitioned",
+                                partitions: int | None = None) -> None:
+        """Whether `seglog serve` creates a missing topic of the namespace on first use, and as what
+        (pulsar-admin namespaces set-auto-topic-creation): `topic_type` 'non-partitioned', or 'partitioned'
+        with `partitions` (at least 1). Overrides the broker's allowAutoTopicCreation settings."""
+        self._update(name, auto_topic_creation=AutoTopicCreation.parse(allowed=allowed, topic_type=topic_type,
+                                                                       partitions=partitions))
+
+    def get_auto_topic_creation(self, name: str) -> dict[str, Any] | None:
+        """The namespace's override as Pulsar's AutoTopicCreationOverride JSON, or None."""
+        override = self._read(name).auto_topic_creation
+        return override.to_admin() if override is not None else None
+
+    def remove_auto_topic_creation(self, name: str) -> None:
+        """Remove the override: the broker's settings apply again."""
+        self._update(name, auto_topic_creation=None)
 
     def _read(self, name: str) -> Policies:
         return self._broker.catalog.metadata.namespace_policies(NamespaceName.parse(name))

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from seglog.catalog.policies import QUOTA_POLICIES, BacklogQuota, Policies, Retention
+from seglog.catalog.policies import QUOTA_POLICIES, TOPIC_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention
 from seglog.errors import ConfigFileError, InvalidArgumentError
 from seglog.units import parse_duration, parse_size
 
@@ -186,6 +186,19 @@ def _quota_policy(value: Any) -> str:
     return value
 
 
+def _topic_type(value: Any) -> str:
+    if value not in TOPIC_TYPES:
+        raise InvalidArgumentError("allow_auto_topic_creation_type", value, " or ".join(map(repr, TOPIC_TYPES)))
+    return value
+
+
+def _partition_count(value: Any) -> int:
+    value = _int_from_text(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError("default_num_partitions", value, "a partition count of at least 1")
+    return value
+
+
 def _interval(name: str) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         ms = parse_duration(value, argument=name)
@@ -214,6 +227,10 @@ class BrokerConfig:
     backlog_quota_default_limit_seconds: int = -1
     backlog_quota_default_retention_policy: str = "producer_request_hold"
     broker_deduplication_enabled: bool = False
+    # seglog serve: a topic a client names is created on first use, as Pulsar's broker does by default
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
     maintenance_interval: int = 60_000
     cursor_persist_interval: int = 1_000
 
@@ -255,8 +272,12 @@ class BrokerConfig:
         minutes, mb = self.default_retention_time_minutes, self.default_retention_size_mb
         retention = Retention.parse(time=minutes if minutes == -1 else minutes * 60,
                                     size=mb if mb == -1 else mb * (1 << 20))
+        partitioned = self.allow_auto_topic_creation_type == "partitioned"
+        auto = AutoTopicCreation.parse(allowed=self.allow_auto_topic_creation,
+                                       topic_type=self.allow_auto_topic_creation_type,
+                                       partitions=self.default_num_partitions if partitioned else None)
         return Policies(retention, max(self.ttl_duration_default_seconds, 0) * 1000, quotas,
-                        self.broker_deduplication_enabled)
+                        self.broker_deduplication_enabled, auto)
 
 
 BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
@@ -271,6 +292,9 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "backlog_quota_default_limit_seconds": _int_setting("backlog_quota_default_limit_seconds",
                                                         "seconds as an int, -1 for no quota"),
     "backlog_quota_default_retention_policy": _quota_policy,
+    "allow_auto_topic_creation": _bool_setting("allow_auto_topic_creation"),
+    "allow_auto_topic_creation_type": _topic_type,
+    "default_num_partitions": _partition_count,
     "maintenance_interval": _interval("maintenance_interval"),
     "cursor_persist_interval": _interval("cursor_persist_interval"),
 }
@@ -286,6 +310,9 @@ PULSAR_BROKER_NAMES = {
     "backlogQuotaDefaultLimitSecond": "backlog_quota_default_limit_seconds",
     "backlogQuotaDefaultRetentionPolicy": "backlog_quota_default_retention_policy",
     "brokerDeduplicationEnabled": "broker_deduplication_enabled",
+    "allowAutoTopicCreation": "allow_auto_topic_creation",
+    "allowAutoTopicCreationType": "allow_auto_topic_creation_type",
+    "defaultNumPartitions": "default_num_partitions",
 }
 _BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
 

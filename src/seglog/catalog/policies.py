@@ -1,4 +1,5 @@
-"""Topic policies (retention, message TTL, backlog quotas, deduplication): their values, units and levels.
+"""Topic policies (retention, message TTL, backlog quotas, deduplication, topic auto-creation): their values,
+units and levels.
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
 namespace's over the broker's default, and removing one falls back to the next level (docs/LIFECYCLE.md).
@@ -23,6 +24,7 @@ MB = 1 << 20  # Pulsar's MB, as in retentionSizeInMB
 
 QUOTA_TYPES = ("destination_storage", "message_age")
 QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+TOPIC_TYPES = ("non-partitioned", "partitioned")  # Pulsar's TopicType, as allowAutoTopicCreationType names them
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,58 @@ class BacklogQuota:
         return cls(data["type"], data["limit"], data["policy"])
 
 
+@dataclass(frozen=True)
+class AutoTopicCreation:
+    """Whether `seglog serve` creates a topic a client names that does not exist, and of which kind: Pulsar's
+    allowAutoTopicCreation / allowAutoTopicCreationType / defaultNumPartitions in broker.conf, and a
+    namespace's autoTopicCreationOverride over them. `partitions` is None for non-partitioned topics."""
+    allowed: bool = True
+    topic_type: str = "non-partitioned"
+    partitions: int | None = None
+
+    @classmethod
+    def parse(cls, *, allowed: Any, topic_type: Any = "non-partitioned", partitions: Any = None) -> AutoTopicCreation:
+        """Checked as Pulsar checks an override: partitioned needs a partition count of at least 1, and
+        non-partitioned refuses one. A disabled one ignores both, as Pulsar's check does."""
+        if not isinstance(allowed, bool):
+            raise InvalidArgumentError("allowAutoTopicCreation", allowed, "true or false")
+        if not allowed:
+            return cls(False)
+        if topic_type not in TOPIC_TYPES:
+            raise InvalidArgumentError("topicType", topic_type, " or ".join(map(repr, TOPIC_TYPES)))
+        if topic_type == "non-partitioned":
+            if partitions is not None:
+                raise InvalidArgumentError("defaultNumPartitions", partitions, "no partition count with topicType "
+                                           "'non-partitioned' (give topicType 'partitioned' for one)")
+            return cls(True, topic_type, None)
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidArgumentError("defaultNumPartitions", partitions, "a partition count of at least 1 with "
+                                       "topicType 'partitioned'")
+        return cls(True, topic_type, partitions)
+
+    def to_admin(self) -> dict[str, Any]:
+        """Pulsar's AutoTopicCreationOverride JSON (defaultNumPartitions only where there is one)."""
+        data: dict[str, Any] = {"allowAutoTopicCreation": self.allowed, "topicType": self.topic_type}
+        if self.partitions is not None:
+            data["defaultNumPartitions"] = self.partitions
+        return data
+
+    @classmethod
+    def from_admin(cls, data: Any) -> AutoTopicCreation:
+        """An AutoTopicCreationOverride as Pulsar's REST API and the catalog hold it, checked."""
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentError("autoTopicCreationOverride", data, '{"allowAutoTopicCreation": true, '
+                                       '"topicType": "partitioned", "defaultNumPartitions": 4}')
+        unknown = sorted(set(data) - {"allowAutoTopicCreation", "topicType", "defaultNumPartitions"})
+        if unknown:
+            raise InvalidArgumentError("autoTopicCreationOverride field", unknown[0],
+                                       "allowAutoTopicCreation, topicType, defaultNumPartitions")
+        if "allowAutoTopicCreation" not in data:
+            raise InvalidArgumentError("allowAutoTopicCreation", None, "true or false (required)")
+        return cls.parse(allowed=data["allowAutoTopicCreation"], topic_type=data.get("topicType", "non-partitioned"),
+                         partitions=data.get("defaultNumPartitions"))
+
+
 def parse_ttl(seconds: Any) -> int:
     """A message TTL in ms, whole seconds (as get_message_ttl reports it); 0 means none (as in Pulsar)."""
     return _whole(parse_duration(seconds, argument="message TTL", unit="s"), SECOND_MS, argument="message TTL",
@@ -148,6 +202,8 @@ class Policies:
     backlog_quotas: Mapping[str, BacklogQuota] | None = None
     # Pulsar's message deduplication by producer name and sequence id (seglog serve's producers)
     deduplication: bool | None = None
+    # namespaces and the broker only (Pulsar has no topic level for it)
+    auto_topic_creation: AutoTopicCreation | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -159,14 +215,18 @@ class Policies:
             data["backlog_quotas"] = {t: q.to_json() for t, q in self.backlog_quotas.items()}
         if self.deduplication is not None:
             data["deduplication"] = self.deduplication
+        if self.auto_topic_creation is not None:
+            data["auto_topic_creation"] = self.auto_topic_creation.to_admin()
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Policies:
         retention = data.get("retention")
         quotas = data.get("backlog_quotas") or {}
+        auto = data.get("auto_topic_creation")
         return cls(Retention.from_json(retention) if retention else None, data.get("message_ttl_ms"),
-                   {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None, data.get("deduplication"))
+                   {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None, data.get("deduplication"),
+                   AutoTopicCreation.from_admin(auto) if auto is not None else None)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Any
 
 from seglog.catalog.config import BrokerConfig, TopicConfig
 from seglog.catalog.metadata import Metadata
-from seglog.catalog.policies import EffectivePolicies
+from seglog.catalog.policies import AutoTopicCreation, EffectivePolicies
 from seglog.errors import ClosedError, InvalidArgumentError
-from seglog.names import TopicName
+from seglog.names import NamespaceName, TopicName
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,12 @@ class Catalog:
                                          self.metadata.topic_policies(ref.name),
                                          retention_time=ref.config.retention_time,
                                          max_partition_size=ref.config.max_partition_size)
+
+    def auto_topic_creation(self, namespace: NamespaceName) -> AutoTopicCreation:
+        """Whether and how `seglog serve` creates a missing topic of `namespace` that a client names: the
+        namespace's override, else the broker's setting (broker.conf allowAutoTopicCreation...)."""
+        override = self.metadata.namespace_policies(namespace).auto_topic_creation
+        return override or self.config.policies().auto_topic_creation or AutoTopicCreation()
 
     def on_policies_changed(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)

@@ -3,8 +3,11 @@ quotas, message TTL: policy_commands.py), with pulsar-admin's command and option
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from seglog.catalog.policies import TOPIC_TYPES
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import namespace_name, tenant_name
@@ -90,6 +93,65 @@ def clear_backlog(data: DataDir, namespace: str, subscription: str | None, force
 add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,
                                             lambda admin: admin.namespaces,
                                             "its topics fall back to the data directory's default (broker.conf)"))
+
+
+# topic auto-creation (what seglog serve does with a topic a client names that does not exist)
+
+@namespaces.command(name="set-auto-topic-creation", short_help="Whether seglog serve creates the namespace's "
+                                                               "topics on first use, and as what.")
+@_NAMESPACE
+@click.option("--enable", "-e", is_flag=True, help="Create topics on first use. [default: do not]")
+@click.option("--type", "-t", "topic_type", type=click.Choice(TOPIC_TYPES), default="non-partitioned",
+              show_default=True, help="The kind of topic created.")
+@click.option("--num-partitions", "-n", "partitions", type=int, metavar="N",
+              help="The partition count of a partitioned topic created (required with --type partitioned).")
+@pass_data
+def set_auto_topic_creation(data: DataDir, namespace: str, enable: bool, topic_type: str,
+                            partitions: int | None) -> None:
+    """Override the data directory's allowAutoTopicCreation settings (broker.conf) for the namespace: with
+    --enable, a producer or consumer naming a topic that does not exist creates it; without, it gets
+    TopicNotFound.
+
+    \b
+    Example:
+      seglog namespaces set-auto-topic-creation public/default --enable --type partitioned -n 4
+    """
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        admin.namespaces.set_auto_topic_creation(name, enable, topic_type, partitions)
+        shown = admin.namespaces.get_auto_topic_creation(name)
+    out().print(f"[green]Set auto topic creation[/] of {name}: {_auto_topic_creation_text(shown)}")
+
+
+def _auto_topic_creation_text(override: dict[str, Any] | None) -> str:
+    if override is None or not override["allowAutoTopicCreation"]:
+        return "off"
+    partitions = override.get("defaultNumPartitions")
+    return f"on, {override['topicType']}" + (f" with {partitions} partitions" if partitions else "")
+
+
+@namespaces.command(name="get-auto-topic-creation", short_help="Print the namespace's auto topic creation "
+                                                               "override (JSON, null when unset).")
+@_NAMESPACE
+@pass_data
+def get_auto_topic_creation(data: DataDir, namespace: str) -> None:
+    """Print the namespace's override as Pulsar's AutoTopicCreationOverride JSON, or null when the data
+    directory's settings apply."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        print_json(admin.namespaces.get_auto_topic_creation(name))
+
+
+@namespaces.command(name="remove-auto-topic-creation", short_help="Remove the namespace's auto topic creation "
+                                                                  "override.")
+@_NAMESPACE
+@pass_data
+def remove_auto_topic_creation(data: DataDir, namespace: str) -> None:
+    """Remove the override: the data directory's allowAutoTopicCreation settings (broker.conf) apply again."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        admin.namespaces.remove_auto_topic_creation(name)
+    out().print(f"[green]Removed auto topic creation[/] override of {name}")
 
 
 # permissions (enforced by `seglog serve` with --auth-token-secret-key; docs/SERVER.md, Security)

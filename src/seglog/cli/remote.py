@@ -30,7 +30,7 @@ from urllib.parse import quote
 import httpx
 
 from seglog import errors
-from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, BacklogQuota, Retention, parse_ttl
+from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
 from seglog.cli.errors import EXIT_FAILURE, CliError
 from seglog.lifecycle.maintenance import MaintenanceReport
 from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
@@ -248,6 +248,17 @@ class RemoteNamespaces(RemotePolicyLevel):
 
     def permissions(self, name: str) -> Any:
         return self._http.call("GET", f"{self._base(name)}/permissions")
+
+    def set_auto_topic_creation(self, name: str, allowed: bool, topic_type: str = "non-partitioned",
+                                partitions: int | None = None) -> None:
+        override = AutoTopicCreation.parse(allowed=allowed, topic_type=topic_type, partitions=partitions)
+        self._http.call("POST", f"{self._base(name)}/autoTopicCreation", override.to_admin())
+
+    def get_auto_topic_creation(self, name: str) -> dict[str, Any] | None:
+        return self._http.call("GET", f"{self._base(name)}/autoTopicCreation")
+
+    def remove_auto_topic_creation(self, name: str) -> None:
+        self._http.call("DELETE", f"{self._base(name)}/autoTopicCreation")
 
 
 @dataclass(frozen=True)

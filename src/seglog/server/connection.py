@@ -313,7 +313,8 @@ class Connection:
         response = api.CommandPartitionedTopicMetadataResponse
         try:
             await self._authorize(request.topic, auth.LOOKUP, f"look up {request.topic}")
-            partitions = await self.blocking(self.service.partitions, request.topic)
+            partitions = await self.blocking(self.service.partitions, request.topic,
+                                             request.metadata_auto_creation_enabled)
         except Exception as error:  # (answered)
             failure = server_error(error)
             self.send(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id,

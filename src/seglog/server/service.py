@@ -109,8 +109,8 @@ class BrokerService:
     def resolve(self, topic: str, create: bool) -> Target | None:
         """The seglog topic and partition a Pulsar topic name means: `NAME-partition-N` is partition N of a
         seglog topic NAME with more than one partition, any other name a topic of its own (partition 0). A
-        missing topic in an existing namespace is created (one partition) when `create`, else None; a
-        missing namespace is TopicNotFound."""
+        missing topic in an existing namespace is created when `create` and the namespace allows it
+        (`auto_create`), else None; a missing namespace is TopicNotFound."""
         name, base, partition = self.parse(topic)
         if base is not None and partition is not None:
             try:
@@ -130,16 +130,35 @@ class BrokerService:
         self._check_namespace(name)
         if not create:
             return None
-        try:
-            ref = self.broker.create_topic(str(name), 1, {})
-        except TopicExistsError:  # made meanwhile by another connection
-            ref = self.broker.topic(name)
-        return Target(ref, 0, False)
+        # a partition's own name is never made a partitioned topic: NAME-partition-N-partition-M would follow
+        return Target(self.auto_create(name, partitioned=base is None), 0, False)
 
-    def partitions(self, topic: str) -> int:
+    def auto_create(self, name: TopicName, *, partitioned: bool) -> TopicRef:
+        """Create the missing topic `name` on first use as its namespace's auto-creation rule says (broker.conf
+        allowAutoTopicCreation..., or the namespace's override): TopicNotFound where it is off; with
+        `partitioned` and the rule's type 'partitioned', its defaultNumPartitions partitions, else one."""
+        rule = self.broker.catalog.auto_topic_creation(name.namespace_name)
+        if not rule.allowed:
+            raise ServerFailure(api.TopicNotFound, f"topic {name} does not exist, and namespace "
+                                                   f"{name.namespace_name} does not create topics on first use "
+                                                   "(auto topic creation is off); create the topic first")
+        partitions = rule.partitions if partitioned and rule.partitions is not None else 1
+        try:
+            return self.broker.create_topic(str(name), partitions, {})
+        except TopicExistsError:  # made meanwhile by another connection
+            return self.broker.topic(name)
+
+    def partitions(self, topic: str, create: bool) -> int:
         """PARTITIONED_METADATA's answer: the partition count of a seglog topic with more than one, else 0
-        (non-partitioned, or not created yet)."""
+        (non-partitioned, or not created yet). With `create` (the client's default), a missing topic of a
+        namespace whose auto-creation type is 'partitioned' is created here, as Pulsar's broker does, so the
+        client produces to its partitions; one of type 'non-partitioned' waits for its producer or consumer."""
         target = self.resolve(topic, create=False)
+        if target is None and create:
+            name, base, _ = self.parse(topic)
+            rule = self.broker.catalog.auto_topic_creation(name.namespace_name)
+            if base is None and rule.allowed and rule.topic_type == "partitioned":
+                target = Target(self.auto_create(name, partitioned=True), 0, False)
         if target is None or target.named_partition or target.ref.partitions == 1:
             return 0
         return target.ref.partitions

@@ -7,6 +7,8 @@ from typing import Any
 
 from aiohttp import web
 
+from seglog.catalog.policies import AutoTopicCreation
+from seglog.errors import InvalidArgumentError
 from seglog.names import NamespaceName
 from seglog.names import validate_subscription_name as check_subscription
 from seglog.server.rest.base import (
@@ -25,9 +27,11 @@ from seglog.server.rest.topics import pulsar_topic_names
 
 NAMESPACES = "/admin/v2/namespaces/{tenant}"
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
-POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds, backlog_quota_map and "
-            "auth_policies.namespace_auth ({role: [actions]}) are applied; replication_clusters is accepted and not "
-            "kept (one cluster)")
+POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds, backlog_quota_map, "
+            "autoTopicCreationOverride and auth_policies.namespace_auth ({role: [actions]}) are applied; "
+            "replication_clusters is accepted and not kept (one cluster)")
+AUTO_TOPIC_CREATION = ('AutoTopicCreationOverride: {"allowAutoTopicCreation": true, "topicType": "partitioned", '
+                       '"defaultNumPartitions": 4} (topicType "non-partitioned" takes no defaultNumPartitions)')
 ACTIONS = 'the actions to grant: a JSON list of "produce" and/or "consume"'
 
 
@@ -50,7 +54,7 @@ def _policies(ctx: RestContext, name: str) -> dict[str, Any]:
             "message_ttl_in_seconds": namespaces.get_message_ttl(name),
             "backlog_quota_map": {t: backlog_quota(q) for t, q in namespaces.get_backlog_quotas(name).items()},
             "replication_clusters": [ctx.service.settings.cluster], "auth_policies": _auth_policies(ctx, name),
-            "deleted": False}
+            "autoTopicCreationOverride": namespaces.get_auto_topic_creation(name), "deleted": False}
 
 
 async def get_policies(request: web.Request, ctx: RestContext) -> web.Response:
@@ -75,6 +79,10 @@ def _create(ctx: RestContext, name: str, body: Any) -> None:
         if quota_type not in ("destination_storage", "message_age"):
             raise RestError(400, f"backlog_quota_map: unknown backlog quota type {quota_type!r}")
         changes.append(("set_backlog_quota", parse_backlog_quota(quota, quota_type)))
+    if body.get("autoTopicCreationOverride") is not None:
+        override = _auto_topic_creation(body["autoTopicCreationOverride"])
+        changes.append(("set_auto_topic_creation", {"allowed": override.allowed, "topic_type": override.topic_type,
+                                                    "partitions": override.partitions}))
     granted = (body.get("auth_policies") or {})
     granted = granted.get("namespace_auth") if isinstance(granted, dict) else granted
     if not isinstance(granted or {}, dict):
@@ -147,10 +155,38 @@ async def clear_backlog(request: web.Request, ctx: RestContext) -> web.Response:
     return no_content()
 
 
-def _checked_namespace_call(ctx: RestContext, name: str, call: Any, *args: Any) -> None:
+def _auto_topic_creation(body: Any) -> AutoTopicCreation:
+    """The override a body gives; 412 as Pulsar answers an invalid one."""
+    try:
+        return AutoTopicCreation.from_admin(body)
+    except InvalidArgumentError as error:
+        raise RestError(412, f"Invalid configuration for autoTopicCreationOverride: {error}", error) from None
+
+
+async def get_auto_topic_creation(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    return json_response(await ctx.blocking(_checked_namespace_call, ctx, name,
+                                            ctx.admin.namespaces.get_auto_topic_creation))
+
+
+async def set_auto_topic_creation(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    override = _auto_topic_creation(await json_body(request, AUTO_TOPIC_CREATION))
+    await ctx.blocking(_checked_namespace_call, ctx, name, ctx.admin.namespaces.set_auto_topic_creation,
+                       override.allowed, override.topic_type, override.partitions)
+    return no_content()
+
+
+async def remove_auto_topic_creation(request: web.Request, ctx: RestContext) -> web.Response:
+    name = namespace_of(request)
+    await ctx.blocking(_checked_namespace_call, ctx, name, ctx.admin.namespaces.remove_auto_topic_creation)
+    return no_content()
+
+
+def _checked_namespace_call(ctx: RestContext, name: str, call: Any, *args: Any) -> Any:
     if name not in ctx.admin.namespaces.list(str(NamespaceName.parse(name).tenant)):
         raise RestError(404, f"namespace {name} does not exist")
-    call(name, *args)
+    return call(name, *args)
 
 
 def _unsubscribe(ctx: RestContext, name: str, subscription: str) -> None:
@@ -190,5 +226,13 @@ ROUTES = [
           "Acknowledge everything on every topic of the namespace, for one subscription.", (204, 400, 404, 412)),
     Route("POST", f"{NAMESPACE}/unsubscribe/{{subscription}}", unsubscribe,
           "Delete a subscription on every topic of the namespace.", (204, 404, 412)),
+    Route("GET", f"{NAMESPACE}/autoTopicCreation", get_auto_topic_creation,
+          "The namespace's AutoTopicCreationOverride (null: the broker's allowAutoTopicCreation settings apply).",
+          (200, 404, 412)),
+    Route("POST", f"{NAMESPACE}/autoTopicCreation", set_auto_topic_creation,
+          "Whether and how topics of the namespace are created on first use.", (204, 400, 404, 412),
+          AUTO_TOPIC_CREATION),
+    Route("DELETE", f"{NAMESPACE}/autoTopicCreation", remove_auto_topic_creation,
+          "Remove the namespace's override: the broker's settings apply.", (204, 404, 412)),
     *NAMESPACE_ROUTES,
 ]

@@ -133,9 +133,12 @@ async def grow_partitions(request: web.Request, ctx: RestContext) -> web.Respons
 
 async def get_partitions(request: web.Request, ctx: RestContext) -> web.Response:
     """{"partitions": N}: N for a partitioned topic, 0 for a non-partitioned one or one not created yet in an
-    existing namespace (producers create it), as the client's HTTP lookup needs; 404 for a missing namespace."""
+    existing namespace (producers create it), as the client's HTTP lookup needs; 404 for a missing namespace.
+    With `checkAllowAutoCreation=true` (the client's HTTP lookup sends it) a missing topic is created here where
+    the namespace auto-creates partitioned topics, as PARTITIONED_METADATA does."""
     name = f"persistent://{topic_of(request)}"
-    return json_response({"partitions": await ctx.blocking(ctx.service.partitions, name)})
+    create = query_flag(request, "checkAllowAutoCreation")
+    return json_response({"partitions": await ctx.blocking(ctx.service.partitions, name, create)})
 
 
 def _delete(ctx: RestContext, topic: TopicName, force: bool, partitioned: bool) -> None:
