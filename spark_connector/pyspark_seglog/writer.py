@@ -1,7 +1,7 @@
 """df.write.format("seglog") and the streaming sink: Spark's rows as messages of a topic.
 
 Columns taken, by name (others are ignored, as Spark's Kafka sink does): value (binary or string,
-required, no nulls), key (binary or string), partition (an integer; null or absent: by key hash, or in
+required; a null is a message without a value, as Kafka's tombstones and Pulsar's null values), key (binary or string), partition (an integer; null or absent: by key hash, or in
 turn without a key), timestamp (null or absent: the time of the send) and properties (map<string,string>).
 
 Tasks stage their rows (staging.py); the driver's commit() publishes them, abort() drops them. The streaming
@@ -36,7 +36,7 @@ STAGED = pa.schema([
 ])
 SINK_STATE_DIRECTORY = "spark-sinks"
 _ACCEPTED = {
-    "value": "binary or string, without nulls",
+    "value": "binary or string",
     "key": "binary or string",
     "partition": "an integer type",
     "timestamp": "timestamp",
@@ -72,8 +72,6 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
     n = batch.num_rows
     names = batch.schema.names
     value = batch.column("value")
-    if value.null_count:
-        raise InvalidArgumentError("value column", f"{value.null_count} null values", _ACCEPTED["value"])
     if "partition" in names:
         given = batch.column("partition").cast(pa.int64())
         outside = pc.sum(pc.or_(pc.less(given, 0), pc.greater_equal(given, partitions))).as_py() or 0

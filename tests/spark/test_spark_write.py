@@ -74,11 +74,20 @@ def test_a_retried_task_leaves_no_duplicates(spark, tmp_path):
     assert sorted(int(m.value) for m in messages(tmp_path)) == list(range(1000))
 
 
+def test_null_values_are_written_as_messages_without_a_value_and_read_back_as_nulls(spark, tmp_path):
+    seglog.open(tmp_path).close()
+    write(spark.createDataFrame([(b"a", "k1"), (None, "k2"), (b"", "k3")], "value binary, key string"), tmp_path)
+    assert sorted((m.key, m.value) for m in messages(tmp_path)) == [(b"k1", b"a"), (b"k2", None), (b"k3", b"")]
+    back = read(spark, tmp_path, topic="out").select(F.col("key").cast("string").alias("k"), "value").collect()
+    assert sorted((r.k, None if r.value is None else bytes(r.value)) for r in back) == [
+        ("k1", b"a"), ("k2", None), ("k3", b"")]
+
+
 def test_a_failing_write_fails_the_job_with_the_seglog_message_and_publishes_nothing(spark, tmp_path):
     make_topic(tmp_path, name="out", partitions=1, messages=5)
-    df = spark.createDataFrame([(b"a",), (None,)], "value binary")
-    with pytest.raises(Exception, match="invalid value column '1 null values'; accepted: binary or string, "
-                                        "without nulls"):
+    df = spark.createDataFrame([(b"a", {"k": "v"}), (b"b", {"k": None})], "value binary, properties map<string,string>")
+    with pytest.raises(Exception, match="invalid properties column '1 null property values'; accepted: "
+                                        "map<string,string> without null values"):
         write(df, tmp_path)
     assert len(messages(tmp_path)) == 5
     assert not os.listdir(tmp_path / STAGING_DIRECTORY)
