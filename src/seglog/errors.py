@@ -145,6 +145,21 @@ class NotEmptyError(SeglogError):
     """A tenant or namespace to be deleted still holds namespaces or topics."""
 
 
+class UnusableClusterError(InvalidArgumentError):
+    """A cluster named in a tenant's or a replication policy is not registered (`clusters create`), or is a
+    remote cluster registered without the URLs replication to it needs. Pulsar answers 412."""
+
+
+class ClusterNotAllowedError(InvalidArgumentError):
+    """A namespace names a cluster outside its tenant's allowed clusters. Pulsar answers 403."""
+
+
+class ClusterInUseError(SeglogError):
+    """A cluster to be deleted, or dropped from a tenant's allowed clusters, is still used: by a tenant, a
+    namespace or a topic (named in the message), or it is the data directory's own cluster. Pulsar answers
+    412."""
+
+
 class ProducerBlockedQuotaExceededError(SeglogError):
     """A send was refused: the topic's backlog is at or above its backlog quota (Pulsar's
     ProducerBlockedQuotaExceededException). Names the quota, its limit and the backlog."""

@@ -6,13 +6,25 @@ changes anything: a refused call leaves the policies as they were."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
 from seglog.admin.stats import explain_retention, internal_stats, topic_stats
+from seglog.catalog.clusters import (
+    allowed_in_force,
+    applied_replication,
+    check_cluster_data,
+    check_namespace,
+    check_registered,
+    check_tenant_keeps,
+    check_topic,
+    check_unused,
+    cluster_names,
+    clusters_in_force,
+)
 from seglog.catalog.policies import QUOTA_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention, parse_ttl
 from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
@@ -53,79 +65,86 @@ class Admin:
 
 
 class Clusters:
-    """The clusters a data directory knows (Pulsar's ClusterData by name). `seglog serve --cluster NAME`
-    registers its own; tenants' allowedClusters name them, and geo-replication will use their URLs."""
-
-    URL_KEYS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls")
+    """The clusters a data directory knows (Pulsar's ClusterData by name): the clusters tenants may use and
+    namespaces and topics replicate to. `seglog serve --cluster NAME` registers its own."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def create(self, name: str, data: Mapping[str, Any] | None = None, *, exist_ok: bool = False) -> None:
-        """Register cluster `name` with its ClusterData (serviceUrl, brokerServiceUrl, ... as in Pulsar);
-        AlreadyExistsError if it exists (unless `exist_ok`)."""
+        """Register cluster `name` with its ClusterData: serviceUrl / serviceUrlTls (http:// / https://),
+        brokerServiceUrl / brokerServiceUrlTls (pulsar:// / pulsar+ssl://), and the token replication
+        authenticates with (authenticationPlugin 'token', authenticationParameters 'token:<JWT>' or
+        'file:<path>'); AlreadyExistsError if it exists (unless `exist_ok`: then nothing changes)."""
         validate_part(name, kind="cluster name")
-        self._broker.catalog.metadata.create_cluster(name, _cluster_data(data), exist_ok=exist_ok)
+        self._broker.catalog.metadata.create_cluster(name, check_cluster_data(data), exist_ok=exist_ok)
+        self._broker.catalog.policies_changed()
 
     def list(self) -> list[str]:
         return self._broker.catalog.metadata.clusters()
 
     def get(self, name: str) -> dict[str, Any]:
-        """The cluster's ClusterData: every URL key (empty when not given) and the rest as given."""
-        data = self._broker.catalog.metadata.cluster_config(validate_part(name, kind="cluster name"))
-        return {**dict.fromkeys(self.URL_KEYS, ""), "peerClusterNames": None, **data}
+        """The cluster's ClusterData: every URL key (empty when not given), the authentication keys (None when
+        not given) and the rest as given."""
+        return self._broker.catalog.cluster_data(name)
 
     def update(self, name: str, data: Mapping[str, Any]) -> None:
         """Replace the cluster's ClusterData."""
         self._broker.catalog.metadata.set_cluster_config(validate_part(name, kind="cluster name"),
-                                                         _cluster_data(data))
+                                                         check_cluster_data(data))
+        self._broker.catalog.policies_changed()
 
     def delete(self, name: str) -> None:
-        """Forget a cluster (NotEmptyError while a tenant allows it)."""
-        self._broker.catalog.metadata.delete_cluster(validate_part(name, kind="cluster name"))
-
-
-def _cluster_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
-    """ClusterData checked: a JSON object, its URLs strings, peerClusterNames a list of cluster names."""
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise InvalidArgumentError("cluster data", data, "a JSON object (Pulsar's ClusterData: serviceUrl, "
-                                   "brokerServiceUrl, ...)")
-    for key in Clusters.URL_KEYS:
-        if key in data and data[key] is not None and not isinstance(data[key], str):
-            raise InvalidArgumentError(key, data[key], "a URL as a string")
-    peers = data.get("peerClusterNames")
-    if peers is not None:
-        if isinstance(peers, str) or not isinstance(peers, (list, tuple)):
-            raise InvalidArgumentError("peerClusterNames", peers, "a list of cluster names")
-        for peer in peers:
-            validate_part(peer, kind="cluster name")
-    return dict(data)
+        """Forget a cluster nothing uses: ClusterInUseError naming the tenants (allowed clusters), namespaces
+        (clusters, allowed clusters) and topics (replication clusters) that name it, or if it is this data
+        directory's own cluster."""
+        validate_part(name, kind="cluster name")
+        catalog = self._broker.catalog
+        metadata = catalog.metadata
+        with metadata.transaction():
+            if name not in metadata.clusters():
+                raise NotFoundError(f"cluster {name} does not exist")
+            check_unused(metadata, name, local_cluster=metadata.local_cluster())
+            metadata.delete_cluster(name)
+        catalog.policies_changed()
 
 
 class Tenants:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def create(self, name: str, allowed_clusters: list[str] | None = None, *, admin_roles: list[str] | None = None,
-               known_clusters: bool = False) -> None:
-        """Create a tenant. `allowed_clusters` is kept for geo-replication (any cluster when None);
-        `admin_roles` for authorization (Pulsar's adminRoles). With `known_clusters` (the server's
-        Pulsar semantics), every allowed cluster must be registered and the list must not be empty."""
+    def create(self, name: str, allowed_clusters: list[str] | None = None, *,
+               admin_roles: list[str] | None = None) -> None:
+        """Create a tenant. `allowed_clusters`: the registered clusters its namespaces may use (None or empty:
+        every cluster); `admin_roles`: the roles that administer it (Pulsar's adminRoles). UnusableClusterError
+        for a cluster not registered."""
         validate_part(name, kind="tenant name")
-        config = self._config(allowed_clusters, admin_roles, known_clusters)
-        self._broker.catalog.metadata.create_tenant(name, config)
+        config = self._config(allowed_clusters, admin_roles)
+        metadata = self._broker.catalog.metadata
+        with metadata.transaction():
+            check_registered(metadata, config["allowed_clusters"] or (), "allowed_clusters",
+                             local_cluster=metadata.local_cluster(), reachable=False)
+            metadata.create_tenant(name, config)
+        self._broker.catalog.policies_changed()
 
-    def update(self, name: str, allowed_clusters: list[str] | None = None, *, admin_roles: list[str] | None = None,
-               known_clusters: bool = False) -> None:
-        """Replace the tenant's allowed clusters and admin roles (Pulsar's tenants update)."""
+    def update(self, name: str, allowed_clusters: list[str] | None = None, *,
+               admin_roles: list[str] | None = None) -> None:
+        """Replace the tenant's allowed clusters and admin roles (Pulsar's tenants update). Refused with
+        ClusterInUseError ("Active namespaces") when the new allowed clusters drop one that a namespace of the
+        tenant uses (in its clusters or allowed clusters, or its own cluster for a local namespace)."""
         validate_part(name, kind="tenant name")
-        config = self._config(allowed_clusters, admin_roles, known_clusters)
-        self._broker.catalog.metadata.tenant_config(name)  # NotFoundError first
-        self._broker.catalog.metadata.set_tenant_config(name, config)
+        config = self._config(allowed_clusters, admin_roles)
+        metadata = self._broker.catalog.metadata
+        with metadata.transaction():
+            metadata.tenant_config(name)  # NotFoundError first
+            local = metadata.local_cluster()
+            check_registered(metadata, config["allowed_clusters"] or (), "allowed_clusters", local_cluster=local,
+                             reachable=False)
+            check_tenant_keeps(metadata, name, config["allowed_clusters"], local_cluster=local)
+            metadata.set_tenant_config(name, config)
+        self._broker.catalog.policies_changed()
 
-    def _config(self, allowed_clusters: Any, admin_roles: Any, known_clusters: bool) -> dict[str, Any]:
+    def _config(self, allowed_clusters: Any, admin_roles: Any) -> dict[str, Any]:
         if allowed_clusters is not None and (
                 isinstance(allowed_clusters, str) or not isinstance(allowed_clusters, (list, tuple))
                 or not all(isinstance(c, str) for c in allowed_clusters)):
@@ -133,17 +152,10 @@ class Tenants:
         if admin_roles is not None and (isinstance(admin_roles, str) or not isinstance(admin_roles, (list, tuple))
                                         or not all(isinstance(r, str) for r in admin_roles)):
             raise InvalidArgumentError("admin_roles", admin_roles, "a list of role names, or None")
-        if known_clusters and allowed_clusters is not None:
-            if not allowed_clusters:
-                raise InvalidArgumentError("allowed_clusters", allowed_clusters, "at least one cluster (Clusters "
-                                           "can not be empty)")
-            known = self._broker.catalog.metadata.clusters()
-            missing = [c for c in allowed_clusters if c not in known]
-            if missing:
-                raise InvalidArgumentError("allowed_clusters", allowed_clusters,
-                                           f"registered clusters: {', '.join(known) or 'none'}",
-                                           detail=f"Clusters do not exist: {', '.join(missing)}")
-        config: dict[str, Any] = {"allowed_clusters": list(allowed_clusters) if allowed_clusters is not None else None}
+        clusters = None
+        if allowed_clusters is not None:  # in the order given, each once
+            clusters = list(dict.fromkeys(validate_part(c, kind="cluster name") for c in allowed_clusters))
+        config: dict[str, Any] = {"allowed_clusters": clusters}
         if admin_roles:
             config["admin_roles"] = list(admin_roles)
         return config
@@ -152,7 +164,8 @@ class Tenants:
         return self._broker.catalog.metadata.tenants()
 
     def get(self, name: str) -> dict[str, Any]:
-        """{'adminRoles': [...], 'allowedClusters': [...] or None (any)}, as pulsar-admin tenants get."""
+        """{'adminRoles': [...], 'allowedClusters': [...] or None}, as pulsar-admin tenants get (None or []:
+        every cluster)."""
         config = self._broker.catalog.metadata.tenant_config(validate_part(name, kind="tenant name"))
         return {"adminRoles": config.get("admin_roles", []), "allowedClusters": config.get("allowed_clusters")}
 
@@ -243,9 +256,22 @@ class Namespaces(PolicyLevel):
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def create(self, name: str) -> None:
-        """Create 'tenant/namespace' in an existing tenant."""
-        self._broker.catalog.metadata.create_namespace(NamespaceName.parse(name))
+    def create(self, name: str, *, clusters: Collection[str] | None = None,
+               allowed_clusters: Collection[str] | None = None) -> None:
+        """Create 'tenant/namespace' in an existing tenant, with its clusters and allowed clusters when given
+        (checked as set_clusters and set_allowed_clusters check them; a refused one creates nothing). With
+        neither, the namespace is local to this cluster."""
+        namespace = NamespaceName.parse(name)
+        policies = Policies(replication_clusters=None if clusters is None else cluster_names(clusters, "clusters"),
+                            allowed_clusters=None if allowed_clusters is None
+                            else cluster_names(allowed_clusters, "allowed_clusters"))
+        metadata = self._broker.catalog.metadata
+        with metadata.transaction():
+            metadata.create_namespace(namespace, policies)  # the tenant's existence first; rolled back if refused
+            local = metadata.local_cluster()
+            check_namespace(metadata, namespace, policies, changed="clusters", local_cluster=local)
+            check_namespace(metadata, namespace, policies, changed="allowed_clusters", local_cluster=local)
+        self._broker.catalog.policies_changed()
 
     def list(self, tenant: str | None = None) -> list[str]:
         """Every namespace ('tenant/namespace'), or those of `tenant`."""
@@ -296,6 +322,39 @@ class Namespaces(PolicyLevel):
     def remove_auto_topic_creation(self, name: str) -> None:
         """Remove the override: the broker's settings apply again."""
         self._update(name, auto_topic_creation=None)
+
+    def set_clusters(self, name: str, clusters: Collection[str]) -> None:
+        """The clusters the namespace's topics replicate among (pulsar-admin namespaces set-clusters): one or
+        more registered clusters, each but this one with its URLs (else UnusableClusterError), allowed by the
+        tenant (else ClusterNotAllowedError) and within the namespace's allowed clusters when it has them
+        (else InvalidArgumentError), each error naming the cluster."""
+        self._set_cluster_level(name, "clusters", cluster_names(clusters, "clusters"))
+
+    def get_clusters(self, name: str) -> Names:
+        """The namespace's clusters, sorted: those set, else this cluster (a local namespace; none before the
+        data directory is served), as pulsar-admin namespaces get-clusters shows them."""
+        return sorted(clusters_in_force(self._read(name), self._broker.catalog.local_cluster) or ())
+
+    def set_allowed_clusters(self, name: str, clusters: Collection[str]) -> None:
+        """The clusters the namespace's topics may reach at all (PIP-321; pulsar-admin namespaces
+        set-allowed-clusters): checked as set_clusters checks clusters, and they must include every cluster of
+        the namespace (InvalidArgumentError naming the one left out)."""
+        self._set_cluster_level(name, "allowed_clusters", cluster_names(clusters, "allowed_clusters"))
+
+    def get_allowed_clusters(self, name: str) -> Names:
+        """The namespace's allowed clusters, sorted: those set, else its clusters (get_clusters)."""
+        return sorted(allowed_in_force(self._read(name), self._broker.catalog.local_cluster) or ())
+
+    def _set_cluster_level(self, name: str, changed: str, clusters: frozenset[str]) -> None:
+        namespace = NamespaceName.parse(name)
+        metadata = self._broker.catalog.metadata
+        with metadata.transaction():
+            policies = metadata.namespace_policies(namespace)
+            policies = (replace(policies, replication_clusters=clusters) if changed == "clusters"
+                        else replace(policies, allowed_clusters=clusters))
+            check_namespace(metadata, namespace, policies, changed=changed, local_cluster=metadata.local_cluster())
+            metadata.set_namespace_policies(namespace, policies)
+        self._broker.catalog.policies_changed()
 
     def _read(self, name: str) -> Policies:
         return self._broker.catalog.metadata.namespace_policies(NamespaceName.parse(name))
@@ -499,6 +558,62 @@ class Topics(PolicyLevel):
                 move(live, partition, offset)  # each marks the subscription dirty if it changed anything
         return True
 
+    def set_replication_clusters(self, topic: str, clusters: Collection[str], *, is_global: bool = False) -> None:
+        """The clusters the topic replicates among, over its namespace's (pulsar-admin topics
+        set-replication-clusters): a local policy (this cluster only, which it must include), or with
+        `is_global` a global one (meant for every cluster of the set, stamped so a copy replicated later
+        applies once). One or more registered clusters, each but this one with its URLs (else
+        UnusableClusterError), within the namespace's allowed clusters (else InvalidArgumentError), each
+        error naming the cluster."""
+        name = TopicName.parse(topic)
+        given = cluster_names(clusters, "clusters")
+        catalog = self._broker.catalog
+        metadata = catalog.metadata
+        with metadata.transaction():
+            local_policies = metadata.topic_policies(name)  # TopicNotFoundError first
+            local = metadata.local_cluster()
+            check_topic(metadata, metadata.namespace_policies(name.namespace_name), given, is_global=is_global,
+                        local_cluster=local)
+            if is_global:
+                stamped = metadata.topic_global_policies(name).changed(local or "", self._broker.clock(),
+                                                                       replication_clusters=given)
+                metadata.set_topic_global_policies(name, stamped)
+            else:
+                metadata.set_topic_policies(name, replace(local_policies, replication_clusters=given))
+        catalog.policies_changed()
+
+    def get_replication_clusters(self, topic: str, *, applied: bool = False,
+                                 is_global: bool = False) -> list[str] | None:
+        """The topic's local (or with `is_global`, global) replication clusters, sorted, or None when unset;
+        with `applied`, the set in force on this cluster whichever level set it: local, else global, else the
+        namespace's clusters (`is_global` aside)."""
+        name = TopicName.parse(topic)
+        catalog = self._broker.catalog
+        metadata = catalog.metadata
+        local_policies, global_policies = metadata.topic_policies(name), metadata.topic_global_policies(name)
+        if applied:
+            return sorted(applied_replication(local_policies, global_policies,
+                                              metadata.namespace_policies(name.namespace_name),
+                                              catalog.local_cluster))
+        clusters = (global_policies.policies if is_global else local_policies).replication_clusters
+        return sorted(clusters) if clusters is not None else None
+
+    def remove_replication_clusters(self, topic: str, *, is_global: bool = False) -> None:
+        """Remove the topic's local (or global) replication clusters: the next level applies again. A removed
+        global policy keeps its stamp, so a copy of what it was, replicated later, does not bring it back."""
+        name = TopicName.parse(topic)
+        catalog = self._broker.catalog
+        metadata = catalog.metadata
+        with metadata.transaction():
+            if is_global:
+                stamped = metadata.topic_global_policies(name).changed(metadata.local_cluster() or "",
+                                                                       self._broker.clock(),
+                                                                       replication_clusters=None)
+                metadata.set_topic_global_policies(name, stamped)
+            else:
+                metadata.set_topic_policies(name, replace(metadata.topic_policies(name), replication_clusters=None))
+        catalog.policies_changed()
+
     def list_with_settings(self) -> list[dict[str, Any]]:
         """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
         listed = []
@@ -523,6 +638,7 @@ class Topics(PolicyLevel):
 
 ACTIONS = ("produce", "consume")  # what a namespace permission may grant, in the order they are listed
 Permissions = dict[str, list[str]]  # {role: [actions]} (named here: in Namespaces, `list` is a method)
+Names = list[str]  # cluster names, sorted (named here for the same reason)
 
 
 def _role(role: Any, argument: str = "role") -> str:

@@ -231,6 +231,9 @@ class BrokerConfig:
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: str = "non-partitioned"
     default_num_partitions: int = 1
+    # geo-replication: a partitioned topic replicated to a cluster that lacks it is created there with as many
+    # partitions (Pulsar's createTopicToRemoteClusterForReplication; without it, it must exist there already)
+    create_topic_to_remote_cluster_for_replication: bool = True
     maintenance_interval: int = 60_000
     cursor_persist_interval: int = 1_000
 
@@ -295,6 +298,7 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "allow_auto_topic_creation": _bool_setting("allow_auto_topic_creation"),
     "allow_auto_topic_creation_type": _topic_type,
     "default_num_partitions": _partition_count,
+    "create_topic_to_remote_cluster_for_replication": _bool_setting("create_topic_to_remote_cluster_for_replication"),
     "maintenance_interval": _interval("maintenance_interval"),
     "cursor_persist_interval": _interval("cursor_persist_interval"),
 }
@@ -313,6 +317,7 @@ PULSAR_BROKER_NAMES = {
     "allowAutoTopicCreation": "allow_auto_topic_creation",
     "allowAutoTopicCreationType": "allow_auto_topic_creation_type",
     "defaultNumPartitions": "default_num_partitions",
+    "createTopicToRemoteClusterForReplication": "create_topic_to_remote_cluster_for_replication",
 }
 _BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
 

@@ -3,10 +3,11 @@
 
 SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
 `public/default` always exists; creating a topic creates its tenant and namespace if needed. A
-namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
-`policies` the policies set on it (JSON, see policies.py). `clusters` holds the clusters a server registers
-(Pulsar's ClusterData, by name: `seglog serve --cluster NAME` registers its own), for tenants'
-allowedClusters and, later, geo-replication."""
+namespace's `config` column holds its policies, a topic's `config` the settings given to it, its `policies`
+the policies set on it for this cluster and its `global_policies` those meant for every cluster it replicates
+to (JSON, see policies.py). `clusters` holds the clusters known to this one (Pulsar's ClusterData, by name),
+for tenants' allowed clusters and geo-replication; `properties` facts of the data directory itself: the
+cluster it is (`local_cluster`, recorded by the first `seglog serve --cluster NAME`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seglog.catalog.policies import Policies
+from seglog.catalog.policies import GlobalPolicies, Policies
 from seglog.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -42,9 +43,12 @@ CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS clusters (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 # Columns added after the first release of the schema: (table, column, definition).
-MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
+MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),
+              ("topics", "global_policies", "TEXT NOT NULL DEFAULT '{}'"))
+LOCAL_CLUSTER = "local_cluster"  # the properties row naming the data directory's own cluster
 DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
 
 
@@ -62,7 +66,9 @@ class Metadata:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        # reentrant: the statements of a caller's transaction() take it again
+        self._lock = threading.RLock()
+        self._in_transaction = False
         try:
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
@@ -91,15 +97,31 @@ class Metadata:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One IMMEDIATE transaction under the lock: committed if the block ends normally, else rolled back."""
+        """One IMMEDIATE transaction under the lock: committed if the block ends normally, else rolled back.
+        Inside a transaction already (a caller's transaction()), the block is part of that one."""
         with self._access():
+            if self._in_transaction:
+                yield
+                return
             self._db.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
             try:
                 yield
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            else:
+                self._db.execute("COMMIT")
+            finally:
+                self._in_transaction = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold the database against changes by any process (and other threads) while the block checks
+        something and makes the change the check allows: every call of this store inside the block is part
+        of one transaction, committed if the block ends normally and rolled back otherwise."""
+        with self._transaction():
+            yield
 
     def _ensure_namespace(self, tenant: str, namespace: str) -> None:
         self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
@@ -170,6 +192,12 @@ class Metadata:
     def set_topic_policies(self, name: TopicName, policies: Policies) -> None:
         self._update_json("topics", "policies", str(name), policies.to_json())
 
+    def topic_global_policies(self, name: TopicName) -> GlobalPolicies:
+        return GlobalPolicies.from_json(self._read_json("topics", "global_policies", str(name)))
+
+    def set_topic_global_policies(self, name: TopicName, policies: GlobalPolicies) -> None:
+        self._update_json("topics", "global_policies", str(name), policies.to_json())
+
     # tenants and namespaces
 
     def create_tenant(self, tenant: str, config: dict[str, Any]) -> None:
@@ -201,12 +229,14 @@ class Metadata:
             if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
                 raise NotFoundError(f"tenant {tenant} does not exist")
 
-    def create_namespace(self, name: NamespaceName) -> None:
+    def create_namespace(self, name: NamespaceName, policies: Policies | None = None) -> None:
+        """Add a namespace to an existing tenant, with `policies` from the start (none when None)."""
         with self._transaction():
             if not self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name.tenant,)).fetchone():
                 raise NotFoundError(f"tenant {name.tenant} does not exist; create it first")
             try:
-                self._db.execute("INSERT INTO namespaces(name, tenant) VALUES (?, ?)", (str(name), name.tenant))
+                self._db.execute("INSERT INTO namespaces(name, tenant, config) VALUES (?, ?, ?)",
+                                 (str(name), name.tenant, json.dumps((policies or Policies()).to_json())))
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"namespace {name} already exists") from None
 
@@ -262,15 +292,31 @@ class Metadata:
         self._update_json("clusters", "config", name, config)
 
     def delete_cluster(self, name: str) -> None:
-        """Remove a cluster no tenant names in its allowed clusters (NotEmptyError naming them otherwise)."""
-        with self._transaction():
-            users = [row[0] for row in self._db.execute("SELECT name, config FROM tenants ORDER BY name")
-                     if name in (json.loads(row[1]).get("allowed_clusters") or ())]
-            if users:
-                raise NotEmptyError(f"cluster {name} is still allowed for tenant(s) {', '.join(users)}; remove it "
-                                    "from their allowed clusters first")
+        """Remove a cluster (whether anything still uses it is the caller's check: catalog/clusters.py)."""
+        with self._access():
             if not self._db.execute("DELETE FROM clusters WHERE name = ?", (name,)).rowcount:
                 raise NotFoundError(f"cluster {name} does not exist")
+
+    def local_cluster(self) -> str | None:
+        """The cluster this data directory is, as its first `seglog serve --cluster` named it; None before."""
+        with self._access():
+            row = self._db.execute("SELECT value FROM properties WHERE name = ?", (LOCAL_CLUSTER,)).fetchone()
+        return row[0] if row is not None else None
+
+    def record_local_cluster(self, name: str) -> None:
+        """Make `name` the data directory's cluster if it has none; InvalidArgumentError naming both if it is
+        another one already (Pulsar's cluster name is fixed for its metadata store, as it is in every
+        replication cursor and producer name other clusters keep)."""
+        with self._transaction():
+            row = self._db.execute("SELECT value FROM properties WHERE name = ?", (LOCAL_CLUSTER,)).fetchone()
+            if row is None:
+                self._db.execute("INSERT INTO properties VALUES (?, ?)", (LOCAL_CLUSTER, name))
+            elif row[0] != name:
+                raise InvalidArgumentError(
+                    "cluster", name, f"{row[0]!r}, the cluster of this data directory (or another data directory "
+                                     f"for cluster {name!r})",
+                    detail=f"the data directory {self.path.parent} is cluster {row[0]!r}, recorded when it was "
+                           "first served; a cluster's name cannot change, since other clusters know it by it")
 
     def _read_json(self, table: str, column: str, key: str) -> dict[str, Any]:
         with self._access():

@@ -1,5 +1,5 @@
-"""Topic policies (retention, message TTL, backlog quotas, deduplication, topic auto-creation): their values,
-units and levels.
+"""Topic policies (retention, message TTL, backlog quotas, deduplication, topic auto-creation, replication
+clusters): their values, units and levels.
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
 namespace's over the broker's default, and removing one falls back to the next level (docs/LIFECYCLE.md).
@@ -12,7 +12,7 @@ Input forms follow pulsar-admin: a retention time or TTL given as a bare number 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from seglog.errors import InvalidArgumentError
@@ -204,6 +204,11 @@ class Policies:
     deduplication: bool | None = None
     # namespaces and the broker only (Pulsar has no topic level for it)
     auto_topic_creation: AutoTopicCreation | None = None
+    # Pulsar's replication_clusters: a namespace's (set-clusters) or a topic's local policy (a topic's global one
+    # is in its GlobalPolicies); the broker has none (docs/SERVER.md, Geo-replication)
+    replication_clusters: frozenset[str] | None = None
+    # namespaces only: the clusters its topics may reach (PIP-321's allowed_clusters)
+    allowed_clusters: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -217,6 +222,10 @@ class Policies:
             data["deduplication"] = self.deduplication
         if self.auto_topic_creation is not None:
             data["auto_topic_creation"] = self.auto_topic_creation.to_admin()
+        if self.replication_clusters is not None:
+            data["replication_clusters"] = sorted(self.replication_clusters)
+        if self.allowed_clusters is not None:
+            data["allowed_clusters"] = sorted(self.allowed_clusters)
         return data
 
     @classmethod
@@ -224,9 +233,45 @@ class Policies:
         retention = data.get("retention")
         quotas = data.get("backlog_quotas") or {}
         auto = data.get("auto_topic_creation")
+        replication, allowed = data.get("replication_clusters"), data.get("allowed_clusters")
         return cls(Retention.from_json(retention) if retention else None, data.get("message_ttl_ms"),
                    {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None, data.get("deduplication"),
-                   AutoTopicCreation.from_admin(auto) if auto is not None else None)
+                   AutoTopicCreation.from_admin(auto) if auto is not None else None,
+                   frozenset(replication) if replication is not None else None,
+                   frozenset(allowed) if allowed is not None else None)
+
+
+@dataclass(frozen=True)
+class GlobalPolicies:
+    """A topic's global policies (Pulsar's topic policies with isGlobal, PIP-92): set on one cluster and meant
+    to reach, with replication, every cluster of the topic's replication set, where they apply unless that
+    cluster's local policy says otherwise. Only `replication_clusters` is set globally so far.
+
+    `updated_ms` and `origin` (the cluster where the change was made) stamp the last change, a removal
+    included: the policies are then empty but the stamp stays, so a late copy of what was removed cannot bring
+    it back. A copy received from another cluster is applied only when it `supersedes` what is kept, so one
+    applied twice, or after a newer one, changes nothing and every cluster ends with the same value."""
+    policies: Policies = field(default_factory=Policies)
+    updated_ms: int = 0  # 0 with origin "": never set
+    origin: str = ""
+
+    def supersedes(self, other: GlobalPolicies) -> bool:
+        """Whether this change is newer than `other`: a later time, or the same time from a cluster whose name
+        sorts first (the tie rule of Pulsar's configuration events, PIP-136). A change never supersedes
+        itself."""
+        return (self.updated_ms, other.origin) > (other.updated_ms, self.origin)
+
+    def changed(self, origin: str, now_ms: int, **changes: Any) -> GlobalPolicies:
+        """These policies with `changes` made on cluster `origin` at `now_ms`, stamped so that the result
+        supersedes them even when `now_ms` is behind their time (another cluster's clock may run ahead)."""
+        return GlobalPolicies(replace(self.policies, **changes), max(now_ms, self.updated_ms + 1), origin)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policies": self.policies.to_json(), "updated_ms": self.updated_ms, "origin": self.origin}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GlobalPolicies:
+        return cls(Policies.from_json(data.get("policies", {})), data.get("updated_ms", 0), data.get("origin", ""))
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from seglog.catalog.clusters import allowed_in_force, applied_replication, full_cluster_data
 from seglog.catalog.config import BrokerConfig, TopicConfig
 from seglog.catalog.metadata import Metadata
-from seglog.catalog.policies import AutoTopicCreation, EffectivePolicies
+from seglog.catalog.policies import AutoTopicCreation, EffectivePolicies, GlobalPolicies
 from seglog.errors import ClosedError, InvalidArgumentError
-from seglog.names import NamespaceName, TopicName
+from seglog.names import NamespaceName, TopicName, validate_part
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class TopicRef:
 class Catalog:
     """Tenants, namespaces, topics and policies of one data directory (`metadata`, SQLite), read as values.
 
-    `policies_changed()` tells the listeners (the quota guards) that policies or topic settings changed,
-    here or, as the housekeeper finds, in another process."""
+    `policies_changed()` tells the listeners (the quota guards, the replication service) that policies, topic
+    settings, clusters or tenants changed, here or, as the housekeeper finds, in another process."""
 
     def __init__(self, metadata: Metadata, config: BrokerConfig) -> None:
         self._metadata = metadata
@@ -73,6 +74,55 @@ class Catalog:
         namespace's override, else the broker's setting (broker.conf allowAutoTopicCreation...)."""
         override = self.metadata.namespace_policies(namespace).auto_topic_creation
         return override or self.config.policies().auto_topic_creation or AutoTopicCreation()
+
+    # geo-replication (catalog/clusters.py; docs/SERVER.md, "Geo-replication: clusters and policies")
+
+    @property
+    def local_cluster(self) -> str | None:
+        """The cluster this data directory is (its first `seglog serve --cluster NAME`); None if never served."""
+        return self.metadata.local_cluster()
+
+    def record_local_cluster(self, name: str) -> None:
+        """Make `name` this data directory's cluster when it has none (`seglog serve --cluster NAME`);
+        InvalidArgumentError naming both when it is another cluster already: a cluster's name never changes."""
+        self.metadata.record_local_cluster(validate_part(name, kind="cluster name"))
+
+    def replication_clusters(self, name: TopicName, local_cluster: str) -> frozenset[str]:
+        """The clusters topic `name` replicates among, seen from `local_cluster`: its local topic policy, else
+        its global topic policy, else its namespace's clusters, else {local_cluster} (a local namespace). The
+        local cluster is in it when the set lists it (a policy may leave it out: a global policy that does
+        has this cluster drop the topic). TopicNotFoundError if there is no such topic."""
+        metadata = self.metadata
+        return applied_replication(metadata.topic_policies(name), metadata.topic_global_policies(name),
+                                   metadata.namespace_policies(name.namespace_name), local_cluster)
+
+    def allowed_clusters(self, namespace: NamespaceName, local_cluster: str) -> frozenset[str]:
+        """The clusters the topics of `namespace` may reach, seen from `local_cluster`: its allowed clusters,
+        else its clusters, else {local_cluster}. NotFoundError if there is no such namespace."""
+        return allowed_in_force(self.metadata.namespace_policies(namespace), local_cluster) or frozenset()
+
+    def cluster_data(self, name: str) -> dict[str, Any]:
+        """Cluster `name`'s ClusterData with Pulsar's keys: serviceUrl, serviceUrlTls, brokerServiceUrl,
+        brokerServiceUrlTls ('' when not given), peerClusterNames, authenticationPlugin and
+        authenticationParameters (None when not given), and any other key as registered. NotFoundError if
+        it is not registered."""
+        return full_cluster_data(self.metadata.cluster_config(validate_part(name, kind="cluster name")))
+
+    def global_topic_policies(self, name: TopicName) -> GlobalPolicies:
+        """Topic `name`'s global policies with their stamp (what replication sends to the other clusters)."""
+        return self.metadata.topic_global_policies(name)
+
+    def apply_global_topic_policies(self, name: TopicName, received: GlobalPolicies) -> bool:
+        """Take global policies received from another cluster if they supersede those kept (a newer stamp),
+        unchecked, as Pulsar applies replicated topic policies; whether they did. Applying the same ones
+        again, or older ones, changes nothing. TopicNotFoundError if there is no such topic."""
+        metadata = self.metadata
+        with metadata.transaction():
+            if not received.supersedes(metadata.topic_global_policies(name)):
+                return False
+            metadata.set_topic_global_policies(name, received)
+        self.policies_changed()
+        return True
 
     def on_policies_changed(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)

@@ -127,7 +127,8 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
     try:
         broker = await loop.run_in_executor(executor, lambda: Broker.open(options.data, clock=system_clock,
                                                                           background=True))
-        try:
+        try:  # refused before any port listens when the data directory is another cluster
+            await loop.run_in_executor(executor, broker.catalog.record_local_cluster, options.cluster)
             await _serve(options, broker, executor, ready, *security)
         finally:
             await loop.run_in_executor(executor, broker.close)

@@ -3,8 +3,8 @@ admin REST API (/admin/v2), the HTTP lookup (/lookup/v2), /metrics, seglog's own
 the OpenAPI document of all of them (GET /admin/v2/openapi.json), made from the route table below so it
 cannot drift from what is served.
 
-One module per resource (clusters, tenants, namespaces, topics, subscriptions, policies, brokers,
-seglog_routes), each a list of Routes; every request goes through middleware.dispatch (authentication, then
+One module per resource (clusters, tenants, namespaces, topics, subscriptions, policies, replication_clusters,
+brokers, seglog_routes), each a list of Routes; every request goes through middleware.dispatch (authentication, then
 errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers call seglog.admin's API in the thread
 pool (RestContext.blocking)."""
 
@@ -16,12 +16,22 @@ from typing import Any
 from aiohttp import web
 
 from seglog import __version__
-from seglog.server.rest import brokers, clusters, namespaces, seglog_routes, subscriptions, tenants, topics
+from seglog.server.rest import (
+    brokers,
+    clusters,
+    namespaces,
+    replication_clusters,
+    seglog_routes,
+    subscriptions,
+    tenants,
+    topics,
+)
 from seglog.server.rest.base import CONTEXT, RestContext, Route, json_response, wrap
 from seglog.server.rest.middleware import dispatch
 
 OPENAPI = "/admin/v2/openapi.json"
-_STATUS_TEXT = {200: "OK", 204: "No Content", 400: "Invalid value", 404: "Not found", 405: "Not supported",
+_STATUS_TEXT = {200: "OK", 204: "No Content", 400: "Invalid value", 403: "Not allowed", 404: "Not found",
+                405: "Not supported",
                 409: "Already exists, or not empty", 412: "Precondition failed: an invalid name, or in use",
                 503: "The server is stopping"}
 
@@ -32,7 +42,7 @@ async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
 
 ROUTES: list[Route] = [
     *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES,
-    *subscriptions.ROUTES, *seglog_routes.ROUTES,
+    *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
     Route("GET", OPENAPI, _openapi, "This document."),
 ]
 

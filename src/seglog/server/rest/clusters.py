@@ -8,7 +8,9 @@ from seglog.server.rest.base import RestContext, Route, json_body, json_response
 
 CLUSTERS = "/admin/v2/clusters"
 CLUSTER = "/admin/v2/clusters/{cluster}"
-CLUSTER_DATA = "ClusterData: serviceUrl, serviceUrlTls, brokerServiceUrl, brokerServiceUrlTls, peerClusterNames, ..."
+CLUSTER_DATA = ("ClusterData: serviceUrl (http://), serviceUrlTls (https://), brokerServiceUrl (pulsar://), "
+                "brokerServiceUrlTls (pulsar+ssl://), authenticationPlugin (token) and authenticationParameters "
+                "(token:<JWT> or file:<path>), peerClusterNames, ...")
 
 
 async def list_clusters(request: web.Request, ctx: RestContext) -> web.Response:
@@ -41,5 +43,6 @@ ROUTES = [
     Route("GET", CLUSTER, get_cluster, "A cluster's ClusterData.", (200, 404, 412)),
     Route("PUT", CLUSTER, create_cluster, "Register a cluster.", (204, 400, 409, 412), CLUSTER_DATA),
     Route("POST", CLUSTER, update_cluster, "Replace a cluster's ClusterData.", (204, 400, 404, 412), CLUSTER_DATA),
-    Route("DELETE", CLUSTER, delete_cluster, "Forget a cluster no tenant allows.", (204, 404, 409, 412)),
+    Route("DELETE", CLUSTER, delete_cluster, "Forget a cluster no tenant, namespace or topic names; 412 while one "
+                                             "does.", (204, 404, 412)),
 ]

@@ -12,6 +12,8 @@ from typing import Any
 from seglog.errors import (
     AlreadyExistsError,
     ClosedError,
+    ClusterInUseError,
+    ClusterNotAllowedError,
     ConsumerBusyError,
     InvalidArgumentError,
     InvalidNameError,
@@ -23,6 +25,7 @@ from seglog.errors import (
     TopicExistsError,
     TopicInUseError,
     TopicNotFoundError,
+    UnusableClusterError,
 )
 from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
@@ -45,6 +48,9 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (AlreadyExistsError, 409),
     (NotEmptyError, 409),  # a tenant with namespaces, a namespace with topics (Pulsar: 409)
     (InvalidNameError, 412),  # Pulsar: 412 "... name is not valid"
+    (UnusableClusterError, 412),  # Pulsar: 412 "Clusters do not exist"
+    (ClusterNotAllowedError, 403),  # Pulsar: 403 "Cluster [x] is not in the list of allowed clusters list ..."
+    (ClusterInUseError, 412),  # Pulsar: 412 "Active namespaces", "Cluster not empty"
     (InvalidArgumentError, 400),
     (TopicInUseError, 412),  # Pulsar: 412 "Topic has active producers/subscriptions"
     (ConsumerBusyError, 412),  # Pulsar: 412 "Subscription has active consumers"

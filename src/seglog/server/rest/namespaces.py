@@ -27,9 +27,9 @@ from seglog.server.rest.topics import pulsar_topic_names
 
 NAMESPACES = "/admin/v2/namespaces/{tenant}"
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
-POLICIES = ("optional Policies: retention_policies, message_ttl_in_seconds, backlog_quota_map, "
-            "autoTopicCreationOverride and auth_policies.namespace_auth ({role: [actions]}) are applied; "
-            "replication_clusters is accepted and not kept (one cluster)")
+POLICIES = ("optional Policies: replication_clusters, allowed_clusters (lists of cluster names; empty or absent: "
+            "unset), retention_policies, message_ttl_in_seconds, backlog_quota_map, autoTopicCreationOverride and "
+            "auth_policies.namespace_auth ({role: [actions]}) are applied")
 AUTO_TOPIC_CREATION = ('AutoTopicCreationOverride: {"allowAutoTopicCreation": true, "topicType": "partitioned", '
                        '"defaultNumPartitions": 4} (topicType "non-partitioned" takes no defaultNumPartitions)')
 ACTIONS = 'the actions to grant: a JSON list of "produce" and/or "consume"'
@@ -53,7 +53,8 @@ def _policies(ctx: RestContext, name: str) -> dict[str, Any]:
     return {"retention_policies": namespaces.get_retention(name),
             "message_ttl_in_seconds": namespaces.get_message_ttl(name),
             "backlog_quota_map": {t: backlog_quota(q) for t, q in namespaces.get_backlog_quotas(name).items()},
-            "replication_clusters": [ctx.service.settings.cluster], "auth_policies": _auth_policies(ctx, name),
+            "replication_clusters": namespaces.get_clusters(name),
+            "allowed_clusters": namespaces.get_allowed_clusters(name), "auth_policies": _auth_policies(ctx, name),
             "autoTopicCreationOverride": namespaces.get_auto_topic_creation(name), "deleted": False}
 
 
@@ -90,7 +91,9 @@ def _create(ctx: RestContext, name: str, body: Any) -> None:
     for role, actions in (granted or {}).items():
         changes.append(("grant_permission", {"role": role, "actions": actions}))
     namespaces = ctx.admin.namespaces
-    namespaces.create(name)
+    # an empty list is Pulsar's default Policies (Java clients send one): unset, as absent
+    namespaces.create(name, clusters=body.get("replication_clusters") or None,
+                      allowed_clusters=body.get("allowed_clusters") or None)
     try:
         for method, arguments in changes:
             getattr(namespaces, method)(name, **arguments)
@@ -205,7 +208,7 @@ async def unsubscribe(request: web.Request, ctx: RestContext) -> web.Response:
 
 ROUTES = [
     Route("GET", NAMESPACES, list_namespaces, "The tenant's namespaces ('tenant/namespace').", (200, 404, 412)),
-    Route("PUT", NAMESPACE, create_namespace, "Create a namespace.", (204, 400, 404, 409, 412), POLICIES),
+    Route("PUT", NAMESPACE, create_namespace, "Create a namespace.", (204, 400, 403, 404, 409, 412), POLICIES),
     Route("GET", NAMESPACE, get_policies, "The namespace's Policies.", (200, 404, 412)),
     Route("DELETE", NAMESPACE, delete_namespace, "Delete a namespace without topics.", (204, 404, 405, 409, 412),
           query=("force",)),

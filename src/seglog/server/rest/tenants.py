@@ -6,13 +6,13 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.errors import InvalidArgumentError
 from seglog.server.rest.base import RestContext, Route, json_body, json_response, no_content, query_flag, tenant_of
 from seglog.server.rest.errors import RestError
 
 TENANTS = "/admin/v2/tenants"
 TENANT = "/admin/v2/tenants/{tenant}"
-TENANT_INFO = 'TenantInfo: {"adminRoles": [...], "allowedClusters": [...]} (allowedClusters absent or null: any)'
+TENANT_INFO = ('TenantInfo: {"adminRoles": [...], "allowedClusters": [...]} (allowedClusters absent, null or empty: '
+               'every cluster)')
 
 
 def _tenant_info(body: Any) -> tuple[list[str] | None, list[str] | None]:
@@ -36,12 +36,7 @@ async def get_tenant(request: web.Request, ctx: RestContext) -> web.Response:
 
 async def _set(ctx: RestContext, method: Any, tenant: str, body: Any) -> web.Response:
     clusters, roles = _tenant_info(body)
-    try:
-        await ctx.blocking(method, tenant, clusters, admin_roles=roles, known_clusters=True)
-    except InvalidArgumentError as error:
-        if error.argument == "allowed_clusters" and isinstance(clusters, list):
-            raise RestError(412, str(error), error) from None  # Pulsar: 412 "Clusters do not exist", "... empty"
-        raise
+    await ctx.blocking(method, tenant, clusters, admin_roles=roles)
     return no_content()
 
 
@@ -65,7 +60,8 @@ ROUTES = [
     Route("GET", TENANTS, list_tenants, "The tenants' names, sorted."),
     Route("GET", TENANT, get_tenant, "A tenant's TenantInfo.", (200, 404, 412)),
     Route("PUT", TENANT, create_tenant, "Create a tenant.", (204, 400, 409, 412), TENANT_INFO),
-    Route("POST", TENANT, update_tenant, "Replace a tenant's TenantInfo.", (204, 400, 404, 412), TENANT_INFO),
+    Route("POST", TENANT, update_tenant, "Replace a tenant's TenantInfo; 412 when it would drop a cluster a "
+                                         "namespace uses.", (204, 400, 404, 412), TENANT_INFO),
     Route("DELETE", TENANT, delete_tenant, "Delete a tenant without namespaces.", (204, 404, 405, 409, 412),
           query=("force",)),
 ]
