@@ -92,11 +92,15 @@ def test_the_commands() -> None:
                              "reset-cursor", "skip", "subscriptions", "unsubscribe"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
-                             *[(c,) for c in policy_commands + subscription_commands]])
+                             ("get-replication-clusters",), ("remove-replication-clusters",),
+                             ("set-replication-clusters",), *[(c,) for c in policy_commands + subscription_commands]])
     namespace_commands = sorted(["clear-backlog", "create", "delete", "list", "grant-permission", "permissions",
                                  "revoke-permission", "get-auto-topic-creation", "remove-auto-topic-creation",
-                                 "set-auto-topic-creation", *policy_commands])
-    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("consume",), ("demo",), ("maintenance",),
+                                 "set-auto-topic-creation", "get-clusters", "set-clusters", "get-allowed-clusters",
+                                 "set-allowed-clusters", *policy_commands])
+    assert sorted(all_commands()) == [(), ("bench",), ("check",), ("clusters",), ("clusters", "create"),
+                                      ("clusters", "delete"), ("clusters", "get"), ("clusters", "list"),
+                                      ("clusters", "update"), ("consume",), ("demo",), ("maintenance",),
                                       ("metrics",), ("namespaces",),
                                       *[("namespaces", c) for c in namespace_commands], ("produce",),
                                       ("repair",), ("serve",), ("tenants",), ("tenants", "create"),
@@ -398,6 +402,8 @@ def test_topic_errors_on_existing_and_missing_topics(runner: CliRunner, data: Pa
 
 def test_tenants_create_list_delete(runner: CliRunner, data: Path) -> None:
     assert "Created tenant acme" in run(runner, data, "tenants", "create", "acme").output  # creates the directory
+    run(runner, data, "clusters", "create", "us-east")
+    run(runner, data, "clusters", "create", "eu-west")
     run(runner, data, "tenants", "create", "geo", "--allowed-clusters", "us-east, eu-west")
     assert run(runner, data, "tenants", "list").stdout == "acme\ngeo\npublic\n"
     with seglog.open(data) as log:
@@ -738,6 +744,8 @@ def test_topic_policy_commands_refuse_a_missing_topic_and_bad_values(runner: Cli
 
 
 def test_tenants_get(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "clusters", "create", "us-east")
+    run(runner, data, "clusters", "create", "eu-west")
     run(runner, data, "tenants", "create", "geo", "-c", "us-east,eu-west")
     assert json.loads(run(runner, data, "tenants", "get", "geo").output) == {"adminRoles": [],
                                                                           "allowedClusters": ["us-east", "eu-west"]}

@@ -30,6 +30,53 @@ STEPS: list[tuple[str, ...]] = [
     ("tenants", "update", "ops", "-r", "a,b"), ("tenants", "update", "ops", "-c", "standalone"),
     ("tenants", "update", "ops", "-r", ""), ("tenants", "get", "ops"), ("tenants", "update", "ops"),
     ("tenants", "update", "nope", "-r", "x"),
+    # geo-replication: clusters, a tenant's allowed clusters, a namespace's clusters and allowed clusters
+    ("clusters", "list"), ("clusters", "list", "--json"), ("clusters", "get", "standalone"),
+    ("clusters", "create", "east", "--url", "http://east:8080", "--broker-url", "pulsar://east:6650"),
+    ("clusters", "create", "west", "--url", "http://west:8080", "--broker-url", "pulsar://west:6650",
+     "--auth-plugin", "token", "--auth-parameters", "file:/etc/seglog/west.token"),
+    ("clusters", "create", "north", "--url-secure", "https://north:8443", "--broker-url-secure",
+     "pulsar+ssl://north:6651"),
+    ("clusters", "create", "bare"), ("clusters", "create", "east"), ("clusters", "create", "b d"),
+    ("clusters", "create", "bad", "--url", "pulsar://bad:6650"),
+    ("clusters", "create", "bad", "--auth-parameters", "token:abc"),
+    ("clusters", "create", "bad", "--auth-plugin", "basic", "--auth-parameters", "user:pass"),
+    ("clusters", "update", "bare", "--broker-url", "pulsar://bare:6650"), ("clusters", "get", "bare"),
+    ("clusters", "update", "bare"), ("clusters", "update", "nope", "--url", "http://nope:8080"),
+    ("clusters", "get", "west"), ("clusters", "get", "nope"), ("clusters", "list"),
+    ("namespaces", "create", "geo/local"), ("namespaces", "get-clusters", "geo/local"),
+    ("namespaces", "get-allowed-clusters", "geo/local"),
+    ("tenants", "update", "geo", "-c", "standalone,east,west,bare,north"),
+    ("namespaces", "create", "geo/ns", "--clusters", "standalone,east", "--allowed-clusters", "standalone,east,west"),
+    ("namespaces", "create", "geo/bad", "--clusters", "standalone,bare"),
+    ("namespaces", "create", "geo/bad", "--clusters", "west", "--allowed-clusters", "east"),
+    ("namespaces", "create", "ops/ns", "--clusters", "east"),
+    ("namespaces", "set-clusters", "geo/ns", "-c", "standalone,west"),
+    ("namespaces", "set-clusters", "geo/ns", "-c", "nope"), ("namespaces", "set-clusters", "geo/ns", "-c", ""),
+    ("namespaces", "set-clusters", "geo/ns", "-c", "north"),
+    ("namespaces", "set-allowed-clusters", "geo/ns", "-c", "standalone"),
+    ("namespaces", "set-allowed-clusters", "geo/ns", "-c", "standalone,east,west"),
+    ("namespaces", "get-clusters", "geo/ns"), ("namespaces", "get-allowed-clusters", "geo/ns"),
+    ("namespaces", "get-clusters", "geo/nope"), ("namespaces", "get-allowed-clusters", "geo/nope"),
+    ("tenants", "update", "geo", "-c", "standalone,east"), ("clusters", "delete", "west"),
+    ("clusters", "delete", "standalone"),
+    ("topic", "create", "geo/ns/events"),
+    ("topics", "set-replication-clusters", "geo/ns/events", "-c", "standalone,east"),
+    ("topics", "set-replication-clusters", "geo/ns/events", "-c", "east"),
+    ("topics", "set-replication-clusters", "geo/ns/events", "-c", "east", "--global"),
+    ("topics", "set-replication-clusters", "geo/ns/events", "-c", "north", "-g"),
+    ("topics", "set-replication-clusters", "geo/ns/events", "-c", "bare", "-g"),
+    ("topics", "get-replication-clusters", "geo/ns/events"),
+    ("topics", "get-replication-clusters", "geo/ns/events", "--global"),
+    ("topics", "get-replication-clusters", "geo/ns/events", "--applied"),
+    ("clusters", "delete", "east"),
+    ("topics", "remove-replication-clusters", "geo/ns/events"),
+    ("topics", "get-replication-clusters", "geo/ns/events", "--applied"),
+    ("topics", "remove-replication-clusters", "geo/ns/events", "-g"),
+    ("topics", "get-replication-clusters", "geo/ns/events", "-g"),
+    ("topics", "get-replication-clusters", "geo/ns/events", "--applied"),
+    ("topics", "get-replication-clusters", "geo/ns/nope"),
+    ("topic", "delete", "geo/ns/events"), ("namespaces", "delete", "geo/ns"), ("namespaces", "delete", "geo/local"),
     ("namespaces", "grant-permission", "acme/ns", "--role", "app", "--actions", "consume,produce"),
     ("namespaces", "grant-permission", "acme/ns", "--role", "reader", "--actions", "consume"),
     ("namespaces", "grant-permission", "acme/ns", "--role", "app", "--actions", "functions"),
@@ -99,6 +146,7 @@ STEPS: list[tuple[str, ...]] = [
     ("namespaces", "delete", "acme/ns"), ("namespaces", "delete", "acme/more"),
     ("tenants", "delete", "acme"), ("tenants", "delete", "geo"), ("tenants", "delete", "ops"),
     ("tenants", "delete", "public"),
+    ("clusters", "delete", "west"), ("clusters", "delete", "west"), ("clusters", "list"),
     ("maintenance",), ("metrics",),
 ]
 # what depends on the moment a command runs, or on the server's background work (a spare segment made ahead)
@@ -144,6 +192,7 @@ def both(tmp_path_factory):
         log.delete_topic("acme/ns/orders")
         log.admin.namespaces.delete("acme/ns")
         log.admin.tenants.delete("acme")
+    start_server(local).stop()  # both copies are cluster standalone, registered with the same URLs
     shutil.copytree(local, root / "served")
     server = start_server(root / "served")
     yield local, server
@@ -172,7 +221,8 @@ def _admin_leaves(command: click.Command = main, path: tuple[str, ...] = ()) -> 
 
 def test_every_admin_command_is_compared():
     groups = {"topics": "topic"}  # one group under two names
-    compared = {(groups.get(step[0], step[0]), *step[1:2]) if step[0] in ("tenants", "namespaces", "topic", "topics")
+    compared = {(groups.get(step[0], step[0]), *step[1:2])
+                if step[0] in ("clusters", "tenants", "namespaces", "topic", "topics")
                 else step[:1] for step in STEPS}
     missing = {(groups.get(leaf[0], leaf[0]), *leaf[1:]) for leaf in _admin_leaves()} - compared
     assert not missing, f"admin commands never run with --url here: {sorted(missing)}"

@@ -4,11 +4,12 @@
     seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080] [--auth-token-secret-key FILE ...]
     seglog tokens create-secret-key|create
     seglog [--data DIR] topic create|list|describe|update|delete
+    seglog [--data DIR] clusters create|update|get|list|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
     seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
     seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
-    seglog --url http://HOST:PORT tenants|namespaces|topic|topics|maintenance|metrics ...   (on a seglog serve)
+    seglog --url http://HOST:PORT clusters|tenants|namespaces|topic|topics|maintenance|metrics ...   (on a seglog serve)
 
 --data may also follow the command. One module per command group; errors.py and base.py turn library errors
 into clean messages and exit codes."""
@@ -23,6 +24,7 @@ from seglog import __version__
 from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
 from seglog.cli.check import check
+from seglog.cli.clusters import clusters
 from seglog.cli.consume import consume
 from seglog.cli.datadir import DATA_PATH, DEFAULT_DATA, ENV_VAR, URL_ENV_VAR, DataDir
 from seglog.cli.demo import demo
@@ -46,7 +48,7 @@ __all__ = ["main"]
                    f"./{DEFAULT_DATA}.")
 @click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
               help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
-                   "(tenants, namespaces, topic(s), maintenance, metrics; not with --data). A server with "
+                   "(clusters, tenants, namespaces, topic(s), maintenance, metrics; not with --data). A server with "
                    "authentication takes the token in $SEGLOG_TOKEN; an https:// one whose CA the system does not "
                    "trust, the CA's certificate file in $SEGLOG_TLS_TRUST_CERTS.")
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
@@ -82,7 +84,7 @@ def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
     return url
 
 
-for command in (demo, bench, topic, produce, consume, check, repair, tenants, namespaces, maintenance, metrics,
-                serve, tokens):
+for command in (demo, bench, topic, produce, consume, check, repair, clusters, tenants, namespaces, maintenance,
+                metrics, serve, tokens):
     main.add_command(command)
 main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group

@@ -33,6 +33,13 @@ _PARAMETER_ALIASES = {
     "message TTL": ("message_ttl",),
     "type": ("quota_type",),
     "retention": ("retention_size", "retention_time"),
+    # ClusterData's keys: the options of seglog clusters create and update
+    "serviceUrl": ("url",),
+    "serviceUrlTls": ("url_secure",),
+    "brokerServiceUrl": ("broker_url",),
+    "brokerServiceUrlTls": ("broker_url_secure",),
+    "authenticationPlugin": ("auth_plugin",),
+    "authenticationParameters": ("auth_parameters",),
 }
 
 

@@ -1,5 +1,6 @@
-"""`seglog namespaces ...`: namespaces, clearing their backlog, and their policies (retention, backlog
-quotas, message TTL: policy_commands.py), with pulsar-admin's command and option names."""
+"""`seglog namespaces ...`: namespaces, clearing their backlog, their policies (retention, backlog quotas,
+message TTL: policy_commands.py) and their clusters (geo-replication), with pulsar-admin's command and option
+names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 from seglog.catalog.policies import TOPIC_TYPES
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.options import namespace_name, tenant_name
+from seglog.cli.options import cluster_list, namespace_name, tenant_name
 from seglog.cli.output import out, print_json, print_names
 from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.errors import NotFoundError
@@ -30,15 +31,20 @@ def namespaces() -> None:
 
 @namespaces.command()
 @_NAMESPACE
+@click.option("--clusters", "-c", metavar="A,B", callback=cluster_list,
+              help="Comma-separated clusters its topics replicate among (as set-clusters). [default: this cluster]")
+@click.option("--allowed-clusters", metavar="A,B,C", callback=cluster_list,
+              help="Comma-separated clusters its topics may reach at all (as set-allowed-clusters). "
+                   "[default: its clusters]")
 @pass_data
-def create(data: DataDir, namespace: str) -> None:
-    """Create a namespace in an existing tenant."""
+def create(data: DataDir, namespace: str, clusters: list[str] | None, allowed_clusters: list[str] | None) -> None:
+    """Create a namespace in an existing tenant; without clusters it is local to this cluster."""
     name = namespace_name(namespace)  # refused before the data directory is created
     tenant = name.split("/")[0]
     if tenant != DEFAULT_TENANT and not data.exists():  # a new data directory would hold only 'public'
         raise NotFoundError(f"tenant {tenant} does not exist; create it first")
     with data.admin(create=True) as admin:
-        admin.namespaces.create(name)
+        admin.namespaces.create(name, clusters=clusters, allowed_clusters=allowed_clusters)
     out().print(f"[green]Created namespace[/] {name}")
 
 
@@ -207,3 +213,66 @@ def permissions(data: DataDir, namespace: str) -> None:
     name = namespace_name(namespace)
     with data.admin() as admin:
         print_json(admin.namespaces.permissions(name))
+
+
+# clusters (geo-replication: docs/SERVER.md, "Geo-replication: clusters and policies")
+
+@namespaces.command(name="set-clusters", short_help="Set the clusters the namespace's topics replicate among.")
+@_NAMESPACE
+@click.option("--clusters", "-c", required=True, metavar="A,B", callback=cluster_list,
+              help="Comma-separated registered clusters, within the tenant's and the namespace's allowed clusters.")
+@pass_data
+def set_clusters(data: DataDir, namespace: str, clusters: list[str]) -> None:
+    """Set the clusters the namespace's topics replicate among (their topic-level replication clusters aside).
+
+    \b
+    Example:
+      seglog namespaces set-clusters acme/orders --clusters us-east,us-west
+    """
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        admin.namespaces.set_clusters(name, clusters)
+        shown = admin.namespaces.get_clusters(name)
+    out().print(f"[green]Set clusters[/] of {name}: {', '.join(shown)}")
+
+
+@namespaces.command(name="get-clusters", short_help="Print the namespace's clusters (JSON).")
+@_NAMESPACE
+@pass_data
+def get_clusters(data: DataDir, namespace: str) -> None:
+    """Print the clusters the namespace's topics replicate among, as a JSON list: those set, else this
+    cluster (none before the data directory is first served)."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        print_json(admin.namespaces.get_clusters(name))
+
+
+@namespaces.command(name="set-allowed-clusters", short_help="Set the clusters the namespace's topics may reach.")
+@_NAMESPACE
+@click.option("--clusters", "-c", "allowed_clusters", required=True, metavar="A,B,C", callback=cluster_list,
+              help="Comma-separated registered clusters, within the tenant's, including every cluster of the "
+                   "namespace.")
+@pass_data
+def set_allowed_clusters(data: DataDir, namespace: str, allowed_clusters: list[str]) -> None:
+    """Set the clusters the namespace's topics may reach at all (PIP-321): a topic's replication clusters and a
+    message's replication list stay within them.
+
+    \b
+    Example:
+      seglog namespaces set-allowed-clusters acme/orders --clusters us-east,us-west,eu
+    """
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        admin.namespaces.set_allowed_clusters(name, allowed_clusters)
+        shown = admin.namespaces.get_allowed_clusters(name)
+    out().print(f"[green]Set allowed clusters[/] of {name}: {', '.join(shown)}")
+
+
+@namespaces.command(name="get-allowed-clusters", short_help="Print the namespace's allowed clusters (JSON).")
+@_NAMESPACE
+@pass_data
+def get_allowed_clusters(data: DataDir, namespace: str) -> None:
+    """Print the clusters the namespace's topics may reach, as a JSON list: those set, else its clusters."""
+    name = namespace_name(namespace)
+    with data.admin() as admin:
+        print_json(admin.namespaces.get_allowed_clusters(name))

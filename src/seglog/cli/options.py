@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
+
 from seglog.catalog.config import TopicConfig
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.units import parse_size
@@ -34,3 +36,14 @@ def topic_settings(**given: Any) -> dict[str, Any]:
     settings = {name: value for name, value in given.items() if value is not None}
     TopicConfig().updated(settings)
     return settings
+
+
+def cluster_list(ctx: click.Context, param: click.Parameter, given: str | None) -> list[str] | None:
+    """An option's 'a,b' as ['a', 'b'] and '' as [] (the library checks the names and whether an empty list
+    is accepted); None when not given."""
+    if given is None:
+        return None
+    clusters = [name.strip() for name in given.split(",")] if given.strip() else []
+    if not all(clusters):
+        raise click.BadParameter(f"{given!r} is not a comma-separated list of cluster names", ctx, param)
+    return clusters

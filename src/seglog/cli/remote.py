@@ -1,6 +1,7 @@
 """`seglog --url http://HOST:PORT`: the admin API of a `seglog serve` over its HTTP port, with the methods,
 arguments, answers and errors of seglog.admin's API (Admin, Tenants, Namespaces, Topics), so every admin
-command runs the same code on a server as on a data directory (`DataDir.admin()` gives one or the other).
+command runs the same code on a server as on a data directory (`DataDir.admin()` gives one or the other). Clusters have
+their own class too (RemoteClusters).
 
 Why it lives in cli/ and not in admin/: the admin layer is protocol-free and sits below the server, which
 serves it; an HTTP client of that server is a user of the server, as the CLI is, and only the CLI needs it.
@@ -30,6 +31,7 @@ from urllib.parse import quote
 import httpx
 
 from seglog import errors
+from seglog.catalog.clusters import check_cluster_data, cluster_names
 from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
 from seglog.cli.errors import EXIT_FAILURE, CliError
 from seglog.lifecycle.maintenance import MaintenanceReport
@@ -40,8 +42,9 @@ TOKEN_ENV_VAR = "SEGLOG_TOKEN"
 TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
-    "TopicInUseError", "ConsumerBusyError", "ClosedError", "SeglogError")}
-_ARGUMENT_ERRORS = {"InvalidArgumentError": errors.InvalidArgumentError, "InvalidNameError": errors.InvalidNameError}
+    "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "SeglogError")}
+_ARGUMENT_ERRORS = {name: getattr(errors, name) for name in (
+    "InvalidArgumentError", "InvalidNameError", "UnusableClusterError", "ClusterNotAllowedError")}
 
 
 class _Repr:
@@ -189,6 +192,29 @@ class RemotePolicyLevel:
         self._http.call("DELETE", f"{self._base(name)}/backlogQuota", params={"backlogQuotaType": type})
 
 
+class RemoteClusters:
+    def __init__(self, http: Http) -> None:
+        self._http = http
+
+    def _path(self, name: str) -> str:
+        return f"/admin/v2/clusters/{_part(validate_part(name, kind='cluster name'))}"
+
+    def create(self, name: str, data: Mapping[str, Any] | None = None) -> None:
+        self._http.call("PUT", self._path(name), check_cluster_data(data))
+
+    def list(self) -> list[str]:
+        return self._http.call("GET", "/admin/v2/clusters")
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self._http.call("GET", self._path(name))
+
+    def update(self, name: str, data: Mapping[str, Any]) -> None:
+        self._http.call("POST", self._path(name), check_cluster_data(data))
+
+    def delete(self, name: str) -> None:
+        self._http.call("DELETE", self._path(name))
+
+
 class RemoteTenants:
     def __init__(self, http: Http) -> None:
         self._http = http
@@ -222,8 +248,25 @@ class RemoteNamespaces(RemotePolicyLevel):
     def _set_ttl(self, name: str, seconds: int) -> None:
         self._http.call("POST", f"{self._base(name)}/messageTTL", seconds)
 
-    def create(self, name: str) -> None:
-        self._http.call("PUT", self._base(name))
+    def create(self, name: str, *, clusters: list[str] | None = None,
+               allowed_clusters: list[str] | None = None) -> None:
+        policies = {key: sorted(cluster_names(value, argument)) for key, argument, value in
+                    (("replication_clusters", "clusters", clusters),
+                     ("allowed_clusters", "allowed_clusters", allowed_clusters)) if value is not None}
+        self._http.call("PUT", self._base(name), policies or None)
+
+    def set_clusters(self, name: str, clusters: list[str]) -> None:
+        self._http.call("POST", f"{self._base(name)}/replication", sorted(cluster_names(clusters, "clusters")))
+
+    def get_clusters(self, name: str) -> list[str]:
+        return self._http.call("GET", f"{self._base(name)}/replication")
+
+    def set_allowed_clusters(self, name: str, clusters: list[str]) -> None:
+        self._http.call("POST", f"{self._base(name)}/allowedClusters",
+                        sorted(cluster_names(clusters, "allowed_clusters")))
+
+    def get_allowed_clusters(self, name: str) -> list[str]:
+        return self._http.call("GET", f"{self._base(name)}/allowedClusters")
 
     def list(self, tenant: str | None = None) -> list[str]:
         if tenant is not None:
@@ -362,6 +405,19 @@ class RemoteTopics(RemotePolicyLevel):
         self._http.call("POST", f"{self._subscription(topic, subscription)}/skip_all")
 
 
+    def set_replication_clusters(self, topic: str, clusters: list[str], *, is_global: bool = False) -> None:
+        self._http.call("POST", f"{self._base(topic)}/replication", sorted(cluster_names(clusters, "clusters")),
+                        params={"isGlobal": "true"} if is_global else None)
+
+    def get_replication_clusters(self, topic: str, *, applied: bool = False,
+                                 is_global: bool = False) -> list[str] | None:
+        return self._http.call("GET", f"{self._base(topic)}/replication",
+                               params={"applied": str(applied).lower(), "isGlobal": str(is_global).lower()})
+
+    def remove_replication_clusters(self, topic: str, *, is_global: bool = False) -> None:
+        self._http.call("DELETE", f"{self._base(topic)}/replication",
+                        params={"isGlobal": "true"} if is_global else None)
+
     def list_with_settings(self) -> list[dict[str, Any]]:
         return self._http.call("GET", "/seglog/v1/topics")
 
@@ -372,14 +428,15 @@ class RemoteTopics(RemotePolicyLevel):
 
 
 class RemoteAdmin:
-    """seglog.admin.api.Admin's surface, on a server: `tenants`, `namespaces`, `topics`, `run_maintenance`,
-    `metrics`, `now_ms`."""
+    """seglog.admin.api.Admin's surface, on a server: `clusters`, `tenants`, `namespaces`, `topics`,
+    `run_maintenance`, `metrics`, `now_ms`."""
 
     def __init__(self, url: str) -> None:
         if not url.startswith(("http://", "https://")):
             raise errors.InvalidArgumentError("url", url, "the server's HTTP URL, http://HOST:PORT (seglog serve "
                                               "prints it)")
         self._http = Http(url)
+        self.clusters = RemoteClusters(self._http)
         self.tenants = RemoteTenants(self._http)
         self.namespaces = RemoteNamespaces(self._http)
         self.topics = RemoteTopics(self._http)

@@ -6,18 +6,8 @@ import click
 
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.options import tenant_name
+from seglog.cli.options import cluster_list, tenant_name
 from seglog.cli.output import out, print_json
-
-
-def _clusters(ctx: click.Context, param: click.Parameter, given: str | None) -> list[str] | None:
-    """'a,b' as ['a', 'b']; None when not given (any cluster)."""
-    if given is None:
-        return None
-    clusters = [name.strip() for name in given.split(",")]
-    if not all(clusters):
-        raise click.BadParameter(f"{given!r} is not a comma-separated list of cluster names", ctx, param)
-    return clusters
 
 
 def _roles(ctx: click.Context, param: click.Parameter, given: str | None) -> list[str] | None:
@@ -44,8 +34,9 @@ def tenants() -> None:
 
 @tenants.command()
 @click.argument("name")
-@click.option("--allowed-clusters", "-c", metavar="A,B", callback=_clusters,
-              help="Comma-separated clusters the tenant may use, kept for geo-replication. [default: any]")
+@click.option("--allowed-clusters", "-c", metavar="A,B", callback=cluster_list,
+              help="Comma-separated registered clusters the tenant's namespaces may use; '' for every cluster. "
+                   "[default: every cluster]")
 @click.option("--admin-roles", "-r", metavar="R1,R2", callback=_roles, help=f"{_ADMIN_ROLES_HELP}. [default: none]")
 @pass_data
 def create(data: DataDir, name: str, allowed_clusters: list[str] | None, admin_roles: list[str] | None) -> None:
@@ -58,8 +49,9 @@ def create(data: DataDir, name: str, allowed_clusters: list[str] | None, admin_r
 
 @tenants.command()
 @click.argument("name")
-@click.option("--allowed-clusters", "-c", metavar="A,B", callback=_clusters,
-              help="Comma-separated clusters the tenant may use. [default: those it has]")
+@click.option("--allowed-clusters", "-c", metavar="A,B", callback=cluster_list,
+              help="Comma-separated registered clusters the tenant's namespaces may use; '' for every cluster. "
+                   "Refused when it drops one a namespace uses. [default: those it has]")
 @click.option("--admin-roles", "-r", metavar="R1,R2", callback=_roles,
               help=f"{_ADMIN_ROLES_HELP}; '' for none. [default: those it has]")
 @pass_data
@@ -74,7 +66,7 @@ def update(data: DataDir, name: str, allowed_clusters: list[str] | None, admin_r
         admin.tenants.update(name, info["allowedClusters"] if allowed_clusters is None else allowed_clusters,
                              admin_roles=info["adminRoles"] if admin_roles is None else admin_roles)
         info = admin.tenants.get(name)
-    clusters = ", ".join(info["allowedClusters"]) if info["allowedClusters"] is not None else "any"
+    clusters = ", ".join(info["allowedClusters"] or ["every cluster"])
     out().print(f"[green]Updated tenant[/] {name}: admin roles {', '.join(info['adminRoles']) or 'none'}; "
                 f"allowed clusters {clusters}")
 
@@ -107,7 +99,8 @@ def delete(data: DataDir, name: str) -> None:
 @click.argument("name")
 @pass_data
 def get(data: DataDir, name: str) -> None:
-    """Print tenant NAME's configuration as Pulsar's JSON: adminRoles and allowedClusters (null: any)."""
+    """Print tenant NAME's configuration as Pulsar's JSON: adminRoles and allowedClusters (null or []: every
+    cluster)."""
     tenant_name(name)
     with data.admin() as admin:
         print_json(admin.tenants.get(name))

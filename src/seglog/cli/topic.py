@@ -1,5 +1,6 @@
 """`seglog topic create|list|describe|delete|stats|internal-stats|explain`: managing the topics of a data
-directory (also `seglog topics`, pulsar-admin's plural), and a topic's own policies (policy_commands.py)."""
+directory (also `seglog topics`, pulsar-admin's plural), a topic's own policies (policy_commands.py) and its
+replication clusters."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from seglog.catalog.config import ADMIN_NAMES, TopicConfig
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
-from seglog.cli.options import topic_name, topic_settings
+from seglog.cli.options import cluster_list, topic_name, topic_settings
 from seglog.cli.output import out, print_json, print_unclipped
 from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
@@ -241,3 +242,58 @@ add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda admin
                                        "directory's default"))
 for command in SUBSCRIPTION_COMMANDS:
     topic.add_command(command)
+
+
+# replication clusters (geo-replication: docs/SERVER.md, "Geo-replication: clusters and policies")
+
+_GLOBAL = click.option("--global", "-g", "is_global", is_flag=True,
+                       help="The global policy, meant for every cluster of the set. [default: the local one, for "
+                            "this cluster only]")
+
+
+@topic.command(name="set-replication-clusters", short_help="Set the clusters the topic replicates among.")
+@click.argument("name")
+@click.option("--clusters", "-c", required=True, metavar="A,B", callback=cluster_list,
+              help="Comma-separated registered clusters within the namespace's allowed clusters; a local policy "
+                   "must include this cluster.")
+@_GLOBAL
+@pass_data
+def set_replication_clusters(data: DataDir, name: str, clusters: list[str], is_global: bool) -> None:
+    """Set the clusters topic NAME replicates among, over its namespace's clusters: a local policy (this cluster
+    only) wins over a global one, which wins over the namespace's.
+
+    \b
+    Example:
+      seglog topics set-replication-clusters acme/orders/events --clusters us-east,eu --global
+    """
+    full_name = topic_name(name)
+    with data.admin() as admin:
+        admin.topics.set_replication_clusters(full_name, clusters, is_global=is_global)
+        shown = admin.topics.get_replication_clusters(full_name, is_global=is_global) or []
+    out().print(f"[green]Set {'global' if is_global else 'local'} replication clusters[/] of {full_name}: "
+                f"{', '.join(shown)}")
+
+
+@topic.command(name="get-replication-clusters", short_help="Print the topic's replication clusters (JSON).")
+@click.argument("name")
+@click.option("--applied", "-a", is_flag=True, help="The clusters in force, whichever level set them.")
+@_GLOBAL
+@pass_data
+def get_replication_clusters(data: DataDir, name: str, applied: bool, is_global: bool) -> None:
+    """Print topic NAME's local (or --global) replication clusters as a JSON list, null when unset; with
+    --applied, those in force: local, else global, else the namespace's."""
+    full_name = topic_name(name)
+    with data.admin() as admin:
+        print_json(admin.topics.get_replication_clusters(full_name, applied=applied, is_global=is_global))
+
+
+@topic.command(name="remove-replication-clusters", short_help="Remove the topic's replication clusters.")
+@click.argument("name")
+@_GLOBAL
+@pass_data
+def remove_replication_clusters(data: DataDir, name: str, is_global: bool) -> None:
+    """Remove topic NAME's local (or --global) replication clusters: the next level applies again."""
+    full_name = topic_name(name)
+    with data.admin() as admin:
+        admin.topics.remove_replication_clusters(full_name, is_global=is_global)
+    out().print(f"[green]Removed {'global' if is_global else 'local'} replication clusters[/] of {full_name}")
