@@ -193,6 +193,8 @@ def test_a_namespace_without_clusters_is_local_and_one_with_clusters_replicates(
     (None, ["here", "west"], ClusterNotAllowedError, "allowed_clusters", "Cluster [west] is not in the list"),
     (["here", "east"], ["here"], InvalidArgumentError, "clusters", "cluster east is not in the allowed clusters of "
                                                                    "acme/new"),
+    (None, ["east"], InvalidArgumentError, "allowed_clusters",
+     "cluster here, one of the clusters of acme/new (this cluster: the namespace sets none), would not be allowed"),
     ([], None, InvalidArgumentError, "clusters", "a list of one or more cluster names"),
     ("here", None, InvalidArgumentError, "clusters", "a list of one or more cluster names"),
     ({"here": 1}, None, InvalidArgumentError, "clusters", "a list of one or more cluster names"),

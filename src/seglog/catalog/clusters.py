@@ -156,24 +156,25 @@ def check_namespace(metadata: Metadata, namespace: NamespaceName, policies: Poli
         return
     check_registered(metadata, given, changed, local_cluster=local_cluster, reachable=True)
     tenant_allows = metadata.tenant_config(namespace.tenant).get("allowed_clusters")
-    if tenant_allows:  # empty or absent: every cluster (Pulsar's geo-replication documentation)
-        for cluster in sorted(given - set(tenant_allows)):
-            raise ClusterNotAllowedError(
-                changed, sorted(given), f"clusters tenant {namespace.tenant} allows: {_listed(tenant_allows)}",
-                detail=f"Cluster [{cluster}] is not in the list of allowed clusters list for tenant "
-                       f"[{namespace.tenant}]")
-    clusters, allowed = policies.replication_clusters, policies.allowed_clusters
-    if clusters is None or allowed is None:
+    # empty or absent: every cluster (Pulsar's geo-replication documentation)
+    if tenant_allows and (outside := sorted(given - set(tenant_allows))):
+        raise ClusterNotAllowedError(
+            changed, sorted(given), f"clusters tenant {namespace.tenant} allows: {_listed(tenant_allows)}",
+            detail=f"Cluster [{outside[0]}] is not in the list of allowed clusters list for tenant "
+                   f"[{namespace.tenant}]")
+    # a namespace that sets no clusters has this cluster's (PIP-321 adds it to the allowed clusters it creates)
+    clusters, allowed = clusters_in_force(policies, local_cluster), policies.allowed_clusters
+    if clusters is None or allowed is None or not (outside := sorted(clusters - allowed)):
         return
-    for cluster in sorted(clusters - allowed):
-        if changed == "clusters":
-            raise InvalidArgumentError("clusters", sorted(clusters), f"clusters among the namespace's allowed "
-                                                                     f"clusters: {_listed(allowed)}",
-                                       detail=f"cluster {cluster} is not in the allowed clusters of {namespace}")
-        raise InvalidArgumentError("allowed_clusters", sorted(allowed), f"clusters that include every cluster of "
-                                                                        f"the namespace: {_listed(clusters)}",
-                                   detail=f"cluster {cluster}, one of the clusters of {namespace}, would not be "
-                                          "allowed")
+    if changed == "clusters":
+        raise InvalidArgumentError("clusters", sorted(clusters), f"clusters among the namespace's allowed clusters: "
+                                                                 f"{_listed(allowed)}",
+                                   detail=f"cluster {outside[0]} is not in the allowed clusters of {namespace}")
+    implicit = " (this cluster: the namespace sets none)" if policies.replication_clusters is None else ""
+    raise InvalidArgumentError("allowed_clusters", sorted(allowed), f"clusters that include every cluster of the "
+                                                                    f"namespace: {_listed(clusters)}",
+                               detail=f"cluster {outside[0]}, one of the clusters of {namespace}{implicit}, would "
+                                      "not be allowed")
 
 
 def check_topic(metadata: Metadata, namespace: Policies, clusters: frozenset[str], *, is_global: bool,
@@ -183,11 +184,10 @@ def check_topic(metadata: Metadata, namespace: Policies, clusters: frozenset[str
     which only a global policy may decide (apache/pulsar#24351)."""
     check_registered(metadata, clusters, "clusters", local_cluster=local_cluster, reachable=True)
     allowed = allowed_in_force(namespace, local_cluster)
-    if allowed is not None:
-        for cluster in sorted(clusters - allowed):
-            raise InvalidArgumentError("clusters", sorted(clusters), f"clusters among the namespace's allowed "
-                                                                     f"clusters: {_listed(allowed)}",
-                                       detail=f"cluster {cluster} is not in the namespace's allowed clusters")
+    if allowed is not None and (outside := sorted(clusters - allowed)):
+        raise InvalidArgumentError("clusters", sorted(clusters), f"clusters among the namespace's allowed clusters: "
+                                                                 f"{_listed(allowed)}",
+                                   detail=f"cluster {outside[0]} is not in the namespace's allowed clusters")
     if not is_global and local_cluster is not None and local_cluster not in clusters:
         raise InvalidArgumentError("clusters", sorted(clusters), f"clusters that include this cluster, "
                                                                  f"{local_cluster}",
@@ -196,7 +196,7 @@ def check_topic(metadata: Metadata, namespace: Policies, clusters: frozenset[str
                                           "global policy (--global) to replicate it elsewhere only")
 
 
-def namespace_uses(policies: Policies, local_cluster: str | None) -> frozenset[str]:
+def _namespace_uses(policies: Policies, local_cluster: str | None) -> frozenset[str]:
     """The clusters a namespace uses: its allowed clusters in force and its clusters."""
     return (allowed_in_force(policies, local_cluster) or frozenset()) | (policies.replication_clusters or frozenset())
 
@@ -208,10 +208,9 @@ def check_tenant_keeps(metadata: Metadata, tenant: str, allowed: list[str] | Non
     if not allowed:
         return
     for namespace in metadata.namespaces(tenant):
-        dropped = namespace_uses(metadata.namespace_policies(namespace), local_cluster) - set(allowed)
+        dropped = sorted(_namespace_uses(metadata.namespace_policies(namespace), local_cluster) - set(allowed))
         if dropped:
-            cluster = sorted(dropped)[0]
-            raise ClusterInUseError(f"Active namespaces: namespace {namespace} uses cluster {cluster}, which the "
+            raise ClusterInUseError(f"Active namespaces: namespace {namespace} uses cluster {dropped[0]}, which the "
                                     f"allowed clusters of tenant {tenant} would drop; remove it from the namespace's "
                                     "clusters and allowed clusters first")
 
