@@ -675,7 +675,7 @@ def test_in_process_append(bench, in_process):
     service, handle, frames = in_process
     messages = [unpack(parse_metadata(f.metadata), f.payload) for f in decode(frames)]
     bench.seglog(IN_PROCESS, "BrokerService.append", messages=len(frames) * 1000)
-    offsets = bench.run(lambda: [service.append(handle, m) for m in messages])
+    offsets = bench.run(lambda: [service.append(handle, m, 0) for m in messages])
     assert offsets == sorted(offsets) and offsets[1] - offsets[0] == 1000
     note_per_message(bench, len(frames) * 1000)
 
@@ -689,7 +689,7 @@ def test_in_process_whole(bench, in_process):
         receipts = []
         for frame in decode(frames):
             send = frame.command.send
-            offset = service.append(handle, unpack(parse_metadata(frame.metadata), frame.payload))
+            offset = service.append(handle, unpack(parse_metadata(frame.metadata), frame.payload), 0)
             receipts.append(encode_command(command(Type.SEND_RECEIPT, producer_id=send.producer_id,
                                                    sequence_id=send.sequence_id,
                                                    highest_sequence_id=send.highest_sequence_id,

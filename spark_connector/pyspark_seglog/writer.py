@@ -1,8 +1,9 @@
 """df.write.format("seglog") and the streaming sink: Spark's rows as messages of a topic.
 
 Columns taken, by name (others are ignored, as Spark's Kafka sink does): value (binary or string,
-required; a null is a message without a value, as Kafka's tombstones and Pulsar's null values), key (binary or string), partition (an integer; null or absent: by key hash, or in
-turn without a key), timestamp (null or absent: the time of the send) and properties (map<string,string>).
+required; a null is a message without a value, as Kafka's tombstones and Pulsar's null values), key
+(binary or string), partition (an integer; null or absent: by key hash, or in turn without a key),
+timestamp (null or absent: the time of the send) and properties (map<string,string>).
 
 Tasks stage their rows (staging.py); the driver's commit() publishes them, abort() drops them. The streaming
 sink remembers the last batch id it published per query (the id in its checkpoint), and skips a batch id it

@@ -72,6 +72,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           --auth-token-secret-key secret.key --superuser-roles admin \\
           --tls-cert-file server.pem --tls-key-file server.key
     """
+    from seglog.replication.service import ReplicationService
     from seglog.server import ServeOptions, run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -83,4 +84,4 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
     def ready(pulsar_url: str, http_url: str) -> None:
         click.echo(f"{pulsar_url} {http_url}")
 
-    run(options, ready)
+    run(options, ready, ReplicationService)

@@ -15,9 +15,10 @@ import logging
 import signal
 import ssl
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -38,6 +39,23 @@ logger = logging.getLogger("seglog.server")
 LOCK_FILE = "serve.lock"
 WRITE_THREADS = 4
 HTTP_SHUTDOWN_S = 5.0  # how long a stopping server lets HTTP requests in flight finish
+
+
+class Extension(Protocol):
+    """A service that runs in `seglog serve` beside the broker, on its loop: geo-replication
+    (seglog.replication), which sits above the server and is given to it by the CLI."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def replication_stats(self, topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
+        """Per remote cluster, the outbound replication of a seglog topic's partition (or of all of them), as
+        Pulsar's ReplicatorStats keys (rest/stats.py adds the inbound half and the backlog)."""
+
+
+# (the broker, this cluster's name, the server's thread pool) -> the extension
+ExtensionFactory = Callable[[Broker, str, Executor], Extension]
 
 
 @dataclass
@@ -116,8 +134,10 @@ def lock_data_directory(data: Path) -> WriterLock:
     return WriterLock(data / LOCK_FILE, busy)
 
 
-async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> None:
-    """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen."""
+async def serve(options: ServeOptions, ready: Callable[[str, str], None],
+                extension: ExtensionFactory | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen. `extension` runs
+    beside the broker from then until the server stops."""
     check_host(options)
     validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
     security = auth_config(options), tls_context(options)
@@ -129,7 +149,7 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
                                                                           background=True))
         try:  # refused before any port listens when the data directory is another cluster
             await loop.run_in_executor(executor, broker.catalog.record_local_cluster, options.cluster)
-            await _serve(options, broker, executor, ready, *security)
+            await _serve(options, broker, executor, ready, extension, *security)
         finally:
             await loop.run_in_executor(executor, broker.close)
     finally:
@@ -138,7 +158,8 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None]) -> Non
 
 
 async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExecutor,
-                 ready: Callable[[str, str], None], auth: AuthConfig, tls: ssl.SSLContext | None) -> None:
+                 ready: Callable[[str, str], None], extension: ExtensionFactory | None, auth: AuthConfig,
+                 tls: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -165,6 +186,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             tasks.discard(task)
 
     binary = await asyncio.start_server(on_connection, options.host, options.port, ssl=tls)
+    running: Extension | None = None
     rest = RestContext(broker, Admin(broker), service, executor, authority=authority)
     http = web.AppRunner(make_app(rest), access_log=None, handle_signals=False,
                           shutdown_timeout=HTTP_SHUTDOWN_S)
@@ -182,11 +204,17 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
                 else {"serviceUrl": rest.http_url, "brokerServiceUrl": settings.broker_url})
         await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(options.cluster, urls,
                                                                                    exist_ok=True))
+        if extension is not None:
+            running = extension(broker, options.cluster, executor)
+            running.start()
+            rest.replication_stats = running.replication_stats
         ready(settings.broker_url, rest.http_url)
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")
     finally:
         binary.close()
+        if running is not None:
+            await running.stop()
         await http.cleanup()
         for connection in list(connections):
             connection.stop_reading()
@@ -197,5 +225,5 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             loop.remove_signal_handler(signum)
 
 
-def run(options: ServeOptions, ready: Callable[[str, str], None]) -> None:
-    asyncio.run(serve(options, ready))
+def run(options: ServeOptions, ready: Callable[[str, str], None], extension: ExtensionFactory | None = None) -> None:
+    asyncio.run(serve(options, ready, extension))

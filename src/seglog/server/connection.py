@@ -22,6 +22,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import DUPLICATE_ID, UINT64_MINUS_ONE, message_id
+from seglog.server.protocol.metadata import REPLICATOR_PREFIX
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -90,7 +91,7 @@ class ProducerSession:
                 results.append(ServerFailure(api.ChecksumError, str(error)))
                 continue
             try:
-                results.append(self.connection.service.append(self.handle, messages))
+                results.append(self.connection.service.append(self.handle, messages, send.sequence_id))
             except QuotaRefusal as refusal:
                 self.blocked = refusal
                 return results
@@ -403,7 +404,7 @@ class Connection:
 
     async def _open_producer(self, request: api.CommandProducer, target: Target, name: str) -> None:
         try:
-            handle = await self.blocking(self.service.open_writer, target, name)
+            handle = await self.blocking(self.service.open_writer, target, name, _address(self.peer))
         except Exception as error:  # (answered)
             self.service.release_producer(target, name)
             self.reply_error(request.request_id, server_error(error))
@@ -651,9 +652,7 @@ def _check_producer_features(request: api.CommandProducer) -> None:
     """Refuse at PRODUCER time what seglog does not do yet, where the client reports it at once."""
     if request.encrypted:
         raise ServerFailure(api.NotAllowedError, "end-to-end encryption is not supported by seglog")
-    if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
-        raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
-                                                    "is not supported by seglog (bytes and string only)")
+    _check_schema(request)
 
 
 _NO_REQUEST = UINT64_MINUS_ONE  # the request id of a command the server starts (-1, as Java's broker sends)
@@ -661,6 +660,19 @@ _NO_REQUEST = UINT64_MINUS_ONE  # the request id of a command the server starts 
 
 def _check_subscribe_features(request: api.CommandSubscribe) -> None:
     """Refuse at SUBSCRIBE time what this server does not do yet, where the client reports it at once."""
+    _check_schema(request)
+    if request.durable and request.subscription.startswith(REPLICATOR_PREFIX):
+        raise ServerFailure(api.NotAllowedError, f"subscription {request.subscription!r}: names starting with "
+                                                 f"{REPLICATOR_PREFIX!r} are replicators' cursors, which clients "
+                                                 "may not consume (as in Pulsar)")
+
+
+def _address(peer: object) -> str:
+    """A peer as `host:port` (stats' address fields)."""
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")
+
+
+def _check_schema(request: api.CommandProducer | api.CommandSubscribe) -> None:
     if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
         raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
                                                     "is not supported by seglog (bytes and string only)")

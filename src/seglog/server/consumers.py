@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +22,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
 from seglog.server.protocol.metadata import message_metadata
+from seglog.storage.notification import LoopWake
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.key_shared import HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -44,21 +44,6 @@ SUBSCRIPTION_TYPES = {
 }
 
 
-class _LoopEvent(threading.Event):
-    """A threading.Event an AppendSignal sets from the writer's thread, which wakes an asyncio.Event."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> None:
-        super().__init__()
-        self._loop = loop
-        self._wake = wake
-
-    def set(self) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._wake.set)
-        except RuntimeError:  # the loop closed meanwhile
-            pass
-
-
 class ConsumerSession:
     """One remote consumer: its ConsumerState on the subscription, and the task that sends it messages."""
 
@@ -78,7 +63,7 @@ class ConsumerSession:
         self.subscription: Subscription | None = None
         self.closed = False
         self.task: asyncio.Task | None = None
-        self._signal_event = _LoopEvent(self.loop, self.wake)
+        self._signal_event = LoopWake(self.loop, self.wake)
         # the partition the ids of messages sent carry: that of a partitioned topic's partition, else none
         self.id_partition = target.partition if target.partitioned else None
         # the MESSAGE command, filled in for each message sent (a seventh of the cost of building one; only

@@ -1,6 +1,7 @@
 """Message deduplication by producer name and sequence id, as Pulsar's broker does it (docs/SERVER.md,
-"Deduplication"): on a topic whose `deduplication` policy is on, a SEND whose highest sequence id is not
-above the highest one stored for its producer name is a duplicate. It is acknowledged (the client's send
+"Deduplication"): on a topic whose `deduplication` policy is on (and always for replicators' SENDs, by
+origin offset: protocol/metadata.py), a SEND whose highest sequence id is not above the highest one stored
+for its producer name is a duplicate. It is acknowledged (the client's send
 succeeds) and not stored again, and a producer that connects again learns the last sequence id stored under
 its name (PRODUCER_SUCCESS `last_sequence_id`), so it goes on from there.
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seglog.names import TopicName
-from seglog.server.protocol.metadata import sequence_ids
+from seglog.server.protocol.metadata import deduplication_ids
 from seglog.storage.fence import TopicFence
 from seglog.storage.reader import BatchInfo
 from seglog.storage.store import PartitionStore
@@ -91,9 +92,9 @@ def load(store: PartitionStore, name: TopicName, partition: int) -> PartitionSeq
         sequences.last_entry = (int(last[0]), str(last[1]), int(last[2])) if last else None
     sequences.covered = start
     for base, count, attributes in _entries(store, name, partition, start):
-        ids = sequence_ids(attributes)
+        ids = deduplication_ids(attributes)
         if ids is not None:
-            sequences.account(ids[0], ids[2], base, base + count)
+            sequences.account(ids[0], ids[1], base, base + count)
         sequences.covered = base + count
     return sequences
 
@@ -129,8 +130,7 @@ def _matches(snapshot: dict, store: PartitionStore, name: TopicName, partition: 
         return True  # (nothing to compare, or deleted by retention since: what follows is replayed)
     base, producer, highest = int(last_entry[0]), str(last_entry[1]), int(last_entry[2])
     for found in _entries(store, name, partition, base):
-        ids = sequence_ids(found.attributes)
-        return found.base_offset == base and ids is not None and (ids[0], ids[2]) == (producer, highest)
+        return found.base_offset == base and deduplication_ids(found.attributes) == (producer, highest)
     return False
 
 

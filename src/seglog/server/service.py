@@ -7,21 +7,30 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from seglog.broker import Broker
 from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.lifecycle.quota import QuotaGuard
 from seglog.names import TopicName
+from seglog.rates import RateMeter, iso_time
 from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
 from seglog.server.producers import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
 from seglog.server.protocol.message_ids import offset_of, signed
-from seglog.server.protocol.metadata import sequence_ids
+from seglog.server.protocol.metadata import (
+    REPLICATED_FROM,
+    REPLICATED_OFFSET,
+    deduplication_ids,
+    replication_key,
+    replicator_origin,
+)
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
 from seglog.subscriptions.dispatch import ConsumerState
@@ -58,12 +67,29 @@ class ProducerHandle:
     quota: QuotaGuard
     sequences: PartitionSequences | None  # the partition's deduplication table, when the topic deduplicates
     quota_armed: bool = False  # the topic has backlog quotas: each SEND is checked against them
+    # a replicator producer: what it wrote, where it connects from and since when (stats' replication.*In)
+    inbound: RateMeter | None = None
+    peer: str = ""
+    connected_since: str = ""
+
+    @property
+    def origin(self) -> str | None:
+        """The cluster a replicator producer (`pulsar.repl.A-->B`) replicates from; None for others."""
+        return replicator_origin(self.name)
+
+    @property
+    def deduplication_name(self) -> str:
+        """Whose sequence ids this producer's SENDs are deduplicated under: its origin cluster's for a
+        replicator (its SENDs' sequence ids are origin offsets), else its own name."""
+        origin = self.origin
+        return self.name if origin is None else replication_key(origin)
 
     @property
     def last_sequence_id(self) -> int:
         """What PRODUCER_SUCCESS says: the highest sequence id stored under this producer's name when the
-        topic deduplicates, else -1 (as Pulsar)."""
-        return -1 if self.sequences is None else self.sequences.last(self.name)
+        topic deduplicates, else -1 (as Pulsar). For a replicator, the last origin offset stored: where it
+        goes on from."""
+        return -1 if self.sequences is None else self.sequences.last(self.deduplication_name)
 
     def arm_quota(self, armed: bool) -> None:
         """The topic's backlog quotas were set or removed (QuotaGuard.register)."""
@@ -89,6 +115,9 @@ class BrokerService:
     # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
     # may give the others something to receive (loop thread only)
     _wakers: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
+    # the replicator producers connected, by seglog topic (written in the thread pool, read by stats)
+    _replicators_in: dict[str, set[ProducerHandle]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
@@ -202,42 +231,59 @@ class BrokerService:
         producer_exception, as Pulsar's broker does (blocking)."""
         _check_quota(self.broker.quotas.guard(target.ref), target.partition, 0)
 
-    def open_writer(self, target: Target, name: str) -> ProducerHandle:
-        """The partition's writer for a new producer (blocking: the first user opens it)."""
+    def open_writer(self, target: Target, name: str, peer: str = "") -> ProducerHandle:
+        """The partition's writer for a new producer from `peer` (blocking: the first user opens it)."""
         store = self.broker.store
         fence = store.fence(target.ref.name)
         fence.check()
         writer = store.acquire_writer(target.ref.name, target.partition, target.ref.config)
         store.producer_opened(target.ref.name)
         sequences = None
-        if self.broker.catalog.policies(target.ref).deduplication.value:
+        # a replicator's SENDs are always deduplicated: a replicator that restarts sends again what was not
+        # receipted, and nothing may arrive twice
+        if replicator_origin(name) is not None or self.broker.catalog.policies(target.ref).deduplication.value:
             sequences = self.deduplication.sequences(target.ref.name, target.partition, fence)
         handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref), sequences)
         handle.quota.register(handle.arm_quota)
+        if handle.origin is not None:
+            handle.inbound, handle.peer = RateMeter(self.broker.clock), peer
+            handle.connected_since = iso_time(self.broker.clock())
+            with self._lock:
+                self._replicators_in.setdefault(str(target.ref.name), set()).add(handle)
         return handle
 
     def close_writer(self, handle: ProducerHandle) -> None:
+        with self._lock:
+            self._replicators_in.get(str(handle.target.ref.name), set()).discard(handle)
         store = self.broker.store
         store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
         store.producer_closed(handle.target.ref.name, handle.fence)
 
     @staticmethod
-    def append(handle: ProducerHandle, messages: Messages) -> int | None:
+    def append(handle: ProducerHandle, messages: Messages, sequence_id: int) -> int | None:
         """Write one SEND's messages as one batch; returns the offset of the first (blocking), or None for a
-        duplicate the topic's deduplication drops. The write is in the segment (and fsynced where the topic's
-        fsync says so) when this returns."""
+        duplicate the topic's deduplication drops. `sequence_id` is the SEND command's: for a replicator,
+        the origin offset of the entry. The write is in the segment (and fsynced where the topic's fsync
+        says so) when this returns."""
         handle.fence.check()
+        origin = handle.origin
+        if origin is not None:  # a replicated entry: never replicated again, deduplicated by origin offset
+            messages.attributes[REPLICATED_FROM] = origin
+            messages.attributes[REPLICATED_OFFSET] = str(sequence_id)
         sequences = handle.sequences
         if sequences is None:
             return BrokerService._write(handle, messages)
-        ids = sequence_ids(messages.attributes)
+        ids = deduplication_ids(messages.attributes)
         assert ids is not None  # (every SEND names its producer and sequence ids)
+        name, highest = ids
         with sequences.lock:  # (one producer per name: only the snapshot is shared with others)
-            duplicate = sequences.is_duplicate(handle.name, ids[2])
+            duplicate = sequences.is_duplicate(name, highest)
         if duplicate:
             return None
         offset = BrokerService._write(handle, messages)
-        sequences.record(handle.name, ids[2], offset, offset + len(messages.values))
+        sequences.record(name, highest, offset, offset + len(messages.values))
+        if handle.inbound is not None:
+            handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
         return offset
 
     @staticmethod
@@ -361,7 +407,27 @@ class BrokerService:
         for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
             wake.set()
 
-    # read by the admin REST API (loop thread)
+    # read by the admin REST API
+
+    def inbound_replication(self, topic: str) -> dict[str, dict[str, Any]]:
+        """Per origin cluster, what its replicators write to the seglog topic `topic` (the inbound half of
+        Pulsar's ReplicatorStats): rates summed over partitions, the first connection's address and time."""
+        with self._lock:
+            handles = sorted(self._replicators_in.get(topic, ()), key=lambda h: h.target.partition)
+        inbound: dict[str, dict[str, Any]] = {}
+        for handle in handles:
+            assert handle.inbound is not None and handle.origin is not None
+            rate, throughput = handle.inbound.rates()
+            entry = inbound.setdefault(handle.origin, {"msgRateIn": 0.0, "msgThroughputIn": 0.0,
+                                                       "msgInCounter": 0, "bytesInCounter": 0,
+                                                       "inboundConnection": handle.peer,
+                                                       "inboundConnectedSince": handle.connected_since})
+            entry["msgRateIn"] += rate
+            entry["msgThroughputIn"] += throughput
+            entry["msgInCounter"] += handle.inbound.messages
+            entry["bytesInCounter"] += handle.inbound.bytes
+        return inbound
+
 
     def producer_names(self, topic: str) -> dict[int, list[str]]:
         """The names of the producers connected to each partition of the seglog topic `topic`

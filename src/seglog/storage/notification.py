@@ -11,6 +11,7 @@ Closing the store (or deleting the topic) closes its signals, which wakes every 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 
@@ -48,3 +49,19 @@ class AppendSignal:
             self.closed = True
             for event in self.watchers:
                 event.set()
+
+
+class LoopWake(threading.Event):
+    """A watcher for an asyncio task: an AppendSignal sets it from the writer's thread, which sets `wake` on
+    the task's loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> None:
+        super().__init__()
+        self._loop = loop
+        self._wake = wake
+
+    def set(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._wake.set)
+        except RuntimeError:  # the loop closed meanwhile
+            pass

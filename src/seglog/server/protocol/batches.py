@@ -98,6 +98,27 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
     return out
 
 
+# the per-message fields a batch entry's SingleMessageMetadata carries, as MessageMetadata names them
+_SINGLE_FIELDS = ("partition_key", "partition_key_b64_encoded", "ordering_key", "event_time", "null_value",
+                  "sequence_id")
+
+
+def pack(items: list[tuple[bytes | None, api.MessageMetadata]]) -> bytes:
+    """The payload of a batch entry (uncompressed) holding `items`, each a message's value and the
+    MessageMetadata it would have as an entry of its own (metadata.message_metadata): the inverse of
+    unpack's batch branch. The entry's own metadata, with num_messages_in_batch, is the caller's."""
+    parts = []
+    for value, metadata in items:
+        single = api.SingleMessageMetadata(payload_size=len(value or b""))
+        for name in _SINGLE_FIELDS:
+            if metadata.HasField(name):
+                setattr(single, name, getattr(metadata, name))
+        single.properties.extend(metadata.properties)
+        encoded = single.SerializeToString()
+        parts += (_U32.pack(len(encoded)), encoded, value or b"")
+    return b"".join(parts)
+
+
 def _key(metadata: api.MessageMetadata | api.SingleMessageMetadata) -> bytes | None:
     if not metadata.HasField("partition_key") or metadata.null_partition_key:
         return None

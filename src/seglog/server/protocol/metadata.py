@@ -12,8 +12,13 @@ attributes, under these names:
 | pulsar.highest_sequence_id | highest_sequence_id of the SEND | the last message's |
 | pulsar.replicate_to | replicate_to | cluster names joined by "," |
 | pulsar.replicated_from | replicated_from | the cluster a replicated message came from |
+| pulsar.replicated_offset | a replicator SEND's sequence_id | the origin offset of the entry's last message |
 | pulsar.chunk | uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size | "uuid,chunk_id,num_chunks,total_size" |
 | pulsar.compression | compression, uncompressed_size | of a chunk, stored as it came: "codec,size" |
+
+A replicator (seglog.replication) sends each entry with its origin's offset as the SEND's sequence id, and the
+receiving server deduplicates replicated entries by it (replication_key): the producer's own sequence ids
+stay as they were, and messages written in-process, which have none, are deduplicated too.
 
 A chunk's payload is a piece of the whole message as the producer compressed it, so it is stored and sent
 back byte for byte with its compression named; the client reassembles and decompresses it."""
@@ -31,7 +36,11 @@ SEQUENCE_ID = "pulsar.sequence_id"
 HIGHEST_SEQUENCE_ID = "pulsar.highest_sequence_id"
 REPLICATE_TO = "pulsar.replicate_to"
 REPLICATED_FROM = "pulsar.replicated_from"
+REPLICATED_OFFSET = "pulsar.replicated_offset"
 CHUNK = "pulsar.chunk"
+# Pulsar's replicatorPrefix: a producer named `pulsar.repl.A-->B` is cluster A's replicator to B, and a
+# subscription named `pulsar.repl.B` is a replicator's cursor
+REPLICATOR_PREFIX = "pulsar.repl."
 COMPRESSION = "pulsar.compression"
 
 
@@ -61,6 +70,30 @@ def sequence_ids(attributes: Mapping[str, str]) -> tuple[str, int, int] | None:
     if producer is None:
         return None
     return producer, int(attributes[SEQUENCE_ID]), int(attributes[HIGHEST_SEQUENCE_ID])
+
+
+def replicator_origin(producer_name: str) -> str | None:
+    """The cluster a replicator producer replicates from (`pulsar.repl.A-->B` -> A), or None for any other
+    producer (as Pulsar's Producer.parseRemoteClusterName)."""
+    if not producer_name.startswith(REPLICATOR_PREFIX):
+        return None
+    origin = producer_name[len(REPLICATOR_PREFIX):].split("-->", 1)[0]
+    return origin or None
+
+
+def replication_key(origin: str) -> str:
+    """The name replicated entries from cluster `origin` are deduplicated under."""
+    return REPLICATOR_PREFIX + origin
+
+
+def deduplication_ids(attributes: Mapping[str, str]) -> tuple[str, int] | None:
+    """(name, highest id) a stored entry counts under for deduplication: a replicated entry's origin and
+    origin offset, else its producer and highest sequence id; None for an entry of an in-process producer."""
+    offset = attributes.get(REPLICATED_OFFSET)
+    if offset is not None:
+        return replication_key(attributes[REPLICATED_FROM]), int(offset)
+    ids = sequence_ids(attributes)
+    return None if ids is None else (ids[0], ids[2])
 
 
 def message_metadata(message: Message, base_offset: int) -> api.MessageMetadata:

@@ -42,6 +42,10 @@ class Route:
     query: tuple[str, ...] = ()  # query parameters it reads
 
 
+def _no_replication(topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
+    return {}
+
+
 @dataclass
 class RestContext:
     broker: Broker
@@ -50,6 +54,8 @@ class RestContext:
     executor: Executor
     http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl
     authority: Authority | None = None  # who may do what (server/auth.py); None: everyone everything
+    # (seglog topic, partition or None for all) -> outbound replication per remote (app.Extension)
+    replication_stats: Callable[[str, int | None], dict[str, dict[str, Any]]] = _no_replication
 
     async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

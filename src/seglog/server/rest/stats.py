@@ -13,6 +13,7 @@ from typing import Any
 from seglog.admin.stats import consumer_states, partition_backlogs
 from seglog.catalog.topics import TopicRef
 from seglog.server.protocol.message_ids import LEDGER_ID
+from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_origin
 from seglog.server.rest.base import RestContext
 
 PULSAR_TYPES = {"exclusive": "Exclusive", "shared": "Shared", "failover": "Failover", "key_shared": "Key_Shared"}
@@ -53,14 +54,38 @@ def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, 
             "subscriptionProperties": {}, "nonContiguousDeletedMessagesRanges": 0}
 
 
+# Pulsar's ReplicatorStats with nothing measured yet: a remote's entry has every key
+_REPLICATOR = {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgInCounter": 0, "bytesInCounter": 0,
+               "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgOutCounter": 0, "bytesOutCounter": 0,
+               "msgRateExpired": 0.0, "replicationBacklog": 0, "connected": False, "replicationDelayInSeconds": 0,
+               "inboundConnection": None, "inboundConnectedSince": None, "outboundConnection": None,
+               "outboundConnectedSince": None}
+
+
+def _replication(ctx: RestContext, ref: TopicRef, partition: int | None,
+                 subscriptions: dict[str, Any]) -> dict[str, Any]:
+    """The `replication` section: per remote cluster, what this cluster's replicators send it (the
+    replication extension), what its replicators write here (the server's producers), and the backlog
+    of the replicator's cursor `pulsar.repl.REMOTE`."""
+    outbound = ctx.replication_stats(str(ref.name), partition)
+    inbound = ctx.service.inbound_replication(str(ref.name)) if partition is None else {}
+    backlogs = {name[len(REPLICATOR_PREFIX):]: s["msgBacklog"] for name, s in subscriptions.items()
+                if name.startswith(REPLICATOR_PREFIX)}
+    return {remote: {**_REPLICATOR, **inbound.get(remote, {}), **outbound.get(remote, {}),
+                     "replicationBacklog": backlogs.get(remote, 0)}
+            for remote in sorted({*outbound, *inbound, *backlogs})}
+
+
 def _topic_stats(seglog: dict[str, Any], publishers: list[str], subscriptions: dict[str, Any],
-                 storage: int, backlog: int) -> dict[str, Any]:
+                 storage: int, backlog: int, replication: dict[str, Any]) -> dict[str, Any]:
     return {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
             "msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0,
             "averageMsgSize": 0.0, "msgChunkPublished": False, "storageSize": storage, "backlogSize": backlog,
             "offloadedStorageSize": 0, "earliestMsgPublishTimeInBacklogs": 0,
-            "publishers": [_publisher(name) for name in publishers], "waitingPublishers": 0,
-            "subscriptions": subscriptions, "replication": {}, "deduplicationStatus": "Disabled",
+            # (replicator producers are not publishers: they show in `replication`, as in Pulsar)
+            "publishers": [_publisher(name) for name in publishers if replicator_origin(name) is None],
+            "waitingPublishers": 0, "subscriptions": subscriptions, "replication": replication,
+            "deduplicationStatus": "Disabled",
             "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0}
 
 
@@ -71,7 +96,7 @@ def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -
     seglog = ctx.admin.topics.stats(topic)
     subscriptions = {name: _subscription(ctx, ref, name, s) for name, s in seglog["subscriptions"].items()}
     return _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
-                        seglog["storageSize"], seglog["backlogSize"])
+                        seglog["storageSize"], seglog["backlogSize"], _replication(ctx, ref, None, subscriptions))
 
 
 def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]], per_partition: bool
@@ -89,7 +114,8 @@ def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[st
                              for name, s in seglog["subscriptions"].items() if name in backlogs}
             slowest = max((s["backlogSize"] for s in subscriptions.values()), default=0)
             stats["partitions"][f"persistent://{ref.name}-partition-{p}"] = _topic_stats(
-                seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest)
+                seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest,
+                _replication(ctx, ref, p, subscriptions))
     return stats
 
 

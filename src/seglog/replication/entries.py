@@ -1,0 +1,76 @@
+"""What a replicator sends for the messages its cursor gives it: Pulsar entries with their original metadata,
+or nothing for the messages that must not leave (Pulsar's GeoPersistentReplicator filter).
+
+A stored batch that came from another cluster (`replicated_from`) is never sent on: every cluster replicates
+its own messages to every other, so nothing loops. One whose `replicate_to` lists clusters other than the
+remote stays too (`__local__` included: it lists no remote). The rest is sent with the metadata a consumer
+would be given (producer name, sequence id, publish time, event time, key, ordering key, properties, null
+value, chunk fields), plus `replicated_from` = the local cluster. A stored batch whose messages share their
+publish time goes as one batch entry; one whose messages were stored with different timestamps (written
+in-process) goes as an entry per run of equal timestamps, so each keeps its publish time. Each entry's
+SEND carries the origin offset of its last message as its sequence id, which the remote deduplicates on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from seglog._core._messages import Message
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import pack
+from seglog.server.protocol.metadata import CHUNK, REPLICATE_TO, REPLICATED_FROM, message_metadata
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One SEND to the remote, or (metadata None) messages acknowledged without sending."""
+    offsets: np.ndarray  # the origin offsets of its messages
+    metadata: bytes | None
+    payload: bytes = b""
+
+    @property
+    def sequence_id(self) -> int:
+        return int(self.offsets[-1])
+
+
+def leaves_for(attributes: dict[str, str], remote: str) -> bool:
+    """Whether a stored batch with these attributes is replicated to `remote`."""
+    if REPLICATED_FROM in attributes:
+        return False
+    listed = attributes.get(REPLICATE_TO)
+    return not listed or remote in listed.split(",")
+
+
+def entries(messages: list[Message], base_offset: int, local: str, remote: str) -> Iterator[Entry]:
+    """The entries that carry `messages` (of one stored batch starting at `base_offset`) to `remote`."""
+    offsets = np.fromiter((m.offset for m in messages), dtype=np.int64, count=len(messages))
+    if not messages or not leaves_for(messages[0].batch_attributes, remote):
+        yield Entry(offsets, None)
+        return
+    start = 0
+    for end in range(1, len(messages) + 1):
+        if end == len(messages) or messages[end].timestamp != messages[start].timestamp:
+            yield _entry(messages[start:end], offsets[start:end], base_offset, local)
+            start = end
+
+
+def _entry(run: list[Message], offsets: np.ndarray, base_offset: int, local: str) -> Entry:
+    metadatas = [message_metadata(m, base_offset) for m in run]
+    first = metadatas[0]
+    if len(run) == 1 or CHUNK in run[0].batch_attributes:  # (a chunk is an entry of one message)
+        first.replicated_from = local
+        _replicate_to(first, run[0])
+        return Entry(offsets, first.SerializeToString(), run[0].value or b"")
+    entry = api.MessageMetadata(producer_name=first.producer_name, sequence_id=first.sequence_id,
+                                publish_time=first.publish_time, num_messages_in_batch=len(run),
+                                replicated_from=local)
+    _replicate_to(entry, run[0])
+    return Entry(offsets, entry.SerializeToString(), pack([(m.value, md) for m, md in zip(run, metadatas)]))
+
+
+def _replicate_to(metadata: api.MessageMetadata, message: Message) -> None:
+    listed = message.batch_attributes.get(REPLICATE_TO)
+    if listed:
+        metadata.replicate_to.extend(listed.split(","))

@@ -1,0 +1,241 @@
+"""One replicator: a partition of a local topic, sent to one remote cluster (Pulsar's PersistentReplicator).
+
+It reads the partition through the topic's durable subscription `pulsar.repl.REMOTE` (one per remote: it
+holds backlog, so retention, TTL and backlog quotas treat it as any subscription) and produces to the same
+topic partition on the remote as `pulsar.repl.LOCAL-->REMOTE`. A message is acknowledged on the
+subscription only when the remote's SEND_RECEIPT for it arrives, or at once when it must not leave
+(entries.py). At most QUEUE_SIZE messages are in flight (Pulsar's replicationProducerQueueSize).
+
+When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
+what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
+this cluster) is acknowledged without sending, so a restart on either side loses nothing and the remote
+stores nothing twice. Failures to reach the remote are retried with back-off, 100 ms doubling to 60 s."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from seglog.rates import RateMeter, iso_time
+from seglog.replication.client import RemoteProducer, RemoteUnavailable
+from seglog.replication.entries import Entry, entries
+from seglog.storage.notification import LoopWake
+from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.subscription import Subscription
+
+logger = logging.getLogger("seglog.replication")
+
+QUEUE_SIZE = 1000
+BACKOFF_START_S = 0.1
+BACKOFF_MAX_S = 60.0
+CLOSE_TIMEOUT_S = 5.0
+POLL_MAX_S = 0.1  # the fallback for what no append signal says (other processes' appends, TTL)
+T = TypeVar("T")
+
+
+@dataclass
+class ReplicatorStats:
+    """What `topics stats` shows of a replicator (Pulsar's ReplicatorStats, outbound side): `out` counts the
+    messages the remote receipted."""
+    out: RateMeter
+    expired: RateMeter  # messages the topic's TTL acknowledged on the cursor before they were sent
+    connected: bool = False
+    connected_since: str = ""
+    outbound_connection: str = ""
+
+    @property
+    def messages_out(self) -> int:
+        return self.out.messages
+
+
+class _InFlight:
+    """The entries sent and not receipted yet, in the order sent (loop thread only)."""
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[asyncio.Future[None], Entry, int]] = deque()
+        self.messages = 0
+        self.sent = asyncio.Event()  # an entry was added
+        self.freed = asyncio.Event()  # receipted entries were taken out
+
+    def add(self, receipt: asyncio.Future[None], entry: Entry, now: int) -> None:
+        self.entries.append((receipt, entry, now))
+        self.messages += len(entry.offsets)
+        self.sent.set()
+
+    def take_receipted(self) -> list[Entry]:
+        done = []
+        while self.entries and self.entries[0][0].done() and not self.entries[0][0].exception():
+            done.append(self.entries.popleft()[1])
+        self.messages -= sum(len(entry.offsets) for entry in done)
+        self.freed.set()
+        return done
+
+    @property
+    def oldest(self) -> int | None:
+        return self.entries[0][2] if self.entries else None
+
+
+class Replicator:
+    def __init__(self, subscription: Subscription, partition: int, local: str, remote: str, remote_topic: str,
+                 producer: Callable[[], Any], executor: Executor, clock: Callable[[], int]) -> None:
+        self.subscription = subscription
+        self.partition = partition
+        self.local = local
+        self.remote = remote
+        self.remote_topic = remote_topic
+        self.producer_name = f"pulsar.repl.{local}-->{remote}"
+        self._producer = producer  # async () -> RemoteProducer on remote_topic named producer_name
+        self._executor = executor
+        self._clock = clock
+        self.stats = ReplicatorStats(RateMeter(clock), RateMeter(clock))
+        self._expired_seen = subscription.cursors[partition].expired
+        self.state = ConsumerState(self.producer_name, None, _keep, _no_disconnect,
+                                   partitions=frozenset({partition}))
+        self._wake = asyncio.Event()
+        self._append = LoopWake(asyncio.get_running_loop(), self._wake)
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._flight: _InFlight | None = None
+
+    def start(self) -> None:
+        self.subscription.attach(self.state, "exclusive")
+        self.subscription.appended[self.partition].watch(self._append)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop sending; what is in flight is sent again by the next replicator on this cursor."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.subscription.appended[self.partition].unwatch(self._append)
+        await self._blocking(self.subscription.detach, self.state)
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_START_S
+        while not self._stopping:
+            producer: RemoteProducer | None = None
+            try:
+                producer = await self._producer()
+                backoff = BACKOFF_START_S
+                self.stats.connected = True
+                self.stats.connected_since = iso_time(self._clock())
+                self.stats.outbound_connection = producer.connection.local_address
+                await self._replicate(producer)
+            except RemoteUnavailable as error:
+                logger.info("replicator %s of %s partition %d: %s; retrying in %.1f s", self.producer_name,
+                            self.subscription.ref, self.partition, error, backoff)
+            finally:
+                self.stats.connected = False
+                if producer is not None:  # (the remote frees its name for the next one)
+                    await _close_quietly(producer)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _replicate(self, producer: RemoteProducer) -> None:
+        await self._blocking(self._rewind, producer.last_sequence_id)
+        flight = self._flight = _InFlight()
+        acker = asyncio.get_running_loop().create_task(self._acknowledge(flight))
+        try:
+            while True:
+                self._wake.clear()
+                flight.freed.clear()
+                self._count_expired()
+                if producer.closed.is_set():
+                    raise RemoteUnavailable(f"producer {producer.name} on {producer.topic} was closed")
+                if acker.done():
+                    acker.result()  # (raises the failure that ended it)
+                room = QUEUE_SIZE - flight.messages
+                outgoing = await self._blocking(self._take, room) if room > 0 else []
+                if not outgoing:
+                    await self._wait(acker, flight)
+                    continue
+                for entry in outgoing:
+                    if entry.metadata is None:
+                        await self._blocking(self._ack, entry.offsets)
+                        continue
+                    receipt = producer.send(entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
+                    flight.add(receipt, entry, self._clock())
+                await producer.connection.drain()
+        finally:
+            acker.cancel()
+            await asyncio.gather(acker, return_exceptions=True)
+
+    async def _wait(self, acker: asyncio.Task[None], flight: _InFlight) -> None:
+        """Until an append, a receipt that makes room, the acker failing, or the poll's time is up."""
+        wakers = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(flight.freed.wait())}
+        try:
+            await asyncio.wait({*wakers, acker}, timeout=POLL_MAX_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waker in wakers:
+                waker.cancel()
+
+    async def _acknowledge(self, flight: _InFlight) -> None:
+        """Acknowledge on the cursor what the remote receipted, in order; a failed send ends replication."""
+        while True:
+            await flight.sent.wait()
+            flight.sent.clear()
+            while flight.entries:
+                await flight.entries[0][0]  # (raises RemoteUnavailable for a send that failed)
+                done = flight.take_receipted()
+                await self._blocking(self._ack, np.concatenate([entry.offsets for entry in done]))
+                self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
+
+    def _count_expired(self) -> None:
+        """Take in what the TTL expired on the cursor since the last look (Pulsar's replicator expiry)."""
+        expired = self.subscription.cursors[self.partition].expired
+        if expired > self._expired_seen:
+            self.stats.expired.add(expired - self._expired_seen, 0)
+        self._expired_seen = expired
+
+    def delay_ms(self) -> int:
+        """How long the oldest entry sent and not receipted yet has been in flight (Pulsar's
+        replicationDelayInSeconds, as its broker measures it); 0 when none is."""
+        oldest = self._flight.oldest if self._flight is not None else None
+        return 0 if oldest is None else max(0, self._clock() - oldest)
+
+    # in the thread pool
+
+    def _rewind(self, stored_up_to: int) -> None:
+        """Send again what was sent and not receipted; acknowledge what the remote has stored already."""
+        self.subscription.redeliver(self.state, None)
+        floor = self.subscription.cursors[self.partition].acks.floor
+        if stored_up_to >= floor:
+            self.subscription.ack_cumulative(self.partition, stored_up_to)
+
+    def _take(self, most: int) -> list[Entry]:
+        pieces = self.subscription.next_delivery(self.state, most)
+        return [entry for piece in pieces
+                for entry in entries(piece.messages(), piece.base, self.local, self.remote)]
+
+    def _ack(self, offsets: np.ndarray) -> None:
+        self.subscription.ack_many(self.partition, np.sort(offsets))
+
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+async def _close_quietly(producer: RemoteProducer) -> None:
+    try:
+        await asyncio.wait_for(producer.close(), CLOSE_TIMEOUT_S)
+    except (RemoteUnavailable, TimeoutError):
+        pass  # (a lost connection frees the name on the remote too)
+
+
+def _keep(partition: int | None) -> None:
+    """ConsumerState.on_forget: the replicator holds nothing it took and has not sent."""
+
+
+def _no_disconnect() -> None:
+    """ConsumerState.disconnect: the replication service removes replicators, not the subscription."""

@@ -1,0 +1,257 @@
+"""The replication of a cluster: which replicators run, from the catalog's replication policies.
+
+For every topic partition and every cluster of the topic's applied replication set other than this one
+(Catalog.replication_clusters: the local topic policy, else the global one, else the namespace's clusters),
+one Replicator runs. The service looks again whenever a policy changes (Catalog.on_policies_changed) and
+every RECONCILE_S for topics created meanwhile, so changing a namespace's clusters starts or stops
+replication at once, without a restart. A cluster leaving a topic's set stops its replicators and deletes
+their cursor (`pulsar.repl.REMOTE`), which would otherwise hold the backlog forever, as Pulsar's broker does.
+
+Where a new cursor starts (Pulsar's replicationStartAt = latest): at the end for a topic that existed when
+replication to that cluster began, at the start for a topic first seen after it (created meanwhile, so all
+of it is new). The remote's copy of a partitioned topic is created with the same partitions through its
+admin API (createTopicToRemoteClusterForReplication) before the replicators produce to its partitions; a
+non-partitioned one is created by the replicator's producer, as by any producer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from seglog.admin.api import Admin
+from seglog.broker import Broker
+from seglog.names import TopicName
+from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
+from seglog.replication.replicator import Replicator
+from seglog.subscriptions.subscription import Subscription
+
+logger = logging.getLogger("seglog.replication")
+
+RECONCILE_S = 1.0
+HTTP_TIMEOUT_S = 30.0
+CURSOR_PREFIX = "pulsar.repl."
+
+
+@dataclass(frozen=True)
+class _Key:
+    topic: str
+    partition: int
+    remote: str
+
+
+class ReplicationService:
+    def __init__(self, broker: Broker, local: str, executor: Executor) -> None:
+        self.broker = broker
+        self.local = local
+        self._executor = executor
+        self._admin = Admin(broker)
+        self._replicators: dict[_Key, Replicator] = {}
+        self._cursors: dict[tuple[str, str], Subscription] = {}  # (topic, remote) -> pulsar.repl.REMOTE
+        self._connections: dict[str, RemoteConnection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._known_topics: set[str] | None = None  # topics seen by the last look (None: none yet)
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
+
+        def changed() -> None:  # (any thread)
+            try:
+                loop.call_soon_threadsafe(self._changed.set)
+            except RuntimeError:
+                pass
+        self.broker.catalog.on_policies_changed(changed)
+        self._task = loop.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for key in list(self._replicators):
+            await self._replicators.pop(key).stop()
+        for subscription in self._cursors.values():
+            await self._blocking(self.broker.subscriptions.release, subscription)
+        self._cursors.clear()
+        for connection in self._connections.values():
+            await connection.close()
+        if self._http is not None:
+            await self._http.close()
+
+    def replication_stats(self, topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
+        """Per remote cluster, the outbound half of Pulsar's ReplicatorStats for the seglog topic `topic`
+        (one partition, or all of them: rates summed, `connected` only if every one is, the largest delay)."""
+        stats: dict[str, dict[str, Any]] = {}
+        for key, replicator in sorted(self._replicators.items(), key=lambda item: item[0].partition):
+            if key.topic != topic or partition is not None and key.partition != partition:
+                continue
+            rate, throughput = replicator.stats.out.rates()
+            entry = stats.setdefault(key.remote, {
+                "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgOutCounter": 0, "bytesOutCounter": 0,
+                "msgRateExpired": 0.0,
+                "connected": True, "replicationDelayInSeconds": 0,
+                "outboundConnection": replicator.stats.outbound_connection,
+                "outboundConnectedSince": replicator.stats.connected_since})
+            entry["msgRateOut"] += rate
+            entry["msgThroughputOut"] += throughput
+            entry["msgRateExpired"] += replicator.stats.expired.rates()[0]
+            entry["msgOutCounter"] += replicator.stats.out.messages
+            entry["bytesOutCounter"] += replicator.stats.out.bytes
+            entry["connected"] = entry["connected"] and replicator.stats.connected
+            entry["replicationDelayInSeconds"] = max(entry["replicationDelayInSeconds"], replicator.delay_ms() // 1000)
+        return stats
+
+    async def _run(self) -> None:
+        while True:
+            self._changed.clear()
+            try:
+                await self._reconcile()
+            except Exception:  # (one failed look never stops replication; the next one tries again)
+                logger.exception("replication: reconciling the replicators failed")
+            try:
+                await asyncio.wait_for(self._changed.wait(), RECONCILE_S)
+            except TimeoutError:
+                pass
+
+    async def _reconcile(self) -> None:
+        wanted, new_topics = await self._blocking(self._wanted)
+        for key in [k for k in self._replicators if k not in wanted]:
+            await self._replicators.pop(key).stop()
+        for topic, remote in [c for c in self._cursors if (c[0], c[1]) not in {(k.topic, k.remote) for k in wanted}]:
+            subscription = self._cursors.pop((topic, remote))
+            still_exists = topic in self._known_topics if self._known_topics is not None else False
+            await self._blocking(self._drop_cursor, subscription, still_exists)
+        for key, partitions in wanted.items():
+            if key in self._replicators:
+                continue
+            cursor = self._cursors.get((key.topic, key.remote))
+            if cursor is None:
+                start = "earliest" if key.topic in new_topics else "latest"
+                cursor = await self._blocking(self._open_cursor, key.topic, key.remote, start)
+                self._cursors[(key.topic, key.remote)] = cursor
+            replicator = Replicator(cursor, key.partition, self.local, key.remote,
+                                    _remote_topic(key.topic, key.partition, partitions),
+                                    self._producer_factory(key, partitions), self._executor, self.broker.clock)
+            replicator.start()
+            self._replicators[key] = replicator
+
+    def _wanted(self) -> tuple[dict[_Key, int], set[str]]:
+        """(the replicators the policies ask for, each with its topic's partition count; the topics not seen
+        by the previous look). Blocking: reads the catalog."""
+        catalog = self.broker.catalog
+        names = catalog.topic_names()
+        new_topics = set() if self._known_topics is None else set(names) - self._known_topics
+        self._known_topics = set(names)
+        wanted: dict[_Key, int] = {}
+        for name in names:
+            topic_name = TopicName.parse(name)
+            remotes = catalog.replication_clusters(topic_name, self.local) - {self.local}
+            if not remotes:
+                continue
+            partitions = catalog.topic(topic_name).partitions
+            for remote in remotes:
+                for partition in range(partitions):
+                    wanted[_Key(name, partition, remote)] = partitions
+        return wanted, new_topics
+
+    def _open_cursor(self, topic: str, remote: str, start: str) -> Subscription:
+        return self.broker.subscriptions.open(self.broker.topic(topic), CURSOR_PREFIX + remote, "exclusive", start)
+
+    def _drop_cursor(self, subscription: Subscription, topic_exists: bool) -> None:
+        """A remote left the topic's replication set: its cursor goes (or is let go, with the topic)."""
+        if topic_exists:
+            self.broker.subscriptions.unsubscribe(subscription)
+        else:
+            self.broker.subscriptions.release(subscription)
+
+    # the remote side
+
+    def _producer_factory(self, key: _Key, partitions: int) -> Callable[[], Any]:
+        async def producer() -> RemoteProducer:
+            cluster, service_url = await self._blocking(self._cluster, key.remote)
+            if partitions > 1:
+                await self._ensure_partitioned(service_url, cluster, key.topic, partitions)
+            connection = await self._connection(cluster)
+            return await connection.create_producer(_remote_topic(key.topic, key.partition, partitions),
+                                                    f"{CURSOR_PREFIX}{self.local}-->{key.remote}")
+        return producer
+
+    def _cluster(self, name: str) -> tuple[RemoteCluster, str]:
+        """The remote's broker URL and credentials, and its admin URL, as registered (blocking)."""
+        try:
+            data = self._admin.clusters.get(name)
+        except Exception as error:
+            raise RemoteUnavailable(f"cluster {name} is not registered here ({error})") from None
+        broker_url = data.get("brokerServiceUrl") or data.get("brokerServiceUrlTls") or ""
+        service_url = data.get("serviceUrl") or data.get("serviceUrlTls") or ""
+        if not broker_url:
+            raise RemoteUnavailable(f"cluster {name} is registered without a brokerServiceUrl")
+        return RemoteCluster(name, broker_url, _token(data), data.get("brokerClientTrustCertsFilePath")), service_url
+
+    async def _connection(self, cluster: RemoteCluster) -> RemoteConnection:
+        lock = self._connecting.setdefault(cluster.name, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(cluster.name)
+            if connection is None or connection.closed.is_set() or connection.cluster != cluster:
+                if connection is not None:
+                    await connection.close()
+                connection = self._connections[cluster.name] = await RemoteConnection.open(cluster)
+            return connection
+
+    async def _ensure_partitioned(self, service_url: str, cluster: RemoteCluster, topic: str, partitions: int) -> None:
+        """The remote has `topic` with `partitions` partitions: made now if it has no such topic (Pulsar's
+        createTopicToRemoteClusterForReplication); RemoteUnavailable if it has another partition count."""
+        assert self._http is not None
+        if not service_url:
+            raise RemoteUnavailable(f"cluster {cluster.name} is registered without a serviceUrl, which making the "
+                                    f"partitioned topic {topic} there needs")
+        path = f"{service_url.rstrip('/')}/admin/v2/persistent/{quote(topic)}/partitions"
+        headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+        try:
+            async with self._http.get(path, headers=headers) as response:
+                existing = (await response.json()).get("partitions", 0) if response.status == 200 else None
+            if existing == partitions:
+                return
+            if existing:
+                raise RemoteUnavailable(f"cluster {cluster.name} has {topic} with {existing} partitions, not "
+                                        f"{partitions}: nothing is replicated until they match")
+            if not self.broker.config.create_topic_to_remote_cluster_for_replication:
+                raise RemoteUnavailable(f"cluster {cluster.name} has no partitioned topic {topic}, and "
+                                        "createTopicToRemoteClusterForReplication is off: create it there")
+            async with self._http.put(path, json=partitions, headers=headers) as response:
+                if response.status not in (204, 409):
+                    raise RemoteUnavailable(f"cluster {cluster.name} refused to create {topic} with {partitions} "
+                                            f"partitions: {response.status} {await response.text()}")
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise RemoteUnavailable(f"cluster {cluster.name}: its admin API at {service_url} failed: {error}") from None
+
+    async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _remote_topic(topic: str, partition: int, partitions: int) -> str:
+    """The remote topic a replicator produces to: the partition's own name on a partitioned topic."""
+    return f"persistent://{topic}-partition-{partition}" if partitions > 1 else f"persistent://{topic}"
+
+
+def _token(data: dict[str, Any]) -> str | None:
+    """The token of a cluster registered with Pulsar's token plugin: `token:XYZ`, or `file:PATH` holding it."""
+    plugin, parameters = data.get("authenticationPlugin") or "", data.get("authenticationParameters") or ""
+    if not plugin or "token" not in plugin.lower():
+        return None
+    if parameters.startswith("token:"):
+        return parameters[len("token:"):]
+    if parameters.startswith("file:"):
+        path = parameters[len("file:"):].removeprefix("//")
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    return parameters or None

@@ -1,0 +1,109 @@
+"""Clusters for the replication tests: each a `seglog serve --cluster NAME` on free loopback ports with its own
+data directory, registered with the others through the admin REST API, stopped by its pid."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers_server import Server, pulsar, start_server
+
+WAIT_S = 30.0  # the longest a test waits for replication to arrive
+
+
+@dataclass
+class Cluster:
+    name: str
+    data: Path
+    server: Server
+
+    @property
+    def ports(self) -> tuple[str, str]:
+        return self.server.pulsar_url.rsplit(":", 1)[1], self.server.http_url.rsplit(":", 1)[1]
+
+    def rest(self, method: str, path: str, body=None) -> tuple[int, object]:
+        request = urllib.request.Request(f"{self.server.http_url}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                text = response.read()
+                return response.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+    def ok(self, method: str, path: str, body=None) -> object:
+        status, answer = self.rest(method, path, body)
+        assert status in (200, 204), (self.name, method, path, status, answer)
+        return answer
+
+    def client(self):
+        return self.server.client()
+
+    def kill(self) -> None:
+        self.server.stop(signal.SIGKILL)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def restart(self) -> None:
+        """Start again on the same data directory and ports (the others have them registered)."""
+        port, http_port = self.ports
+        self.server = start_server(self.data, "--cluster", self.name, "--port", port, "--http-port", http_port)
+
+
+def start_clusters(root: Path, *names: str) -> dict[str, Cluster]:
+    clusters = {}
+    try:
+        for name in names:
+            data = root / name
+            clusters[name] = Cluster(name, data, start_server(data, "--cluster", name))
+    except BaseException:
+        stop_clusters(clusters)
+        raise
+    for cluster in clusters.values():
+        for other in clusters.values():
+            if other is not cluster:
+                cluster.ok("PUT", f"/admin/v2/clusters/{other.name}",
+                           {"serviceUrl": other.server.http_url, "brokerServiceUrl": other.server.pulsar_url})
+    return clusters
+
+
+def stop_clusters(clusters: dict[str, Cluster]) -> None:
+    for cluster in clusters.values():
+        if cluster.server.process.poll() is None:
+            cluster.stop()
+
+
+def replicate_namespace(clusters: dict[str, Cluster], namespace: str, names: list[str], *, on: list[str]) -> None:
+    """Set the namespace's clusters to `names` on each cluster of `on` (independent configuration stores)."""
+    for name in on:
+        cluster = clusters[name]
+        cluster.ok("POST", f"/admin/v2/namespaces/{namespace}/allowedClusters", names)
+        cluster.ok("POST", f"/admin/v2/namespaces/{namespace}/replication", names)
+
+
+def read_all(cluster: Cluster, topic: str, *, expected: int, seconds: float = WAIT_S) -> list:
+    """Every message of `topic` on `cluster`, read from the start once `expected` are there (or the time is up),
+    plus anything that arrives within a short while after: so duplicates show."""
+    reader = cluster.client().create_reader(topic, pulsar.MessageId.earliest)
+    got = []
+    deadline = time.monotonic() + seconds
+    while len(got) < expected and time.monotonic() < deadline:
+        try:
+            got.append(reader.read_next(100))
+        except pulsar.Timeout:
+            continue
+    settle = time.monotonic() + 1.0  # (a duplicate would follow what was sent at once, on the same connection)
+    while time.monotonic() < settle:
+        try:
+            got.append(reader.read_next(100))
+        except pulsar.Timeout:
+            continue
+    reader.close()
+    return got

@@ -1,0 +1,127 @@
+"""One Replicator, in this process, from a local data directory to a real `seglog serve`: what it sends, what
+it leaves, and how it resumes; the receiving server's handling of a replicator's SENDs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import seglog
+from helpers_server import pulsar, start_server
+from seglog.broker import Broker
+from seglog.clock import system_clock
+from seglog.replication.client import RemoteCluster, RemoteConnection
+from seglog.replication.replicator import Replicator
+
+TOPIC = "public/default/orders"
+WAIT_S = 20.0
+
+
+def _replicate(local_data, server, *, until, local="east", remote="west") -> dict:
+    """Run a replicator of TOPIC's partition 0 from `local_data` to `server` until `until(replicator)` holds."""
+    async def run() -> dict:
+        broker = Broker.open(local_data, clock=system_clock, background=False)
+        executor = ThreadPoolExecutor(2)
+        connection = await RemoteConnection.open(RemoteCluster(remote, server.pulsar_url))
+        subscription = broker.subscriptions.open(broker.topic(TOPIC), f"pulsar.repl.{remote}", "exclusive",
+                                                 "earliest")
+
+        async def producer():
+            return await connection.create_producer(f"persistent://{TOPIC}", f"pulsar.repl.{local}-->{remote}")
+
+        replicator = Replicator(subscription, 0, local, remote, f"persistent://{TOPIC}", producer, executor,
+                                system_clock)
+        replicator.start()
+        deadline = time.monotonic() + WAIT_S
+        while not until(replicator) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await replicator.stop()
+        floor = subscription.cursors[0].acks.floor
+        broker.subscriptions.release(subscription)
+        await connection.close()
+        executor.shutdown()
+        broker.close()
+        return {"sent": replicator.stats.messages_out, "floor": floor}
+    return asyncio.run(run())
+
+
+def _write(data, values, **options) -> None:
+    with seglog.open(data) as log:
+        try:
+            topic = log.topic(TOPIC)
+        except seglog.errors.TopicNotFoundError:
+            topic = log.create_topic(TOPIC)
+        with topic.producer() as producer:
+            producer.send_batch(values, **options)
+
+
+def test_messages_written_in_process_arrive_with_their_fields_and_publish_times(tmp_path):
+    local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
+    try:
+        _write(local, [b"a", None, b"c"], keys=[b"k1", None, b"k3"], timestamps=[1000, 1000, 2000],
+               properties=[{"p": "1"}, {}, {"p": "3"}])
+        result = _replicate(local, server, until=lambda replicator: replicator.stats.messages_out >= 3)
+        assert result == {"sent": 3, "floor": 3}
+        got = _read(server, 3)
+        assert [(m.data(), m.partition_key(), m.properties(), m.publish_timestamp()) for m in got] == [
+            (b"a", "k1", {"p": "1"}, 1000), (b"", "", {}, 1000), (b"c", "k3", {"p": "3"}, 2000)]
+    finally:
+        server.stop()
+    with seglog.open(tmp_path / "west") as log:  # stored as replicated from east: never sent on again
+        messages = list(log.topic(TOPIC).reader("earliest", 0))
+        assert [m.value for m in messages] == [b"a", None, b"c"]
+        assert {m.batch_attributes.get("pulsar.replicated_from") for m in messages} == {"east"}
+
+
+def _read(server, count):
+    reader = server.client().create_reader(f"persistent://{TOPIC}", pulsar.MessageId.earliest)
+    got = [reader.read_next(10_000) for _ in range(count)]
+    assert not reader.has_message_available()
+    return got
+
+
+def test_a_replicator_that_stops_midway_resumes_where_the_remote_is_and_stores_nothing_twice(tmp_path):
+    local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
+    values = [b"m%d" % i for i in range(3000)]
+    try:
+        for start in range(0, 3000, 100):  # batches of 100, each with its own publish time
+            _write(local, values[start:start + 100], timestamps=[1_700_000_000_000 + start] * 100)
+        first = _replicate(local, server, until=lambda replicator: replicator.stats.messages_out >= 1000)
+        assert 1000 <= first["sent"] < 3000
+        with seglog.open(local) as log:  # as if the cursor's acks were lost: it starts over
+            log.admin.topics.reset_cursor(TOPIC, "pulsar.repl.west", {0: 0})
+        second = _replicate(local, server, until=lambda replicator: _floor(replicator) == 3000)
+        assert second["floor"] == 3000
+        assert second["sent"] <= 3000 - first["sent"]  # what the remote had was acknowledged without sending
+        assert [m.data() for m in _read(server, 3000)] == values
+    finally:
+        server.stop()
+
+
+
+
+def _floor(replicator: Replicator) -> int:
+    return replicator.subscription.cursors[0].acks.floor
+
+
+def test_messages_for_other_clusters_are_acknowledged_and_not_sent(tmp_path):
+    origin = start_server(tmp_path / "east", "--cluster", "east")
+    try:
+        producer = origin.client().create_producer(f"persistent://{TOPIC}")
+        producer.send(b"local only", disable_replication=True)
+        producer.send(b"for north", replication_clusters=["east", "north"])
+        producer.send(b"for west", replication_clusters=["west"])
+        producer.send(b"for all")
+        name = producer.producer_name()
+    finally:
+        origin.stop()
+    server = start_server(tmp_path / "west", "--cluster", "west")
+    try:
+        result = _replicate(tmp_path / "east", server, until=lambda replicator: _floor(replicator) == 4)
+        assert result == {"sent": 2, "floor": 4}
+        got = _read(server, 2)
+        assert [m.data() for m in got] == [b"for west", b"for all"]
+        assert {m.producer_name() for m in got} == {name}  # the original producer's, not the replicator's
+    finally:
+        server.stop()
