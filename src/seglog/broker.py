@@ -96,7 +96,9 @@ class Broker:
 
         self.catalog.metadata.create_topic(topic_name, partitions, given, self.clock(), then=make_files)
         shutil.rmtree(trash, ignore_errors=True)
-        return TopicRef(topic_name, partitions, config)
+        ref = TopicRef(topic_name, partitions, config)
+        self.catalog.topic_created(ref)
+        return ref
 
     def topic(self, name: str | TopicName) -> TopicRef:
         self.check_open()

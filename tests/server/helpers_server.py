@@ -36,17 +36,20 @@ class Server:
     http_url: str
     stderr: Path
     ca: Path | None = None  # the CA the server's TLS certificate is signed by (TLS servers)
+    tls_url: str | None = None  # pulsar+ssl:// of --tls-port
+    https_url: str | None = None  # https:// of --https-port
     clients: list = field(default_factory=list)
 
     @property
     def port(self) -> int:
         return int(self.pulsar_url.rsplit(":", 1)[1])
 
-    def client(self, **options):
+    def client(self, url: str | None = None, **options):
+        """A client of `url` (default: the binary port), trusting the server's CA; closed by stop()."""
         if self.ca is not None:
             options.setdefault("tls_trust_certs_file_path", str(self.ca))
-        client = pulsar.Client(self.pulsar_url, operation_timeout_seconds=10,
-                               logger=logging.getLogger("pulsar-client"), **options)
+        options.setdefault("operation_timeout_seconds", 10)
+        client = pulsar.Client(url or self.pulsar_url, logger=logging.getLogger("pulsar-client"), **options)
         self.clients.append(client)
         return client
 
@@ -79,9 +82,12 @@ def start_server(data: Path, *extra: str, ca: Path | None = None) -> Server:
                                     "standalone", "--port", "0", "--http-port", "0", *extra],
                                    stdout=subprocess.PIPE, stderr=err)
     try:
-        line = _first_line(process)
-        pulsar_url, http_url = line.split()
-        server = Server(data, process, pulsar_url, http_url, stderr, ca)
+        # one URL a port: --port and --http-port, then --tls-port's and --https-port's when given
+        pulsar_url, http_url, *tls_urls = _first_line(process).split()
+        by_scheme = {url.split("://", 1)[0]: url for url in tls_urls}
+        assert len(by_scheme) == len(tls_urls) and set(by_scheme) <= {"pulsar+ssl", "https"}, tls_urls
+        server = Server(data, process, pulsar_url, http_url, stderr, ca, by_scheme.get("pulsar+ssl"),
+                        by_scheme.get("https"))
         _wait_healthy(server)
         return server
     except BaseException:
@@ -131,8 +137,10 @@ class RawConnection:
     def send(self, data: bytes) -> None:
         self.socket.sendall(data)
 
-    def connect(self) -> api.CommandConnected:
-        self.send(encode_command(command(Type.CONNECT, client_version="raw-test", protocol_version=20)))
+    def connect(self, **credentials) -> api.CommandConnected:
+        """CONNECT, with `auth_method_name` and `auth_data` when given; the CONNECTED answer."""
+        self.send(encode_command(command(Type.CONNECT, client_version="raw-test", protocol_version=20,
+                                         **credentials)))
         reply = self.receive()
         assert reply.type == Type.CONNECTED, reply
         return reply.connected

@@ -263,8 +263,8 @@ def test_binding_beyond_loopback_needs_authentication(tmp_path, key_file):
 
 
 @pytest.mark.parametrize(("extra", "said"), [
-    (["--superuser-roles", "admin"], "roles only with --auth-token-secret-key"),
-    (["--anonymous-user-role", "anonymous"], "roles only with --auth-token-secret-key"),
+    (["--superuser-roles", "admin"], "roles only with an authentication provider (--auth-token-secret-key"),
+    (["--anonymous-user-role", "anonymous"], "roles only with an authentication provider"),
     (["--auth-token-secret-key", "/nonexistent/secret.key"], "a readable file"),
     (["--superuser-roles", "a,,b"], "is not a comma-separated list of role names"),
 ])

@@ -1,13 +1,16 @@
-"""server/auth.py without a server: tokens as Pulsar makes and checks them, the authorization rules over a real
-catalog, and `Authority.check_http`, the decision the admin HTTP port's middleware takes (401 / 403)."""
+"""server/auth.py without a server: tokens as Pulsar makes and checks them, the basic and TLS certificate
+providers beside them, methods without a provider as anonymous (Pulsar's rule), the authorization rules over a
+real catalog, and `Authority.check_http`, the decision the admin HTTP port's middleware takes (401 / 403)."""
 
 from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 
 import jwt
 import pytest
+from passlib.hash import apr_md5_crypt, des_crypt
 
 import seglog
 from seglog.clock import ManualClock
@@ -27,6 +30,7 @@ from seglog.server.auth import (
     verify_token,
 )
 from seglog.server.errors import ServerFailure
+from seglog.server.htpasswd import Htpasswd
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 KEY = bytes(range(32))
@@ -148,8 +152,9 @@ def test_the_catalog_is_read_at_each_check(catalog):
     ("none", b"", "authentication required"),
     ("", b"", "authentication required"),
     ("token", create_token(bytes(32), "root").encode(), "signature does not match"),
-    ("tls", b"", "AuthenticationTLS"),
-    ("basic", b"root:pw", "'basic' is not supported"),
+    ("tls", b"", "authentication method 'tls' is not enabled on this server; it accepts a token"),
+    ("basic", b"root:pw", "authentication method 'basic' is not enabled"),
+    ("unknown", b"root:pw", "authentication method 'unknown' is not enabled"),
 ])
 def test_failed_authentication_is_refused_at_each_request(catalog, method, data, reason):
     auth = authority(catalog)
@@ -176,9 +181,11 @@ def test_anonymous_role(catalog):
     assert code_of(lambda: auth.authorize_topic(anonymous, "t", PRODUCE, "produce")) == api.AuthorizationError
     catalog.namespaces.grant_permission("public/default", "anonymous", ["produce"])
     auth.authorize_topic(anonymous, "t", PRODUCE, "produce")
-    # credentials that fail are refused: the anonymous role is for clients that present none
+    # credentials that fail are refused: the anonymous role is for clients that present none ...
     assert auth.authenticate("token", b"garbage").refusal is not None
-    assert auth.authenticate("tls", b"").refusal is not None
+    # ... or use a method the server has no provider for, as Pulsar's ServerCnx takes them
+    assert auth.authenticate("tls", b"").role == "anonymous"
+    assert auth.authenticate("unknown", b"root:pw").role == "anonymous"
 
 
 def test_authentication_off_allows_everything(catalog):
@@ -200,7 +207,8 @@ def bearer(role, key=KEY):
 @pytest.mark.parametrize(("authorization", "reason"), [
     (None, "authentication required"),
     ("", "authentication required"),
-    ("Basic cm9vdDpwdw==", "only 'Authorization: Bearer <token>'"),
+    ("Basic cm9vdDpwdw==", "authentication method 'basic' is not enabled on this server"),
+    ("Negotiate abc", "authentication method 'Negotiate' is not enabled"),
     ("Bearer garbage", "not a valid JWT"),
     (bearer("root", bytes(32)), "signature does not match"),
 ])
@@ -244,3 +252,90 @@ def test_http_anonymous_role(catalog):
     with pytest.raises(HttpRefusal) as refused:
         auth.check_http(None, "acme")
     assert refused.value.status == 403
+
+
+# basic and TLS certificate authentication, beside tokens
+
+USERS = Htpasswd.parse(f"root:{apr_md5_crypt.hash('root pw')}\ncarol:{des_crypt.hash('carol pw')}\n", "users")
+
+
+def certificate(*common_names: str) -> dict:
+    """A verified peer certificate as the ssl module gives it (getpeercert())."""
+    subject = ((("organizationName", "seglog tests"),), *((("commonName", name),) for name in common_names))
+    return {"subject": subject, "issuer": ((("commonName", "CA"),),)}
+
+
+def mixed(catalog, **config):
+    """Every provider on: token, basic and TLS certificates."""
+    return authority(catalog, basic_users=USERS, tls=True, **config)
+
+
+def test_basic_authentication(catalog):
+    auth = mixed(catalog)
+    assert auth.config.methods == ("token", "basic", "tls")
+    assert auth.authenticate("basic", b"root:root pw").role == "root"
+    assert auth.authenticate("basic", "carol:carol pw").role == "carol"
+    for data, reason in ((b"root:wrong", "unknown user or wrong password"),
+                         (b"nobody:root pw", "unknown user or wrong password"),
+                         (b"root", "not 'user:password'"), (b"\xff:x", "not UTF-8")):
+        refused = auth.authenticate("basic", data)
+        assert refused.role is None and reason in refused.refusal
+        assert code_of(partial(auth.authorize_topic, refused, "t", LOOKUP, "look up t")) == api.AuthenticationError
+    # a role like any other: carol is granted nothing in acme/ns
+    carol = auth.authenticate("basic", b"carol:carol pw")
+    assert code_of(lambda: auth.authorize_topic(carol, "acme/ns/t", CONSUME, "consume")) == api.AuthorizationError
+    catalog.namespaces.grant_permission("acme/ns", "carol", ["consume"])
+    auth.authorize_topic(carol, "acme/ns/t", CONSUME, "consume")
+
+
+def test_tls_certificate_authentication(catalog):
+    auth = mixed(catalog)
+    assert auth.authenticate("tls", b"", certificate("app")).role == "app"
+    assert auth.authenticate("tls", b"", certificate("ignored", "app")).role == "app"  # the most specific CN
+    auth.authorize_topic(auth.authenticate("tls", b"", certificate("app")), "acme/ns/t", PRODUCE, "produce")
+    for peer in (None, {}, certificate()):  # a plain connection, no certificate, one without a common name
+        refused = auth.authenticate("tls", b"", peer)
+        assert refused.role is None and "no client certificate" in refused.refusal
+    # a certificate is not credentials for another method
+    assert auth.authenticate("basic", b"root:wrong", certificate("root")).role is None
+
+
+def test_without_a_tls_provider_a_certificate_authenticates_no_one(catalog):
+    auth = authority(catalog)
+    assert auth.config.methods == ("token",)
+    assert "'tls' is not enabled" in auth.authenticate("tls", b"", certificate("root")).refusal
+    with pytest.raises(HttpRefusal, match="authentication required") as refused:
+        auth.check_http(None, "acme", certificate=certificate("root"))
+    assert refused.value.status == 401
+
+
+def test_http_basic_and_certificates(catalog):
+    auth = mixed(catalog, anonymous_role="anonymous")
+    basic = "Basic " + base64.b64encode(b"root:root pw").decode()
+    assert auth.check_http(basic, None) == "root"
+    assert auth.check_http(basic.replace("Basic", "basic"), None) == "root"  # schemes are case-insensitive
+    assert auth.check_http(bearer("root"), None) == "root"
+    # without a header, the client certificate: role acme-admin administers acme
+    assert auth.check_http(None, "acme", certificate=certificate("acme-admin")) == "acme-admin"
+    # a header decides, whatever the certificate
+    assert auth.check_http(bearer("app"), "persistent://acme/ns/t", LOOKUP, certificate=certificate("root")) == "app"
+    for authorization, reason in (("Basic " + base64.b64encode(b"root:wrong").decode(), "unknown user or wrong"),
+                                  ("Basic !!!", "not base64"),
+                                  (bearer("root", bytes(32)), "signature does not match")):
+        # refused, not taken for the anonymous role, even with one
+        with pytest.raises(HttpRefusal, match=reason) as refused:
+            auth.check_http(authorization, "acme", certificate=certificate("root"))
+        assert refused.value.status == 401
+    # a scheme without a provider counts as no credentials: the anonymous role, which may not act on acme
+    with pytest.raises(HttpRefusal, match="'anonymous'") as refused:
+        auth.check_http("Negotiate abc", "acme")
+    assert refused.value.status == 403
+
+
+def test_no_provider_means_no_authentication(catalog):
+    config = AuthConfig()
+    assert config.methods == () and not config.enabled
+    assert AuthConfig(basic_users=USERS).enabled and AuthConfig(tls=True).methods == ("tls",)
+    refused = Authority(AuthConfig(basic_users=USERS), catalog, ManualClock()).authenticate("none", b"")
+    assert refused.refusal == ("authentication required: this server accepts clients with a user and password "
+                               "(AuthenticationBasic)")

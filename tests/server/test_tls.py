@@ -1,6 +1,7 @@
-"""`seglog serve` over TLS (--tls-cert-file, --tls-key-file): the real pulsar-client on pulsar+ssl:// with a
-throwaway CA, the health route on https://, a client trusting another CA refused, token authentication over
-TLS, and client certificate authentication (AuthenticationTLS) refused as not supported."""
+"""`seglog serve` over TLS on its main ports (--tls-cert-file, --tls-key-file without --tls-port): the real
+pulsar-client on pulsar+ssl:// with a throwaway CA, the health route on https://, a client trusting another CA
+refused, token authentication over TLS, and a client certificate (AuthenticationTLS) refused on a server
+without --auth-tls. TLS ports beside plain ones and certificate authentication: test_auth_tls.py."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_produce_and_consume_over_tls(tls_server):
 
 
 def test_a_client_trusting_another_ca_is_refused(tls_server, tmp_path):
-    other_ca, _, _ = make_ca(tmp_path, "another CA")
+    other_ca = make_ca(tmp_path, "another CA").path
     client = pulsar.Client(tls_server.pulsar_url, tls_trust_certs_file_path=str(other_ca),
                            operation_timeout_seconds=10)
     try:
@@ -68,7 +69,7 @@ def test_health_over_https(tls_server, certificates, tmp_path):
     trusted = ssl.create_default_context(cafile=certificates.ca)
     with urllib.request.urlopen(health, timeout=10, context=trusted) as response:
         assert response.status == 200 and response.read() == b"ok"
-    other_ca, _, _ = make_ca(tmp_path, "another CA")
+    other_ca = make_ca(tmp_path, "another CA").path
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         urllib.request.urlopen(health, timeout=10, context=ssl.create_default_context(cafile=other_ca))
     with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain http on the TLS port
@@ -101,14 +102,15 @@ def test_token_authentication_over_tls(secured_tls):
     assert time.monotonic() - started < AT_ONCE_S
 
 
-def test_client_certificate_authentication_is_refused_at_once(secured_tls, certificates):
+def test_client_certificates_authenticate_no_one_without_auth_tls(secured_tls, certificates):
+    """No provider for the method 'tls' and no anonymous role: refused, at once."""
     server, _ = secured_tls
     client = server.client(authentication=pulsar.AuthenticationTLS(str(certificates.cert), str(certificates.key)))
     started = time.monotonic()
     with pytest.raises(pulsar.AuthenticationError):
         client.create_producer("secured-tls")
     assert time.monotonic() - started < AT_ONCE_S
-    assert "AuthenticationTLS" not in server.log()  # refused per request, not logged as a server problem
+    assert "'tls' is not enabled" not in server.log()  # refused per request, not logged as a server problem
 
 
 @pytest.mark.parametrize(("extra", "said"), [

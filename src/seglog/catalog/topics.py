@@ -43,6 +43,7 @@ class Catalog:
         self._metadata = metadata
         self.config = config
         self._listeners: list[Callable[[], None]] = []
+        self._created_listeners: list[Callable[[TopicRef], None]] = []
         self._closed = False
 
     @property
@@ -126,6 +127,16 @@ class Catalog:
 
     def on_policies_changed(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
+
+    def on_topic_created(self, listener: Callable[[TopicRef], None]) -> None:
+        """Call `listener` with each topic this process creates, in the creating thread, before the creation
+        returns (the replication service makes the topic's replication cursors then, so nothing written to
+        it is missed)."""
+        self._created_listeners.append(listener)
+
+    def topic_created(self, ref: TopicRef) -> None:
+        for listener in self._created_listeners:
+            listener(ref)
 
     def policies_changed(self) -> None:
         for listener in self._listeners:

@@ -1,6 +1,7 @@
 """`seglog serve`: a broker that speaks Pulsar's binary protocol, so Pulsar clients produce to the data
-directory (docs/SERVER.md). The first line on stdout is `pulsar://HOST:PORT http://HOST:PORT`
-(`pulsar+ssl://HOST:PORT https://HOST:PORT` with TLS)."""
+directory (docs/SERVER.md). The first line on stdout names every port: `pulsar://HOST:PORT http://HOST:PORT`,
+then `pulsar+ssl://HOST:PORT` and `https://HOST:PORT` for --tls-port and --https-port (with a certificate
+and neither of them, the first two are `pulsar+ssl://` and `https://`)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.command(cls=SeglogCommand)
 @click.option("--cluster", required=True, help="This cluster's name (Pulsar's --cluster; names generated producers).")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. Another than loopback needs --auth-token-secret-key or "
-                   "--allow-unauthenticated.")
+              help="Address to bind. Another than loopback needs an authentication provider "
+                   "(--auth-token-secret-key, --auth-basic-file, --auth-tls) or --allow-unauthenticated.")
 @click.option("--port", default=6650, show_default=True, type=click.IntRange(0, 65535),
               help="Binary protocol port; 0 picks a free one.")
 @click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
@@ -40,15 +41,34 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               metavar="FILE", help="Authenticate clients by tokens signed with this secret key (its raw bytes, "
                                    "as `seglog tokens create-secret-key` writes it); the token's subject is the "
                                    "client's role.")
+@click.option("--auth-basic-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Authenticate clients by user and password (AuthenticationBasic) against this htpasswd file "
+                   "(APR1-MD5 or DES crypt hashes, as Pulsar's basicAuthConf); the user is the client's role.")
+@click.option("--auth-tls", is_flag=True,
+              help="Authenticate clients by their TLS certificate (AuthenticationTLS), verified against "
+                   "--tls-trust-certs-file; its subject's common name (CN) is the client's role.")
 @click.option("--superuser-roles", default="", metavar="R1,R2", callback=_roles,
-              help="Roles that may do everything (with --auth-token-secret-key).")
+              help="Roles that may do everything (with an authentication provider).")
 @click.option("--anonymous-user-role", default=None, metavar="ROLE",
-              help="The role of clients that present no token (Pulsar's anonymousUserRole); without it they are "
-                   "refused.")
+              help="The role of clients that present no credentials, or use a method the server has no provider "
+                   "for (Pulsar's anonymousUserRole); without it they are refused.")
 @click.option("--tls-cert-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="PEM certificate (chain): both ports serve TLS only (pulsar+ssl://, https://).")
+              help="PEM certificate (chain) of the server: TLS on --tls-port and --https-port, or, without "
+                   "them, on both main ports only (pulsar+ssl://, https://).")
 @click.option("--tls-key-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The certificate's PEM private key (with --tls-cert-file).")
+@click.option("--tls-port", default=None, type=click.IntRange(0, 65535),
+              help="Binary protocol over TLS (pulsar+ssl://) beside --port, as Pulsar's brokerServicePortTls; "
+                   "0 picks a free one.")
+@click.option("--https-port", default=None, type=click.IntRange(0, 65535),
+              help="Admin REST and HTTP lookup over TLS (https://) beside --http-port, as Pulsar's "
+                   "webServicePortTls; 0 picks a free one.")
+@click.option("--tls-trust-certs-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="PEM CA certificates that sign clients' certificates: a client certificate is verified when "
+                   "presented (one they do not sign fails the handshake); clients without one still connect.")
+@click.option("--tls-require-trusted-client-cert", is_flag=True,
+              help="Refuse TLS clients without a certificate the trusted CAs sign (Pulsar's "
+                   "tlsRequireTrustedClientCertOnConnect).")
 @click.option("--keepalive", default=30.0, show_default=True, type=click.FloatRange(min=0.05),
               help="Seconds between PINGs to silent clients; one more interval without an answer closes them.")
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=click.IntRange(1024, 1 << 30),
@@ -59,8 +79,10 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
 @pass_data
 def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
-          allow_unauthenticated: bool, secret_key: Path | None, superuser_roles: tuple[str, ...],
-          anonymous_user_role: str | None, tls_cert_file: Path | None, tls_key_file: Path | None, keepalive: float,
+          allow_unauthenticated: bool, secret_key: Path | None, auth_basic_file: Path | None, auth_tls: bool,
+          superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
+          tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
+          tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
           max_message_size: int, log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
@@ -71,17 +93,22 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
       seglog --data ./d serve --cluster standalone --host 0.0.0.0 \\
           --auth-token-secret-key secret.key --superuser-roles admin \\
           --tls-cert-file server.pem --tls-key-file server.key
+      seglog --data ./d serve --cluster standalone --tls-port 6651 --https-port 8443 \\
+          --tls-cert-file server.pem --tls-key-file server.key --tls-trust-certs-file ca.pem \\
+          --auth-tls --auth-basic-file .htpasswd --superuser-roles admin
     """
     from seglog.replication.service import ReplicationService
     from seglog.server import ServeOptions, run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
-                           keepalive, max_message_size, auth_secret_key=secret_key, superuser_roles=superuser_roles,
-                           anonymous_role=anonymous_user_role, tls_cert_file=tls_cert_file,
-                           tls_key_file=tls_key_file)
+                           keepalive, max_message_size, auth_secret_key=secret_key, auth_basic_file=auth_basic_file,
+                           auth_tls=auth_tls, superuser_roles=superuser_roles, anonymous_role=anonymous_user_role,
+                           tls_cert_file=tls_cert_file, tls_key_file=tls_key_file, tls_port=tls_port,
+                           https_port=https_port, tls_trust_certs_file=tls_trust_certs_file,
+                           tls_require_trusted_client_cert=tls_require_trusted_client_cert)
 
-    def ready(pulsar_url: str, http_url: str) -> None:
-        click.echo(f"{pulsar_url} {http_url}")
+    def ready(urls: tuple[str, ...]) -> None:
+        click.echo(" ".join(urls))
 
     run(options, ready, ReplicationService)

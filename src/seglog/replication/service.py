@@ -8,15 +8,18 @@ replication at once, without a restart. A cluster leaving a topic's set stops it
 their cursor (`pulsar.repl.REMOTE`), which would otherwise hold the backlog forever, as Pulsar's broker does.
 
 Where a new cursor starts (Pulsar's replicationStartAt = latest): at the end for a topic that existed when
-replication to that cluster began, at the start for a topic first seen after it (created meanwhile, so all
-of it is new). The remote's copy of a partitioned topic is created with the same partitions through its
-admin API (createTopicToRemoteClusterForReplication) before the replicators produce to its partitions; a
-non-partitioned one is created by the replicator's producer, as by any producer."""
+replication to that cluster began; at the start for a topic created since, whose cursors are made by the
+thread that creates it, before anything is written (Catalog.on_topic_created), or, for a topic another
+process created, at the service's first look at it. The remote's copy of a partitioned topic is created
+with the same partitions through its admin API (createTopicToRemoteClusterForReplication) before the
+replicators produce to its partitions; a non-partitioned one is created by the replicator's producer, as by
+any producer."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ import aiohttp
 
 from seglog.admin.api import Admin
 from seglog.broker import Broker
+from seglog.catalog.topics import TopicRef
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.replicator import Replicator
@@ -53,13 +57,16 @@ class ReplicationService:
         self._executor = executor
         self._admin = Admin(broker)
         self._replicators: dict[_Key, Replicator] = {}
-        self._cursors: dict[tuple[str, str], Subscription] = {}  # (topic, remote) -> pulsar.repl.REMOTE
+        # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
+        self._cursors: dict[tuple[str, str], Subscription] = {}
+        self._cursors_lock = threading.Lock()
         self._connections: dict[str, RemoteConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._known_topics: set[str] | None = None  # topics seen by the last look (None: none yet)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._stopped = False
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -71,17 +78,29 @@ class ReplicationService:
             except RuntimeError:
                 pass
         self.broker.catalog.on_policies_changed(changed)
+
+        def created(ref: TopicRef) -> None:  # (the creating thread, before the topic is written to)
+            if self._stopped:
+                return
+            try:
+                self._cursors_for_new_topic(ref)
+            except Exception:  # (the topic is made: its creator must not fail; the next look retries)
+                logger.exception("replication: making the cursors of the new topic %s failed", ref)
+            changed()
+        self.broker.catalog.on_topic_created(created)
         self._task = loop.create_task(self._run())
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         for key in list(self._replicators):
             await self._replicators.pop(key).stop()
-        for subscription in self._cursors.values():
+        with self._cursors_lock:
+            cursors, self._cursors = list(self._cursors.values()), {}
+        for subscription in cursors:
             await self._blocking(self.broker.subscriptions.release, subscription)
-        self._cursors.clear()
         for connection in self._connections.values():
             await connection.close()
         if self._http is not None:
@@ -126,18 +145,16 @@ class ReplicationService:
         wanted, new_topics = await self._blocking(self._wanted)
         for key in [k for k in self._replicators if k not in wanted]:
             await self._replicators.pop(key).stop()
-        for topic, remote in [c for c in self._cursors if (c[0], c[1]) not in {(k.topic, k.remote) for k in wanted}]:
-            subscription = self._cursors.pop((topic, remote))
-            still_exists = topic in self._known_topics if self._known_topics is not None else False
-            await self._blocking(self._drop_cursor, subscription, still_exists)
+        pairs = {(key.topic, key.remote) for key in wanted}
+        with self._cursors_lock:
+            dropped = [(pair, self._cursors.pop(pair)) for pair in list(self._cursors) if pair not in pairs]
+        for (topic, _), subscription in dropped:
+            await self._blocking(self._drop_cursor, subscription, topic in (self._known_topics or ()))
         for key, partitions in wanted.items():
             if key in self._replicators:
                 continue
-            cursor = self._cursors.get((key.topic, key.remote))
-            if cursor is None:
-                start = "earliest" if key.topic in new_topics else "latest"
-                cursor = await self._blocking(self._open_cursor, key.topic, key.remote, start)
-                self._cursors[(key.topic, key.remote)] = cursor
+            start = "earliest" if key.topic in new_topics else "latest"
+            cursor = await self._blocking(self._cursor, key.topic, key.remote, start)
             replicator = Replicator(cursor, key.partition, self.local, key.remote,
                                     _remote_topic(key.topic, key.partition, partitions),
                                     self._producer_factory(key, partitions), self._executor, self.broker.clock)
@@ -163,8 +180,20 @@ class ReplicationService:
                     wanted[_Key(name, partition, remote)] = partitions
         return wanted, new_topics
 
-    def _open_cursor(self, topic: str, remote: str, start: str) -> Subscription:
-        return self.broker.subscriptions.open(self.broker.topic(topic), CURSOR_PREFIX + remote, "exclusive", start)
+    def _cursor(self, topic: str, remote: str, start: str) -> Subscription:
+        """The replicator cursor of `topic` toward `remote`, opened (created at `start` if new) by whichever
+        thread comes first: the one that created the topic, or the service's look (blocking)."""
+        with self._cursors_lock:
+            cursor = self._cursors.get((topic, remote))
+            if cursor is None:
+                cursor = self._cursors[(topic, remote)] = self.broker.subscriptions.open(
+                    self.broker.topic(topic), CURSOR_PREFIX + remote, "exclusive", start)
+            return cursor
+
+    def _cursors_for_new_topic(self, ref: TopicRef) -> None:
+        """A topic was just created here: its replication cursors start at its start."""
+        for remote in self.broker.catalog.replication_clusters(ref.name, self.local) - {self.local}:
+            self._cursor(str(ref.name), remote, "earliest")
 
     def _drop_cursor(self, subscription: Subscription, topic_exists: bool) -> None:
         """A remote left the topic's replication set: its cursor goes (or is let go, with the topic)."""

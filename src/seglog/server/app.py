@@ -4,8 +4,10 @@ The server holds its data directory with a lock file (`serve.lock`, the server's
 server on the same directory is refused; each partition it writes is held by its writer lock, as in-process.
 SIGTERM or SIGINT: stop accepting, answer the commands already received (every SEND is written and
 receipted), close the connections, then close the broker (writers flushed and closed), and exit 0.
-With a secret key, clients authenticate with tokens and are authorized per role (auth.py); with a
-certificate and key, both ports serve TLS only (pulsar+ssl:// and https://)."""
+With authentication providers (token, basic, tls), clients are authenticated and authorized per role (auth.py).
+With a certificate and key, TLS listens on --tls-port and --https-port beside the plain ports, as Pulsar's
+brokerServicePortTls and webServicePortTls; given neither, the two main ports serve TLS only (pulsar+ssl://
+and https://). With trusted CAs, a client certificate is verified when the client presents one."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from seglog.errors import InvalidArgumentError, ServerRunningError
 from seglog.names import validate_part
 from seglog.server.auth import AuthConfig, Authority, read_secret_key
 from seglog.server.connection import Connection
+from seglog.server.htpasswd import Htpasswd
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
 from seglog.server.service import BrokerService, Settings
@@ -60,6 +63,8 @@ ExtensionFactory = Callable[[Broker, str, Executor], Extension]
 
 @dataclass
 class ServeOptions:
+    """What `seglog serve` is told: cli/serve.py's options, checked by `serve` before it opens anything."""
+
     data: Path
     cluster: str
     host: str = "127.0.0.1"
@@ -70,48 +75,73 @@ class ServeOptions:
     keepalive_s: float = 30.0
     max_message_size: int = MAX_FRAME_SIZE
     auth_secret_key: Path | None = None  # token authentication when given (the key's raw bytes)
+    auth_basic_file: Path | None = None  # basic authentication against this htpasswd file when given
+    auth_tls: bool = False  # TLS client certificate authentication (needs tls_trust_certs_file)
     superuser_roles: tuple[str, ...] = ()
     anonymous_role: str | None = None  # the role of clients without credentials; None: refused
-    tls_cert_file: Path | None = None  # both given: TLS on both ports
+    tls_cert_file: Path | None = None  # both given: TLS on the TLS ports, or on both main ports without them
     tls_key_file: Path | None = None
+    tls_port: int | None = None  # binary protocol over TLS beside `port` (0: a free port)
+    https_port: int | None = None  # admin REST and HTTP lookup over TLS beside `http_port` (0: a free port)
+    tls_trust_certs_file: Path | None = None  # CAs that sign clients' certificates, verified when presented
+    tls_require_trusted_client_cert: bool = False  # TLS clients without a trusted certificate are refused
+
+    @property
+    def tls_beside(self) -> bool:
+        """TLS on ports of its own beside the plain ones (else, with a certificate, on the main ports)."""
+        return self.tls_port is not None or self.https_port is not None
+
+    @property
+    def authenticating(self) -> bool:
+        """Whether any authentication provider is on."""
+        return self.auth_secret_key is not None or self.auth_basic_file is not None or self.auth_tls
+
+
+PROVIDER_OPTIONS = "--auth-token-secret-key, --auth-basic-file or --auth-tls"
 
 
 def check_host(options: ServeOptions) -> None:
     """Only loopback without authentication, unless told otherwise."""
-    if options.host == "localhost" or options.auth_secret_key is not None:
+    if options.host == "localhost" or options.authenticating:
         return
     try:
         loopback = ipaddress.ip_address(options.host).is_loopback
     except ValueError:
         loopback = False
     if not loopback and not options.allow_unauthenticated:
-        raise InvalidArgumentError("host", options.host, "a loopback address (127.0.0.1); another with "
-                                   "--auth-token-secret-key (clients then need a token), or with "
-                                   "--allow-unauthenticated (anyone who reaches it may do anything)")
+        raise InvalidArgumentError("host", options.host, f"a loopback address (127.0.0.1); another with an "
+                                   f"authentication provider ({PROVIDER_OPTIONS}: clients then need "
+                                   "credentials), or with --allow-unauthenticated (anyone who reaches it may do "
+                                   "anything)")
 
 
 def auth_config(options: ServeOptions) -> AuthConfig:
-    """The security settings of the options, checked (the key file read) before anything is opened."""
-    if options.auth_secret_key is None:
+    """The security settings of the options, checked (the key and htpasswd files read) before anything is
+    opened."""
+    if not options.authenticating:
         for argument, given in (("superuser roles", options.superuser_roles),
                                 ("anonymous role", options.anonymous_role)):
             if given:
-                raise InvalidArgumentError(argument, given, "roles only with --auth-token-secret-key: without it "
-                                           "there is no authentication, and anyone may do anything")
+                raise InvalidArgumentError(argument, given, f"roles only with an authentication provider "
+                                           f"({PROVIDER_OPTIONS}): without one, anyone may do anything")
         return AuthConfig()
-    return AuthConfig(read_secret_key(options.auth_secret_key, argument="secret key"),
-                      frozenset(options.superuser_roles), options.anonymous_role)
+    if options.auth_tls and options.tls_trust_certs_file is None:
+        raise InvalidArgumentError("--auth-tls", True, "with --tls-trust-certs-file: the CAs whose client "
+                                   "certificates authenticate (Pulsar's tlsTrustCertsFilePath)")
+    return AuthConfig(
+        None if options.auth_secret_key is None else read_secret_key(options.auth_secret_key, argument="secret key"),
+        frozenset(options.superuser_roles), options.anonymous_role,
+        None if options.auth_basic_file is None else Htpasswd.read(options.auth_basic_file,
+                                                                   argument="--auth-basic-file"),
+        options.auth_tls)
 
 
 def tls_context(options: ServeOptions) -> ssl.SSLContext | None:
-    """The server's TLS context when a certificate and key are given (no client certificates asked for)."""
-    if options.tls_cert_file is None and options.tls_key_file is None:
-        return None
+    """The server's TLS context when a certificate and key are given; it asks clients for a certificate when
+    CAs to trust are given (verified if presented, required with --tls-require-trusted-client-cert)."""
+    _check_tls_options(options)
     if options.tls_cert_file is None or options.tls_key_file is None:
-        missing, given = (("--tls-cert-file", options.tls_key_file) if options.tls_cert_file is None
-                          else ("--tls-key-file", options.tls_cert_file))
-        raise InvalidArgumentError(missing, None, "a PEM file, given with the other one: TLS needs both the "
-                                   f"certificate and its private key (only {given} was given)")
+        return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(options.tls_cert_file, options.tls_key_file)
@@ -120,7 +150,43 @@ def tls_context(options: ServeOptions) -> ssl.SSLContext | None:
                                    f"{options.tls_cert_file}, {options.tls_key_file}",
                                    "a PEM certificate (chain) and its PEM private key, readable",
                                    detail=getattr(error, "strerror", None) or str(error)) from None
+    if options.tls_trust_certs_file is not None:
+        try:
+            context.load_verify_locations(cafile=options.tls_trust_certs_file)
+        except (OSError, ssl.SSLError) as error:
+            raise InvalidArgumentError("--tls-trust-certs-file", str(options.tls_trust_certs_file),
+                                       "a readable PEM file of the CA certificates that sign clients' certificates",
+                                       detail=getattr(error, "strerror", None) or str(error)) from None
+        # CERT_OPTIONAL, as Pulsar without tlsRequireTrustedClientCertOnConnect: a certificate the CAs do not
+        # sign fails the handshake, and clients that present none (token, basic, anonymous) still connect
+        context.verify_mode = ssl.CERT_REQUIRED if options.tls_require_trusted_client_cert else ssl.CERT_OPTIONAL
     return context
+
+
+def _check_tls_options(options: ServeOptions) -> None:
+    """Refuse TLS options that need others not given, or ports given twice."""
+    if (options.tls_cert_file is None) != (options.tls_key_file is None):
+        missing, given = (("--tls-cert-file", options.tls_key_file) if options.tls_cert_file is None
+                          else ("--tls-key-file", options.tls_cert_file))
+        raise InvalidArgumentError(missing, None, "a PEM file, given with the other one: TLS needs both the "
+                                   f"certificate and its private key (only {given} was given)")
+    needs_certificate = [(option, given) for option, given in (
+        ("--tls-port", options.tls_port), ("--https-port", options.https_port),
+        ("--tls-trust-certs-file", options.tls_trust_certs_file)) if given is not None]
+    if needs_certificate and options.tls_cert_file is None:
+        option, given = needs_certificate[0]
+        raise InvalidArgumentError(option, given, "with --tls-cert-file and --tls-key-file, the server's "
+                                   "certificate and key, which TLS needs")
+    if options.tls_require_trusted_client_cert and options.tls_trust_certs_file is None:
+        raise InvalidArgumentError("--tls-require-trusted-client-cert", True, "with --tls-trust-certs-file: the "
+                                   "CAs that sign the certificates required")
+    ports = [("--port", options.port), ("--http-port", options.http_port), ("--tls-port", options.tls_port),
+             ("--https-port", options.https_port)]
+    for index, (option, port) in enumerate(ports):
+        for other, other_port in ports[:index]:
+            if port and port == other_port:
+                raise InvalidArgumentError(option, port, f"a port of its own: {other} is {port} too (0 picks a "
+                                           "free port)")
 
 
 def lock_data_directory(data: Path) -> WriterLock:
@@ -134,10 +200,12 @@ def lock_data_directory(data: Path) -> WriterLock:
     return WriterLock(data / LOCK_FILE, busy)
 
 
-async def serve(options: ServeOptions, ready: Callable[[str, str], None],
+async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
                 extension: ExtensionFactory | None = None) -> None:
-    """Serve until SIGTERM or SIGINT; `ready(pulsar_url, http_url)` once both ports listen. `extension` runs
-    beside the broker from then until the server stops."""
+    """Serve until SIGTERM or SIGINT; `ready(urls)` once every port listens: one URL a port, in the order
+    --port, --http-port, --tls-port, --https-port (`pulsar://HOST:PORT`, `http://...`, `pulsar+ssl://...`,
+    `https://...`; the first two `pulsar+ssl://` and `https://` when TLS has no ports of its own).
+    `extension` runs beside the broker from then until the server stops."""
     check_host(options)
     validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
     security = auth_config(options), tls_context(options)
@@ -158,7 +226,7 @@ async def serve(options: ServeOptions, ready: Callable[[str, str], None],
 
 
 async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExecutor,
-                 ready: Callable[[str, str], None], extension: ExtensionFactory | None, auth: AuthConfig,
+                 ready: Callable[[tuple[str, ...]], None], extension: ExtensionFactory | None, auth: AuthConfig,
                  tls: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -185,34 +253,51 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             connections.discard(connection)
             tasks.discard(task)
 
-    binary = await asyncio.start_server(on_connection, options.host, options.port, ssl=tls)
+    binaries: list[asyncio.Server] = []
     running: Extension | None = None
+
+    async def listen_binary(port: int, context: ssl.SSLContext | None) -> int:
+        server = await asyncio.start_server(on_connection, options.host, port, ssl=context)
+        binaries.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
     rest = RestContext(broker, Admin(broker), service, executor, authority=authority)
     http = web.AppRunner(make_app(rest), access_log=None, handle_signals=False,
                           shutdown_timeout=HTTP_SHUTDOWN_S)
     await http.setup()
     advertised = options.advertised_address or options.host
-    port = binary.sockets[0].getsockname()[1]
-    settings.broker_url = f"{'pulsar+ssl' if tls else 'pulsar'}://{advertised}:{port}"
-    if tls is not None:  # the port speaks TLS only: both of LOOKUP's URLs name it
-        settings.broker_url_tls = settings.broker_url
+    main_tls = None if options.tls_beside else tls  # without TLS ports of its own, TLS takes the main ports
     try:
-        await web.TCPSite(http, options.host, options.http_port, ssl_context=tls).start()
-        http_port = http.addresses[0][1]
-        rest.http_url = f"{'https' if tls else 'http'}://{advertised}:{http_port}"
-        urls = ({"serviceUrlTls": rest.http_url, "brokerServiceUrlTls": settings.broker_url} if tls is not None
-                else {"serviceUrl": rest.http_url, "brokerServiceUrl": settings.broker_url})
+        port = await listen_binary(options.port, main_tls)
+        broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"
+        port = await _listen_http(http, options, options.http_port, main_tls)
+        http_url = f"{'https' if main_tls else 'http'}://{advertised}:{port}"
+        listening = [broker_url, http_url]
+        # LOOKUP's and the HTTP lookup's TLS URLs: the main ports' when they serve TLS only
+        broker_url_tls, http_url_tls = (broker_url, http_url) if main_tls else ("", "")
+        if options.tls_port is not None:
+            broker_url_tls = f"pulsar+ssl://{advertised}:{await listen_binary(options.tls_port, tls)}"
+            listening.append(broker_url_tls)
+        if options.https_port is not None:
+            http_url_tls = f"https://{advertised}:{await _listen_http(http, options, options.https_port, tls)}"
+            listening.append(http_url_tls)
+        settings.broker_url, settings.broker_url_tls = broker_url, broker_url_tls
+        rest.http_url, rest.http_url_tls = http_url, http_url_tls
+        registered = {"serviceUrl": "" if main_tls else http_url, "serviceUrlTls": http_url_tls,
+                      "brokerServiceUrl": "" if main_tls else broker_url, "brokerServiceUrlTls": broker_url_tls}
+        urls = {key: url for key, url in registered.items() if url}
         await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(options.cluster, urls,
                                                                                    exist_ok=True))
         if extension is not None:
             running = extension(broker, options.cluster, executor)
             running.start()
             rest.replication_stats = running.replication_stats
-        ready(settings.broker_url, rest.http_url)
+        ready(tuple(listening))
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")
     finally:
-        binary.close()
+        for server in binaries:
+            server.close()
         if running is not None:
             await running.stop()
         await http.cleanup()
@@ -225,5 +310,14 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             loop.remove_signal_handler(signum)
 
 
-def run(options: ServeOptions, ready: Callable[[str, str], None], extension: ExtensionFactory | None = None) -> None:
+async def _listen_http(runner: web.AppRunner, options: ServeOptions, port: int,
+                       context: ssl.SSLContext | None) -> int:
+    """Serve the HTTP app on `port` too (https with `context`); the port it listens on (`port` 0: a free one)."""
+    before = len(runner.addresses)  # the addresses of every site started, in order
+    await web.TCPSite(runner, options.host, port, ssl_context=context).start()
+    return int(runner.addresses[before][1])
+
+
+def run(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
+        extension: ExtensionFactory | None = None) -> None:
     asyncio.run(serve(options, ready, extension))

@@ -1,10 +1,22 @@
-"""Who may do what on `seglog serve`: token authentication as Pulsar's, and Pulsar's authorization rules.
+"""Who may do what on `seglog serve`: Pulsar's authentication providers (token, basic, tls) and its
+authorization rules.
 
-Authentication is Pulsar's AuthenticationProviderToken with a secret key: a client presents a JWT signed
-with HS256 by the server's secret key (the raw key bytes in a file, as `pulsar tokens create-secret-key`
-writes it), and the token's subject (`sub`) is the client's role. `exp` and `nbf`, when the token has them,
-are checked against the server's clock. Tokens are made by `create_token` (`seglog tokens create`), with
-the header and claims Pulsar's tool writes, so tokens from either work with both.
+Authentication is on when at least one provider is, as `authenticationProviders` lists them in Pulsar; a
+client picks one by CONNECT's `auth_method_name` (over HTTP: the `Authorization` header's scheme, or its TLS
+certificate when it sends no header), and the provider's answer is the client's role:
+
+- token, Pulsar's AuthenticationProviderToken with a secret key: a JWT signed with HS256 by the server's secret
+  key (the raw key bytes in a file, as `pulsar tokens create-secret-key` writes it); the role is its subject
+  (`sub`). `exp` and `nbf`, when the token has them, are checked against the server's clock. Tokens are made by
+  `create_token` (`seglog tokens create`), with the header and claims Pulsar's tool writes.
+- basic, Pulsar's AuthenticationProviderBasic: `user:password` checked against an htpasswd file (htpasswd.py);
+  the role is the user.
+- tls, Pulsar's AuthenticationProviderTls: the client's certificate, verified by the TLS handshake against the
+  server's trusted CAs; the role is the certificate's subject common name (CN).
+
+A method no provider answers, "none" (no credentials) among them, gives the anonymous role when one is set
+(Pulsar's anonymousUserRole), as Pulsar's broker does; without one the client is refused. Credentials a
+provider checks and refuses are never taken for anonymous.
 
 Authorization is Pulsar's PulsarAuthorizationProvider, for what seglog has: a superuser may do everything;
 a tenant's admin roles (`adminRoles`) everything within that tenant; any other role what the namespace
@@ -13,14 +25,17 @@ up (LOOKUP, PARTITIONED_METADATA) or listing a namespace's topics needs either a
 
 Both ports use it: the binary protocol (connection.py) calls `Authority.authenticate` for CONNECT and
 `Authority.authorize_topic` (or `authorize_namespace`) for each request that names a topic or namespace;
-the admin HTTP port calls `Authority.check_http` with the request's `Authorization` header and the resource
-it acts on. With no secret key, authentication is off and everything is allowed, as on a Pulsar broker
-without authentication. Checks read the catalog (SQLite): call them in the server's thread pool."""
+the admin HTTP port calls `Authority.check_http` with the request's `Authorization` header, its client
+certificate and the resource it acts on. With no provider, authentication is off and everything is allowed,
+as on a Pulsar broker without authentication. Checks read the catalog (SQLite) and hash passwords: call them
+in the server's thread pool."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,13 +48,22 @@ from seglog.clock import Clock
 from seglog.errors import InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName
 from seglog.server.errors import ServerFailure
+from seglog.server.htpasswd import Htpasswd
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 SECRET_KEY_BYTES = 32  # HS256's key length (RFC 7518 3.2), as Pulsar's create-secret-key makes it
 ALGORITHM = "HS256"
-TOKEN_METHOD = "token"  # CONNECT's auth_method_name with AuthenticationToken
+# CONNECT's auth_method_name of each provider, as Pulsar's clients send them
+TOKEN_METHOD = "token"  # AuthenticationToken
+BASIC_METHOD = "basic"  # AuthenticationBasic (its default; the client may name another)
+TLS_METHOD = "tls"  # AuthenticationTLS
 NO_CREDENTIALS = ("", "none")  # CONNECT's auth_method_name without any authentication
 BEARER = "Bearer "
+# the Authorization header's schemes (case-insensitive, RFC 9110 11.1) and the provider each is for
+HTTP_SCHEMES = {"bearer": TOKEN_METHOD, "basic": BASIC_METHOD}
+
+# A verified client certificate as the ssl module gives it (SSLObject.getpeercert()); None without one
+PeerCertificate = Mapping[str, Any]
 
 # What a request needs, on the topic's namespace: any one of the actions (superusers and the tenant's admin
 # roles need none). Pulsar's TopicOperation LOOKUP (canLookup = canProduce or canConsume), PRODUCE, CONSUME.
@@ -133,20 +157,44 @@ def _utc(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def common_name(certificate: PeerCertificate | None) -> str | None:
+    """The role of a verified client certificate, as Pulsar's AuthenticationProviderTls takes it: the subject's
+    common name (CN). Of several, the most specific: Pulsar reads the first of Java's RFC 2253 form, which lists
+    the subject's names last to first."""
+    if not certificate:
+        return None
+    names = [value for name in certificate.get("subject", ()) for key, value in name if key == "commonName"]
+    return names[-1] if names and names[-1] else None
+
+
 # the server's side
 
 @dataclass(frozen=True)
 class AuthConfig:
-    """`seglog serve`'s security settings. No secret key: authentication is off (anyone may do anything)."""
+    """`seglog serve`'s security settings: the providers that are on (none: authentication is off, and anyone
+    may do anything), the superuser roles and the anonymous role."""
 
-    secret_key: bytes | None = None
+    secret_key: bytes | None = None  # token authentication with this HS256 key
     superusers: frozenset[str] = frozenset()
     # the role of clients that present no credentials (Pulsar's anonymousUserRole); None: they are refused
     anonymous_role: str | None = None
+    basic_users: Htpasswd | None = None  # basic authentication against these users
+    tls: bool = False  # TLS client certificate authentication (the certificates verified by the handshake)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The auth_method_names of the providers that are on."""
+        return tuple(method for method, on in ((TOKEN_METHOD, self.secret_key is not None),
+                                               (BASIC_METHOD, self.basic_users is not None),
+                                               (TLS_METHOD, self.tls)) if on)
 
     @property
     def enabled(self) -> bool:
-        return self.secret_key is not None
+        return bool(self.methods)
+
+
+_CLIENT_SIDE = {TOKEN_METHOD: "a token (AuthenticationToken)", BASIC_METHOD: "a user and password "
+                "(AuthenticationBasic)", TLS_METHOD: "a client certificate (AuthenticationTLS)"}
 
 
 @dataclass(frozen=True)
@@ -186,43 +234,71 @@ class Authority:
 
     # authentication
 
-    def authenticate(self, method: str, data: bytes | str) -> Principal:
-        """The principal of a CONNECT's credentials (`auth_method_name`, `auth_data`). Never raises: a refusal
-        is kept in the Principal and answered at the connection's first request."""
-        if self.config.secret_key is None:
+    def authenticate(self, method: str, data: bytes | str, certificate: PeerCertificate | None = None) -> Principal:
+        """The principal of a CONNECT's credentials (`auth_method_name`, `auth_data`) on a connection whose
+        verified client certificate is `certificate`. Never raises: a refusal is kept in the Principal and
+        answered at the connection's first request."""
+        config = self.config
+        if not config.enabled:
             return OPEN
-        if method in NO_CREDENTIALS:
-            return self._anonymous()
-        if method != TOKEN_METHOD:
-            if method == "tls":
-                detail = ("client certificate authentication (AuthenticationTLS) is not supported by seglog "
-                          "serve; use a token (AuthenticationToken)")
-            else:
-                detail = f"authentication method {method!r} is not supported by seglog serve; use a token " \
-                         "(AuthenticationToken)"
-            return Principal(None, refusal=detail)
-        token = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-        try:
-            claims = verify_token(self.config.secret_key, token, self._clock())
-        except TokenRefused as refusal:
-            return Principal(None, refusal=str(refusal))
-        return Principal(claims.role, claims.expires_ms)
+        if method == TOKEN_METHOD and config.secret_key is not None:
+            token = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+            try:
+                claims = verify_token(config.secret_key, token, self._clock())
+            except TokenRefused as refusal:
+                return Principal(None, refusal=str(refusal))
+            return Principal(claims.role, claims.expires_ms)
+        if method == BASIC_METHOD and config.basic_users is not None:
+            return self._basic(config.basic_users, data)
+        if method == TLS_METHOD and config.tls:
+            role = common_name(certificate)
+            if role is None:
+                return Principal(None, refusal="no client certificate: AuthenticationTLS needs a TLS connection "
+                                               "and a certificate with a common name (CN), signed by a CA this "
+                                               "server trusts")
+            return Principal(role)
+        # As Pulsar's ServerCnx: a method without a provider, "none" among them, is the anonymous role if any
+        return self._anonymous(method)
 
-    def _anonymous(self) -> Principal:
+    @staticmethod
+    def _basic(users: Htpasswd, data: bytes | str) -> Principal:
+        """AuthenticationBasic's `user:password` (a password may hold ':', a user may not: RFC 7617)."""
+        try:
+            text = data.decode("utf-8") if isinstance(data, bytes) else data
+        except UnicodeDecodeError:
+            return Principal(None, refusal="the basic credentials are not UTF-8 text")
+        user, colon, password = text.partition(":")
+        if not colon:
+            return Principal(None, refusal="the basic credentials are not 'user:password'")
+        if not users.check(user, password):
+            return Principal(None, refusal="unknown user or wrong password")  # (which, as Pulsar, not said)
+        return Principal(user)
+
+    def _anonymous(self, method: str) -> Principal:
         if self.config.anonymous_role is not None:
             return Principal(self.config.anonymous_role)
-        return Principal(None, refusal="authentication required: this server accepts clients with a token only "
-                                       "(AuthenticationToken)")
+        accepted = " or ".join(_CLIENT_SIDE[name] for name in self.config.methods)
+        if method in NO_CREDENTIALS:
+            return Principal(None, refusal=f"authentication required: this server accepts clients with {accepted}")
+        return Principal(None, refusal=f"authentication method {method!r} is not enabled on this server; it "
+                                       f"accepts {accepted}")
 
-    def authenticate_http(self, authorization: str | None) -> Principal:
-        """The principal of an HTTP request's `Authorization` header (None: absent)."""
-        if self.config.secret_key is None:
+    def authenticate_http(self, authorization: str | None, certificate: PeerCertificate | None = None) -> Principal:
+        """The principal of an HTTP request: its `Authorization` header (None: absent) decides by its scheme;
+        without one, its verified client certificate (None: none), as AuthenticationTLS; else anonymous."""
+        if not self.config.enabled:
             return OPEN
         if not authorization:
-            return self._anonymous()
-        if not authorization.startswith(BEARER):
-            return Principal(None, refusal="only 'Authorization: Bearer <token>' is accepted")
-        return self.authenticate(TOKEN_METHOD, authorization[len(BEARER):])
+            return self.authenticate(TLS_METHOD if certificate and self.config.tls else "none", b"", certificate)
+        scheme, _, credentials = authorization.strip().partition(" ")
+        method = HTTP_SCHEMES.get(scheme.lower(), scheme)
+        credentials = credentials.strip()
+        if method == BASIC_METHOD and self.config.basic_users is not None:
+            try:
+                return self.authenticate(method, base64.b64decode(credentials, validate=True), certificate)
+            except binascii.Error:
+                return Principal(None, refusal="the Basic credentials are not base64 of 'user:password'")
+        return self.authenticate(method, credentials, certificate)
 
     def _role(self, principal: Principal) -> str:
         """The role of an authenticated principal; AuthenticationError otherwise (its token expired since)."""
@@ -284,17 +360,17 @@ class Authority:
         except (NotFoundError, InvalidArgumentError):
             return {}
 
-    def check_http(self, authorization: str | None, resource: str | None = None,
-                   actions: Collection[str] = ()) -> str | None:
-        """For the admin HTTP port: the role of a request whose `Authorization` header is `authorization`,
-        if it may act on `resource`; else HttpRefusal 401 (no valid token) or 403 (not allowed). None when
-        authentication is off.
+    def check_http(self, authorization: str | None, resource: str | None = None, actions: Collection[str] = (),
+                   *, certificate: PeerCertificate | None = None) -> str | None:
+        """For the admin HTTP port: the role of a request whose `Authorization` header is `authorization` and
+        whose verified client certificate is `certificate` (authenticate_http), if it may act on `resource`;
+        else HttpRefusal 401 (not authenticated) or 403 (not allowed). None when authentication is off.
 
         `resource` is what the request acts on: None for the whole broker (clusters, brokers, the list of
         tenants: superusers only), 'tenant' (superusers and the tenant's admin roles), 'tenant/namespace'
         or a topic 'tenant/namespace/topic' (also with `persistent://`): the same, plus a role the namespace
         grants one of `actions` (e.g. LOOKUP for the HTTP lookup and topic stats, as Pulsar allows them)."""
-        principal = self.authenticate_http(authorization)
+        principal = self.authenticate_http(authorization, certificate)
         if principal is OPEN:
             return None
         try:

@@ -252,7 +252,7 @@ class Connection:
                 logger.warning("%s: %s before CONNECT: closing", self.peer, Type.Name(kind))
                 self._closing = True
                 return
-            self._connect(base.connect)
+            await self._connect(base.connect)
             return
         if kind == Type.PING:
             self.send(command(Type.PONG))
@@ -293,13 +293,16 @@ class Connection:
             logger.warning("%s: %s is not supported: closing", self.peer, Type.Name(kind))
             self._closing = True
 
-    def _connect(self, connect: api.CommandConnect) -> None:
+    async def _connect(self, connect: api.CommandConnect) -> None:
         version = min(PROTOCOL_VERSION, connect.protocol_version)
         self.connected = True
-        if self.authority is not None:
+        if self.authority is not None and self.authority.enabled:
             # Credentials that authenticate no one are refused at the first request, not here: the client treats
-            # an answer other than CONNECTED as a lost connection and retries until its timeout (docs/SERVER.md)
-            self.principal = self.authority.authenticate(connect.auth_method_name, connect.auth_data)
+            # an answer other than CONNECTED as a lost connection and retries until its timeout (docs/SERVER.md).
+            # In the thread pool: a basic password is hashed. The certificate is the one the TLS handshake
+            # verified (None on a plain port, or when the client sent none).
+            self.principal = await self.blocking(self.authority.authenticate, connect.auth_method_name,
+                                                 connect.auth_data, self.writer.get_extra_info("peercert"))
         self.send(command(Type.CONNECTED, server_version=f"seglog {__version__}", protocol_version=version,
                           max_message_size=self.service.settings.max_message_size))
 

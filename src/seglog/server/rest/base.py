@@ -52,7 +52,8 @@ class RestContext:
     admin: Admin
     service: BrokerService
     executor: Executor
-    http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl
+    http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl (https:// with TLS only)
+    http_url_tls: str = ""  # https://host:port when the HTTP port or an --https-port serves TLS: httpUrlTls
     authority: Authority | None = None  # who may do what (server/auth.py); None: everyone everything
     # (seglog topic, partition or None for all) -> outbound replication per remote (app.Extension)
     replication_stats: Callable[[str, int | None], dict[str, dict[str, Any]]] = _no_replication

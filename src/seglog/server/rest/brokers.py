@@ -26,9 +26,9 @@ async def lookup(request: web.Request, ctx: RestContext) -> web.Response:
     info = request.match_info
     await ctx.blocking(ctx.service.resolve, f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}",
                        False)
-    settings, tls = ctx.service.settings, ctx.http_url.startswith("https://")
+    settings = ctx.service.settings
     return json_response({"brokerUrl": settings.broker_url, "brokerUrlTls": settings.broker_url_tls,
-                          "httpUrl": ctx.http_url, "httpUrlTls": ctx.http_url if tls else ""})
+                          "httpUrl": ctx.http_url, "httpUrlTls": ctx.http_url_tls})
 
 
 ROUTES = [

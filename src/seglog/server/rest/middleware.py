@@ -1,7 +1,8 @@
-"""The one place every HTTP request goes through: authentication and authorization (the `Authorization:
-Bearer <token>` header, decided by server/auth.py's Authority.check_http: 401 without a valid token, 403
-without the role's right), the handler, and the mapping of errors to Pulsar's statuses and `{"reason": ...}`
-bodies (errors.py). aiohttp's own answers (no such route, method not allowed) get the same JSON body."""
+"""The one place every HTTP request goes through: authentication and authorization (the `Authorization`
+header, Bearer or Basic, or the client certificate on https, decided by server/auth.py's Authority.check_http:
+401 without valid credentials, 403 without the role's right), the handler, and the mapping of errors to
+Pulsar's statuses and `{"reason": ...}` bodies (errors.py). aiohttp's own answers (no such route, method not
+allowed) get the same JSON body."""
 
 from __future__ import annotations
 
@@ -67,9 +68,16 @@ async def authenticate(request: web.Request) -> None:
         return
     resource, actions = needed
     try:
-        await context.blocking(authority.check_http, request.headers.get("Authorization"), resource, actions)
+        await context.blocking(authority.check_http, request.headers.get("Authorization"), resource, actions,
+                               certificate=_peer_certificate(request))
     except auth.HttpRefusal as refusal:
         raise RestError(refusal.status, refusal.reason) from None
+
+
+def _peer_certificate(request: web.Request) -> auth.PeerCertificate | None:
+    """The client certificate the TLS handshake verified (https with --tls-trust-certs-file), else None."""
+    transport = request.transport
+    return None if transport is None else transport.get_extra_info("peercert")
 
 
 @web.middleware
