@@ -57,11 +57,15 @@ class Cluster:
         self.server = start_server(self.data, "--cluster", self.name, "--port", port, "--http-port", http_port)
 
 
-def start_clusters(root: Path, *names: str) -> dict[str, Cluster]:
+def start_clusters(root: Path, *names: str, broker_conf: dict[str, str] | None = None) -> dict[str, Cluster]:
+    """Clusters `names`, each registered with the others; `broker_conf`: a broker.conf's text by cluster."""
     clusters = {}
     try:
         for name in names:
             data = root / name
+            if broker_conf and name in broker_conf:
+                data.mkdir(parents=True)
+                (data / "broker.conf").write_text(broker_conf[name])
             clusters[name] = Cluster(name, data, start_server(data, "--cluster", name))
     except BaseException:
         stop_clusters(clusters)
@@ -107,3 +111,12 @@ def read_all(cluster: Cluster, topic: str, *, expected: int, seconds: float = WA
             continue
     reader.close()
     return got
+
+
+def wait_until(condition, seconds: float = WAIT_S) -> None:
+    """Poll `condition` (bounded in time) until it holds; AssertionError if it never does."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {seconds} s")
+        time.sleep(0.05)

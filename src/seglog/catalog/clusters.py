@@ -71,6 +71,16 @@ def check_cluster_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(data)
 
 
+def token_parameter(data: Mapping[str, Any]) -> tuple[str, str] | None:
+    """('token', JWT) or ('file', path) of a cluster registered with a token (check_cluster_data's forms),
+    else None: what a replicator authenticates to that cluster with."""
+    plugin, parameters = (data.get(key) or None for key in AUTH_KEYS)
+    if plugin is None or not isinstance(parameters, str):
+        return None
+    kind, _, value = parameters.partition(":")
+    return kind, value.removeprefix("//") if kind == "file" else value
+
+
 def full_cluster_data(stored: Mapping[str, Any]) -> dict[str, Any]:
     """ClusterData as stored, with every URL (empty when not given), peerClusterNames and the authentication
     keys (None when not given)."""

@@ -151,7 +151,7 @@ class Replicator:
             while True:
                 self._wake.clear()
                 flight.freed.clear()
-                self._count_expired()
+                self.count_expired()
                 if producer.closed.is_set():
                     raise RemoteUnavailable(f"producer {producer.name} on {producer.topic} was closed")
                 if acker.done():
@@ -192,8 +192,9 @@ class Replicator:
                 await self._blocking(self._ack, np.concatenate([entry.offsets for entry in done]))
                 self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
 
-    def _count_expired(self) -> None:
-        """Take in what the TTL expired on the cursor since the last look (Pulsar's replicator expiry)."""
+    def count_expired(self) -> None:
+        """Take in what the TTL expired on the cursor since the last look (Pulsar's replicator expiry): the
+        replicator looks while it runs, and stats look too, as it does not run while its remote is down."""
         expired = self.subscription.cursors[self.partition].expired
         if expired > self._expired_seen:
             self.stats.expired.add(expired - self._expired_seen, 0)

@@ -28,9 +28,10 @@ from urllib.parse import quote
 
 import aiohttp
 
-from seglog.admin.api import Admin
 from seglog.broker import Broker
+from seglog.catalog.clusters import token_parameter
 from seglog.catalog.topics import TopicRef
+from seglog.errors import NotFoundError
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.replicator import Replicator
@@ -55,7 +56,6 @@ class ReplicationService:
         self.broker = broker
         self.local = local
         self._executor = executor
-        self._admin = Admin(broker)
         self._replicators: dict[_Key, Replicator] = {}
         # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
         self._cursors: dict[tuple[str, str], Subscription] = {}
@@ -113,6 +113,7 @@ class ReplicationService:
         for key, replicator in sorted(self._replicators.items(), key=lambda item: item[0].partition):
             if key.topic != topic or partition is not None and key.partition != partition:
                 continue
+            replicator.count_expired()
             rate, throughput = replicator.stats.out.rates()
             entry = stats.setdefault(key.remote, {
                 "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgOutCounter": 0, "bytesOutCounter": 0,
@@ -217,14 +218,15 @@ class ReplicationService:
     def _cluster(self, name: str) -> tuple[RemoteCluster, str]:
         """The remote's broker URL and credentials, and its admin URL, as registered (blocking)."""
         try:
-            data = self._admin.clusters.get(name)
-        except Exception as error:
-            raise RemoteUnavailable(f"cluster {name} is not registered here ({error})") from None
+            data = self.broker.catalog.cluster_data(name)
+        except NotFoundError:
+            raise RemoteUnavailable(f"cluster {name} is not registered here") from None
         broker_url = data.get("brokerServiceUrl") or data.get("brokerServiceUrlTls") or ""
         service_url = data.get("serviceUrl") or data.get("serviceUrlTls") or ""
         if not broker_url:
             raise RemoteUnavailable(f"cluster {name} is registered without a brokerServiceUrl")
-        return RemoteCluster(name, broker_url, _token(data), data.get("brokerClientTrustCertsFilePath")), service_url
+        return RemoteCluster(name, broker_url, _token(name, data), data.get("brokerClientTrustCertsFilePath")), \
+            service_url
 
     async def _connection(self, cluster: RemoteCluster) -> RemoteConnection:
         lock = self._connecting.setdefault(cluster.name, asyncio.Lock())
@@ -272,15 +274,17 @@ def _remote_topic(topic: str, partition: int, partitions: int) -> str:
     return f"persistent://{topic}-partition-{partition}" if partitions > 1 else f"persistent://{topic}"
 
 
-def _token(data: dict[str, Any]) -> str | None:
-    """The token of a cluster registered with Pulsar's token plugin: `token:XYZ`, or `file:PATH` holding it."""
-    plugin, parameters = data.get("authenticationPlugin") or "", data.get("authenticationParameters") or ""
-    if not plugin or "token" not in plugin.lower():
+def _token(cluster: str, data: dict[str, Any]) -> str | None:
+    """The token the replicator presents to `cluster`, from its registration (read from its file each time
+    the replicator connects, so a renewed token file is taken up)."""
+    given = token_parameter(data)
+    if given is None:
         return None
-    if parameters.startswith("token:"):
-        return parameters[len("token:"):]
-    if parameters.startswith("file:"):
-        path = parameters[len("file:"):].removeprefix("//")
-        with open(path, encoding="utf-8") as file:
+    kind, value = given
+    if kind == "token":
+        return value
+    try:
+        with open(value, encoding="utf-8") as file:
             return file.read().strip()
-    return parameters or None
+    except OSError as error:
+        raise RemoteUnavailable(f"cluster {cluster}: cannot read the token file {value}: {error}") from None

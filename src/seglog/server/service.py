@@ -25,6 +25,8 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages
 from seglog.server.protocol.message_ids import offset_of, signed
 from seglog.server.protocol.metadata import (
+    LOCAL_ONLY,
+    REPLICATE_TO,
     REPLICATED_FROM,
     REPLICATED_OFFSET,
     deduplication_ids,
@@ -118,6 +120,8 @@ class BrokerService:
     # the replicator producers connected, by seglog topic (written in the thread pool, read by stats)
     _replicators_in: dict[str, set[ProducerHandle]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # per seglog topic and cluster, messages whose producer named a cluster outside the allowed ones
+    _not_allowed: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
@@ -259,8 +263,7 @@ class BrokerService:
         store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
         store.producer_closed(handle.target.ref.name, handle.fence)
 
-    @staticmethod
-    def append(handle: ProducerHandle, messages: Messages, sequence_id: int) -> int | None:
+    def append(self, handle: ProducerHandle, messages: Messages, sequence_id: int) -> int | None:
         """Write one SEND's messages as one batch; returns the offset of the first (blocking), or None for a
         duplicate the topic's deduplication drops. `sequence_id` is the SEND command's: for a replicator,
         the origin offset of the entry. The write is in the segment (and fsynced where the topic's fsync
@@ -270,9 +273,11 @@ class BrokerService:
         if origin is not None:  # a replicated entry: never replicated again, deduplicated by origin offset
             messages.attributes[REPLICATED_FROM] = origin
             messages.attributes[REPLICATED_OFFSET] = str(sequence_id)
+        elif REPLICATE_TO in messages.attributes:
+            self._count_not_allowed(handle.target.ref.name, messages)
         sequences = handle.sequences
         if sequences is None:
-            return BrokerService._write(handle, messages)
+            return self._write(handle, messages)
         ids = deduplication_ids(messages.attributes)
         assert ids is not None  # (every SEND names its producer and sequence ids)
         name, highest = ids
@@ -280,11 +285,33 @@ class BrokerService:
             duplicate = sequences.is_duplicate(name, highest)
         if duplicate:
             return None
-        offset = BrokerService._write(handle, messages)
+        offset = self._write(handle, messages)
         sequences.record(name, highest, offset, offset + len(messages.values))
         if handle.inbound is not None:
             handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
         return offset
+
+    def _count_not_allowed(self, name: TopicName, messages: Messages) -> None:
+        """A producer named clusters for its messages (`replication_clusters`): those outside the namespace's
+        allowed clusters never get them (no replicator goes there); the messages are stored all the same (a
+        refused send would only make the client retry it) and counted per cluster (stats'
+        replicationNotAllowed)."""
+        local = self.settings.cluster
+        named = set(messages.attributes[REPLICATE_TO].split(",")) - {LOCAL_ONLY, local}
+        if not named:
+            return
+        outside = named - self.broker.catalog.allowed_clusters(name.namespace_name, local)
+        if outside:
+            with self._lock:
+                counts = self._not_allowed.setdefault(str(name), {})
+                for cluster in outside:
+                    counts[cluster] = counts.get(cluster, 0) + len(messages.values)
+
+    def not_allowed_counts(self, topic: str) -> dict[str, int]:
+        """Per cluster, the messages of the seglog topic `topic` whose producer named that cluster outside the
+        namespace's allowed clusters (since the server started)."""
+        with self._lock:
+            return dict(sorted(self._not_allowed.get(topic, {}).items()))
 
     @staticmethod
     def _write(handle: ProducerHandle, messages: Messages) -> int:

@@ -95,8 +95,11 @@ def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -
     ref = ctx.broker.topic(topic)
     seglog = ctx.admin.topics.stats(topic)
     subscriptions = {name: _subscription(ctx, ref, name, s) for name, s in seglog["subscriptions"].items()}
-    return _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
-                        seglog["storageSize"], seglog["backlogSize"], _replication(ctx, ref, None, subscriptions))
+    stats = _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
+                         seglog["storageSize"], seglog["backlogSize"], _replication(ctx, ref, None, subscriptions))
+    # seglog's: messages whose producer named clusters outside the namespace's allowed ones, per cluster
+    stats["replicationNotAllowed"] = ctx.service.not_allowed_counts(str(ref.name))
+    return stats
 
 
 def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]], per_partition: bool

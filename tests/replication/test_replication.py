@@ -1,0 +1,174 @@
+"""Geo-replication between seglog clusters with the real Pulsar client: 1-way, 2-way and a full mesh of three
+with no loops and no duplicates, message-level restrictions, and clusters killed and restarted."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from helpers_replication import WAIT_S, read_all, replicate_namespace, start_clusters, stop_clusters, wait_until
+from helpers_server import pulsar, receive_until
+
+TOPIC = "persistent://public/default/orders"
+
+
+def _values(messages) -> Counter:
+    return Counter(m.data() for m in messages)
+
+
+def test_two_way_replication_delivers_each_message_once_everywhere(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    east = two["east"].client().create_producer(TOPIC)
+    west = two["west"].client().create_producer(TOPIC)
+    for i in range(20):
+        east.send(b"e%d" % i)
+        west.send(b"w%d" % i)
+    expected = Counter([b"e%d" % i for i in range(20)] + [b"w%d" % i for i in range(20)])
+    for name in ("east", "west"):
+        got = read_all(two[name], TOPIC, expected=40)
+        assert _values(got) == expected, name
+    replicated = [m for m in read_all(two["west"], TOPIC, expected=40) if m.data().startswith(b"e")]
+    assert [m.data() for m in replicated] == [b"e%d" % i for i in range(20)]  # in the producer's order
+
+
+def test_one_way_replication_sends_only_from_the_cluster_that_lists_the_other(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east"])  # west keeps its default [west]
+    two["east"].client().create_producer(TOPIC).send(b"from east")
+    two["west"].client().create_producer(TOPIC).send(b"from west")
+    assert _values(read_all(two["west"], TOPIC, expected=2)) == Counter([b"from east", b"from west"])
+    assert _values(read_all(two["east"], TOPIC, expected=1)) == Counter([b"from east"])
+
+
+def test_a_full_mesh_of_three_has_no_loops_and_no_duplicates(three):
+    names = ["east", "west", "north"]
+    replicate_namespace(three, "public/default", names, on=names)
+    producers = {name: three[name].client().create_producer(TOPIC, batching_max_messages=5) for name in names}
+    for i in range(10):
+        for name, producer in producers.items():
+            producer.send_async(f"{name}-{i}".encode(), None)
+    for producer in producers.values():
+        producer.flush()
+    expected = Counter(f"{name}-{i}".encode() for name in names for i in range(10))
+    for name in names:
+        assert _values(read_all(three[name], TOPIC, expected=30)) == expected, name
+
+
+def test_message_level_replication_clusters_and_disable_replication(three):
+    names = ["east", "west", "north"]
+    replicate_namespace(three, "public/default", names, on=names)
+    producer = three["east"].client().create_producer(TOPIC)
+    producer.send(b"local only", disable_replication=True)
+    producer.send(b"east and north", replication_clusters=["east", "north"])
+    producer.send(b"everywhere")
+    assert _values(read_all(three["east"], TOPIC, expected=3)) == Counter([b"local only", b"east and north",
+                                                                           b"everywhere"])
+    assert _values(read_all(three["north"], TOPIC, expected=2)) == Counter([b"east and north", b"everywhere"])
+    assert _values(read_all(three["west"], TOPIC, expected=1)) == Counter([b"everywhere"])
+
+
+def test_a_killed_remote_gets_everything_once_after_it_restarts(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"before")
+    assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"before"])
+    two["west"].kill()
+    for i in range(50):  # east keeps taking messages while west is down
+        producer.send(b"m%d" % i)
+    two["west"].restart()
+    expected = Counter([b"before"] + [b"m%d" % i for i in range(50)])
+    assert _values(read_all(two["west"], TOPIC, expected=51)) == expected
+
+
+def test_a_killed_origin_resumes_from_its_cursor_without_duplicates(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer = two["east"].client().create_producer(TOPIC, batching_max_messages=10, block_if_queue_full=True)
+    for i in range(2000):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    two["east"].kill()  # mid-replication: some sent and not yet acknowledged on east's cursor
+    two["east"].restart()
+    assert _values(read_all(two["west"], TOPIC, expected=2000)) == Counter(b"m%d" % i for i in range(2000))
+
+
+def test_a_partitioned_topic_is_made_on_the_remote_with_its_partitions(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 3)
+    producer = two["east"].client().create_producer("persistent://public/default/spread",
+                                                   message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+                                                   batching_enabled=False)
+    for i in range(30):
+        producer.send(b"p%d" % i)
+    consumer = two["west"].client().subscribe("persistent://public/default/spread", "s",
+                                             initial_position=pulsar.InitialPosition.Earliest)
+    (got,) = receive_until([consumer], 30, seconds=WAIT_S)
+    assert Counter(m.data() for m in got) == Counter(b"p%d" % i for i in range(30))
+    assert two["west"].ok("GET", "/admin/v2/persistent/public/default/spread/partitions") == {"partitions": 3}
+    # each message kept its partition
+    assert {m.topic_name().rsplit("-", 1)[1] for m in got} == {"0", "1", "2"}
+
+
+def test_changing_the_namespace_clusters_stops_replication_at_once_and_drops_the_cursor(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"replicated")
+    assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"replicated"])
+    two["east"].ok("POST", "/admin/v2/namespaces/public/default/replication", ["east"])
+    wait_until(lambda: "pulsar.repl.west" not in two["east"].ok("GET", "/admin/v2/persistent/public/default/orders"
+                                                                       "/subscriptions"))
+    producer.send(b"stays on east")
+    assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"replicated"])
+
+
+def test_stats_show_the_replication_both_ways(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer = two["east"].client().create_producer(TOPIC)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    read_all(two["west"], TOPIC, expected=10)
+    stats_path = "/admin/v2/persistent/public/default/orders/stats"
+    wait_until(lambda: two["east"].ok("GET", stats_path)["replication"]["west"]["msgOutCounter"] == 10)
+    out = two["east"].ok("GET", stats_path)["replication"]["west"]
+    assert out["connected"] is True and out["replicationBacklog"] == 0 and out["msgRateOut"] > 0
+    assert out["outboundConnection"] and out["outboundConnectedSince"]
+    inbound = two["west"].ok("GET", stats_path)
+    assert inbound["replication"]["east"]["msgInCounter"] == 10 and inbound["replication"]["east"]["inboundConnection"]
+    assert inbound["publishers"] == []  # the replicator is not a publisher
+    cursors = two["east"].ok("GET", "/admin/v2/persistent/public/default/orders/internalStats")["cursors"]
+    assert "pulsar.repl.west" in cursors
+
+
+def test_clients_may_not_subscribe_with_the_replicators_prefix(two):
+    with pytest.raises(pulsar.NotAllowedError):
+        two["east"].client().subscribe(TOPIC, "pulsar.repl.west")
+
+
+def test_a_remote_that_is_down_holds_backlog_and_the_ttl_expires_it_as_counted(tmp_path):
+    clusters = start_clusters(tmp_path, "east", "west", broker_conf={"east": "maintenance_interval=200ms\n"})
+    try:
+        replicate_namespace(clusters, "public/default", ["east", "west"], on=["east", "west"])
+        clusters["east"].ok("POST", "/admin/v2/namespaces/public/default/messageTTL", 1)
+        clusters["east"].client().create_producer(TOPIC).send(b"first")
+        read_all(clusters["west"], TOPIC, expected=1)
+        clusters["west"].kill()
+        clusters["east"].client().create_producer(TOPIC, producer_name="second").send(b"expires")
+        stats_path = "/admin/v2/persistent/public/default/orders/stats"
+        wait_until(lambda: clusters["east"].ok("GET", stats_path)["replication"]["west"]["msgRateExpired"] > 0)
+        assert clusters["east"].ok("GET", stats_path)["replication"]["west"]["replicationBacklog"] == 0
+    finally:
+        stop_clusters(clusters)
+
+
+def test_a_message_cannot_escape_the_allowed_clusters_and_is_counted(three):
+    names = ["east", "west", "north"]
+    replicate_namespace(three, "public/default", names, on=["west", "north"])
+    replicate_namespace(three, "public/default", ["east", "west"], on=["east"])  # north not allowed on east
+    producer = three["east"].client().create_producer(TOPIC)
+    producer.send(b"for north", replication_clusters=["east", "north"])  # stored, and not refused: no retries
+    producer.send(b"for all")
+    assert _values(read_all(three["west"], TOPIC, expected=1)) == Counter([b"for all"])
+    assert _values(read_all(three["north"], TOPIC, expected=0)) == Counter()
+    stats = three["east"].ok("GET", "/admin/v2/persistent/public/default/orders/stats")
+    assert stats["replicationNotAllowed"] == {"north": 1}
+    # (north replicates its own messages here, so it has an entry: inbound only)
+    assert stats["replication"]["north"]["outboundConnection"] is None
