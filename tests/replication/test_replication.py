@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from click.testing import CliRunner
 
 from helpers_replication import WAIT_S, read_all, replicate_namespace, start_clusters, stop_clusters, wait_until
 from helpers_server import pulsar, receive_until
+from seglog.cli import main
 
 TOPIC = "persistent://public/default/orders"
 
@@ -172,3 +174,49 @@ def test_a_message_cannot_escape_the_allowed_clusters_and_is_counted(three):
     assert stats["replicationNotAllowed"] == {"north": 1}
     # (north replicates its own messages here, so it has an entry: inbound only)
     assert stats["replication"]["north"]["outboundConnection"] is None
+
+
+def test_a_global_topic_policy_travels_and_one_that_leaves_a_cluster_out_deletes_the_topic_there(three):
+    names = ["east", "west", "north"]
+    replicate_namespace(three, "public/default", names, on=names)
+    three["east"].client().create_producer(TOPIC).send(b"everywhere")
+    for name in names:
+        assert _values(read_all(three[name], TOPIC, expected=1)) == Counter([b"everywhere"])
+    # north protects its copy with a local policy that keeps it (the local policy wins over the global one)
+    three["north"].ok("POST", "/admin/v2/persistent/public/default/orders/replication", ["east", "north"])
+    three["east"].ok("POST", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true", ["east", "north"])
+    path = "/admin/v2/persistent/public/default"
+    wait_until(lambda: "persistent://public/default/orders" not in three["west"].ok("GET", path))  # cascading
+    for name in ("east", "north"):  # the policy arrived, stamped as east made it
+        wait_until(lambda name=name: three[name].ok(
+            "GET", f"{path}/orders/replication?isGlobal=true") == ["east", "north"])
+    assert "persistent://public/default/orders" in three["north"].ok("GET", path)
+    three["east"].client().create_producer(TOPIC, producer_name="after").send(b"east and north")
+    assert _values(read_all(three["north"], TOPIC, expected=2)) == Counter([b"everywhere", b"east and north"])
+
+
+def test_global_policies_are_pushed_again_after_a_remote_comes_back(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    two["west"].kill()
+    two["east"].ok("POST", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true", ["east", "west"])
+    two["west"].restart()
+    wait_until(lambda: two["west"].ok("GET", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true")
+               == ["east", "west"])
+
+
+def test_the_cli_asks_before_a_global_policy_that_deletes_the_topic_elsewhere(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    command = ["--url", two["east"].server.http_url, "topics", "set-replication-clusters", "public/default/orders",
+               "--clusters", "east", "--global"]
+    refused = CliRunner().invoke(main, command, input="n\n")
+    assert refused.exit_code == 1 and "deletes topic public/default/orders on west" in refused.output
+    path = "/admin/v2/persistent/public/default/orders/replication?isGlobal=true"
+    assert two["east"].ok("GET", path) is None  # answering no changed nothing
+    forced = CliRunner().invoke(main, [*command, "--force"])
+    assert forced.exit_code == 0, forced.output
+    topics = "/admin/v2/persistent/public/default"
+    wait_until(lambda: "persistent://public/default/orders" not in two["west"].ok("GET", topics))
