@@ -3,6 +3,7 @@ with no loops and no duplicates, message-level restrictions, and clusters killed
 
 from __future__ import annotations
 
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -138,6 +139,13 @@ def test_stats_show_the_replication_both_ways(two):
     assert inbound["publishers"] == []  # the replicator is not a publisher
     cursors = two["east"].ok("GET", "/admin/v2/persistent/public/default/orders/internalStats")["cursors"]
     assert "pulsar.repl.west" in cursors
+    with urllib.request.urlopen(f"{two['east'].server.http_url}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    labels = ('{cluster="east",namespace="public/default",remote_cluster="west",'
+              'topic="persistent://public/default/orders"}')
+    assert f"pulsar_replication_connected_count{labels} 1.0" in metrics
+    assert f"pulsar_replication_disconnected_count{labels} 0.0" in metrics
+    assert f"pulsar_replication_backlog{labels} 0.0" in metrics
 
 
 def test_clients_may_not_subscribe_with_the_replicators_prefix(two):
@@ -220,3 +228,59 @@ def test_the_cli_asks_before_a_global_policy_that_deletes_the_topic_elsewhere(tw
     assert forced.exit_code == 0, forced.output
     topics = "/admin/v2/persistent/public/default"
     wait_until(lambda: "persistent://public/default/orders" not in two["west"].ok("GET", topics))
+
+
+def _replication_to(cluster, remote: str, topic: str = "spread") -> dict:
+    stats = cluster.ok("GET", f"/admin/v2/persistent/public/default/{topic}/partitioned-stats")
+    return stats["replication"].get(remote, {})
+
+
+def test_a_remote_topic_of_another_type_gets_nothing_and_stats_say_why(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["west"].ok("PUT", "/admin/v2/persistent/public/default/spread")  # non-partitioned on west
+    two["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)
+    two["east"].client().create_producer("persistent://public/default/spread").send(b"stays on east")
+    wait_until(lambda: "non-partitioned" in _replication_to(two["east"], "west").get("lastError", ""))
+    assert _replication_to(two["east"], "west")["connected"] is False
+    assert sorted(two["west"].ok("GET", "/admin/v2/persistent/public/default")) == [
+        "persistent://public/default/spread"]  # no orphan partitions were made there
+    assert read_all(two["west"], "persistent://public/default/spread", expected=0) == []
+
+
+def test_without_remote_topic_creation_a_missing_partitioned_topic_is_reported_not_skipped(tmp_path):
+    clusters = start_clusters(tmp_path, "east", "west",
+                              broker_conf={"east": "createTopicToRemoteClusterForReplication=false\n"})
+    try:
+        replicate_namespace(clusters, "public/default", ["east", "west"], on=["east", "west"])
+        clusters["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)
+        clusters["east"].client().create_producer("persistent://public/default/spread").send(b"waits")
+        wait_until(lambda: "createTopicToRemoteClusterForReplication is off" in
+                   _replication_to(clusters["east"], "west").get("lastError", ""))
+        assert _replication_to(clusters["east"], "west")["replicationBacklog"] == 1
+        clusters["west"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)  # made by hand
+        consumer = clusters["west"].client().subscribe("persistent://public/default/spread", "s",
+                                                        initial_position=pulsar.InitialPosition.Earliest)
+        (got,) = receive_until([consumer], 1, seconds=WAIT_S)
+        assert [m.data() for m in got] == [b"waits"]
+    finally:
+        stop_clusters(clusters)
+
+
+def test_migration_a_cursor_made_at_the_start_before_replication_sends_the_older_messages(two):
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"before replication")
+    # as Pulsar's migration: the replicator's cursor made at the earliest message first, then replication on
+    two["east"].ok("PUT", "/admin/v2/persistent/public/default/orders/subscription/pulsar.repl.west", "earliest")
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer.send(b"after")
+    assert _values(read_all(two["west"], TOPIC, expected=2)) == Counter([b"before replication", b"after"])
+
+
+def test_without_a_cursor_made_first_older_messages_stay_behind(two):
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"before replication")
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    wait_until(lambda: "pulsar.repl.west" in two["east"].ok("GET", "/admin/v2/persistent/public/default/orders"
+                                                                   "/subscriptions"))
+    producer.send(b"after")
+    assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"after"])

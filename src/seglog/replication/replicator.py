@@ -50,6 +50,7 @@ class ReplicatorStats:
     connected: bool = False
     connected_since: str = ""
     outbound_connection: str = ""
+    last_error: str = ""  # why it is not connected, if it is not
 
     @property
     def messages_out(self) -> int:
@@ -134,11 +135,12 @@ class Replicator:
             try:
                 producer = await self._producer()
                 backoff = BACKOFF_START_S
-                self.stats.connected = True
+                self.stats.connected, self.stats.last_error = True, ""
                 self.stats.connected_since = iso_time(self._clock())
                 self.stats.outbound_connection = producer.connection.local_address
                 await self._replicate(producer)
             except RemoteUnavailable as error:
+                self.stats.last_error = str(error)
                 logger.info("replicator %s of %s partition %d: %s; retrying in %.1f s", self.producer_name,
                             self.subscription.ref, self.partition, error, backoff)
             except TopicNotFoundError as error:  # (deleted under it: the service stops it at its next look)

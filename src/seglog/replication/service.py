@@ -163,6 +163,8 @@ class ReplicationService:
             entry["msgOutCounter"] += replicator.stats.out.messages
             entry["bytesOutCounter"] += replicator.stats.out.bytes
             entry["connected"] = entry["connected"] and replicator.stats.connected
+            if replicator.stats.last_error:  # (seglog's key: why a replicator is not connected)
+                entry["lastError"] = replicator.stats.last_error
             entry["replicationDelayInSeconds"] = max(entry["replicationDelayInSeconds"], replicator.delay_ms() // 1000)
         return stats
 
@@ -262,9 +264,8 @@ class ReplicationService:
     def _producer_factory(self, key: _Key, partitions: int) -> Callable[[], Any]:
         async def producer() -> RemoteProducer:
             cluster, service_url = await self._blocking(self._cluster, key.remote)
-            if partitions > 1:
-                await self._ensure_partitioned(service_url, cluster, key.topic, partitions)
             connection = await self._connection(cluster)
+            await self._match_remote_topic(connection, service_url, key.topic, partitions)
             return await connection.create_producer(_remote_topic(key.topic, key.partition, partitions),
                                                     f"{CURSOR_PREFIX}{self.local}-->{key.remote}")
         return producer
@@ -292,32 +293,40 @@ class ReplicationService:
                 connection = self._connections[cluster.name] = await RemoteConnection.open(cluster)
             return connection
 
-    async def _ensure_partitioned(self, service_url: str, cluster: RemoteCluster, topic: str, partitions: int) -> None:
-        """The remote has `topic` with `partitions` partitions: made now if it has no such topic (Pulsar's
-        createTopicToRemoteClusterForReplication); RemoteUnavailable if it has another partition count."""
-        assert self._http is not None
+    async def _match_remote_topic(self, connection: RemoteConnection, service_url: str, topic: str,
+                                  partitions: int) -> None:
+        """The remote's topic is of the local one's type: a non-partitioned topic is made there by the
+        replicator's producer; a partitioned one with the same partitions through the remote's admin API
+        (createTopicToRemoteClusterForReplication). A topic of the other type or another partition count there
+        is RemoteUnavailable, which stats show (connected false, lastError): nothing is replicated to it."""
+        remote = connection.cluster
+        name = f"persistent://{topic}"
+        found = await connection.partitions(name)
+        if found == (partitions if partitions > 1 else 0):
+            return
+        if found:
+            raise RemoteUnavailable(f"cluster {remote.name} has {topic} with {found} partitions, this cluster "
+                                    f"{'with ' + str(partitions) if partitions > 1 else 'not partitioned'}: nothing "
+                                    "is replicated until they match")
+        if not self.broker.config.create_topic_to_remote_cluster_for_replication:
+            raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic}, and "
+                                    "createTopicToRemoteClusterForReplication is off: create it there")
         if not service_url:
-            raise RemoteUnavailable(f"cluster {cluster.name} is registered without a serviceUrl, which making the "
+            raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
                                     f"partitioned topic {topic} there needs")
+        assert self._http is not None
+        headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
         path = f"{service_url.rstrip('/')}/admin/v2/persistent/{quote(topic)}/partitions"
-        headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
         try:
-            async with self._http.get(path, headers=headers) as response:
-                existing = (await response.json()).get("partitions", 0) if response.status == 200 else None
-            if existing == partitions:
-                return
-            if existing:
-                raise RemoteUnavailable(f"cluster {cluster.name} has {topic} with {existing} partitions, not "
-                                        f"{partitions}: nothing is replicated until they match")
-            if not self.broker.config.create_topic_to_remote_cluster_for_replication:
-                raise RemoteUnavailable(f"cluster {cluster.name} has no partitioned topic {topic}, and "
-                                        "createTopicToRemoteClusterForReplication is off: create it there")
             async with self._http.put(path, json=partitions, headers=headers) as response:
                 if response.status not in (204, 409):
-                    raise RemoteUnavailable(f"cluster {cluster.name} refused to create {topic} with {partitions} "
+                    raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} "
                                             f"partitions: {response.status} {await response.text()}")
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise RemoteUnavailable(f"cluster {cluster.name}: its admin API at {service_url} failed: {error}") from None
+            raise RemoteUnavailable(f"cluster {remote.name}: its admin API at {service_url} failed: {error}") from None
+        if await connection.partitions(name) != partitions:  # (409: a non-partitioned topic of that name is there)
+            raise RemoteUnavailable(f"cluster {remote.name} has a non-partitioned topic {topic}, this cluster one "
+                                    f"with {partitions} partitions: nothing is replicated until they match")
 
     async def _push_global_policies(self, remote: str, topic: str, policies: GlobalPolicies, partitions: int) -> None:
         """Send a topic's global policies, as changed here, to `remote` through its admin API, once per change
