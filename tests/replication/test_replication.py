@@ -284,3 +284,17 @@ def test_without_a_cursor_made_first_older_messages_stay_behind(two):
                                                                    "/subscriptions"))
     producer.send(b"after")
     assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"after"])
+
+
+def test_removing_a_global_policy_removes_it_everywhere_and_a_local_one_stays_local(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    policy = "/admin/v2/persistent/public/default/orders/replication"
+    two["east"].ok("POST", f"{policy}?isGlobal=true", ["east", "west"])
+    two["east"].ok("POST", policy, ["east", "west"])  # a local one: east's only
+    wait_until(lambda: two["west"].ok("GET", f"{policy}?isGlobal=true") == ["east", "west"])
+    assert two["west"].ok("GET", policy) is None
+    two["east"].ok("DELETE", f"{policy}?isGlobal=true")
+    wait_until(lambda: two["west"].ok("GET", f"{policy}?isGlobal=true") is None)
+    assert two["east"].ok("GET", policy) == ["east", "west"]  # the local policy is untouched
