@@ -12,8 +12,10 @@ How many messages west has stored is read beside the server, in this process, fr
 `seglog.open(west's data).topic(t).end_offset()` (about 50 µs: the partition's files, no request to the
 server), polled every POLL_S (1 ms); the timings below are bounded by that.
 
-Groups "replication: throughput, batches of 1,000" and "..., batches of 10,000" (the producer's
-`batching_max_messages`; a batch is sent when full or after 10 ms, its size limit raised to fit 10,000)
+Groups "replication: throughput, batches of 1,000", "..., batches of 10,000" (the producer's
+`batching_max_messages`; a batch is sent when full or after 10 ms, its size limit raised to fit 10,000) and
+"..., unbatched" (batching off, pulsar-client's default: every message a stored batch of its own, which the
+replicator sends as a SEND of its own; 10,000 messages a round, as it is slow)
   baseline  1 cluster, no replication      the producer's rate into east, topic in public/local: a round is
                                            100,000 send_async, flush() and every receipt's callback, timed
                                            from the request to the worker to its answer (bench_server's
@@ -94,8 +96,7 @@ REST_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 30.0
 RECEIVE_TIMEOUT_MS = 30_000
 DELAY_RATE = 10_000  # messages a second of the paced producer
-BATCHES = (1_000, 10_000)  # the producer's batching_max_messages: each its own group
-THROUGHPUT = "replication: throughput, batches of {:,}"
+BATCHES = (1, 1_000, 10_000)  # the producer's batching_max_messages (1: batching off): each its own group
 DELAY = "replication: delay at 10,000 msg/s"
 BASELINE = "1 cluster, no replication"
 _names = count()
@@ -289,7 +290,8 @@ def workers(logs):
     def open_(url: str, topic: str, **options) -> ProducerWorker:
         worker = ProducerWorker(logs, len(started))
         started.append(worker)
-        worker.request(op="open", url=url, topic=f"persistent://{topic}", batching=True, value_bytes=VALUE_BYTES,
+        options.setdefault("batching", True)
+        worker.request(op="open", url=url, topic=f"persistent://{topic}", value_bytes=VALUE_BYTES,
                        cpu=pinned_cpu(), **options)
         worker.answer()
         return worker
@@ -300,20 +302,26 @@ def workers(logs):
 
 
 def batch_options(batch: int) -> dict[str, Any]:
-    """A numbered producer batching `batch` messages, with ten batches (at least 10,000 messages) waiting
-    for receipts at most, as bench_server's producer."""
-    return {"batch_messages": batch, "max_pending": 10 * max(batch, 1_000), "numbered": True}
+    """A numbered producer batching `batch` messages (1: batching off), with ten batches (at least 10,000
+    messages) waiting for receipts at most, as bench_server's producer."""
+    return {"batching": batch > 1, "batch_messages": max(batch, 2), "max_pending": 10 * max(batch, 1_000),
+            "numbered": True}
 
 
-@pytest.fixture(scope="module", params=BATCHES, ids=["batch1k", "batch10k"])
+def throughput_group(batch: int) -> str:
+    return "replication: throughput, unbatched" if batch == 1 else f"replication: throughput, batches of {batch:,}"
+
+
+@pytest.fixture(scope="module", params=BATCHES, ids=["unbatched", "batch1k", "batch10k"])
 def batch(request) -> int:
     return request.param
 
 
 @pytest.fixture(scope="module")
 def produced(scale, batch) -> int:
-    """Messages a round of the throughput groups: 100,000 (two batches with --benchmark-disable)."""
-    return scale(100_000, 2 * batch)
+    """Messages a round of the throughput groups: 100,000 (two batches with --benchmark-disable); unbatched,
+    10,000 (200)."""
+    return scale(10_000, 200) if batch == 1 else scale(100_000, 2 * batch)
 
 
 @pytest.fixture(scope="module")
@@ -364,7 +372,7 @@ def test_throughput_local(bench, clusters, workers, produced, batch):
     worker = workers(east.url, topic, **batch_options(batch))
     meters = CpuMeters({"east": east.process, "west": clusters.west.process, "producer": worker})
     rounds = Rounds(worker, topic, n, None, meters)
-    bench.baseline(THROUGHPUT.format(batch), BASELINE, messages=n, nbytes=n * VALUE_BYTES)
+    bench.baseline(throughput_group(batch), BASELINE, messages=n, nbytes=n * VALUE_BYTES)
     bench.run(rounds.run)
     cpu = meters.us_per_message(n)
     bench.record("cpu_us_per_msg", cpu)
@@ -383,7 +391,7 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
     paired_worker = workers(east.url, local, **batch_options(batch))
     paired = Rounds(paired_worker, local, n, None, CpuMeters({}))
 
-    bench.seglog(THROUGHPUT.format(batch), "east -> west, producer to stored on west", messages=n,
+    bench.seglog(throughput_group(batch), "east -> west, producer to stored on west", messages=n,
                  nbytes=n * VALUE_BYTES, at_least={BASELINE: 0.5})
     bench.run(mine.run, setup=paired.run)
     cpu = meters.us_per_message(n)
@@ -428,7 +436,7 @@ def test_catch_up(bench, clusters, workers, produced, batch):
             wait_until(lambda: west.stored(topic) >= n, f"{topic} on west")
         done.append((namespace, topic))
 
-    bench.seglog(THROUGHPUT.format(batch), "catch-up of a backlog (replicator alone)", messages=n,
+    bench.seglog(throughput_group(batch), "catch-up of a backlog (replicator alone)", messages=n,
                  nbytes=n * VALUE_BYTES)
     bench.run(catch_up, setup=setup)
     cpu = meters.us_per_message(n)
