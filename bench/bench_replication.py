@@ -59,8 +59,8 @@ Not measured: the cost of replicated subscriptions' snapshot markers (issue 13's
 replicated subscriptions are not built: no marker is written, so there is nothing real to time yet.
 
 Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
-round; 2,000 paced messages) and checks what it measures: every receipt Ok, west holding exactly east's
-messages in east's order, the backlog sent, every paced message received once."""
+round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
+holding exactly east's messages in east's order, the backlog sent, every paced message received once."""
 
 from __future__ import annotations
 
