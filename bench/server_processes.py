@@ -1,5 +1,6 @@
-"""The server processes of bench_server.py: `seglog serve`, the do-nothing stub broker (stub_broker.py),
-nats-server with JetStream, redis-server, and pulsar-client producer processes (producer_worker.py).
+"""The server processes of bench_server.py and bench_replication.py: `seglog serve` (as clusters of
+geo-replication too), the do-nothing stub broker (stub_broker.py), nats-server with JetStream, redis-server,
+and pulsar-client producer processes (producer_worker.py).
 
 Every process binds 127.0.0.1 on a free port, is started by this module and stopped by its pid (SIGTERM,
 then SIGKILL after a bounded wait); every wait here is bounded. A server this machine lacks (nats-server,
@@ -86,10 +87,18 @@ def _first_line(process: Process) -> str:
 
 def start_seglog(data: Path, logs: Path) -> tuple[Process, str]:
     """`seglog serve` on a data directory, free ports; (the process, its pulsar:// URL)."""
+    process, pulsar_url, _ = start_cluster("standalone", data, logs, "seglog-serve.log")
+    return process, pulsar_url
+
+
+def start_cluster(name: str, data: Path, logs: Path, log_name: str | None = None) -> tuple[Process, str, str]:
+    """`seglog serve --cluster NAME` on a data directory, free ports; (the process, its pulsar:// URL, its
+    http:// URL)."""
     process = _spawn("seglog serve", [sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
-                                      "standalone", "--port", "0", "--http-port", "0"],
-                     logs / "seglog-serve.log", stdout=subprocess.PIPE)
-    return process, _first_line(process).split()[0]
+                                      name, "--port", "0", "--http-port", "0"],
+                     logs / (log_name or f"seglog-serve-{name}.log"), stdout=subprocess.PIPE)
+    pulsar_url, http_url = _first_line(process).split()[:2]
+    return process, pulsar_url, http_url
 
 
 def start_stub(logs: Path) -> tuple[Process, str]:

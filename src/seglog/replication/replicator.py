@@ -262,9 +262,17 @@ class Replicator:
             self.subscription.ack_cumulative(self.partition, stored_up_to)
 
     def _take(self, most: int) -> list[Entry]:
-        pieces = self.subscription.next_delivery(self.state, most)
-        return [entry for piece in pieces
-                for entry in entries(piece.messages(), piece.base, self.local, self.remote)]
+        """Up to `most` messages' entries: stored batches in turn (one thread-pool trip for them all, not
+        one a stored batch, which for a topic of unbatched messages would be one a message)."""
+        taken: list[Entry] = []
+        while most > 0:
+            pieces = self.subscription.next_delivery(self.state, most)
+            if not pieces:
+                break
+            for piece in pieces:
+                most -= len(piece.offsets)
+                taken.extend(entries(piece.messages(), piece.base, self.local, self.remote))
+        return taken
 
     def _ack(self, offsets: np.ndarray) -> None:
         self.subscription.ack_many(self.partition, np.sort(offsets))

@@ -1,0 +1,525 @@
+"""Geo-replication between two `seglog serve` clusters on loopback, east -> west, under the real pulsar-client
+(C++ core), 100 B values, each figure next to a baseline measured in the same run (docs/REPLICATION.md).
+
+Two clusters, each a `seglog serve --cluster NAME` process of its own on free loopback ports with its own data
+directory, registered with each other through the admin REST API, as tests/replication does. Their namespace
+`public/repl` replicates both ways (clusters and allowed clusters [east, west] on both: the 2-way set-up of
+docs/REPLICATION.md, so west also runs a replicator that reads what arrives and sends none of it back);
+`public/local` is east's alone. Producers are producer_worker.py processes pinned to a CPU, as in
+bench_server.py (see its `pinned_cpus`: unpinned, the client's GIL traffic would be what is measured).
+
+How many messages west has stored is read beside the server, in this process, from west's data directory:
+`seglog.open(west's data).topic(t).end_offset()` (about 50 µs: the partition's files, no request to the
+server), polled every POLL_S (1 ms); the timings below are bounded by that.
+
+Groups "replication: throughput, batches of 1,000", "..., batches of 10,000" (the producer's
+`batching_max_messages`; a batch is sent when full or after 10 ms, its size limit raised to fit 10,000) and
+"..., unbatched" (batching off, pulsar-client's default: every message a stored batch of its own, which the
+replicator sends as a SEND of its own; 10,000 messages a round, as it is slow)
+  baseline  1 cluster, no replication      the producer's rate into east, topic in public/local: a round is
+                                           100,000 send_async, flush() and every receipt's callback, timed
+                                           from the request to the worker to its answer (bench_server's
+                                           send_async round)
+  seglog    east -> west, producer to      the same producer on a topic of public/repl: a round is timed
+            stored on west                 from the request to the worker (whose first send_async follows at
+                                           once) until west's end offset shows every message of the round
+                                           (and the worker has answered: every receipt of east Ok). Target
+                                           >= 0.5x the baseline. Paired: a baseline round runs before each
+                                           (untimed by pytest-benchmark), and the note gives the median
+                                           per-round ratio. The replicator is connected before the first
+                                           round (its topic made, the remote producer created): what is
+                                           timed is the steady flow, not the set-up.
+  seglog    catch-up of a backlog          for information, the replicator alone: 100,000 messages stored on
+                                           east by the same producer (untimed) in a namespace that does not
+                                           replicate yet, with the cursor pulsar.repl.west made at the
+                                           earliest message (docs/REPLICATION.md's migration path); timed
+                                           from the request that sets the namespace's clusters to
+                                           [east, west] until west has every message. A new namespace and
+                                           topic each round.
+The CPU time (utime + stime) of east, west and the producer process over each round is in the notes, in µs a
+message (medians of the rounds), as in bench_server.py. After the rounds, west's copy is read back and
+compared with east's: the same values in the same order (each value starts with its index in its round),
+nothing missing and nothing twice.
+
+Group "replication: delay at 10,000 msg/s"
+  A paced producer (producer_worker.py "paced": the i-th send_async due i / 10,000 s after the first; pulsar-
+  client's default batching, at most 1,000 messages or 10 ms a batch) stamps each value with its index and
+  the wall-clock time of its send_async call (`time.time_ns()`, the same machine's clock as the receiver's);
+  a consumer in this process (receiver queue 1,000, acknowledging each message) takes the time of each
+  `receive()` return. The delay of a message is the difference; p50 and p99 of every message of the timed
+  rounds (3 s of sending each, the warm-up round left out) are in the note and the JSON (`p50_ms`, `p99_ms`).
+  baseline  consumer on east, no replication    producer and consumer on east, topic in public/local: the
+                                                 client's batching, east's store and dispatch
+  seglog    consumer on west                     producer on east, consumer on west, topic in public/repl;
+                                                 target p99 <= 100 ms
+  Every message must arrive once, in order; `late_ms` in the JSON says how far behind schedule the producer
+  ever got (the rate held if it is small).
+
+Not measured: the cost of replicated subscriptions' snapshot markers (issue 13's third target), because
+replicated subscriptions are not built: no marker is written, so there is nothing real to time yet.
+
+Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
+round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
+holding exactly east's messages in east's order, the backlog sent, every paced message received once."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import struct
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_processes import Process, ProducerWorker, start_cluster
+
+import seglog
+from seglog.errors import TopicNotFoundError
+
+pulsar = pytest.importorskip("pulsar")  # the test extra
+
+VALUE_BYTES = 100  # as bench/conftest.py
+WARMUP_ROUNDS = 1  # bench.run's default (conftest.py), left out of the per-round figures
+EAST, WEST = "east", "west"
+REPLICATED, LOCAL = "public/repl", "public/local"
+POLL_S = 0.001  # how often west's end offset is looked at while a round waits for it
+WAIT_S = 120.0  # the longest a round waits for replication (a hang fails it)
+REST_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0
+RECEIVE_TIMEOUT_MS = 30_000
+DELAY_RATE = 10_000  # messages a second of the paced producer
+BATCHES = (1, 1_000, 10_000)  # the producer's batching_max_messages (1: batching off): each its own group
+DELAY = "replication: delay at 10,000 msg/s"
+BASELINE = "1 cluster, no replication"
+_names = count()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the two clusters
+
+@dataclass
+class Cluster:
+    name: str
+    process: Process
+    url: str  # pulsar://
+    http: str  # http:// of the admin API
+    data: Path
+    log: Any = None  # seglog.open(data) in this process: end offsets and reads beside the server
+    _topics: dict[str, Any] = field(default_factory=dict)
+
+    def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        request = urllib.request.Request(f"{self.http}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=REST_TIMEOUT_S) as response:
+                text = response.read()
+                return response.status, _json(text)
+        except urllib.error.HTTPError as error:
+            return error.code, _json(error.read())
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, answer = self.rest(method, path, body)
+        assert status in (200, 204), (self.name, method, path, status, answer)
+        return answer
+
+    def stored(self, topic: str) -> int:
+        """Messages in the one-partition topic (its end offset), read from the data directory; 0 while the
+        topic does not exist here yet."""
+        handle = self._topics.get(topic)
+        if handle is None:
+            try:
+                handle = self._topics[topic] = self.log.topic(topic)
+            except TopicNotFoundError:
+                return 0
+        return handle.end_offset()
+
+    def values(self, topic: str) -> list[bytes]:
+        return [message.value for message in self.log.topic(topic).reader("earliest", partition=0)]
+
+    def replication(self, topic: str) -> dict[str, Any]:
+        """The topic's stats' replication entry for the other cluster (docs/REPLICATION.md, Stats)."""
+        other = WEST if self.name == EAST else EAST
+        return self.ok("GET", f"/admin/v2/persistent/{topic}/stats").get("replication", {}).get(other, {})
+
+    def namespace(self, namespace: str, clusters: list[str] | None) -> None:
+        """Create `namespace` here; with `clusters`, they are its allowed clusters and its clusters."""
+        self.ok("PUT", f"/admin/v2/namespaces/{namespace}", {})
+        if clusters:
+            self.ok("POST", f"/admin/v2/namespaces/{namespace}/allowedClusters", clusters)
+            self.ok("POST", f"/admin/v2/namespaces/{namespace}/replication", clusters)
+
+
+def _json(text: bytes) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text.decode(errors="replace")
+
+
+@dataclass
+class Clusters:
+    east: Cluster
+    west: Cluster
+
+
+def _start(name: str, root: Path, logs: Path) -> Cluster:
+    data = root / name
+    process, url, http = start_cluster(name, data, logs)
+    cluster = Cluster(name, process, url, http, data)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if cluster.rest("GET", "/admin/v2/brokers/health")[0] == 200:
+                return cluster
+        except OSError:
+            pass
+        process.check_running()
+        if time.monotonic() > deadline:
+            process.stop()
+            raise AssertionError(f"cluster {name} did not answer its health check in {START_TIMEOUT_S}s")
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def logs(scratch):
+    path = scratch / "logs"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="module")
+def clusters(scratch, logs) -> Iterator[Clusters]:
+    """east and west, registered with each other; public/repl replicated both ways, public/local east's alone.
+    Stopped by their pids after the module (each must exit 0)."""
+    started: list[Cluster] = []
+    try:
+        for name in (EAST, WEST):
+            started.append(_start(name, scratch, logs))
+        east, west = started
+        for cluster, other in ((east, west), (west, east)):
+            cluster.ok("PUT", f"/admin/v2/clusters/{other.name}",
+                       {"serviceUrl": other.http, "brokerServiceUrl": other.url})
+            cluster.namespace(REPLICATED, [EAST, WEST])
+        east.namespace(LOCAL, None)
+        for cluster in started:
+            cluster.log = seglog.open(cluster.data, background=False)
+        yield Clusters(east, west)
+    finally:
+        for cluster in started:
+            if cluster.log is not None:
+                cluster.log.close()
+        for cluster in started:
+            assert cluster.process.stop() == 0, cluster.process.tail()
+
+
+def topic_name(namespace: str, kind: str) -> str:
+    return f"{namespace}/bench-{kind}-{next(_names)}"
+
+
+def wait_until(condition, what: str, seconds: float = WAIT_S, poll_s: float = POLL_S) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {seconds} s")
+        time.sleep(poll_s)
+
+
+def wait_connected(east: Cluster, topic: str) -> None:
+    """The replicator of `topic` toward west is connected (its remote producer created)."""
+    wait_until(lambda: east.replication(topic).get("connected"), f"replicator of {topic} connected", 30, 0.02)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# CPU time of the processes over each round
+
+class CpuMeters:
+    """utime + stime of several processes over each round; µs a message, medians of the timed rounds."""
+
+    def __init__(self, processes: dict[str, Process]) -> None:
+        self.processes = processes
+        self.rounds: list[dict[str, float]] = []
+
+    def __enter__(self) -> CpuMeters:
+        self._start = {name: p.cpu_seconds() for name, p in self.processes.items()}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.rounds.append({name: p.cpu_seconds() - self._start[name] for name, p in self.processes.items()})
+
+    def us_per_message(self, messages: int) -> dict[str, float]:
+        timed = self.rounds[WARMUP_ROUNDS:] if len(self.rounds) > WARMUP_ROUNDS else self.rounds
+        return {name: round(statistics.median(r[name] for r in timed) / messages * 1e6, 2) for name in self.processes}
+
+
+def cpu_note(cpu: dict[str, float]) -> str:
+    return "CPU a message: " + ", ".join(f"{name} {us:.1f} µs" for name, us in cpu.items())
+
+
+def machine_note(bench) -> str:
+    load = os.getloadavg()[0]
+    bench.record("load_average_1min", load)
+    return f"load average {load:.1f}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# producers
+
+def pinned_cpu() -> int | None:
+    """The CPU the producer workers are pinned to (bench_server.py's `pinned_cpus`: the first this process
+    may use), or None with SEGLOG_BENCH_PIN=0."""
+    if os.environ.get("SEGLOG_BENCH_PIN", "1") == "0":
+        return None
+    return min(os.sched_getaffinity(0))
+
+
+@pytest.fixture
+def workers(logs):
+    """open(url, topic, **options): a connected producer worker (producer_worker.py), pinned; all stopped by
+    their pids after the test."""
+    started: list[ProducerWorker] = []
+
+    def open_(url: str, topic: str, **options) -> ProducerWorker:
+        worker = ProducerWorker(logs, len(started))
+        started.append(worker)
+        options.setdefault("batching", True)
+        worker.request(op="open", url=url, topic=f"persistent://{topic}", value_bytes=VALUE_BYTES,
+                       cpu=pinned_cpu(), **options)
+        worker.answer()
+        return worker
+
+    yield open_
+    for worker in started:
+        worker.stop()
+
+
+def batch_options(batch: int) -> dict[str, Any]:
+    """A numbered producer batching `batch` messages (1: batching off), with ten batches (at least 10,000
+    messages) waiting for receipts at most, as bench_server's producer."""
+    return {"batching": batch > 1, "batch_messages": max(batch, 2), "max_pending": 10 * max(batch, 1_000),
+            "numbered": True}
+
+
+def throughput_group(batch: int) -> str:
+    return "replication: throughput, unbatched" if batch == 1 else f"replication: throughput, batches of {batch:,}"
+
+
+@pytest.fixture(scope="module", params=BATCHES, ids=["unbatched", "batch1k", "batch10k"])
+def batch(request) -> int:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def produced(scale, batch) -> int:
+    """Messages a round of the throughput groups: 100,000 (two batches with --benchmark-disable); unbatched,
+    10,000 (200)."""
+    return scale(10_000, 200) if batch == 1 else scale(100_000, 2 * batch)
+
+
+@pytest.fixture(scope="module")
+def paced(scale) -> int:
+    """Messages a round of the delay group: 3 s at 10,000 msg/s (2,000 with --benchmark-disable)."""
+    return scale(3 * DELAY_RATE, 2_000)
+
+
+def check_copy(east: Cluster, west: Cluster, topic: str, rounds: int, n: int) -> None:
+    """west holds exactly east's messages of `topic`, in east's order, and east holds each round's
+    numbered values once, in order: nothing lost, nothing twice."""
+    wait_until(lambda: west.stored(topic) >= east.stored(topic), f"{topic} on west", 30, 0.01)
+    ours, theirs = east.values(topic), west.values(topic)
+    assert len(ours) == rounds * n, (len(ours), rounds, n)
+    assert [struct.unpack_from(">q", v)[0] for v in ours] == list(range(n)) * rounds
+    assert len(theirs) == len(ours) and theirs == ours, (len(theirs), len(ours))
+    # (the cursor is acknowledged once west's receipts come back, which may be a moment after west has stored)
+    wait_until(lambda: east.replication(topic).get("replicationBacklog") == 0, f"{topic}'s backlog sent", 30, 0.01)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# throughput
+
+class Rounds:
+    """The rounds of one producer worker on one topic: `run()` produces n and waits until `target` holds
+    everything produced so far; seconds and CPU time of each round."""
+
+    def __init__(self, worker: ProducerWorker, topic: str, n: int, target: Cluster | None,
+                 meters: CpuMeters) -> None:
+        self.worker, self.topic, self.n, self.target, self.meters = worker, topic, n, target, meters
+        self.seconds: list[float] = []
+        self.producer_seconds: list[float] = []
+
+    def run(self) -> None:
+        with self.meters:
+            start = time.perf_counter()
+            self.worker.request(op="produce", n=self.n)
+            if self.target is not None:
+                expected = self.n * (len(self.seconds) + 1)
+                wait_until(lambda: self.target.stored(self.topic) >= expected, f"{self.topic} on {self.target.name}")
+            answer = self.worker.answer()  # every receipt Ok, or the round fails
+            self.seconds.append(time.perf_counter() - start)
+        self.producer_seconds.append(answer["seconds"])
+
+
+def test_throughput_local(bench, clusters, workers, produced, batch):
+    east, n = clusters.east, produced
+    topic = topic_name(LOCAL, "local")
+    worker = workers(east.url, topic, **batch_options(batch))
+    meters = CpuMeters({"east": east.process, "west": clusters.west.process, "producer": worker})
+    rounds = Rounds(worker, topic, n, None, meters)
+    bench.baseline(throughput_group(batch), BASELINE, messages=n, nbytes=n * VALUE_BYTES)
+    bench.run(rounds.run)
+    cpu = meters.us_per_message(n)
+    bench.record("cpu_us_per_msg", cpu)
+    bench.note(f"{cpu_note(cpu)}; {machine_note(bench)}")
+    assert east.stored(topic) == n * len(rounds.seconds)
+
+
+def test_throughput_replicated(bench, clusters, workers, produced, batch):
+    east, west, n = clusters.east, clusters.west, produced
+    topic = topic_name(REPLICATED, "throughput")
+    worker = workers(east.url, topic, **batch_options(batch))
+    wait_connected(east, topic)
+    meters = CpuMeters({"east": east.process, "west": west.process, "producer": worker})
+    mine = Rounds(worker, topic, n, west, meters)
+    local = topic_name(LOCAL, "paired")
+    paired_worker = workers(east.url, local, **batch_options(batch))
+    paired = Rounds(paired_worker, local, n, None, CpuMeters({}))
+
+    bench.seglog(throughput_group(batch), "east -> west, producer to stored on west", messages=n,
+                 nbytes=n * VALUE_BYTES, at_least={BASELINE: 0.5})
+    bench.run(mine.run, setup=paired.run)
+    cpu = meters.us_per_message(n)
+    bench.record("cpu_us_per_msg", cpu)
+    ratios = [p / t for t, p in zip(mine.seconds, paired.seconds)]
+    ratio = statistics.median(ratios)
+    bench.record("paired_ratio", round(ratio, 3))
+    # the producer's own rate beside replication (first send to last receipt of east), and how long west took
+    # after it: the replicator keeps pace when that is near 0
+    lag = statistics.median(t - p for t, p in zip(mine.seconds, mine.producer_seconds)) * 1e3
+    producer_rate = n / statistics.median(mine.producer_seconds)
+    bench.record("producer_msg_per_s", round(producer_rate))
+    bench.record("west_after_last_receipt_ms", round(lag, 1))
+    bench.note(f"{ratio:.2f}x {BASELINE} paired round by round (median of {len(ratios)}); the producer's own "
+               f"rate {producer_rate / 1e3:.1f}k msg/s, west complete {lag:.0f} ms after its last receipt "
+               f"(medians); {cpu_note(cpu)}; {machine_note(bench)}")
+    check_copy(east, west, topic, len(mine.seconds), n)
+
+
+def test_catch_up(bench, clusters, workers, produced, batch):
+    """The replicator alone: a backlog stored beforehand, sent once the namespace's clusters are set."""
+    east, west, n = clusters.east, clusters.west, produced
+    meters = CpuMeters({"east": east.process, "west": west.process})
+    done: list[tuple[str, int]] = []
+
+    def setup():
+        namespace = f"public/catchup-{next(_names)}"
+        topic = f"{namespace}/backlog"
+        west.namespace(namespace, [EAST, WEST])
+        east.namespace(namespace, None)
+        east.ok("POST", f"/admin/v2/namespaces/{namespace}/allowedClusters", [EAST, WEST])
+        worker = workers(east.url, topic, **batch_options(batch))
+        worker.request(op="produce", n=n)
+        worker.answer()
+        worker.stop()
+        east.ok("PUT", f"/admin/v2/persistent/{topic}/subscription/pulsar.repl.{WEST}", "earliest")
+        return namespace, topic
+
+    def catch_up(namespace: str, topic: str) -> None:
+        with meters:
+            east.ok("POST", f"/admin/v2/namespaces/{namespace}/replication", [EAST, WEST])
+            wait_until(lambda: west.stored(topic) >= n, f"{topic} on west")
+        done.append((namespace, topic))
+
+    bench.seglog(throughput_group(batch), "catch-up of a backlog (replicator alone)", messages=n,
+                 nbytes=n * VALUE_BYTES)
+    bench.run(catch_up, setup=setup)
+    cpu = meters.us_per_message(n)
+    bench.record("cpu_us_per_msg", cpu)
+    bench.note(f"{cpu_note(cpu)}; {machine_note(bench)}")
+    for _, topic in done:
+        check_copy(east, west, topic, 1, n)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# end-to-end delay at a steady rate
+
+class Delays:
+    """The delay of every message of each round (ns), and whether each arrived once and in order."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[int]] = []
+        self.late_ms: list[float] = []
+
+    def receive_round(self, consumer, n: int) -> None:
+        delays: list[int] = []
+        self.rounds.append(delays)
+        receive, acknowledge, clock = consumer.receive, consumer.acknowledge, time.time_ns
+        unpack = struct.Struct(">qq").unpack_from
+        for expected in range(n):
+            message = receive(RECEIVE_TIMEOUT_MS)
+            now = clock()
+            index, sent = unpack(message.data())
+            assert index == expected, f"message {index} arrived where {expected} was due (lost or twice)"
+            delays.append(now - sent)
+            acknowledge(message)
+
+    def report(self, bench) -> tuple[float, float, float, float, int]:
+        timed = self.rounds[WARMUP_ROUNDS:] if len(self.rounds) > WARMUP_ROUNDS else self.rounds
+        samples = sorted(ns for one in timed for ns in one)
+        assert samples, "no message was timed"
+        p50, p99, top = (samples[min(len(samples) - 1, int(q * len(samples)))] / 1e6 for q in (0.5, 0.99, 1.0))
+        bench.record("p50_ms", round(p50, 2))
+        bench.record("p99_ms", round(p99, 2))
+        bench.record("max_ms", round(top, 2))
+        late = max(self.late_ms[WARMUP_ROUNDS:] or self.late_ms)
+        bench.record("late_ms", late)
+        return p50, p99, top, late, len(samples)
+
+
+def paced_delays(bench, producer_cluster: Cluster, consumer_cluster: Cluster, topic: str, workers, n: int,
+                 replicated: bool) -> None:
+    with ExitStack() as stack:
+        client = pulsar.Client(consumer_cluster.url, operation_timeout_seconds=30,
+                               logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+        stack.callback(client.close)
+        consumer = client.subscribe(f"persistent://{topic}", "delay", receiver_queue_size=1000)
+        worker = workers(producer_cluster.url, topic)  # pulsar-client's default batching (1,000 or 10 ms)
+        if replicated:
+            wait_connected(producer_cluster, topic)
+        meters = CpuMeters({"east": producer_cluster.process, "producer": worker} |
+                           ({"west": consumer_cluster.process} if replicated else {}))
+        delays = Delays()
+
+        def round_() -> None:
+            with meters:
+                worker.request(op="paced", n=n, rate=DELAY_RATE)
+                delays.receive_round(consumer, n)
+                delays.late_ms.append(worker.answer()["late_ms"])
+
+        bench.run(round_, rounds=4)
+        p50, p99, top, late, samples = delays.report(bench)
+        cpu = meters.us_per_message(n)
+        bench.record("cpu_us_per_msg", cpu)
+        bench.note(f"publish to receipt: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {top:.1f} ms over {samples:,} "
+                   f"messages; the producer at most {late:.1f} ms behind its schedule; {cpu_note(cpu)}; "
+                   f"{machine_note(bench)}")
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(200)  # nothing more: no message twice
+        consumer.close()
+
+
+def test_delay_local(bench, clusters, workers, paced):
+    bench.baseline(DELAY, "consumer on east, no replication", messages=paced)
+    paced_delays(bench, clusters.east, clusters.east, topic_name(LOCAL, "delay"), workers, paced, False)
+
+
+def test_delay_replicated(bench, clusters, workers, paced):
+    bench.seglog(DELAY, "consumer on west", messages=paced, at_most={"p99_ms": 100})
+    paced_delays(bench, clusters.east, clusters.west, topic_name(REPLICATED, "delay"), workers, paced, True)
