@@ -42,7 +42,8 @@ TOKEN_ENV_VAR = "SEGLOG_TOKEN"
 TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
-    "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "SeglogError")}
+    "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "ConfigurationStoreError",
+    "SeglogError")}
 _ARGUMENT_ERRORS = {name: getattr(errors, name) for name in (
     "InvalidArgumentError", "InvalidNameError", "UnusableClusterError", "ClusterNotAllowedError")}
 
