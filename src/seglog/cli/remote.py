@@ -269,6 +269,16 @@ class RemoteNamespaces(RemotePolicyLevel):
     def get_allowed_clusters(self, name: str) -> list[str]:
         return self._http.call("GET", f"{self._base(name)}/allowedClusters")
 
+    def cascading_deletions(self, name: str, *, clusters: list[str] | None = None,
+                            allowed_clusters: list[str] | None = None) -> dict[str, list[str]]:
+        if (clusters is None) == (allowed_clusters is None):
+            raise errors.InvalidArgumentError("clusters / allowed_clusters", None, "exactly one of them: the change "
+                                              "asked about")
+        params = ({"clusters": ",".join(sorted(cluster_names(clusters, "clusters")))} if clusters is not None else
+                  {"allowedClusters": ",".join(sorted(cluster_names(allowed_clusters, "allowed_clusters")))})
+        return self._http.call("GET", f"/seglog/v1/namespaces/{_namespace_path(name)}/cascading-deletions",
+                               params=params)
+
     def list(self, tenant: str | None = None) -> list[str]:
         if tenant is not None:
             return self._http.call("GET", f"/admin/v2/namespaces/{_part(validate_part(tenant, kind='tenant name'))}")
