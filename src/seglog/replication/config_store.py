@@ -223,11 +223,19 @@ class SharedConfiguration:
         with metadata.applying_shared():
             if change.kind == "topic":
                 return self._apply_topic(change.key, change.value)
-            if change.value is None and change.kind in ("tenant", "namespace"):
-                if _always_exists(change):
-                    return False
-                self._delete_topics(f"{change.key}/", "its namespace was deleted in the configuration store")
+            if _always_exists(change) and change.value is None:
+                return False
+            self.delete_topics_of(change)
             return metadata.apply_shared(change)
+
+    def delete_topics_of(self, change: SharedChange) -> None:
+        """The topics here of a tenant or namespace the change deletes (nothing for any other change)."""
+        if change.value is not None or change.kind not in ("tenant", "namespace") or _always_exists(change):
+            return
+        with self.broker.catalog.metadata.applying_shared():
+            for name in self.broker.catalog.topic_names():
+                if name.startswith(f"{change.key}/"):
+                    self._delete(name, f"its {change.kind} {change.key} was deleted in the configuration store")
 
     def cascade(self, namespaces: Iterable[str]) -> bool:
         """Delete the topics of `namespaces` this cluster is left out of (leaves_topic); whether any went."""
@@ -283,16 +291,14 @@ class SharedConfiguration:
             return False
         return True
 
-    def _delete_topics(self, prefix: str, why: str) -> None:
-        for name in self.broker.catalog.topic_names():
-            if name.startswith(prefix):
-                self._delete(name, why)
-
     def _delete(self, name: str, why: str) -> bool:
         logger.info("configuration store: deleting topic %s on %s: %s", name, self.local, why)
         try:
             self.broker.delete_topic(name, force=True)
         except TopicNotFoundError:
+            return False
+        except Exception:  # (one topic that cannot be deleted never stops the others; the next look retries)
+            logger.exception("configuration store: deleting topic %s failed", name)
             return False
         return True
 
@@ -376,6 +382,14 @@ class EtcdConfigurationStore:
             self.shared.cascade(metadata.namespaces())
         self.broker.catalog.policies_changed()
 
+    def _newer(self, path: str, revision: int) -> bool:
+        """Whether `revision` of `path` is newer than any written or applied here; it is the newest from now on."""
+        with self._revisions_lock:
+            if revision <= self._revisions.get(path, 0):
+                return False
+            self._revisions[path] = revision
+            return True
+
     def _apply(self, change: SharedChange) -> bool:
         try:
             return self.shared.apply(change)
@@ -422,6 +436,7 @@ class EtcdConfigurationStore:
         catalog's listeners."""
         changed = False
         namespaces = set()
+        metadata = self.broker.catalog.metadata
         with self._applying:
             if self._stopped.is_set():
                 return
@@ -435,12 +450,20 @@ class EtcdConfigurationStore:
                 kind, key = entity
                 if kind == "namespace":
                     namespaces.add(key)
-                with self._revisions_lock:
-                    if revision <= self._revisions.get(path, 0):
-                        continue  # (written here, or older than what was)
-                    self._revisions[path] = revision
                 value = None if event.get("type") == "DELETE" else json.loads(_unb64(kv.get("value", "")))
-                changed |= self._apply(SharedChange(kind, key, value))
+                change = SharedChange(kind, key, value)
+                self.shared.delete_topics_of(change)  # (before the transaction: the same locks as a topic's)
+                # the revision is checked, and a cluster, tenant or namespace applied, in one catalog transaction:
+                # a change made here writes its revision inside its own, so an older event never overwrites it
+                # (a partitioned topic is applied after: creating or deleting one takes locks the catalog's
+                # users hold while they wait for the catalog)
+                with metadata.transaction():
+                    if not self._newer(path, revision):
+                        continue  # (written here, or older than what was)
+                    if kind != "topic":
+                        changed |= self._apply(change)
+                if kind == "topic":
+                    changed |= self._apply(change)
             try:
                 changed |= self.shared.cascade(namespaces)
             except Exception:  # (logged; the next change or start looks again)
