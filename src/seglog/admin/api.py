@@ -697,10 +697,14 @@ class Topics(PolicyLevel):
         return outcome
 
     def list_with_settings(self) -> list[dict[str, Any]]:
-        """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
+        """Every topic's name, partitions and settings (as get_config gives them), sorted by name (a topic
+        deleted while they are read, as a cascading deletion may, is left out)."""
         listed = []
         for name in self.list():
-            ref = self._broker.topic(name)
+            try:
+                ref = self._broker.topic(name)
+            except TopicNotFoundError:
+                continue
             listed.append({"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin()})
         return listed
 
