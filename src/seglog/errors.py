@@ -180,3 +180,9 @@ class ConsumerBusyError(SeglogError):
 
 class ServerRunningError(SeglogError):
     """Another `seglog serve` holds the data directory."""
+
+
+class ConfigurationStoreError(SeglogError):
+    """The shared configuration store (`seglog serve --configuration-store etcd://...`) could not be reached or
+    refused a request: at start, the server does not start; later, the change that needed it is refused and
+    nothing changed. Names the store."""

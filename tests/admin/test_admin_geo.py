@@ -322,3 +322,24 @@ def test_every_change_tells_the_listeners_at_once_and_a_refused_one_does_not(bro
     with pytest.raises(UnusableClusterError):
         admin.namespaces.set_clusters("acme/ns", ["nope"])
     assert len(changes) == len(steps)
+
+
+# --- cascading deletions with a shared configuration store (replication/config_store.py) --------------------
+
+def test_cascading_deletions_name_by_cluster_left_out_the_topics_it_would_delete(broker, admin) -> None:
+    admin.namespaces.create("public/geo", clusters=[LOCAL, "east", "west"])
+    for topic in ("public/geo/plain", "public/geo/kept", "public/geo/mine"):
+        admin.topics.create(topic)
+    admin.topics.set_replication_clusters("public/geo/kept", [LOCAL, "east", "west"], is_global=True)
+    admin.topics.set_replication_clusters("public/geo/mine", [LOCAL, "west"])  # local: keeps it here
+    # independent stores: a namespace change only stops replication
+    assert admin.namespaces.cascading_deletions("public/geo", clusters=["east"]) == {}
+    broker.catalog.share_configuration("etcd://127.0.0.1:2379")
+    assert admin.namespaces.cascading_deletions("public/geo", clusters=["east"]) == {
+        LOCAL: ["public/geo/plain"], "west": ["public/geo/mine", "public/geo/plain"]}
+    assert admin.namespaces.cascading_deletions("public/geo", clusters=[LOCAL, "east", "west"]) == {}
+    # leaving the allowed clusters deletes whatever the topics' policies
+    assert admin.namespaces.cascading_deletions("public/geo", allowed_clusters=[LOCAL, "east"]) == {
+        "west": ["public/geo/kept", "public/geo/mine", "public/geo/plain"]}
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        admin.namespaces.cascading_deletions("public/geo")

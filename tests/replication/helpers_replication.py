@@ -18,6 +18,7 @@ class Cluster:
     name: str
     data: Path
     server: Server
+    options: tuple[str, ...] = ()  # more `seglog serve` options, given again on restart
 
     @property
     def ports(self) -> tuple[str, str]:
@@ -43,7 +44,8 @@ class Cluster:
     def restart(self) -> None:
         """Start again on the same data directory and ports (the others have them registered)."""
         port, http_port = self.ports
-        self.server = start_server(self.data, "--cluster", self.name, "--port", port, "--http-port", http_port)
+        self.server = start_server(self.data, "--cluster", self.name, "--port", port, "--http-port", http_port,
+                                   *self.options)
 
 
 def start_clusters(root: Path, *names: str, broker_conf: dict[str, str] | None = None) -> dict[str, Cluster]:
@@ -64,6 +66,21 @@ def start_clusters(root: Path, *names: str, broker_conf: dict[str, str] | None =
             if other is not cluster:
                 cluster.ok("PUT", f"/admin/v2/clusters/{other.name}",
                            {"serviceUrl": other.server.http_url, "brokerServiceUrl": other.server.pulsar_url})
+    return clusters
+
+
+def start_shared_clusters(root: Path, store: str, *names: str) -> dict[str, Cluster]:
+    """Clusters `names` sharing the configuration store `store` (etcd://...): each registers itself there, so
+    every one knows the others without registering them."""
+    clusters = {}
+    try:
+        for name in names:
+            options = ("--configuration-store", store)
+            clusters[name] = Cluster(name, root / name, start_server(root / name, "--cluster", name, *options),
+                                     options)
+    except BaseException:
+        stop_clusters(clusters)
+        raise
     return clusters
 
 

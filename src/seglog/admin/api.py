@@ -25,6 +25,7 @@ from seglog.catalog.clusters import (
     check_unused,
     cluster_names,
     clusters_in_force,
+    leaves_topic,
 )
 from seglog.catalog.policies import (
     QUOTA_TYPES,
@@ -361,6 +362,37 @@ class Namespaces(PolicyLevel):
         """The namespace's allowed clusters, sorted: those set, else its clusters (get_clusters)."""
         return sorted(allowed_in_force(self._read(name), self._broker.catalog.local_cluster) or ())
 
+    def cascading_deletions(self, name: str, *, clusters: Collection[str] | None = None,
+                            allowed_clusters: Collection[str] | None = None) -> dict[str, Names]:
+        """What setting the namespace's clusters (or, given instead, its allowed clusters) would delete, when
+        the clusters share their configuration (`seglog serve --configuration-store`): by each registered
+        cluster the change leaves out of the namespace, the namespace's topics this cluster knows that it would
+        delete (for a clusters change, not those a global replication policy listing it keeps, nor, on this
+        cluster, those a local policy keeps). A cluster named also deletes any topic of the namespace that only
+        it has. {} with independent stores, where a namespace change only stops replication."""
+        if (clusters is None) == (allowed_clusters is None):
+            raise InvalidArgumentError("clusters / allowed_clusters", None, "exactly one of them: the change asked "
+                                       "about")
+        namespace = NamespaceName.parse(name)
+        policies = self._read(name)
+        changed = (replace(policies, replication_clusters=cluster_names(clusters, "clusters")) if clusters is not None
+                   else replace(policies, allowed_clusters=cluster_names(allowed_clusters, "allowed_clusters")))
+        catalog = self._broker.catalog
+        if catalog.configuration_store is None:
+            return {}
+        metadata = catalog.metadata
+        topics = [TopicName.parse(topic) for topic in catalog.topic_names()
+                  if TopicName.parse(topic).namespace_name == str(namespace)]
+        deleted: dict[str, Names] = {}
+        for cluster in metadata.clusters():
+            if leaves_topic(policies, GlobalPolicies(), None, cluster) or \
+                    not leaves_topic(changed, GlobalPolicies(), None, cluster):
+                continue  # (the namespace kept it out before, or keeps it in)
+            deleted[cluster] = [str(topic) for topic in topics if leaves_topic(
+                changed, metadata.topic_global_policies(topic),
+                metadata.topic_policies(topic) if cluster == catalog.local_cluster else None, cluster)]
+        return deleted
+
     def _set_cluster_level(self, name: str, changed: str, clusters: frozenset[str]) -> None:
         namespace = NamespaceName.parse(name)
         metadata = self._broker.catalog.metadata
@@ -665,10 +697,14 @@ class Topics(PolicyLevel):
         return outcome
 
     def list_with_settings(self) -> list[dict[str, Any]]:
-        """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""
+        """Every topic's name, partitions and settings (as get_config gives them), sorted by name (a topic
+        deleted while they are read, as a cascading deletion may, is left out)."""
         listed = []
         for name in self.list():
-            ref = self._broker.topic(name)
+            try:
+                ref = self._broker.topic(name)
+            except TopicNotFoundError:
+                continue
             listed.append({"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin()})
         return listed
 

@@ -134,6 +134,17 @@ def applied_replication(local: Policies, global_: GlobalPolicies, namespace: Pol
     return clusters_in_force(namespace, local_cluster) or frozenset()
 
 
+def leaves_topic(namespace: Policies, global_: GlobalPolicies, local: Policies | None, cluster: str) -> bool:
+    """Whether `cluster` must delete a topic when the clusters share their configuration (Pulsar's cascading
+    deletion): outside the allowed clusters the namespace sets, whatever the topic's policies; else outside the
+    topic's applied replication set (a policy that lists `cluster`, local or global, keeps the topic there against
+    its namespace's clusters, and against the allowed clusters that follow them when the namespace sets none).
+    `local`: the topic's local policy on `cluster`, None when unknown (another cluster's)."""
+    if namespace.allowed_clusters is not None and cluster not in namespace.allowed_clusters:
+        return True
+    return cluster not in applied_replication(local or Policies(), global_, namespace, cluster)
+
+
 # the rules
 
 def check_registered(metadata: Metadata, clusters: Iterable[str], argument: str, *,

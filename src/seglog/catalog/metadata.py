@@ -7,7 +7,17 @@ namespace's `config` column holds its policies, a topic's `config` the settings 
 the policies set on it for this cluster and its `global_policies` those meant for every cluster it replicates
 to (JSON, see policies.py). `clusters` holds the clusters known to this one (Pulsar's ClusterData, by name),
 for tenants' allowed clusters and geo-replication; `properties` facts of the data directory itself: the
-cluster it is (`local_cluster`, recorded by the first `seglog serve --cluster NAME`)."""
+cluster it is (`local_cluster`, recorded by the first `seglog serve --cluster NAME`) and the shared configuration
+store it joined (`configuration_store`).
+
+Shared configuration. What Pulsar keeps in its configuration store (registered clusters, tenants, namespaces
+with their policies and permissions, partitioned topics' partition counts) is what clusters sharing one store
+(`seglog serve --configuration-store`, replication/config_store.py) see alike. This store stays every
+reader's copy of it: each change to one of those entities is told, as a SharedChange, to the listeners of
+`on_shared_change` inside its transaction, before it commits, so a listener that cannot publish it refuses
+it (the transaction rolls back) and the local copy never holds what the shared store lacks; and a change
+made elsewhere comes in through `apply_shared` (or, for a partitioned topic, whose files the broker makes,
+inside `applying_shared()`), which tells nobody, since it came from the store."""
 
 from __future__ import annotations
 
@@ -49,7 +59,24 @@ CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NUL
 MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),
               ("topics", "global_policies", "TEXT NOT NULL DEFAULT '{}'"))
 LOCAL_CLUSTER = "local_cluster"  # the properties row naming the data directory's own cluster
+CONFIGURATION_STORE = "configuration_store"  # the properties row naming the shared store it joined
 DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
+# the kinds of shared entities, in the order a whole configuration is applied (each after those it names)
+SHARED_KINDS = ("cluster", "tenant", "namespace", "topic")
+
+
+@dataclass(frozen=True)
+class SharedChange:
+    """One entity of the shared configuration as a change left it: `kind` one of SHARED_KINDS; `key` its name
+    (a cluster, a tenant, 'tenant/namespace', 'tenant/namespace/topic'); `value` its JSON, None once deleted:
+    a cluster's ClusterData, a tenant's config, a namespace's {"policies": ..., "permissions": {role: [actions]}},
+    a partitioned topic's {"partitions": N} (a topic of one partition is not partitioned, and not shared)."""
+    kind: str
+    key: str
+    value: dict[str, Any] | None
+
+
+SharedListener = Callable[[SharedChange], None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +96,9 @@ class Metadata:
         # reentrant: the statements of a caller's transaction() take it again
         self._lock = threading.RLock()
         self._in_transaction = False
+        self._shared_listeners: list[SharedListener] = []
+        self._touched: dict[tuple[str, str], None] = {}  # the shared entities the transaction changed, in order
+        self._applying = threading.local()  # .active: this thread applies changes that came from the store
         try:
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
@@ -105,8 +135,10 @@ class Metadata:
                 return
             self._db.execute("BEGIN IMMEDIATE")
             self._in_transaction = True
+            self._touched.clear()  # (what statements outside a transaction touched, as at open, is no change)
             try:
                 yield
+                self._tell_shared()  # (before the commit: a listener that refuses rolls the change back)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -114,6 +146,7 @@ class Metadata:
                 self._db.execute("COMMIT")
             finally:
                 self._in_transaction = False
+                self._touched.clear()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -124,9 +157,11 @@ class Metadata:
             yield
 
     def _ensure_namespace(self, tenant: str, namespace: str) -> None:
-        self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
-        self._db.execute("INSERT OR IGNORE INTO namespaces(name, tenant) VALUES (?, ?)",
-                         (f"{tenant}/{namespace}", tenant))
+        if self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,)).rowcount:
+            self._touch("tenant", tenant)
+        if self._db.execute("INSERT OR IGNORE INTO namespaces(name, tenant) VALUES (?, ?)",
+                            (f"{tenant}/{namespace}", tenant)).rowcount:
+            self._touch("namespace", f"{tenant}/{namespace}")
 
     def create_topic(self, name: TopicName, partitions: int, config: dict[str, Any], created_ms: int,
                      then: Callable[[], None] | None = None) -> None:
@@ -140,6 +175,8 @@ class Metadata:
                     (str(name), name.namespace_name, partitions, json.dumps(config), created_ms))
             except sqlite3.IntegrityError:
                 raise TopicExistsError(f"topic {name} already exists") from None
+            if partitions > 1:
+                self._touch("topic", str(name))
             if then is not None:
                 then()
 
@@ -159,8 +196,12 @@ class Metadata:
         """Remove a topic. `then` runs inside the transaction once the row is out (a failure rolls it back),
         for the files that go with it."""
         with self._transaction():
-            if not self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),)).rowcount:
+            row = self._db.execute("SELECT partitions FROM topics WHERE name = ?", (str(name),)).fetchone()
+            if row is None:
                 raise TopicNotFoundError(f"topic {name} does not exist")
+            self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),))
+            if row[0] > 1:
+                self._touch("topic", str(name))
             if then is not None:
                 then()
 
@@ -182,6 +223,7 @@ class Metadata:
                 raise InvalidArgumentError("partitions", partitions, f"more than the {row[0]} partitions {name} "
                                            "has (a partition is never removed)")
             self._db.execute("UPDATE topics SET partitions = ? WHERE name = ?", (partitions, str(name)))
+            self._touch("topic", str(name))
 
     def set_topic_config(self, name: TopicName, config: dict[str, Any]) -> None:
         self._update_json("topics", "config", str(name), config)
@@ -201,11 +243,12 @@ class Metadata:
     # tenants and namespaces
 
     def create_tenant(self, tenant: str, config: dict[str, Any]) -> None:
-        with self._access():
+        with self._transaction():
             try:
                 self._db.execute("INSERT INTO tenants VALUES (?, ?)", (tenant, json.dumps(config)))
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"tenant {tenant} already exists") from None
+            self._touch("tenant", tenant)
 
     def set_tenant_config(self, tenant: str, config: dict[str, Any]) -> None:
         self._update_json("tenants", "config", tenant, config)
@@ -228,6 +271,7 @@ class Metadata:
                                     "delete them first")
             if not self._db.execute("DELETE FROM tenants WHERE name = ?", (tenant,)).rowcount:
                 raise NotFoundError(f"tenant {tenant} does not exist")
+            self._touch("tenant", tenant)
 
     def create_namespace(self, name: NamespaceName, policies: Policies | None = None) -> None:
         """Add a namespace to an existing tenant, with `policies` from the start (none when None)."""
@@ -239,6 +283,7 @@ class Metadata:
                                  (str(name), name.tenant, json.dumps((policies or Policies()).to_json())))
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"namespace {name} already exists") from None
+            self._touch("namespace", str(name))
 
     def namespaces(self, tenant: str | None = None) -> list[str]:
         with self._access():
@@ -262,6 +307,7 @@ class Metadata:
             if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
                 raise NotFoundError(f"namespace {name} does not exist")
             self._db.execute("DELETE FROM permissions WHERE namespace = ?", (str(name),))
+            self._touch("namespace", str(name))
 
     def namespace_policies(self, name: NamespaceName | str) -> Policies:
         return Policies.from_json(self._read_json("namespaces", "config", str(name)))
@@ -274,12 +320,14 @@ class Metadata:
     def create_cluster(self, name: str, config: dict[str, Any], *, exist_ok: bool = False) -> None:
         """Add a cluster; AlreadyExistsError if there is one of that name (unless `exist_ok`: then nothing
         changes)."""
-        with self._access():
+        with self._transaction():
             try:
                 self._db.execute("INSERT INTO clusters VALUES (?, ?)", (name, json.dumps(config)))
             except sqlite3.IntegrityError:
                 if not exist_ok:
                     raise AlreadyExistsError(f"cluster {name} already exists") from None
+            else:
+                self._touch("cluster", name)
 
     def clusters(self) -> list[str]:
         with self._access():
@@ -293,9 +341,10 @@ class Metadata:
 
     def delete_cluster(self, name: str) -> None:
         """Remove a cluster (whether anything still uses it is the caller's check: catalog/clusters.py)."""
-        with self._access():
+        with self._transaction():
             if not self._db.execute("DELETE FROM clusters WHERE name = ?", (name,)).rowcount:
                 raise NotFoundError(f"cluster {name} does not exist")
+            self._touch("cluster", name)
 
     def local_cluster(self) -> str | None:
         """The cluster this data directory is, as its first `seglog serve --cluster` named it; None before."""
@@ -326,11 +375,12 @@ class Metadata:
         return json.loads(row[0])
 
     def _update_json(self, table: str, column: str, key: str, value: dict[str, Any]) -> None:
-        with self._access():
-            updated = self._db.execute(f"UPDATE {table} SET {column} = ? WHERE name = ?",
-                                       (json.dumps(value), key)).rowcount
-        if not updated:
-            raise self._missing(table, key)
+        with self._transaction():
+            if not self._db.execute(f"UPDATE {table} SET {column} = ? WHERE name = ?",
+                                    (json.dumps(value), key)).rowcount:
+                raise self._missing(table, key)
+            if (table, column) in _SHARED_COLUMNS:
+                self._touch(_SHARED_COLUMNS[table, column], key)
 
     @staticmethod
     def _missing(table: str, key: str) -> Exception:
@@ -356,18 +406,139 @@ class Metadata:
             self._require_namespace(str(name))
             self._db.execute("INSERT OR REPLACE INTO permissions(namespace, role, actions) VALUES (?, ?, ?)",
                              (str(name), role, json.dumps(actions)))
+            self._touch("namespace", str(name))
 
     def remove_namespace_permission(self, name: NamespaceName, role: str) -> bool:
         """Take every action on the namespace from `role`; whether it had any."""
         with self._transaction():
             self._require_namespace(str(name))
-            return bool(self._db.execute("DELETE FROM permissions WHERE namespace = ? AND role = ?",
-                                         (str(name), role)).rowcount)
+            removed = bool(self._db.execute("DELETE FROM permissions WHERE namespace = ? AND role = ?",
+                                            (str(name), role)).rowcount)
+            if removed:
+                self._touch("namespace", str(name))
+            return removed
 
     def _require_namespace(self, name: str) -> None:
         if not self._db.execute("SELECT 1 FROM namespaces WHERE name = ?", (name,)).fetchone():
             raise NotFoundError(f"namespace {name} does not exist")
 
+    # the shared configuration (the module's docstring)
+
+    def on_shared_change(self, listener: SharedListener) -> None:
+        """Tell `listener` each change this process makes to an entity of the shared configuration, in its
+        transaction before it commits (an exception the listener raises refuses the change: it is rolled back),
+        in the order they are made; never the changes made by `apply_shared` or inside `applying_shared()`."""
+        self._shared_listeners.append(listener)
+
+    @contextmanager
+    def applying_shared(self) -> Iterator[None]:
+        """Changes this thread makes in the block came from the shared configuration: no listener is told
+        (a partitioned topic the store has is created or deleted by the broker inside it)."""
+        outer = getattr(self._applying, "active", False)
+        self._applying.active = True
+        try:
+            yield
+        finally:
+            self._applying.active = outer
+
+    def apply_shared(self, change: SharedChange) -> bool:
+        """Make a cluster, tenant or namespace what another cluster made it in the shared configuration,
+        unchecked (it was checked where it was made), telling no listener; whether anything changed. A deleted
+        tenant takes its namespaces along, a deleted namespace its permissions (their topics are the caller's:
+        deleting one needs the broker). A partitioned topic is the broker's to apply (applying_shared)."""
+        if change.kind not in SHARED_KINDS[:-1]:
+            raise InvalidArgumentError("kind", change.kind, f"one of {', '.join(SHARED_KINDS[:-1])} (a partitioned "
+                                       "topic is created or deleted by the broker, inside applying_shared())")
+        with self.applying_shared(), self._transaction():
+            if self._shared_value(change.kind, change.key) == change.value:
+                return False
+            value, key = change.value, change.key
+            if change.kind == "cluster":
+                self._db.execute("DELETE FROM clusters WHERE name = ?", (key,))
+                if value is not None:
+                    self._db.execute("INSERT INTO clusters VALUES (?, ?)", (key, json.dumps(value)))
+            elif change.kind == "tenant":
+                if value is None:
+                    for (namespace,) in self._db.execute("SELECT name FROM namespaces WHERE tenant = ?",
+                                                         (key,)).fetchall():
+                        self._db.execute("DELETE FROM permissions WHERE namespace = ?", (namespace,))
+                    self._db.execute("DELETE FROM namespaces WHERE tenant = ?", (key,))
+                    self._db.execute("DELETE FROM tenants WHERE name = ?", (key,))
+                else:
+                    self._db.execute("INSERT INTO tenants VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                                     "config = excluded.config", (key, json.dumps(value)))
+            else:
+                self._db.execute("DELETE FROM permissions WHERE namespace = ?", (key,))
+                if value is None:
+                    self._db.execute("DELETE FROM namespaces WHERE name = ?", (key,))
+                else:
+                    tenant = NamespaceName.parse(key).tenant
+                    self._db.execute("INSERT OR IGNORE INTO tenants(name) VALUES (?)", (tenant,))
+                    self._db.execute("INSERT INTO namespaces(name, tenant, config) VALUES (?, ?, ?) ON CONFLICT(name) "
+                                     "DO UPDATE SET config = excluded.config",
+                                     (key, tenant, json.dumps(value["policies"])))
+                    self._db.executemany("INSERT INTO permissions(namespace, role, actions) VALUES (?, ?, ?)",
+                                         [(key, role, json.dumps(actions))
+                                          for role, actions in value["permissions"].items()])
+            return True
+
+    def shared_entities(self) -> list[SharedChange]:
+        """Every entity of the shared configuration this store has, as SHARED_KINDS orders them, each kind by
+        name."""
+        with self._access():
+            keys = [(kind, row[0]) for kind, query in (
+                ("cluster", "SELECT name FROM clusters ORDER BY name"),
+                ("tenant", "SELECT name FROM tenants ORDER BY name"),
+                ("namespace", "SELECT name FROM namespaces ORDER BY name"),
+                ("topic", "SELECT name FROM topics WHERE partitions > 1 ORDER BY name"))
+                for row in self._db.execute(query).fetchall()]
+            return [SharedChange(kind, key, self._shared_value(kind, key)) for kind, key in keys]
+
+    def joined_store(self) -> str | None:
+        """The identity of the shared configuration store this data directory joined (record_joined_store),
+        or None."""
+        with self._access():
+            row = self._db.execute("SELECT value FROM properties WHERE name = ?", (CONFIGURATION_STORE,)).fetchone()
+        return row[0] if row is not None else None
+
+    def record_joined_store(self, identity: str) -> None:
+        """This data directory's shared configuration is now that of the store `identity` (its later starts
+        take the store's content as it is, deletions made there meanwhile included)."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO properties VALUES (?, ?)", (CONFIGURATION_STORE, identity))
+
+    def _touch(self, kind: str, key: str) -> None:
+        """The transaction changed this shared entity (its listeners are told before it commits)."""
+        self._touched[(kind, key)] = None
+
+    def _tell_shared(self) -> None:
+        if not self._shared_listeners or getattr(self._applying, "active", False):
+            return
+        for kind, key in list(self._touched):
+            change = SharedChange(kind, key, self._shared_value(kind, key))
+            for listener in self._shared_listeners:
+                listener(change)
+
+    def _shared_value(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The entity's JSON as SharedChange has it, None when there is none (under the lock)."""
+        if kind == "topic":
+            row = self._db.execute("SELECT partitions FROM topics WHERE name = ?", (key,)).fetchone()
+            return {"partitions": row[0]} if row is not None and row[0] > 1 else None
+        table = {"cluster": "clusters", "tenant": "tenants", "namespace": "namespaces"}[kind]
+        row = self._db.execute(f"SELECT config FROM {table} WHERE name = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        if kind != "namespace":
+            return json.loads(row[0])
+        permissions = self._db.execute("SELECT role, actions FROM permissions WHERE namespace = ? ORDER BY role",
+                                       (key,)).fetchall()
+        return {"policies": json.loads(row[0]), "permissions": {role: json.loads(a) for role, a in permissions}}
+
     def close(self) -> None:
         with self._access():
             self._db.close()
+
+
+# the columns written through _update_json that hold a shared entity, and its kind
+_SHARED_COLUMNS = {("tenants", "config"): "tenant", ("namespaces", "config"): "namespace",
+                   ("clusters", "config"): "cluster"}

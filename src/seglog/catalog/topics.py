@@ -44,6 +44,7 @@ class Catalog:
         self.config = config
         self._listeners: list[Callable[[], None]] = []
         self._created_listeners: list[Callable[[TopicRef], None]] = []
+        self._configuration_store: str | None = None
         self._closed = False
 
     @property
@@ -87,6 +88,18 @@ class Catalog:
         """Make `name` this data directory's cluster when it has none (`seglog serve --cluster NAME`);
         InvalidArgumentError naming both when it is another cluster already: a cluster's name never changes."""
         self.metadata.record_local_cluster(validate_part(name, kind="cluster name"))
+
+    @property
+    def configuration_store(self) -> str | None:
+        """The shared configuration store this catalog mirrors (`seglog serve --configuration-store`), None
+        when its clusters, tenants and namespaces are its own (independent stores)."""
+        return self._configuration_store
+
+    def share_configuration(self, store: str) -> None:
+        """The clusters, tenants, namespaces and partitioned topics here mirror the shared store `store` from
+        now on (replication/config_store.py keeps them so): a namespace change then deletes topics on the
+        clusters it leaves out (Namespaces.cascading_deletions says which)."""
+        self._configuration_store = store
 
     def replication_clusters(self, name: TopicName, local_cluster: str) -> frozenset[str]:
         """The clusters topic `name` replicates among, seen from `local_cluster`: its local topic policy, else

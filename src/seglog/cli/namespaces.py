@@ -217,13 +217,35 @@ def permissions(data: DataDir, namespace: str) -> None:
 
 # clusters (geo-replication: docs/SERVER.md, "Geo-replication: clusters and policies")
 
+_FORCE = click.option("--force", "-f", is_flag=True, help="Do not ask before a change that deletes the namespace's "
+                                                          "topics on the clusters it leaves out (shared "
+                                                          "configuration store).")
+
+
+def _confirm_deletions(admin: Any, name: str, **change: list[str]) -> None:
+    """With a shared configuration store, ask before a change that has other clusters delete the namespace's
+    topics, naming them (answering no aborts: exit code 1)."""
+    deletions = admin.namespaces.cascading_deletions(name, **change)
+    if deletions:
+        lines = [f"  {cluster}: {', '.join(topics) or 'no topic known here'}, and any topic of {name} only it has"
+                 for cluster, topics in sorted(deletions.items())]
+        click.confirm(f"This deletes topics of {name} on the clusters it leaves out (the clusters share their "
+                      "configuration: Pulsar's cascading deletion):\n" + "\n".join(lines) + "\nContinue?",
+                      abort=True)
+
+
 @namespaces.command(name="set-clusters", short_help="Set the clusters the namespace's topics replicate among.")
 @_NAMESPACE
 @click.option("--clusters", "-c", required=True, metavar="A,B", callback=cluster_list,
               help="Comma-separated registered clusters, within the tenant's and the namespace's allowed clusters.")
+@_FORCE
 @pass_data
-def set_clusters(data: DataDir, namespace: str, clusters: list[str]) -> None:
+def set_clusters(data: DataDir, namespace: str, clusters: list[str], force: bool) -> None:
     """Set the clusters the namespace's topics replicate among (their topic-level replication clusters aside).
+
+    With a shared configuration store, a cluster this leaves out deletes the namespace's topics, but those whose
+    replication policy lists it: asks first, naming the clusters and topics, unless --force; answering no
+    changes nothing and exits with code 1.
 
     \b
     Example:
@@ -231,6 +253,8 @@ def set_clusters(data: DataDir, namespace: str, clusters: list[str]) -> None:
     """
     name = namespace_name(namespace)
     with data.admin() as admin:
+        if not force:
+            _confirm_deletions(admin, name, clusters=clusters)
         admin.namespaces.set_clusters(name, clusters)
         shown = admin.namespaces.get_clusters(name)
     out().print(f"[green]Set clusters[/] of {name}: {', '.join(shown)}")
@@ -252,10 +276,15 @@ def get_clusters(data: DataDir, namespace: str) -> None:
 @click.option("--clusters", "-c", "allowed_clusters", required=True, metavar="A,B,C", callback=cluster_list,
               help="Comma-separated registered clusters, within the tenant's, including every cluster of the "
                    "namespace.")
+@_FORCE
 @pass_data
-def set_allowed_clusters(data: DataDir, namespace: str, allowed_clusters: list[str]) -> None:
+def set_allowed_clusters(data: DataDir, namespace: str, allowed_clusters: list[str], force: bool) -> None:
     """Set the clusters the namespace's topics may reach at all (PIP-321): a topic's replication clusters and a
     message's replication list stay within them.
+
+    With a shared configuration store, a cluster this leaves out deletes every topic of the namespace, whatever
+    its replication policy: asks first, naming the clusters and topics, unless --force; answering no changes
+    nothing and exits with code 1.
 
     \b
     Example:
@@ -263,6 +292,8 @@ def set_allowed_clusters(data: DataDir, namespace: str, allowed_clusters: list[s
     """
     name = namespace_name(namespace)
     with data.admin() as admin:
+        if not force:
+            _confirm_deletions(admin, name, allowed_clusters=allowed_clusters)
         admin.namespaces.set_allowed_clusters(name, allowed_clusters)
         shown = admin.namespaces.get_allowed_clusters(name)
     out().print(f"[green]Set allowed clusters[/] of {name}: {', '.join(shown)}")

@@ -42,7 +42,8 @@ TOKEN_ENV_VAR = "SEGLOG_TOKEN"
 TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
-    "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "SeglogError")}
+    "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "ConfigurationStoreError",
+    "SeglogError")}
 _ARGUMENT_ERRORS = {name: getattr(errors, name) for name in (
     "InvalidArgumentError", "InvalidNameError", "UnusableClusterError", "ClusterNotAllowedError")}
 
@@ -267,6 +268,16 @@ class RemoteNamespaces(RemotePolicyLevel):
 
     def get_allowed_clusters(self, name: str) -> list[str]:
         return self._http.call("GET", f"{self._base(name)}/allowedClusters")
+
+    def cascading_deletions(self, name: str, *, clusters: list[str] | None = None,
+                            allowed_clusters: list[str] | None = None) -> dict[str, list[str]]:
+        if (clusters is None) == (allowed_clusters is None):
+            raise errors.InvalidArgumentError("clusters / allowed_clusters", None, "exactly one of them: the change "
+                                              "asked about")
+        params = ({"clusters": ",".join(sorted(cluster_names(clusters, "clusters")))} if clusters is not None else
+                  {"allowedClusters": ",".join(sorted(cluster_names(allowed_clusters, "allowed_clusters")))})
+        return self._http.call("GET", f"/seglog/v1/namespaces/{_namespace_path(name)}/cascading-deletions",
+                               params=params)
 
     def list(self, tenant: str | None = None) -> list[str]:
         if tenant is not None:

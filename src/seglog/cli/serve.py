@@ -6,6 +6,7 @@ and neither of them, the first two are `pulsar+ssl://` and `https://`)."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 import click
@@ -74,6 +75,10 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=click.IntRange(1024, 1 << 30),
               metavar="BYTES", help="The largest message (frame) accepted, as Pulsar's maxMessageSize; clients "
                                     "learn it on connecting and chunk larger messages when chunking is on.")
+@click.option("--configuration-store", default=None, metavar="etcd://HOST:PORT[,HOST:PORT]",
+              help="Share clusters, tenants, namespaces and partitioned topics with the other clusters that use "
+                   "this etcd (Pulsar's configurationMetadataStoreUrl; docs/REPLICATION.md, Configuration "
+                   "stores). Default: this data directory's own (independent stores).")
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
@@ -83,7 +88,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
           tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
-          max_message_size: int, log_level: str) -> None:
+          max_message_size: int, configuration_store: str | None, log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
     \b
@@ -96,9 +101,14 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
       seglog --data ./d serve --cluster standalone --tls-port 6651 --https-port 8443 \\
           --tls-cert-file server.pem --tls-key-file server.key --tls-trust-certs-file ca.pem \\
           --auth-tls --auth-basic-file .htpasswd --superuser-roles admin
+      seglog --data ./east serve --cluster east --configuration-store etcd://127.0.0.1:2379
     """
+    from seglog.replication.config_store import parse_etcd_url
     from seglog.replication.service import ReplicationService
     from seglog.server import ServeOptions, run
+
+    if configuration_store is not None:
+        parse_etcd_url(configuration_store)  # (refused before anything is opened)
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
@@ -111,4 +121,4 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
     def ready(urls: tuple[str, ...]) -> None:
         click.echo(" ".join(urls))
 
-    run(options, ready, ReplicationService)
+    run(options, ready, partial(ReplicationService, configuration_store=configuration_store))

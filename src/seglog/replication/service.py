@@ -35,6 +35,7 @@ from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
+from seglog.replication.config_store import EtcdConfigurationStore
 from seglog.replication.replicator import Replicator
 from seglog.subscriptions.subscription import Subscription
 
@@ -60,9 +61,13 @@ class _Key:
 
 
 class ReplicationService:
-    def __init__(self, broker: Broker, local: str, executor: Executor) -> None:
+    def __init__(self, broker: Broker, local: str, executor: Executor, *,
+                 configuration_store: str | None = None) -> None:
         self.broker = broker
         self.local = local
+        # with `configuration_store` (etcd://...), the catalog mirrors that shared store (config_store.py)
+        self.configuration_store = (None if configuration_store is None
+                                    else EtcdConfigurationStore(broker, local, configuration_store))
         self._executor = executor
         self._replicators: dict[_Key, Replicator] = {}
         # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
@@ -81,6 +86,8 @@ class ReplicationService:
         self._pushed: dict[tuple[str, str], tuple[int, str]] = {}
 
     def start(self) -> None:
+        if self.configuration_store is not None:  # (first: the catalog is in sync before anything reads it)
+            self.configuration_store.start()
         loop = self._loop = asyncio.get_running_loop()
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
 
@@ -104,6 +111,8 @@ class ReplicationService:
 
     async def stop(self) -> None:
         self._stopped = True
+        if self.configuration_store is not None:
+            self.configuration_store.stop()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -273,6 +273,11 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     advertised = options.advertised_address or options.host
     main_tls = None if options.tls_beside else tls  # without TLS ports of its own, TLS takes the main ports
     try:
+        if extension is not None:  # before any port listens: a shared configuration store syncs the catalog
+            running = extension(broker, options.cluster, executor)
+            running.start()
+            rest.replication_stats = running.replication_stats
+            service.on_marker = running.marker_received
         port = await listen_binary(options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"
         port = await _listen_http(http, options, options.http_port, main_tls)
@@ -293,11 +298,6 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
         urls = {key: url for key, url in registered.items() if url}
         await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(options.cluster, urls,
                                                                                    exist_ok=True))
-        if extension is not None:
-            running = extension(broker, options.cluster, executor)
-            running.start()
-            rest.replication_stats = running.replication_stats
-            service.on_marker = running.marker_received
         ready(tuple(listening))
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")

@@ -14,6 +14,7 @@ from seglog.errors import (
     ClosedError,
     ClusterInUseError,
     ClusterNotAllowedError,
+    ConfigurationStoreError,
     ConsumerBusyError,
     InvalidArgumentError,
     InvalidNameError,
@@ -56,6 +57,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (ConsumerBusyError, 412),  # Pulsar: 412 "Subscription has active consumers"
     (PartitionLockedError, 412),  # another process writes the partition
     (ClosedError, 503),  # the server is stopping
+    (ConfigurationStoreError, 503),  # the shared configuration store is unreachable (Pulsar: 500 or 503)
     (MetadataError, 500),
 ]
 

@@ -13,6 +13,8 @@ admin command answers on a server as on a data directory) and for scripts:
     GET    …/subscriptions/{sub}/peek?count=N                   the next N messages of each partition, as JSON
     POST   /seglog/v1/maintenance                               run the lifecycle rules now (maintenance)
     PUT    /seglog/v1/topics/{t}/{ns}/{topic}/global-policies   global topic policies another cluster replicates
+    GET    /seglog/v1/namespaces/{t}/{ns}/cascading-deletions?clusters=a,b|allowedClusters=a,b
+                                                                what that change would delete, by cluster
 
 Pulsar's own paths (tenants, namespaces, policies, subscriptions, stats) serve everything else."""
 
@@ -30,6 +32,7 @@ from seglog.server.rest.base import (
     int_of,
     json_body,
     json_response,
+    namespace_of,
     no_content,
     path_int,
     query_flag,
@@ -40,6 +43,7 @@ from seglog.server.rest.messages import message_json
 from seglog.server.rest.subscriptions import consumed_elsewhere, disconnect_consumers, subscription_of
 
 TOPICS = "/seglog/v1/topics"
+NAMESPACE = "/seglog/v1/namespaces/{tenant}/{namespace}"
 TOPIC = "/seglog/v1/topics/{tenant}/{namespace}/{topic}"
 SUBSCRIPTION = f"{TOPIC}/subscriptions/{{subscription}}"
 CREATE = '{"partitions": N, "settings": {"segment_size": "64 MiB", ...}} (both optional)'
@@ -160,6 +164,15 @@ async def receive_global_policies(request: web.Request, ctx: RestContext) -> web
     return json_response({"outcome": outcome})
 
 
+async def cascading_deletions(request: web.Request, ctx: RestContext) -> web.Response:
+    given = {key: request.query[key].split(",") for key in ("clusters", "allowedClusters") if key in request.query}
+    if len(given) != 1:
+        raise RestError(400, "expected one query parameter: clusters=a,b or allowedClusters=a,b")
+    return json_response(await ctx.blocking(ctx.admin.namespaces.cascading_deletions, namespace_of(request),
+                                            clusters=given.get("clusters"),
+                                            allowed_clusters=given.get("allowedClusters")))
+
+
 ROUTES = [
     Route("GET", TOPICS, list_topics, "Every topic with its partitions and settings."),
     Route("PUT", TOPIC, create_topic, "Create a topic with partitions and settings (its tenant and namespace "
@@ -186,4 +199,7 @@ ROUTES = [
     Route("PUT", f"{TOPIC}/global-policies", receive_global_policies, "Global topic policies replicated from "
           "another cluster: applied if newer; the topic deleted here if they leave this cluster out.",
           (200, 400, 404, 412), GLOBAL_POLICIES),
+    Route("GET", f"{NAMESPACE}/cascading-deletions", cascading_deletions, "With a shared configuration store: the "
+          "topics setting the namespace's clusters (or allowed clusters) would delete, by cluster.",
+          (200, 400, 404, 412), query=("clusters", "allowedClusters")),
 ]
