@@ -85,9 +85,17 @@ def start_shared_clusters(root: Path, store: str, *names: str) -> dict[str, Clus
 
 
 def stop_clusters(clusters: dict[str, Cluster]) -> None:
+    """Stop every cluster still running (each by its pid), all of them even when one fails to stop cleanly;
+    then the first such failure is raised."""
+    failures = []
     for cluster in clusters.values():
         if cluster.server.process.poll() is None:
-            cluster.stop()
+            try:
+                cluster.stop()
+            except AssertionError as failure:  # (Server.stop has killed it by then)
+                failures.append(failure)
+    if failures:
+        raise failures[0]
 
 
 def replicate_namespace(clusters: dict[str, Cluster], namespace: str, names: list[str], *, on: list[str]) -> None:
