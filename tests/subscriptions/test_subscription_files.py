@@ -1,8 +1,9 @@
 """A subscription's files: a refused subscribe or an unsubscribe leaves none behind, names fit the file
 system, a lock file removed by its holder is never held by two processes at once, and the cursor file's
-versions (a version-1 cursor written by an older seglog reads exactly)."""
+versions (a version-1 cursor written by an older seglog reads and resumes)."""
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -133,3 +134,24 @@ def test_a_flag_this_version_does_not_know_is_refused_naming_the_file_and_the_by
                                               r"0x1\)"):
         cursor_file.decode(damaged, Path("s.cursor"))
 
+
+def test_a_version_1_cursor_in_a_data_directory_resumes_and_is_version_2_once_replicated(tmp_path):
+    topic_name = "fixture/v1/orders"
+    with seglog.open(tmp_path, background=False) as log:
+        topic = log.create_topic(topic_name, partitions=2)
+        with topic.producer() as producer:
+            for partition in (0, 1):
+                producer.send_batch([b"m"] * 10, partition=partition)
+    cursor = tmp_path.joinpath("subscriptions", *topic_name.split("/"), "s.cursor")
+    cursor.parent.mkdir(parents=True)
+    shutil.copyfile(CURSOR_V1 / "s.cursor", cursor)
+    with seglog.open(tmp_path, background=False) as log:
+        stats = log.topic(topic_name).stats()["subscriptions"]["s"]
+        assert (stats["msgBacklog"], stats["msgExpired"], stats["isReplicated"]) == (2 + 6, 8, False)
+        with log.topic(topic_name).subscribe("s") as consumer:
+            assert sorted((m.partition, m.offset) for m in (consumer.receive(timeout=5) for _ in range(8))) == \
+                [(0, 6), (0, 8), (1, 4), (1, 5), (1, 6), (1, 7), (1, 8), (1, 9)]
+        log.admin.topics.set_replicated_subscription_status(topic_name, "s", True, partition=0)
+    assert struct.unpack_from("<I", cursor.read_bytes(), 8) == (2,)
+    with seglog.open(tmp_path, background=False) as log:
+        assert list(log.admin.topics.get_replicated_subscription_status(topic_name, "s").values()) == [True, False]
