@@ -63,7 +63,7 @@ class SubscriptionUpdate:
 
 
 Marker = SnapshotRequest | SnapshotResponse | SubscriptionUpdate
-M = TypeVar("M", bound=Message)
+_M = TypeVar("_M", bound=Message)
 
 
 def encode(marker: Marker) -> tuple[int, bytes]:
@@ -101,7 +101,7 @@ def decode(marker_type: int, payload: bytes) -> Marker | None:
     return None
 
 
-def _parse(message_type: type[M], marker_type: int, payload: bytes) -> M:
+def _parse(message_type: type[_M], marker_type: int, payload: bytes) -> _M:
     """`payload` as `message_type`, with its required fields (protobuf parses a message without them)."""
     what = f"{NAMES[marker_type]} payload of {len(payload)} bytes"
     try:
