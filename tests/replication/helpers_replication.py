@@ -3,15 +3,12 @@ data directory, registered with the others through the admin REST API, stopped b
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers_server import Server, pulsar, start_server
+from helpers_server import Server, pulsar, rest, start_server
 
 WAIT_S = 30.0  # the longest a test waits for replication to arrive
 
@@ -27,15 +24,7 @@ class Cluster:
         return self.server.pulsar_url.rsplit(":", 1)[1], self.server.http_url.rsplit(":", 1)[1]
 
     def rest(self, method: str, path: str, body=None) -> tuple[int, object]:
-        request = urllib.request.Request(f"{self.server.http_url}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                text = response.read()
-                return response.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
+        return rest(self.server.http_url, method, path, body)
 
     def ok(self, method: str, path: str, body=None) -> object:
         status, answer = self.rest(method, path, body)
@@ -103,7 +92,7 @@ def read_all(cluster: Cluster, topic: str, *, expected: int, seconds: float = WA
             got.append(reader.read_next(100))
         except pulsar.Timeout:
             continue
-    settle = time.monotonic() + 1.0  # (a duplicate would follow what was sent at once, on the same connection)
+    settle = time.monotonic() + 0.5  # (a duplicate would follow what was sent at once, on the same connection)
     while time.monotonic() < settle:
         try:
             got.append(reader.read_next(100))

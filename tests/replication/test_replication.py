@@ -3,12 +3,15 @@ with no loops and no duplicates, message-level restrictions, and clusters killed
 
 from __future__ import annotations
 
+import urllib.request
 from collections import Counter
 
 import pytest
+from click.testing import CliRunner
 
 from helpers_replication import WAIT_S, read_all, replicate_namespace, start_clusters, stop_clusters, wait_until
 from helpers_server import pulsar, receive_until
+from seglog.cli import main
 
 TOPIC = "persistent://public/default/orders"
 
@@ -136,6 +139,13 @@ def test_stats_show_the_replication_both_ways(two):
     assert inbound["publishers"] == []  # the replicator is not a publisher
     cursors = two["east"].ok("GET", "/admin/v2/persistent/public/default/orders/internalStats")["cursors"]
     assert "pulsar.repl.west" in cursors
+    with urllib.request.urlopen(f"{two['east'].server.http_url}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    labels = ('{cluster="east",namespace="public/default",remote_cluster="west",'
+              'topic="persistent://public/default/orders"}')
+    assert f"pulsar_replication_connected_count{labels} 1.0" in metrics
+    assert f"pulsar_replication_disconnected_count{labels} 0.0" in metrics
+    assert f"pulsar_replication_backlog{labels} 0.0" in metrics
 
 
 def test_clients_may_not_subscribe_with_the_replicators_prefix(two):
@@ -172,3 +182,119 @@ def test_a_message_cannot_escape_the_allowed_clusters_and_is_counted(three):
     assert stats["replicationNotAllowed"] == {"north": 1}
     # (north replicates its own messages here, so it has an entry: inbound only)
     assert stats["replication"]["north"]["outboundConnection"] is None
+
+
+def test_a_global_topic_policy_travels_and_one_that_leaves_a_cluster_out_deletes_the_topic_there(three):
+    names = ["east", "west", "north"]
+    replicate_namespace(three, "public/default", names, on=names)
+    three["east"].client().create_producer(TOPIC).send(b"everywhere")
+    for name in names:
+        assert _values(read_all(three[name], TOPIC, expected=1)) == Counter([b"everywhere"])
+    # north protects its copy with a local policy that keeps it (the local policy wins over the global one)
+    three["north"].ok("POST", "/admin/v2/persistent/public/default/orders/replication", ["east", "north"])
+    three["east"].ok("POST", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true", ["east", "north"])
+    path = "/admin/v2/persistent/public/default"
+    wait_until(lambda: "persistent://public/default/orders" not in three["west"].ok("GET", path))  # cascading
+    for name in ("east", "north"):  # the policy arrived, stamped as east made it
+        wait_until(lambda name=name: three[name].ok(
+            "GET", f"{path}/orders/replication?isGlobal=true") == ["east", "north"])
+    assert "persistent://public/default/orders" in three["north"].ok("GET", path)
+    three["east"].client().create_producer(TOPIC, producer_name="after").send(b"east and north")
+    assert _values(read_all(three["north"], TOPIC, expected=2)) == Counter([b"everywhere", b"east and north"])
+
+
+def test_global_policies_are_pushed_again_after_a_remote_comes_back(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    two["west"].kill()
+    two["east"].ok("POST", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true", ["east", "west"])
+    two["west"].restart()
+    wait_until(lambda: two["west"].ok("GET", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true")
+               == ["east", "west"])
+
+
+def test_the_cli_asks_before_a_global_policy_that_deletes_the_topic_elsewhere(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    command = ["--url", two["east"].server.http_url, "topics", "set-replication-clusters", "public/default/orders",
+               "--clusters", "east", "--global"]
+    refused = CliRunner().invoke(main, command, input="n\n")
+    assert refused.exit_code == 1 and "deletes topic public/default/orders on west" in refused.output
+    path = "/admin/v2/persistent/public/default/orders/replication?isGlobal=true"
+    assert two["east"].ok("GET", path) is None  # answering no changed nothing
+    forced = CliRunner().invoke(main, [*command, "--force"])
+    assert forced.exit_code == 0, forced.output
+    topics = "/admin/v2/persistent/public/default"
+    wait_until(lambda: "persistent://public/default/orders" not in two["west"].ok("GET", topics))
+
+
+def _replication_to(cluster, remote: str, topic: str = "spread") -> dict:
+    stats = cluster.ok("GET", f"/admin/v2/persistent/public/default/{topic}/partitioned-stats")
+    return stats["replication"].get(remote, {})
+
+
+def test_a_remote_topic_of_another_type_gets_nothing_and_stats_say_why(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["west"].ok("PUT", "/admin/v2/persistent/public/default/spread")  # non-partitioned on west
+    two["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)
+    two["east"].client().create_producer("persistent://public/default/spread").send(b"stays on east")
+    wait_until(lambda: "non-partitioned" in _replication_to(two["east"], "west").get("lastError", ""))
+    assert _replication_to(two["east"], "west")["connected"] is False
+    assert sorted(two["west"].ok("GET", "/admin/v2/persistent/public/default")) == [
+        "persistent://public/default/spread"]  # no orphan partitions were made there
+    assert read_all(two["west"], "persistent://public/default/spread", expected=0) == []
+
+
+def test_without_remote_topic_creation_a_missing_partitioned_topic_is_reported_not_skipped(tmp_path):
+    clusters = start_clusters(tmp_path, "east", "west",
+                              broker_conf={"east": "createTopicToRemoteClusterForReplication=false\n"})
+    try:
+        replicate_namespace(clusters, "public/default", ["east", "west"], on=["east", "west"])
+        clusters["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)
+        clusters["east"].client().create_producer("persistent://public/default/spread").send(b"waits")
+        wait_until(lambda: "createTopicToRemoteClusterForReplication is off" in
+                   _replication_to(clusters["east"], "west").get("lastError", ""))
+        assert _replication_to(clusters["east"], "west")["replicationBacklog"] == 1
+        clusters["west"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)  # made by hand
+        consumer = clusters["west"].client().subscribe("persistent://public/default/spread", "s",
+                                                        initial_position=pulsar.InitialPosition.Earliest)
+        (got,) = receive_until([consumer], 1, seconds=WAIT_S)
+        assert [m.data() for m in got] == [b"waits"]
+    finally:
+        stop_clusters(clusters)
+
+
+def test_migration_a_cursor_made_at_the_start_before_replication_sends_the_older_messages(two):
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"before replication")
+    # as Pulsar's migration: the replicator's cursor made at the earliest message first, then replication on
+    two["east"].ok("PUT", "/admin/v2/persistent/public/default/orders/subscription/pulsar.repl.west", "earliest")
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    producer.send(b"after")
+    assert _values(read_all(two["west"], TOPIC, expected=2)) == Counter([b"before replication", b"after"])
+
+
+def test_without_a_cursor_made_first_older_messages_stay_behind(two):
+    producer = two["east"].client().create_producer(TOPIC)
+    producer.send(b"before replication")
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    wait_until(lambda: "pulsar.repl.west" in two["east"].ok("GET", "/admin/v2/persistent/public/default/orders"
+                                                                   "/subscriptions"))
+    producer.send(b"after")
+    assert _values(read_all(two["west"], TOPIC, expected=1)) == Counter([b"after"])
+
+
+def test_removing_a_global_policy_removes_it_everywhere_and_a_local_one_stays_local(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"x")
+    read_all(two["west"], TOPIC, expected=1)
+    policy = "/admin/v2/persistent/public/default/orders/replication"
+    two["east"].ok("POST", f"{policy}?isGlobal=true", ["east", "west"])
+    two["east"].ok("POST", policy, ["east", "west"])  # a local one: east's only
+    wait_until(lambda: two["west"].ok("GET", f"{policy}?isGlobal=true") == ["east", "west"])
+    assert two["west"].ok("GET", policy) is None
+    two["east"].ok("DELETE", f"{policy}?isGlobal=true")
+    wait_until(lambda: two["west"].ok("GET", f"{policy}?isGlobal=true") is None)
+    assert two["east"].ok("GET", policy) == ["east", "west"]  # the local policy is untouched

@@ -18,8 +18,9 @@ TOPIC = "public/default/orders"
 WAIT_S = 20.0
 
 
-def _replicate(local_data, server, *, until, local="east", remote="west") -> dict:
-    """Run a replicator of TOPIC's partition 0 from `local_data` to `server` until `until(replicator)` holds."""
+def _replicate(local_data, server, *, until, local="east", remote="west", start=None) -> dict:
+    """Run a replicator of TOPIC's partition 0 from `local_data` to `server` until `until(replicator)` holds;
+    `start(replicator)` once it runs."""
     async def run() -> dict:
         broker = Broker.open(local_data, clock=system_clock, background=False)
         executor = ThreadPoolExecutor(2)
@@ -33,6 +34,8 @@ def _replicate(local_data, server, *, until, local="east", remote="west") -> dic
         replicator = Replicator(subscription, 0, local, remote, f"persistent://{TOPIC}", producer, executor,
                                 system_clock)
         replicator.start()
+        if start is not None:
+            start(replicator)
         deadline = time.monotonic() + WAIT_S
         while not until(replicator) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
@@ -125,3 +128,22 @@ def test_messages_for_other_clusters_are_acknowledged_and_not_sent(tmp_path):
 
 def _floor(replicator: Replicator) -> int:
     return replicator.subscription.cursors[0].acks.floor
+
+
+def test_a_marker_goes_after_the_messages_before_it_and_is_receipted_not_stored(tmp_path):
+    local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
+    try:
+        _write(local, [b"a", b"b"])
+        sent = []
+
+        def queue(replicator: Replicator) -> None:
+            replicator.send_marker(2, 10, b"a snapshot request")  # after offsets 0 and 1
+            sent.append(True)
+
+        result = _replicate(local, server, start=queue,
+                            until=lambda replicator: _floor(replicator) == 2 and replicator.delay_ms() == 0
+                            and not replicator.markers_waiting)
+        assert sent and result == {"sent": 2, "floor": 2}
+        assert [m.data() for m in _read(server, 2)] == [b"a", b"b"]  # the marker is not a message there
+    finally:
+        server.stop()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import selectors
@@ -13,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +187,19 @@ def refused_serve(data: Path, *extra: str) -> str:
             process.wait(30)
     assert process.returncode == 2 and stdout == b""
     return " ".join(stderr.decode().split())
+
+
+def rest(http_url: str, method: str, path: str, body=None) -> tuple[int, object]:
+    """An admin REST call with a JSON body: (status, the JSON answer or None), error statuses included."""
+    request = urllib.request.Request(f"{http_url}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
 
 
 def receive_until(consumers: list, count: int, *, ack: bool = True, seconds: float = 20) -> list[list]:

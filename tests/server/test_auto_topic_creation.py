@@ -4,15 +4,12 @@ autoTopicCreationOverride over them, changed while the server runs."""
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 import seglog
-from helpers_server import pulsar, receive_until, start_server
+from helpers_server import pulsar, receive_until, rest, start_server
 
 REFUSAL_S = 10  # a refused creation fails at once, not after the client's 30 s operation timeout
 
@@ -26,15 +23,7 @@ def _server(data, broker_conf: str = ""):
 
 
 def _rest(server, method: str, path: str, body=None) -> tuple[int, object]:
-    request = urllib.request.Request(f"{server.http_url}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            text = response.read()
-            return response.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    return rest(server.http_url, method, path, body)
 
 
 def _topics(server) -> list[str]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
 from seglog.admin.stats import explain_retention, internal_stats, replicated, topic_stats
+from seglog.broker import check_partition_count
 from seglog.catalog.clusters import (
     allowed_in_force,
     applied_replication,
@@ -25,8 +26,23 @@ from seglog.catalog.clusters import (
     cluster_names,
     clusters_in_force,
 )
-from seglog.catalog.policies import QUOTA_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention, parse_ttl
-from seglog.errors import AlreadyExistsError, ConsumerBusyError, InvalidArgumentError, NotFoundError
+from seglog.catalog.policies import (
+    QUOTA_TYPES,
+    AutoTopicCreation,
+    BacklogQuota,
+    GlobalPolicies,
+    Policies,
+    Retention,
+    parse_ttl,
+)
+from seglog.errors import (
+    AlreadyExistsError,
+    ConsumerBusyError,
+    InvalidArgumentError,
+    NotFoundError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.storage.partition_view import MAX_OFFSET
 from seglog.subscriptions.subscription import reading
@@ -642,6 +658,40 @@ class Topics(PolicyLevel):
             else:
                 metadata.set_topic_policies(name, replace(metadata.topic_policies(name), replication_clusters=None))
         catalog.policies_changed()
+
+    def receive_global_policies(self, topic: str, received: GlobalPolicies, partitions: int) -> str:
+        """Global policies another cluster replicated for `topic`, which had `partitions` there (Pulsar's
+        replicated topic policies, PIP-92 / PIP-422): applied when newer than those kept (else 'stale');
+        then, where they leave this cluster out of the topic's applied replication set, the topic is deleted
+        here with its partitions and subscriptions (Pulsar's cascading deletion: 'deleted'); a topic this
+        cluster does not have yet and is meant to is created first with the partition count (as Pulsar
+        makes the remote's partitioned topic: 'created'); one it does not have and is not meant to is left
+        absent ('absent'). Otherwise 'applied'."""
+        name = TopicName.parse(topic)
+        check_partition_count(partitions, minimum=1)
+        catalog = self._broker.catalog
+        local = catalog.local_cluster
+        if local is None:
+            raise InvalidArgumentError("local cluster", None, "a data directory served as a cluster (seglog serve "
+                                       "--cluster NAME): replicated policies name clusters")
+        clusters = received.policies.replication_clusters
+        outcome = "applied"
+        try:
+            catalog.topic(name)
+        except TopicNotFoundError:
+            if clusters is not None and local not in clusters:
+                return "absent"
+            try:
+                self._broker.create_topic(str(name), partitions, {})
+            except TopicExistsError:
+                pass  # (made meanwhile by a producer)
+            outcome = "created"
+        if not catalog.apply_global_topic_policies(name, received):
+            return "stale"
+        if local not in catalog.replication_clusters(name, local):
+            self.delete(str(name), force=True)
+            return "deleted"
+        return outcome
 
     def list_with_settings(self) -> list[dict[str, Any]]:
         """Every topic's name, partitions and settings (as get_config gives them), sorted by name."""

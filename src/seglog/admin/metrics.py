@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from seglog.broker import Broker
     from seglog.catalog.topics import TopicRef
 
-# Pulsar's `cluster` label. There is no cluster setting yet: once broker.conf has Pulsar's clusterName, the
-# label takes it; until then "standalone", the name a Pulsar standalone broker reports.
-CLUSTER = "standalone"
+# Pulsar's `cluster` label: the data directory's cluster (its `seglog serve --cluster`); for one never served,
+# "standalone", the name a Pulsar standalone broker reports
+UNNAMED_CLUSTER = "standalone"
 RATE_WINDOW_MS = 60_000  # rates over the last minute, as Pulsar's stats interval
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUBSCRIPTION_LABELS = [*TOPIC_LABELS, "subscription"]
@@ -44,10 +44,11 @@ SUBSCRIPTION_GAUGES = (
 )
 
 
-def topic_labels(ref: TopicRef) -> list[str]:
+def topic_labels(broker: Broker, ref: TopicRef) -> list[str]:
     """The values of TOPIC_LABELS for a topic, as Pulsar writes them."""
     name = ref.name
-    return [CLUSTER, name.namespace_name, f"persistent://{name}"]  # seglog's topics are all persistent
+    cluster = broker.catalog.local_cluster or UNNAMED_CLUSTER
+    return [cluster, name.namespace_name, f"persistent://{name}"]  # seglog's topics are all persistent
 
 
 def written_since(broker: Broker, ref: TopicRef, since_ms: int) -> int:
@@ -65,7 +66,7 @@ class BrokerCollector:
         broker = self._broker
         broker.check_open()
         topics = [broker.topic(name) for name in broker.catalog.topic_names()]
-        stats = [(topic_labels(ref), topic_stats(broker, ref)) for ref in topics]
+        stats = [(topic_labels(broker, ref), topic_stats(broker, ref)) for ref in topics]
         for name, key, text in TOPIC_GAUGES:
             family = GaugeMetricFamily(name, text, labels=TOPIC_LABELS)
             for labels, figures in stats:

@@ -257,10 +257,16 @@ _GLOBAL = click.option("--global", "-g", "is_global", is_flag=True,
               help="Comma-separated registered clusters within the namespace's allowed clusters; a local policy "
                    "must include this cluster.")
 @_GLOBAL
+@click.option("--force", "-f", is_flag=True, help="Do not ask before a global policy that deletes the topic on "
+                                                  "the clusters it leaves out.")
 @pass_data
-def set_replication_clusters(data: DataDir, name: str, clusters: list[str], is_global: bool) -> None:
+def set_replication_clusters(data: DataDir, name: str, clusters: list[str], is_global: bool, force: bool) -> None:
     """Set the clusters topic NAME replicates among, over its namespace's clusters: a local policy (this cluster
     only) wins over a global one, which wins over the namespace's.
+
+    A global policy travels to the other clusters, and a cluster it leaves out deletes the topic (its
+    partitions and subscriptions) unless a local policy there keeps it: asks first, naming those clusters,
+    unless --force; answering no changes nothing and exits with code 1.
 
     \b
     Example:
@@ -268,6 +274,12 @@ def set_replication_clusters(data: DataDir, name: str, clusters: list[str], is_g
     """
     full_name = topic_name(name)
     with data.admin() as admin:
+        if is_global and not force:
+            before = admin.topics.get_replication_clusters(full_name, applied=True) or []
+            leaving = sorted(set(before) - set(clusters))
+            if leaving:
+                click.confirm(f"This deletes topic {full_name} on {', '.join(leaving)} (a global policy deletes the "
+                              "topic on the clusters it leaves out). Continue?", abort=True)
         admin.topics.set_replication_clusters(full_name, clusters, is_global=is_global)
         shown = admin.topics.get_replication_clusters(full_name, is_global=is_global) or []
     out().print(f"[green]Set {'global' if is_global else 'local'} replication clusters[/] of {full_name}: "

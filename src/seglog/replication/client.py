@@ -148,6 +148,15 @@ class RemoteConnection:
         self.producers[producer_id] = producer
         return producer
 
+    async def partitions(self, topic: str) -> int:
+        """The remote's partition count of `topic` (0: not partitioned, or no such topic), asked without
+        letting the remote create it (its auto-creation rule must not decide the type: the origin's does)."""
+        reply = await self.request(Type.PARTITIONED_METADATA, topic=topic, metadata_auto_creation_enabled=False)
+        answer = reply.partition_metadata_response
+        if reply.type != Type.PARTITIONED_METADATA_RESPONSE or answer.response == answer.Failed:
+            raise RemoteUnavailable(f"cluster {self.cluster.name}: partitions of {topic}: {answer.message}")
+        return answer.partitions
+
     async def request(self, kind: int, **fields: object) -> api.BaseCommand:
         """A command with a request id, and the broker's answer to it."""
         request_id = next(self._ids)
@@ -248,7 +257,8 @@ class RemoteConnection:
                 pass
 
 
-_REPLY_FIELDS = {Type.PRODUCER_SUCCESS: "producer_success", Type.ERROR: "error", Type.SUCCESS: "success"}
+_REPLY_FIELDS = {Type.PRODUCER_SUCCESS: "producer_success", Type.ERROR: "error", Type.SUCCESS: "success",
+                 Type.PARTITIONED_METADATA_RESPONSE: "partition_metadata_response"}
 
 
 def _reason(reply: api.BaseCommand) -> str:

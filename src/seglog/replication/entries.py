@@ -20,19 +20,31 @@ import numpy as np
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack
-from seglog.server.protocol.metadata import CHUNK, REPLICATE_TO, REPLICATED_FROM, message_metadata
+from seglog.server.protocol.metadata import CHUNK, MARKER_PRODUCER, REPLICATE_TO, REPLICATED_FROM, message_metadata
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One SEND to the remote, or (metadata None) messages acknowledged without sending."""
+    """One SEND to the remote, or (metadata None) messages acknowledged without sending. A marker carries no
+    messages (offsets empty) and the origin offset before it as its sequence id."""
     offsets: np.ndarray  # the origin offsets of its messages
     metadata: bytes | None
     payload: bytes = b""
+    marker_sequence_id: int | None = None
 
     @property
     def sequence_id(self) -> int:
-        return int(self.offsets[-1])
+        return int(self.offsets[-1]) if self.marker_sequence_id is None else self.marker_sequence_id
+
+
+def marker(after: int, marker_type: int, payload: bytes, local: str, remote: str, now: int) -> Entry:
+    """A marker entry (Pulsar's producer `pulsar.marker`, `marker_type` set) sent to `remote` once every
+    message before origin offset `after` was: the receiving server hands it to its replication instead of
+    storing it."""
+    metadata = api.MessageMetadata(producer_name=MARKER_PRODUCER, sequence_id=0, publish_time=now,
+                                   marker_type=marker_type, replicated_from=local)
+    metadata.replicate_to.append(remote)
+    return Entry(np.empty(0, dtype=np.int64), metadata.SerializeToString(), payload, after - 1)
 
 
 def leaves_for(attributes: dict[str, str], remote: str) -> bool:

@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from seglog.errors import TopicNotFoundError
 from seglog.rates import RateMeter, iso_time
 from seglog.replication.client import RemoteProducer, RemoteUnavailable
-from seglog.replication.entries import Entry, entries
+from seglog.replication.entries import Entry, entries, marker
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.subscription import Subscription
@@ -49,6 +50,7 @@ class ReplicatorStats:
     connected: bool = False
     connected_since: str = ""
     outbound_connection: str = ""
+    last_error: str = ""  # why it is not connected, if it is not
 
     @property
     def messages_out(self) -> int:
@@ -103,6 +105,7 @@ class Replicator:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._flight: _InFlight | None = None
+        self._markers: deque[tuple[int, int, bytes]] = deque()  # (after offset, marker type, payload)
 
     def start(self) -> None:
         self.subscription.attach(self.state, "exclusive")
@@ -120,7 +123,10 @@ class Replicator:
             except asyncio.CancelledError:
                 pass
         self.subscription.appended[self.partition].unwatch(self._append)
-        await self._blocking(self.subscription.detach, self.state)
+        try:
+            await self._blocking(self.subscription.detach, self.state)
+        except TopicNotFoundError:
+            pass  # (the topic went, and its subscription with it)
 
     async def _run(self) -> None:
         backoff = BACKOFF_START_S
@@ -129,13 +135,19 @@ class Replicator:
             try:
                 producer = await self._producer()
                 backoff = BACKOFF_START_S
-                self.stats.connected = True
+                self.stats.connected, self.stats.last_error = True, ""
                 self.stats.connected_since = iso_time(self._clock())
                 self.stats.outbound_connection = producer.connection.local_address
                 await self._replicate(producer)
             except RemoteUnavailable as error:
+                self.stats.last_error = str(error)
                 logger.info("replicator %s of %s partition %d: %s; retrying in %.1f s", self.producer_name,
                             self.subscription.ref, self.partition, error, backoff)
+            except TopicNotFoundError as error:  # (deleted under it: the service stops it at its next look)
+                logger.info("replicator %s: %s", self.producer_name, error)
+            except Exception:  # (one failure never ends replication: it retries)
+                logger.warning("replicator %s of %s partition %d failed; retrying in %.1f s", self.producer_name,
+                               self.subscription.ref, self.partition, backoff, exc_info=True)
             finally:
                 self.stats.connected = False
                 if producer is not None:  # (the remote frees its name for the next one)
@@ -158,6 +170,7 @@ class Replicator:
                     acker.result()  # (raises the failure that ended it)
                 room = QUEUE_SIZE - flight.messages
                 outgoing = await self._blocking(self._take, room) if room > 0 else []
+                outgoing = self._with_markers(outgoing)
                 if not outgoing:
                     await self._wait(acker, flight)
                     continue
@@ -189,8 +202,41 @@ class Replicator:
             while flight.entries:
                 await flight.entries[0][0]  # (raises RemoteUnavailable for a send that failed)
                 done = flight.take_receipted()
-                await self._blocking(self._ack, np.concatenate([entry.offsets for entry in done]))
+                offsets = np.concatenate([entry.offsets for entry in done])
+                if len(offsets):  # (markers carry none)
+                    await self._blocking(self._ack, offsets)
                 self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
+
+    def send_marker(self, after: int, marker_type: int, payload: bytes) -> None:
+        """Send a marker to the remote once every message before offset `after` was sent (loop thread);
+        a marker queued while the remote is unreachable waits for it, one in flight when it fails is lost
+        (markers are best effort: replicated subscriptions take the next snapshot)."""
+        self._markers.append((after, marker_type, payload))
+        self._wake.set()
+
+    @property
+    def markers_waiting(self) -> int:
+        """Markers queued and not sent yet."""
+        return len(self._markers)
+
+    def _with_markers(self, outgoing: list[Entry]) -> list[Entry]:
+        """`outgoing` with the queued markers each put before the first message at or after its offset, or
+        at the end once reading has passed it."""
+        if not self._markers:
+            return outgoing
+        merged: list[Entry] = []
+        for entry in outgoing:
+            first = int(entry.offsets[0])
+            while self._markers and self._markers[0][0] <= first:
+                merged.append(self._marker(*self._markers.popleft()))
+            merged.append(entry)
+        read = self.subscription.read_position(self.partition)
+        while self._markers and self._markers[0][0] <= read:
+            merged.append(self._marker(*self._markers.popleft()))
+        return merged
+
+    def _marker(self, after: int, marker_type: int, payload: bytes) -> Entry:
+        return marker(after, marker_type, payload, self.local, self.remote, self._clock())
 
     def count_expired(self) -> None:
         """Take in what the TTL expired on the cursor since the last look (Pulsar's replicator expiry): the

@@ -30,6 +30,7 @@ import aiohttp
 
 from seglog.broker import Broker
 from seglog.catalog.clusters import token_parameter
+from seglog.catalog.policies import GlobalPolicies
 from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError
 from seglog.names import TopicName
@@ -40,8 +41,15 @@ from seglog.subscriptions.subscription import Subscription
 logger = logging.getLogger("seglog.replication")
 
 RECONCILE_S = 1.0
+STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 30.0
 CURSOR_PREFIX = "pulsar.repl."
+
+
+# (topic, partition, origin cluster, payload, position where it arrived) -> None, on the loop
+MarkerHandler = Callable[[str, int, str, bytes, int], None]
+# a topic's global policies changed on this cluster: (topic, policies, partitions, the clusters they go to)
+_Global = tuple[str, "GlobalPolicies", int, list[str]]
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,13 @@ class ReplicationService:
         self._task: asyncio.Task[None] | None = None
         self._http: aiohttp.ClientSession | None = None
         self._stopped = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._marker_handlers: dict[int, MarkerHandler] = {}
+        # the stamp of the global policies last delivered, per (topic, remote)
+        self._pushed: dict[tuple[str, str], tuple[int, str]] = {}
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
 
         def changed() -> None:  # (any thread)
@@ -96,7 +108,7 @@ class ReplicationService:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         for key in list(self._replicators):
-            await self._replicators.pop(key).stop()
+            await self._stop_replicator(key)
         with self._cursors_lock:
             cursors, self._cursors = list(self._cursors.values()), {}
         for subscription in cursors:
@@ -105,6 +117,30 @@ class ReplicationService:
             await connection.close()
         if self._http is not None:
             await self._http.close()
+
+    def on_marker(self, marker_type: int, handler: MarkerHandler) -> None:
+        """Have markers of `marker_type` that other clusters' replicators send here go to `handler` (replicated
+        subscriptions' snapshot markers will), called on the loop."""
+        self._marker_handlers[marker_type] = handler
+
+    def marker_received(self, topic: str, partition: int, origin: str, marker_type: int, payload: bytes,
+                        position: int) -> None:
+        """server.app.Extension: a marker arrived (the server's thread pool): to its handler, on the loop."""
+        handler = self._marker_handlers.get(marker_type)
+        if handler is None:
+            logger.debug("replication: marker type %d from %s on %s ignored (no handler)", marker_type, origin, topic)
+            return
+        assert self._loop is not None  # (started before the server serves)
+        self._loop.call_soon_threadsafe(handler, topic, partition, origin, payload, position)
+
+    def send_marker(self, topic: str, partition: int, remote: str, marker_type: int, payload: bytes) -> bool:
+        """Send a marker to `remote` on the partition's replication stream, after every message written so far
+        (loop thread); False when no replicator of the partition goes there."""
+        replicator = self._replicators.get(_Key(topic, partition, remote))
+        if replicator is None:
+            return False
+        replicator.send_marker(self.broker.store.end_offset(TopicName.parse(topic), partition), marker_type, payload)
+        return True
 
     def replication_stats(self, topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
         """Per remote cluster, the outbound half of Pulsar's ReplicatorStats for the seglog topic `topic`
@@ -127,6 +163,8 @@ class ReplicationService:
             entry["msgOutCounter"] += replicator.stats.out.messages
             entry["bytesOutCounter"] += replicator.stats.out.bytes
             entry["connected"] = entry["connected"] and replicator.stats.connected
+            if replicator.stats.last_error:  # (seglog's key: why a replicator is not connected)
+                entry["lastError"] = replicator.stats.last_error
             entry["replicationDelayInSeconds"] = max(entry["replicationDelayInSeconds"], replicator.delay_ms() // 1000)
         return stats
 
@@ -143,9 +181,12 @@ class ReplicationService:
                 pass
 
     async def _reconcile(self) -> None:
-        wanted, new_topics = await self._blocking(self._wanted)
+        wanted, new_topics, globals_ = await self._blocking(self._wanted)
+        for name, policies, partitions, targets in globals_:
+            for remote in targets:
+                await self._push_global_policies(remote, name, policies, partitions)
         for key in [k for k in self._replicators if k not in wanted]:
-            await self._replicators.pop(key).stop()
+            await self._stop_replicator(key)
         pairs = {(key.topic, key.remote) for key in wanted}
         with self._cursors_lock:
             dropped = [(pair, self._cursors.pop(pair)) for pair in list(self._cursors) if pair not in pairs]
@@ -162,24 +203,39 @@ class ReplicationService:
             replicator.start()
             self._replicators[key] = replicator
 
-    def _wanted(self) -> tuple[dict[_Key, int], set[str]]:
+    async def _stop_replicator(self, key: _Key) -> None:
+        try:
+            await asyncio.wait_for(self._replicators.pop(key).stop(), STOP_TIMEOUT_S)
+        except Exception:  # (stopping goes on with the others)
+            logger.exception("replication: stopping the replicator of %s partition %d to %s failed", key.topic,
+                             key.partition, key.remote)
+
+    def _wanted(self) -> tuple[dict[_Key, int], set[str], list[_Global]]:
         """(the replicators the policies ask for, each with its topic's partition count; the topics not seen
-        by the previous look). Blocking: reads the catalog."""
+        by the previous look; the global policies changed here, with the clusters they go to). Blocking:
+        reads the catalog."""
         catalog = self.broker.catalog
         names = catalog.topic_names()
         new_topics = set() if self._known_topics is None else set(names) - self._known_topics
         self._known_topics = set(names)
         wanted: dict[_Key, int] = {}
+        globals_: list[_Global] = []
         for name in names:
             topic_name = TopicName.parse(name)
+            partitions = catalog.topic(topic_name).partitions
+            stamped = catalog.global_topic_policies(topic_name)
+            if stamped.origin == self.local:
+                # every cluster the topic may reach, those the new set leaves out included (they delete it)
+                reach = catalog.allowed_clusters(topic_name.namespace_name, self.local)
+                targets = (reach | (stamped.policies.replication_clusters or frozenset())) - {self.local}
+                globals_.append((name, stamped, partitions, sorted(targets)))
             remotes = catalog.replication_clusters(topic_name, self.local) - {self.local}
             if not remotes:
                 continue
-            partitions = catalog.topic(topic_name).partitions
             for remote in remotes:
                 for partition in range(partitions):
                     wanted[_Key(name, partition, remote)] = partitions
-        return wanted, new_topics
+        return wanted, new_topics, globals_
 
     def _cursor(self, topic: str, remote: str, start: str) -> Subscription:
         """The replicator cursor of `topic` toward `remote`, opened (created at `start` if new) by whichever
@@ -208,9 +264,8 @@ class ReplicationService:
     def _producer_factory(self, key: _Key, partitions: int) -> Callable[[], Any]:
         async def producer() -> RemoteProducer:
             cluster, service_url = await self._blocking(self._cluster, key.remote)
-            if partitions > 1:
-                await self._ensure_partitioned(service_url, cluster, key.topic, partitions)
             connection = await self._connection(cluster)
+            await self._match_remote_topic(connection, service_url, key.topic, partitions)
             return await connection.create_producer(_remote_topic(key.topic, key.partition, partitions),
                                                     f"{CURSOR_PREFIX}{self.local}-->{key.remote}")
         return producer
@@ -238,32 +293,63 @@ class ReplicationService:
                 connection = self._connections[cluster.name] = await RemoteConnection.open(cluster)
             return connection
 
-    async def _ensure_partitioned(self, service_url: str, cluster: RemoteCluster, topic: str, partitions: int) -> None:
-        """The remote has `topic` with `partitions` partitions: made now if it has no such topic (Pulsar's
-        createTopicToRemoteClusterForReplication); RemoteUnavailable if it has another partition count."""
-        assert self._http is not None
+    async def _match_remote_topic(self, connection: RemoteConnection, service_url: str, topic: str,
+                                  partitions: int) -> None:
+        """The remote's topic is of the local one's type: a non-partitioned topic is made there by the
+        replicator's producer; a partitioned one with the same partitions through the remote's admin API
+        (createTopicToRemoteClusterForReplication). A topic of the other type or another partition count there
+        is RemoteUnavailable, which stats show (connected false, lastError): nothing is replicated to it."""
+        remote = connection.cluster
+        name = f"persistent://{topic}"
+        found = await connection.partitions(name)
+        if found == (partitions if partitions > 1 else 0):
+            return
+        if found:
+            raise RemoteUnavailable(f"cluster {remote.name} has {topic} with {found} partitions, this cluster "
+                                    f"{'with ' + str(partitions) if partitions > 1 else 'not partitioned'}: nothing "
+                                    "is replicated until they match")
+        if not self.broker.config.create_topic_to_remote_cluster_for_replication:
+            raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic}, and "
+                                    "createTopicToRemoteClusterForReplication is off: create it there")
         if not service_url:
-            raise RemoteUnavailable(f"cluster {cluster.name} is registered without a serviceUrl, which making the "
+            raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
                                     f"partitioned topic {topic} there needs")
+        assert self._http is not None
+        headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
         path = f"{service_url.rstrip('/')}/admin/v2/persistent/{quote(topic)}/partitions"
-        headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
         try:
-            async with self._http.get(path, headers=headers) as response:
-                existing = (await response.json()).get("partitions", 0) if response.status == 200 else None
-            if existing == partitions:
-                return
-            if existing:
-                raise RemoteUnavailable(f"cluster {cluster.name} has {topic} with {existing} partitions, not "
-                                        f"{partitions}: nothing is replicated until they match")
-            if not self.broker.config.create_topic_to_remote_cluster_for_replication:
-                raise RemoteUnavailable(f"cluster {cluster.name} has no partitioned topic {topic}, and "
-                                        "createTopicToRemoteClusterForReplication is off: create it there")
             async with self._http.put(path, json=partitions, headers=headers) as response:
                 if response.status not in (204, 409):
-                    raise RemoteUnavailable(f"cluster {cluster.name} refused to create {topic} with {partitions} "
+                    raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} "
                                             f"partitions: {response.status} {await response.text()}")
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise RemoteUnavailable(f"cluster {cluster.name}: its admin API at {service_url} failed: {error}") from None
+            raise RemoteUnavailable(f"cluster {remote.name}: its admin API at {service_url} failed: {error}") from None
+        if await connection.partitions(name) != partitions:  # (409: a non-partitioned topic of that name is there)
+            raise RemoteUnavailable(f"cluster {remote.name} has a non-partitioned topic {topic}, this cluster one "
+                                    f"with {partitions} partitions: nothing is replicated until they match")
+
+    async def _push_global_policies(self, remote: str, topic: str, policies: GlobalPolicies, partitions: int) -> None:
+        """Send a topic's global policies, as changed here, to `remote` through its admin API, once per change
+        (retried at the next look when the remote cannot be reached; applying them twice changes nothing)."""
+        stamp = (policies.updated_ms, policies.origin)
+        if self._pushed.get((topic, remote)) == stamp:
+            return
+        assert self._http is not None
+        try:
+            cluster, service_url = await self._blocking(self._cluster, remote)
+            if not service_url:
+                raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl")
+            headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+            url = f"{service_url.rstrip('/')}/seglog/v1/topics/{quote(topic)}/global-policies"
+            async with self._http.put(url, json={**policies.to_json(), "partitions": partitions},
+                                      headers=headers) as response:
+                if response.status != 200:
+                    raise RemoteUnavailable(f"cluster {remote} refused the global policies of {topic}: "
+                                            f"{response.status} {await response.text()}")
+        except (RemoteUnavailable, aiohttp.ClientError, TimeoutError) as error:
+            logger.info("replication: global policies of %s to %s: %s; retrying", topic, remote, error)
+            return
+        self._pushed[(topic, remote)] = stamp
 
     async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

@@ -56,6 +56,11 @@ class Extension(Protocol):
         """Per remote cluster, the outbound replication of a seglog topic's partition (or of all of them), as
         Pulsar's ReplicatorStats keys (rest/stats.py adds the inbound half and the backlog)."""
 
+    def marker_received(self, topic: str, partition: int, origin: str, marker_type: int, payload: bytes,
+                        position: int) -> None:
+        """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
+        partition ended at `position` (called in the server's thread pool)."""
+
 
 # (the broker, this cluster's name, the server's thread pool) -> the extension
 ExtensionFactory = Callable[[Broker, str, Executor], Extension]
@@ -292,6 +297,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             running = extension(broker, options.cluster, executor)
             running.start()
             rest.replication_stats = running.replication_stats
+            service.on_marker = running.marker_received
         ready(tuple(listening))
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")

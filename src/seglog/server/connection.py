@@ -85,8 +85,11 @@ class ProducerSession:
                 results.append(ServerFailure(api.ChecksumError, "the message's CRC32C does not match"))
                 continue
             try:
-                messages = unpack(parse_metadata(frame.metadata or b""), frame.payload or b"",
-                                  send.highest_sequence_id)
+                metadata = parse_metadata(frame.metadata or b"")
+                if self.handle.origin is not None and metadata.HasField("marker_type"):
+                    results.append(self.connection.service.marker(self.handle, metadata, frame.payload or b""))
+                    continue
+                messages = unpack(metadata, frame.payload or b"", send.highest_sequence_id)
             except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
                 results.append(ServerFailure(api.ChecksumError, str(error)))
                 continue

@@ -125,6 +125,9 @@ class BrokerService:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # per seglog topic and cluster, messages whose producer named a cluster outside the allowed ones
     _not_allowed: dict[str, dict[str, int]] = field(default_factory=dict)
+    # (topic, partition, origin cluster, marker type, payload, position) -> None: where replicators' markers
+    # go (the replication extension sets it; called in the thread pool)
+    on_marker: Callable[[str, int, str, int, bytes, int], None] | None = None
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
@@ -293,6 +296,18 @@ class BrokerService:
         if handle.inbound is not None:
             handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
         return offset
+
+    def marker(self, handle: ProducerHandle, metadata: api.MessageMetadata, payload: bytes) -> int:
+        """A marker a replicator sent (Pulsar's marker entries: replicated subscriptions' snapshots, topic
+        policies): not stored, handed to the replication (`on_marker`) with where it arrived in the partition
+        (its end offset now, after everything the replicator sent before it); that offset is the receipt's."""
+        target = handle.target
+        position = self.broker.store.end_offset(target.ref.name, target.partition)
+        assert handle.origin is not None
+        if self.on_marker is not None:
+            self.on_marker(str(target.ref.name), target.partition, handle.origin, metadata.marker_type, payload,
+                           position)
+        return position
 
     def _count_not_allowed(self, name: TopicName, messages: Messages) -> None:
         """A producer named clusters for its messages (`replication_clusters`): those outside the namespace's

@@ -41,6 +41,7 @@ CHUNK = "pulsar.chunk"
 # Pulsar's replicatorPrefix: a producer named `pulsar.repl.A-->B` is cluster A's replicator to B, and a
 # subscription named `pulsar.repl.B` is a replicator's cursor
 REPLICATOR_PREFIX = "pulsar.repl."
+MARKER_PRODUCER = "pulsar.marker"  # the producer name of Pulsar's marker entries
 LOCAL_ONLY = "__local__"  # replicate_to of a message sent with disable_replication: no other cluster
 COMPRESSION = "pulsar.compression"
 

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from seglog.server.rest.base import RestContext, Route, json_response
 from seglog.server.rest.errors import RestError
+from seglog.server.rest.replication_metrics import replication_metrics_text
 
 
 async def health(request: web.Request, ctx: RestContext) -> web.Response:
@@ -13,7 +14,7 @@ async def health(request: web.Request, ctx: RestContext) -> web.Response:
 
 
 async def metrics(request: web.Request, ctx: RestContext) -> web.Response:
-    text = await ctx.blocking(ctx.admin.metrics)
+    text = await ctx.blocking(ctx.admin.metrics) + await ctx.blocking(replication_metrics_text, ctx)
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 

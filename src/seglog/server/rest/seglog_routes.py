@@ -12,6 +12,7 @@ admin command answers on a server as on a data directory) and for scripts:
     POST   …/subscriptions/{sub}/skip/{n}, …/expire/{seconds}   answer {"skipped": n}, {"expired": n}
     GET    …/subscriptions/{sub}/peek?count=N                   the next N messages of each partition, as JSON
     POST   /seglog/v1/maintenance                               run the lifecycle rules now (maintenance)
+    PUT    /seglog/v1/topics/{t}/{ns}/{topic}/global-policies   global topic policies another cluster replicates
 
 Pulsar's own paths (tenants, namespaces, policies, subscriptions, stats) serve everything else."""
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from seglog.catalog.policies import GlobalPolicies
 from seglog.server.rest.base import (
     RestContext,
     Route,
@@ -42,6 +44,8 @@ TOPIC = "/seglog/v1/topics/{tenant}/{namespace}/{topic}"
 SUBSCRIPTION = f"{TOPIC}/subscriptions/{{subscription}}"
 CREATE = '{"partitions": N, "settings": {"segment_size": "64 MiB", ...}} (both optional)'
 OFFSETS = '{"offsets": {"partition": offset, ...}}'
+GLOBAL_POLICIES = ('{"policies": {"replication_clusters": [...]}, "updated_ms": ms, "origin": "cluster", '
+                   '"partitions": N}: a topic\'s global policies as the cluster that changed them stamped them')
 
 
 def _offsets(body: Any) -> dict[int, int]:
@@ -140,6 +144,22 @@ async def maintenance(request: web.Request, ctx: RestContext) -> web.Response:
     return json_response(asdict(await ctx.blocking(ctx.admin.run_maintenance)))
 
 
+async def receive_global_policies(request: web.Request, ctx: RestContext) -> web.Response:
+    """Global policies a replicating cluster sends (docs/REPLICATION.md, "Global topic policies"): applied if
+    newer, the topic deleted here if they leave this cluster out; answers what was done."""
+    topic = topic_of(request)
+    body = await json_body(request, GLOBAL_POLICIES)
+    if not isinstance(body, dict) or set(body) != {"policies", "updated_ms", "origin", "partitions"}:
+        raise RestError(400, f"expected {GLOBAL_POLICIES}")
+    try:
+        received = GlobalPolicies.from_json(body)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise RestError(400, f"expected {GLOBAL_POLICIES}: {error}") from None
+    partitions = int_of(body["partitions"], "partitions", minimum=1)
+    outcome = await ctx.blocking(ctx.admin.topics.receive_global_policies, str(topic), received, partitions)
+    return json_response({"outcome": outcome})
+
+
 ROUTES = [
     Route("GET", TOPICS, list_topics, "Every topic with its partitions and settings."),
     Route("PUT", TOPIC, create_topic, "Create a topic with partitions and settings (its tenant and namespace "
@@ -163,4 +183,7 @@ ROUTES = [
     Route("GET", f"{SUBSCRIPTION}/peek", peek, "The next N unacknowledged messages of each partition.",
           (200, 400, 404, 412), query=("count",)),
     Route("POST", "/seglog/v1/maintenance", maintenance, "Run the lifecycle rules now."),
+    Route("PUT", f"{TOPIC}/global-policies", receive_global_policies, "Global topic policies replicated from "
+          "another cluster: applied if newer; the topic deleted here if they leave this cluster out.",
+          (200, 400, 404, 412), GLOBAL_POLICIES),
 ]

@@ -78,6 +78,12 @@ def _replication(ctx: RestContext, ref: TopicRef, partition: int | None,
             for remote in sorted({*outbound, *inbound, *backlogs})}
 
 
+def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
+    """The `replication` section of a topic's stats (every partition together; blocking)."""
+    subscriptions = ctx.admin.topics.stats(str(ref.name))["subscriptions"]
+    return _replication(ctx, ref, None, subscriptions)
+
+
 def _topic_stats(seglog: dict[str, Any], publishers: list[str], subscriptions: dict[str, Any],
                  storage: int, backlog: int, replication: dict[str, Any]) -> dict[str, Any]:
     return {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
