@@ -36,9 +36,9 @@ def controller(clock, local="east", **settings) -> SnapshotController:
 
 
 def sent(outgoing: Outgoing | None):
-    """(the marker decoded, its clusters, after): what the replicators would carry."""
+    """(the marker decoded, its clusters): what the replicators would carry."""
     assert outgoing is not None
-    return markers.decode(outgoing.marker_type, outgoing.payload), outgoing.clusters, outgoing.after
+    return markers.decode(outgoing.marker_type, outgoing.payload), outgoing.clusters
 
 
 def answer(snapshot_id: str, cluster: str, position: int) -> SnapshotResponse:
@@ -49,7 +49,7 @@ def answer(snapshot_id: str, cluster: str, position: int) -> SnapshotResponse:
 
 def test_an_attempt_starts_when_a_message_is_not_covered_and_sends_its_request_to_every_remote(clock):
     east = controller(clock)
-    assert sent(east.tick(5, BOTH)) == (SnapshotRequest("snap-1", "east"), ("north", "west"), 5)
+    assert sent(east.tick(5, BOTH)) == (SnapshotRequest("snap-1", "east"), ("north", "west"))
     assert east.pending == 1
 
 
@@ -110,7 +110,7 @@ def test_an_answer_after_the_timeout_is_ignored_even_before_the_next_tick(clock)
 def test_a_remote_answers_with_its_last_message_to_the_asking_cluster_only():
     west = SnapshotController("west", ManualClock())
     assert sent(west.request_received(SnapshotRequest("snap-1", "east"), 12)) == (
-        SnapshotResponse("snap-1", "west", 11), ("east",), 12)  # after the 12 messages it had
+        SnapshotResponse("snap-1", "west", 11), ("east",))  # the last of the 12 messages it had
     assert sent(west.request_received(SnapshotRequest("snap-1", "east"), 0))[0].position == -1
 
 
@@ -128,7 +128,7 @@ def test_with_two_remotes_a_second_round_and_the_first_answer_of_each_kept(clock
     assert east.response_received(answer("snap-1", "west", 3), 6) is None
     assert east.response_received(answer("snap-1", "west", 4), 6) is None  # a repeat: the first stays
     second = east.response_received(answer("snap-1", "north", 10), 7)
-    assert sent(second) == (SnapshotRequest("snap-1", "east"), ("north", "west"), 7)
+    assert sent(second) == (SnapshotRequest("snap-1", "east"), ("north", "west"))
     assert east.response_received(answer("snap-1", "north", 12), 9) is None
     snapshot = east.response_received(answer("snap-1", "west", 5), 11)
     assert snapshot == Snapshot("snap-1", 10, {"west": 3, "north": 10})  # local: where the last answer arrived
@@ -164,7 +164,7 @@ def test_passing_a_snapshot_sends_its_remote_positions_at_once():
     assert orders.snapshot_taken(Snapshot("s1", 10, {"west": 4, "north": 9}), mark_delete=3) is None
     assert orders.mark_delete_moved(9) is None
     assert sent(orders.mark_delete_moved(10)) == (SubscriptionUpdate("orders", {"west": 4, "north": 9}),
-                                                  ("north", "west"), 0)
+                                                  ("north", "west"))
     assert orders.mark_delete_moved(11) is None  # passed once
 
 
@@ -317,8 +317,7 @@ class Mesh:
     def send(self, source: str, outgoing: Outgoing | None) -> None:
         if outgoing is None:
             return
-        assert outgoing.after <= self.clusters[source].end
-        self.forward(source)  # (everything before `after` goes first)
+        self.forward(source)  # (after every message written so far, as ReplicationService.send_marker)
         for remote in outgoing.clusters:
             self.links[(source, remote)].append(("marker", (outgoing.marker_type, outgoing.payload)))
 

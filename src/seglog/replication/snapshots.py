@@ -19,7 +19,8 @@ the partition's end offset then, the last message before it being end - 1.
   passed yet, and the UPDATE its mark-delete position passing one of them sends.
 
 Every rule reads the injected clock; the caller sends what these return through the replicators, in order
-with the data (Replicator.send_marker), and calls back with what arrives."""
+with the data (ReplicationService.send_marker), and calls back with what arrives (ReplicationService.on_marker,
+decoded by markers.decode)."""
 
 from __future__ import annotations
 
@@ -35,16 +36,18 @@ from seglog.replication.markers import Marker, SnapshotRequest, SnapshotResponse
 
 @dataclass(frozen=True)
 class Outgoing:
-    """A marker to send to each of `clusters`, once every message before offset `after` was sent to it."""
+    """A marker to send to each of `clusters` on the partition's replication stream, after every message
+    written when it is sent (ReplicationService.send_marker). Sent later than it was made, it follows more
+    messages than its position names: a REQUEST or RESPONSE then says less than the remote will have, never
+    more, which keeps every snapshot true."""
     marker_type: int
     payload: bytes
     clusters: tuple[str, ...]
-    after: int
 
     @classmethod
-    def of(cls, marker: Marker, clusters: tuple[str, ...], after: int) -> Outgoing:
+    def of(cls, marker: Marker, clusters: tuple[str, ...]) -> Outgoing:
         marker_type, payload = encode(marker)
-        return cls(marker_type, payload, clusters, after)
+        return cls(marker_type, payload, clusters)
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,9 @@ class SnapshotController:
     def tick(self, end_offset: int, replicators: Mapping[str, bool]) -> Outgoing | None:
         """Abandons attempts older than the timeout, then starts one, at most one per frequency, if the
         partition (ending at `end_offset`) has a message no snapshot covers and every replicator (remote
-        cluster -> connected) is connected. Returns its REQUEST, for every remote, after the partition's
-        messages so far. Call it several times a frequency (every 100 ms, say): ticks only once a frequency,
-        a little early or late, would start an attempt every other frequency.
+        cluster -> connected) is connected. Returns its REQUEST, for every remote. Call it several times a
+        frequency (every 100 ms, say): ticks only once a frequency, a little early or late, would start an
+        attempt every other frequency.
 
         Pulsar starts one when a message was published since the start of the last completed snapshot. Here
         markers take no offset, so that rule would take a second snapshot at the position of the first after
@@ -119,7 +122,7 @@ class SnapshotController:
         attempt = _Attempt(self.new_id(), now, remotes, 1 if len(remotes) > 1 else 0, set(remotes))
         self._attempts[attempt.snapshot_id] = attempt
         self._last_start_ms = now
-        return self._request(attempt, end_offset)
+        return self._request(attempt)
 
     def response_received(self, response: SnapshotResponse, end_offset: int) -> Outgoing | Snapshot | None:
         """A remote's answer arrived when the partition ended at `end_offset`. The first answer of each remote
@@ -138,7 +141,7 @@ class SnapshotController:
         if attempt.rounds_left:
             attempt.rounds_left -= 1
             attempt.missing = set(attempt.remotes)
-            return self._request(attempt, end_offset)
+            return self._request(attempt)
         del self._attempts[attempt.snapshot_id]
         position = end_offset - 1
         if self._last_position is not None and position <= self._last_position:
@@ -148,10 +151,10 @@ class SnapshotController:
 
     def request_received(self, request: SnapshotRequest, end_offset: int) -> Outgoing:
         """Another cluster's REQUEST arrived when the partition ended at `end_offset`: the RESPONSE with this
-        cluster's position (the last message before the request), back to the asking cluster only, after
-        those messages. (The caller reconnects its replicator to that cluster if it is down, as Pulsar does.)"""
+        cluster's position (the last message before the request), back to the asking cluster only. (The caller
+        reconnects its replicator to that cluster if it is down, as Pulsar does.)"""
         response = SnapshotResponse(request.snapshot_id, self.local_cluster, end_offset - 1)
-        return Outgoing.of(response, (request.source,), end_offset)
+        return Outgoing.of(response, (request.source,))
 
     def update_received(self, update: SubscriptionUpdate, exists: bool) -> SubscriptionChange | None:
         """Another cluster's subscription passed a snapshot: what this cluster's subscription of that name
@@ -164,9 +167,8 @@ class SnapshotController:
             return SubscriptionChange(update.subscription, create=True)
         return SubscriptionChange(update.subscription, acknowledge=position) if position >= 0 else None
 
-    def _request(self, attempt: _Attempt, end_offset: int) -> Outgoing:
-        request = SnapshotRequest(attempt.snapshot_id, self.local_cluster)
-        return Outgoing.of(request, tuple(sorted(attempt.remotes)), end_offset)
+    def _request(self, attempt: _Attempt) -> Outgoing:
+        return Outgoing.of(SnapshotRequest(attempt.snapshot_id, self.local_cluster), tuple(sorted(attempt.remotes)))
 
     def _expire(self) -> int:
         """Abandon the attempts older than the timeout (late answers to them are ignored); returns now."""
@@ -246,10 +248,9 @@ class SubscriptionSnapshots:
 
     def mark_delete_moved(self, mark_delete: int) -> Outgoing | None:
         """The subscription's mark-delete position is now `mark_delete`: if it passed a cached snapshot, the
-        UPDATE giving the newest such snapshot's remote positions, for those remotes, at once (an UPDATE
-        waits for no message: what it acknowledges is already on the cluster it goes to)."""
+        UPDATE giving the newest such snapshot's remote positions, for those remotes."""
         snapshot = self.cache.advance(mark_delete)
         if snapshot is None:
             return None
         update = SubscriptionUpdate(self.subscription, dict(snapshot.positions))
-        return Outgoing.of(update, tuple(sorted(snapshot.positions)), 0)
+        return Outgoing.of(update, tuple(sorted(snapshot.positions)))
