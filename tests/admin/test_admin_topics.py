@@ -1,11 +1,14 @@
 """log.admin.topics: subscriptions as pulsar-admin manages them (create, unsubscribe, reset by time, skip,
-expire, peek), and growing a topic's partitions."""
+expire, peek, replicated subscription status), and growing a topic's partitions."""
+
+from pathlib import Path
 
 import pytest
 
 import seglog
 from helpers_storage import consumed_in_another_process
 from seglog.errors import ConsumerBusyError, InvalidArgumentError, NotFoundError, TopicInUseError
+from seglog.subscriptions.cursor_file import load
 
 
 def floors(log, topic, subscription):
@@ -204,3 +207,91 @@ def test_topics_create_list_describe_delete(tmp_path):
         assert described["policiesInForce"]["retention"]["level"] == "broker"
         topics.delete("acme/ns/t")
         assert topics.list() == []
+
+
+# --- replicated subscriptions (PIP-33): whether a subscription's position goes to the other clusters -------------
+
+def test_a_subscription_is_replicated_per_partition_and_stays_so_after_a_restart(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t", partitions=3).subscribe("s").close()
+        log.create_topic("one").subscribe("s").close()
+        admin = log.admin.topics
+        assert admin.get_replicated_subscription_status("t", "s") == {
+            f"persistent://public/default/t-partition-{p}": False for p in range(3)}
+        admin.set_replicated_subscription_status("t", "s", True, partition=1)
+        admin.set_replicated_subscription_status("one", "s", True)
+        assert log.topic("t").stats()["subscriptions"]["s"]["isReplicated"] is True  # on a partition: as Pulsar adds
+    with seglog.open(tmp_path) as log:
+        admin = log.admin.topics
+        assert admin.get_replicated_subscription_status("t", "s") == {
+            "persistent://public/default/t-partition-0": False, "persistent://public/default/t-partition-1": True,
+            "persistent://public/default/t-partition-2": False}
+        assert admin.get_replicated_subscription_status("t", "s", partition=1) == {
+            "persistent://public/default/t-partition-1": True}
+        assert admin.get_replicated_subscription_status("one", "s") == {"persistent://public/default/one": True}
+        admin.set_replicated_subscription_status("t", "s", True)
+        admin.set_replicated_subscription_status("t", "s", False, partition=1)
+        assert list(admin.get_replicated_subscription_status("t", "s").values()) == [True, False, True]
+        admin.set_replicated_subscription_status("t", "s", False)
+        assert log.topic("t").stats()["subscriptions"]["s"]["isReplicated"] is False
+
+
+def test_a_consumed_subscription_is_changed_and_saved_at_once_and_its_consumer_goes_on(log, clock):
+    topic = two_partitions(log, clock)
+    cursor = Path(log.path, "subscriptions", "public", "default", "t", "s.cursor")
+    with topic.subscribe("s", initial_position="earliest") as consumer:
+        consumer.ack_cumulative(consumer.receive(timeout=5))
+        log.admin.topics.set_replicated_subscription_status("t", "s", True)
+        assert all(log.admin.topics.get_replicated_subscription_status("t", "s").values())
+        assert [c.replicated for c in load(cursor).partitions] == [True, True]  # not at the next persist
+        assert consumer.receive(timeout=5).value == b"m1"
+    assert log.topic("t").stats()["subscriptions"]["s"]["msgBacklog"] == 7
+
+
+@pytest.mark.parametrize(("arguments", "error", "reason"), [
+    (("t", "nope", True), NotFoundError, "subscription nope of public/default/t does not exist (it has s)"),
+    (("t", "s", "yes"), InvalidArgumentError, "invalid enabled 'yes'; accepted: True or False"),
+    (("t", "s", True, 2), InvalidArgumentError, "invalid partition 2; accepted: an int from 0 to 1"),
+    (("t", "s", True, True), InvalidArgumentError, "invalid partition True; accepted: an int from 0 to 1"),
+    (("one", "s", True, 0), InvalidArgumentError, "invalid partition 0; accepted: none: public/default/one has one "
+                                                  "partition"),
+])
+def test_a_refused_status_names_what_and_changes_nothing(log, clock, arguments, error, reason):
+    two_partitions(log, clock).subscribe("s").close()
+    log.create_topic("one").subscribe("s").close()
+    topic, subscription, enabled, *partition = arguments
+    with pytest.raises(error) as caught:
+        log.admin.topics.set_replicated_subscription_status(topic, subscription, enabled,
+                                                            partition=partition[0] if partition else None)
+    assert str(caught.value).startswith(reason)
+    assert not any(log.admin.topics.get_replicated_subscription_status("t", "s").values())
+
+
+def test_another_process_consuming_the_subscription_owns_its_status(tmp_path):
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t").subscribe("s").close()
+    with consumed_in_another_process(tmp_path), seglog.open(tmp_path) as log:
+        with pytest.raises(ConsumerBusyError, match="consumed by another process"):
+            log.admin.topics.set_replicated_subscription_status("t", "s", True)
+        assert log.admin.topics.get_replicated_subscription_status("t", "s") == {"persistent://public/default/t": False}
+
+
+def test_with_replicated_subscriptions_disabled_none_is_made_and_marks_wait_for_them(tmp_path):
+    """broker.conf enableReplicatedSubscriptions=false: enabling is refused; a subscription marked before reads
+    as not replicated, keeps its mark (as Pulsar keeps the cursor's property) and is replicated again once they
+    are enabled."""
+    with seglog.open(tmp_path) as log:
+        log.create_topic("t").subscribe("s").close()
+        log.admin.topics.set_replicated_subscription_status("t", "s", True)
+    with seglog.open(tmp_path, enable_replicated_subscriptions=False) as log:
+        admin = log.admin.topics
+        with pytest.raises(InvalidArgumentError, match="replicated subscriptions are disabled on this cluster "
+                                                       r"\(broker.conf enableReplicatedSubscriptions=false\)"):
+            admin.set_replicated_subscription_status("t", "s", True)
+        assert admin.get_replicated_subscription_status("t", "s") == {"persistent://public/default/t": False}
+        assert log.topic("t").stats()["subscriptions"]["s"]["isReplicated"] is False
+    with seglog.open(tmp_path) as log:
+        assert log.admin.topics.get_replicated_subscription_status("t", "s") == {"persistent://public/default/t": True}
+        with seglog.open(tmp_path, enable_replicated_subscriptions=False) as disabled:
+            disabled.admin.topics.set_replicated_subscription_status("t", "s", False)  # disabling is always allowed
+        assert log.admin.topics.get_replicated_subscription_status("t", "s") == {"persistent://public/default/t": False}

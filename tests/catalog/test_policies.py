@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import seglog
+from seglog.catalog.config import BrokerConfig
 from seglog.catalog.policies import InForce
 from seglog.cli import main
 from seglog.errors import InvalidArgumentError
@@ -177,6 +178,22 @@ def test_broker_conf_takes_pulsars_names(tmp_path: Path) -> None:
         "message_age": {"limitTime": 600, "policy": "producer_exception", "level": "broker"}}
 
 
+def test_broker_conf_takes_pulsars_replicated_subscription_settings(tmp_path: Path) -> None:
+    default = BrokerConfig()
+    assert (default.enable_replicated_subscriptions, default.replicated_subscriptions_snapshot_frequency_ms,
+            default.replicated_subscriptions_snapshot_timeout_seconds,
+            default.replicated_subscriptions_snapshot_max_cached_per_subscription) == (True, 1000, 30, 30)
+    (tmp_path / "broker.conf").write_text(
+        "enableReplicatedSubscriptions=false\nreplicatedSubscriptionsSnapshotFrequencyMillis=500\n"
+        "replicatedSubscriptionsSnapshotTimeoutSeconds=60\nreplicatedSubscriptionsSnapshotMaxCachedPerSubscription=50\n")
+    config = BrokerConfig.load(tmp_path, {})
+    assert (config.enable_replicated_subscriptions, config.replicated_subscriptions_snapshot_frequency_ms,
+            config.replicated_subscriptions_snapshot_timeout_seconds,
+            config.replicated_subscriptions_snapshot_max_cached_per_subscription) == (False, 500, 60, 50)
+    assert BrokerConfig.load(tmp_path, {"replicated_subscriptions_snapshot_max_cached_per_subscription": 3}
+                             ).replicated_subscriptions_snapshot_max_cached_per_subscription == 3
+
+
 BAD_BROKER_CONF = [
     (b"verify_crc=true\nttl=\xff\xfe\n", "line 2", r"invalid line b'ttl=\\xff\\xfe': byte 0xff is not UTF-8"),
     (b"# Pulsar's\nclusterName=standalone\n", "line 2", "invalid broker setting 'clusterName'; accepted: "
@@ -191,6 +208,17 @@ BAD_BROKER_CONF = [
      "invalid allow_auto_topic_creation_type 'sharded'; accepted: 'non-partitioned' or 'partitioned'"),
     (b"defaultNumPartitions=0\n", "line 1", "invalid default_num_partitions 0; accepted: a partition count of at "
                                            "least 1"),
+    (b"enableReplicatedSubscriptions=on\n", "line 1",
+     "invalid enable_replicated_subscriptions 'on'; accepted: True or False"),
+    (b"replicatedSubscriptionsSnapshotFrequencyMillis=0\n", "line 1",
+     "invalid replicated_subscriptions_snapshot_frequency_ms 0; accepted: ms as an int of at least 1"),
+    (b"replicatedSubscriptionsSnapshotFrequencyMillis=1s\n", "line 1",
+     "invalid replicated_subscriptions_snapshot_frequency_ms '1s'; accepted: ms as an int of at least 1"),
+    (b"replicatedSubscriptionsSnapshotTimeoutSeconds=-1\n", "line 1",
+     "invalid replicated_subscriptions_snapshot_timeout_seconds -1; accepted: seconds as an int of at least 1"),
+    (b"replicatedSubscriptionsSnapshotMaxCachedPerSubscription=2\n", "line 1",
+     r"invalid replicated_subscriptions_snapshot_max_cached_per_subscription 2; accepted: an int of at least 3 \(a "
+     "subscription's first and last snapshots are always kept\\)"),
 ]
 
 

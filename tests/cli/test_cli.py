@@ -89,7 +89,8 @@ def test_the_commands() -> None:
                        "remove-backlog-quota", "remove-deduplication", "remove-message-ttl", "remove-retention",
                        "set-backlog-quota", "set-deduplication", "set-message-ttl", "set-retention"]
     subscription_commands = ["clear-backlog", "create-subscription", "expire-messages", "peek-messages",
-                             "reset-cursor", "skip", "subscriptions", "unsubscribe"]
+                             "reset-cursor", "skip", "subscriptions", "unsubscribe",
+                             "get-replicated-subscription-status", "set-replicated-subscription-status"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
                              ("get-replication-clusters",), ("remove-replication-clusters",),

@@ -1,4 +1,4 @@
-"""The protocol layer alone (frames, the committed protobuf module, batches, message ids), and what a raw
+"""The protocol layer alone (frames, the committed protobuf modules, batches, message ids), and what a raw
 socket that breaks the protocol gets from `seglog serve`: an error or a close, never a server down."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from google.protobuf import descriptor_pb2
 import seglog
 from helpers_server import RawConnection, start_server  # pulsar: skips without the test extra
 from seglog._core._format import crc32c
+from seglog.replication import markers_pb2
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import unpack
 from seglog.server.protocol.frames import (
@@ -28,18 +29,20 @@ from seglog.server.protocol.frames import (
 from seglog.server.protocol.message_ids import LEDGER_ID, message_id, offset_of
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-PROTO = "seglog/server/protocol/pulsar_api.proto"
 
 
-def test_the_committed_module_is_generated_from_the_proto(tmp_path):
-    """pulsar_api_pb2.py is committed; it must describe exactly what pulsar_api.proto says."""
+@pytest.mark.parametrize(("proto", "module"), [("seglog/server/protocol/pulsar_api.proto", api),
+                                               ("seglog/replication/markers.proto", markers_pb2)])
+def test_the_committed_module_is_generated_from_the_proto(tmp_path, proto, module):
+    """pulsar_api_pb2.py and the replication's markers_pb2.py are committed; each must describe exactly what
+    its .proto says."""
     pytest.importorskip("grpc_tools")
     out = tmp_path / "descriptor.bin"
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{SRC}", f"--descriptor_set_out={out}",
-                    str(SRC / PROTO)], check=True, capture_output=True, timeout=60)
+                    str(SRC / proto)], check=True, capture_output=True, timeout=60)
     generated = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
     committed = descriptor_pb2.FileDescriptorProto()
-    api.DESCRIPTOR.CopyToProto(committed)
+    module.DESCRIPTOR.CopyToProto(committed)
     _without_json_names(generated.message_type)  # derived from the field names; CopyToProto leaves them out
     assert committed == generated
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
-from seglog.admin.stats import explain_retention, internal_stats, topic_stats
+from seglog.admin.stats import explain_retention, internal_stats, replicated, topic_stats
 from seglog.broker import check_partition_count
 from seglog.catalog.clusters import (
     allowed_in_force,
@@ -561,6 +561,35 @@ class Topics(PolicyLevel):
             messages += taken
         return messages
 
+    def set_replicated_subscription_status(self, topic: str, subscription: str, enabled: bool, *,
+                                           partition: int | None = None) -> None:
+        """Whether the subscription's position is replicated to the topic's other clusters (Pulsar's replicated
+        subscriptions, PIP-33; pulsar-admin topics set-replicated-subscription-status): on every partition, or
+        on `partition` of a topic of several (Pulsar's partition `NAME-partition-N`). A consumer asking for it
+        (pulsar-client's replicate_subscription_state_enabled) enables it too. Enabling is refused while
+        broker.conf has enableReplicatedSubscriptions=false. NotFoundError for a subscription the topic does
+        not have; ConsumerBusyError while another process consumes it (set it there)."""
+        t = self._subscribed_topic(topic, subscription)
+        if not isinstance(enabled, bool):
+            raise InvalidArgumentError("enabled", enabled, "True or False")
+        partitions = _named_partitions(t, partition)
+        if enabled and not self._broker.config.enable_replicated_subscriptions:
+            raise InvalidArgumentError("enabled", enabled, "False", detail="replicated subscriptions are disabled "
+                                       "on this cluster (broker.conf enableReplicatedSubscriptions=false)")
+        with self._changing(t, subscription) as changed:
+            changed.set_replicated(partitions, enabled)
+
+    def get_replicated_subscription_status(self, topic: str, subscription: str, *,
+                                           partition: int | None = None) -> dict[str, bool]:
+        """Whether the subscription's position is replicated, by partition as Pulsar names them and answers
+        GET replicatedSubscriptionStatus: {'persistent://tenant/ns/topic': bool} for a topic of one partition,
+        {'persistent://tenant/ns/topic-partition-N': bool, ...} for each partition of one of several (or for
+        `partition` alone). False while broker.conf disables replicated subscriptions."""
+        t = self._subscribed_topic(topic, subscription)
+        partitions = _named_partitions(t, partition)
+        record = next(record for name, record, _ in self._broker.subscriptions.states(t) if name == subscription)
+        return {t.pulsar_name(p): replicated(self._broker, record.partitions[p]) for p in partitions}
+
     def _subscribed_topic(self, topic: str, subscription: str) -> TopicRef:
         """The topic, if it has the subscription; NotFoundError naming those it has otherwise."""
         t = self._broker.topic(topic)
@@ -746,6 +775,17 @@ def _actions(actions: Any) -> list[str]:
     if not given or any(action not in ACTIONS for action in given):
         raise InvalidArgumentError("actions", actions, accepted)
     return [action for action in ACTIONS if action in given]
+
+
+def _named_partitions(topic: TopicRef, partition: Any) -> range:
+    """Every partition of the topic for None, else `partition` of a topic of several: Pulsar names the
+    partitions of partitioned topics only."""
+    if partition is None:
+        return range(topic.partitions)
+    if topic.partitions == 1:
+        raise InvalidArgumentError("partition", partition, f"none: {topic.name} has one partition (Pulsar's "
+                                   "non-partitioned topic)")
+    return range(topic.check_partition(partition), partition + 1)
 
 
 def _check_count(count: Any) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from seglog.catalog.topics import TopicRef
     from seglog.storage.partition_view import PartitionView
     from seglog.storage.segment_table import SegmentTable
+    from seglog.subscriptions.cursor_file import PartitionCursor
 
 
 def _tables(broker: Broker, ref: TopicRef) -> list[tuple[PartitionView, SegmentTable]]:
@@ -37,6 +38,13 @@ def physical_size(broker: Broker, ref: TopicRef) -> int:
             if name.endswith((".log", ".index", ".timeindex")):
                 total += os.stat(directory / name).st_blocks * 512
     return total
+
+
+def replicated(broker: Broker, cursor: PartitionCursor) -> bool:
+    """Whether a subscription's position on a partition is replicated to the other clusters: marked so, and
+    the broker has replicated subscriptions (broker.conf enableReplicatedSubscriptions). The mark stays while
+    they are disabled, as Pulsar keeps the cursor's property, and counts again once they are enabled."""
+    return cursor.replicated and broker.config.enable_replicated_subscriptions
 
 
 def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
@@ -67,6 +75,8 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "msgEvicted": sum(c.evicted for c in record.partitions),
             "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
             "consumers": [c.name for c in live.consumers] if live is not None else [],
+            # on any partition, as Pulsar adds up a partitioned topic's subscription stats
+            "isReplicated": any(replicated(broker, c) for c in record.partitions),
         }
     policies = broker.catalog.policies(ref)
     slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
@@ -133,17 +143,18 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "partitions": partitions}
 
 
-def partition_backlogs(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, int]]]:
-    """Each subscription's backlog per partition: [{'msgBacklog': .., 'backlogSize': ..}, ...] (what the
-    server's per-partition stats of a partitioned topic show)."""
+def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, Any]]]:
+    """Each subscription's backlog and replication per partition: [{'msgBacklog': .., 'backlogSize': ..,
+    'isReplicated': ..}, ...] (what the server's per-partition stats of a partitioned topic show)."""
     tables = _tables(broker, ref)
-    backlogs = {}
+    subscriptions = {}
     for name, record, live in broker.subscriptions.states(ref):
         with reading(live):
             found = [partition_backlog(view, table, cursor.acks)
                      for (view, table), cursor in zip(tables, record.partitions)]
-        backlogs[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes} for b in found]
-    return backlogs
+        subscriptions[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes, "isReplicated": replicated(broker, c)}
+                               for b, c in zip(found, record.partitions)]
+    return subscriptions
 
 
 def consumer_states(broker: Broker, ref: TopicRef, subscription: str) -> list[dict[str, Any]]:

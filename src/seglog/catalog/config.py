@@ -192,11 +192,14 @@ def _topic_type(value: Any) -> str:
     return value
 
 
-def _partition_count(value: Any) -> int:
-    value = _int_from_text(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError("default_num_partitions", value, "a partition count of at least 1")
-    return value
+def _int_at_least(name: str, minimum: int, accepted: str) -> Callable[[Any], int]:
+    """An int setting of at least `minimum` that broker.conf may also give as text."""
+    def parse(value: Any) -> int:
+        value = _int_from_text(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidArgumentError(name, value, accepted)
+        return value
+    return parse
 
 
 def _interval(name: str) -> Callable[[Any], int]:
@@ -209,6 +212,7 @@ def _interval(name: str) -> Callable[[Any], int]:
 
 
 BROKER_FILE = "broker.conf"
+MIN_SNAPSHOTS_CACHED = 3  # Pulsar's snapshot cache refuses fewer: it never evicts its first or last snapshot
 WEEK_MINUTES = 7 * 24 * 60
 
 
@@ -234,6 +238,13 @@ class BrokerConfig:
     # geo-replication: a partitioned topic replicated to a cluster that lacks it is created there with as many
     # partitions (Pulsar's createTopicToRemoteClusterForReplication; without it, it must exist there already)
     create_topic_to_remote_cluster_for_replication: bool = True
+    # replicated subscriptions (Pulsar's PIP-33, docs/REPLICATION.md): whether consumers may have them, how often
+    # a topic partition with new messages takes a snapshot, when an unfinished one is abandoned, and how many a
+    # subscription keeps (its first and last always: at least MIN_SNAPSHOTS_CACHED)
+    enable_replicated_subscriptions: bool = True
+    replicated_subscriptions_snapshot_frequency_ms: int = 1000
+    replicated_subscriptions_snapshot_timeout_seconds: int = 30
+    replicated_subscriptions_snapshot_max_cached_per_subscription: int = 30
     maintenance_interval: int = 60_000
     cursor_persist_interval: int = 1_000
 
@@ -297,8 +308,16 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "backlog_quota_default_retention_policy": _quota_policy,
     "allow_auto_topic_creation": _bool_setting("allow_auto_topic_creation"),
     "allow_auto_topic_creation_type": _topic_type,
-    "default_num_partitions": _partition_count,
+    "default_num_partitions": _int_at_least("default_num_partitions", 1, "a partition count of at least 1"),
     "create_topic_to_remote_cluster_for_replication": _bool_setting("create_topic_to_remote_cluster_for_replication"),
+    "enable_replicated_subscriptions": _bool_setting("enable_replicated_subscriptions"),
+    "replicated_subscriptions_snapshot_frequency_ms": _int_at_least(
+        "replicated_subscriptions_snapshot_frequency_ms", 1, "ms as an int of at least 1"),
+    "replicated_subscriptions_snapshot_timeout_seconds": _int_at_least(
+        "replicated_subscriptions_snapshot_timeout_seconds", 1, "seconds as an int of at least 1"),
+    "replicated_subscriptions_snapshot_max_cached_per_subscription": _int_at_least(
+        "replicated_subscriptions_snapshot_max_cached_per_subscription", MIN_SNAPSHOTS_CACHED,
+        f"an int of at least {MIN_SNAPSHOTS_CACHED} (a subscription's first and last snapshots are always kept)"),
     "maintenance_interval": _interval("maintenance_interval"),
     "cursor_persist_interval": _interval("cursor_persist_interval"),
 }
@@ -318,6 +337,11 @@ PULSAR_BROKER_NAMES = {
     "allowAutoTopicCreationType": "allow_auto_topic_creation_type",
     "defaultNumPartitions": "default_num_partitions",
     "createTopicToRemoteClusterForReplication": "create_topic_to_remote_cluster_for_replication",
+    "enableReplicatedSubscriptions": "enable_replicated_subscriptions",
+    "replicatedSubscriptionsSnapshotFrequencyMillis": "replicated_subscriptions_snapshot_frequency_ms",
+    "replicatedSubscriptionsSnapshotTimeoutSeconds": "replicated_subscriptions_snapshot_timeout_seconds",
+    "replicatedSubscriptionsSnapshotMaxCachedPerSubscription":
+        "replicated_subscriptions_snapshot_max_cached_per_subscription",
 }
 _BROKER_FILE_FORM = "UTF-8 text of 'name=value' lines, blank lines and # comments"
 

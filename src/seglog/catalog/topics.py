@@ -26,6 +26,11 @@ class TopicRef:
     def __str__(self) -> str:
         return str(self.name)
 
+    def pulsar_name(self, partition: int) -> str:
+        """Partition `partition` as Pulsar names it: `persistent://tenant/namespace/topic-partition-N` on a topic
+        of several partitions (Pulsar's partitioned topic), `persistent://tenant/namespace/topic` on one of one."""
+        return f"persistent://{self.name}-partition-{partition}" if self.partitions > 1 else f"persistent://{self.name}"
+
     def check_partition(self, partition: Any) -> int:
         """`partition` if the topic has it; InvalidArgumentError naming the partitions it has otherwise."""
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:

@@ -416,6 +416,21 @@ class RemoteTopics(RemotePolicyLevel):
         self._http.call("POST", f"{self._subscription(topic, subscription)}/skip_all")
 
 
+    def set_replicated_subscription_status(self, topic: str, subscription: str, enabled: bool, *,
+                                           partition: int | None = None) -> None:
+        if not isinstance(enabled, bool):
+            raise errors.InvalidArgumentError("enabled", enabled, "True or False")
+        self._http.call("POST", self._replicated_status(topic, subscription, partition), enabled)
+
+    def get_replicated_subscription_status(self, topic: str, subscription: str, *,
+                                           partition: int | None = None) -> dict[str, bool]:
+        return self._http.call("GET", self._replicated_status(topic, subscription, partition))
+
+    def _replicated_status(self, topic: str, subscription: str, partition: int | None) -> str:
+        """The path of replicatedSubscriptionStatus, on the topic or on its partition by Pulsar's name."""
+        named = topic if partition is None else f"{TopicName.parse(topic)}-partition-{partition}"
+        return f"{self._subscription(named, validate_subscription_name(subscription))}/replicatedSubscriptionStatus"
+
     def set_replication_clusters(self, topic: str, clusters: list[str], *, is_global: bool = False) -> None:
         self._http.call("POST", f"{self._base(topic)}/replication", sorted(cluster_names(clusters, "clusters")),
                         params={"isGlobal": "true"} if is_global else None)

@@ -1,5 +1,6 @@
 """pulsar-admin's subscription commands under `seglog topics`: subscriptions, create-subscription,
-unsubscribe, reset-cursor, skip, expire-messages, peek-messages, clear-backlog, with its flag names. Each
+unsubscribe, reset-cursor, skip, expire-messages, peek-messages, clear-backlog,
+set-/get-replicated-subscription-status, with its flag names. Each
 calls the admin API's topics (data.admin(): a data directory's, or a server's). pulsar-admin's message ids
 (ledgerId:entryId) are PARTITION:OFFSET here."""
 
@@ -12,7 +13,7 @@ from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import CliError, UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
 from seglog.cli.options import topic_name
-from seglog.cli.output import err, message_count, out, print_names
+from seglog.cli.output import err, message_count, out, print_json, print_names
 from seglog.units import format_duration, parse_duration
 
 _TOPIC = click.argument("topic", metavar="NAME")
@@ -188,5 +189,55 @@ def clear_backlog(data: DataDir, topic: str, subscription: str) -> None:
     out().print(f"[green]Cleared the backlog[/] of {subscription} on {name}")
 
 
+# replicated subscriptions (PIP-33, docs/REPLICATION.md)
+
+_PARTITION = click.option("--partition", "-p", type=click.IntRange(min=0), metavar="N",
+                          help="Only this partition of a partitioned topic (Pulsar's NAME-partition-N). "
+                               "[default: every partition]")
+
+
+@click.command(name="set-replicated-subscription-status", cls=AdminCommand,
+               short_help="Replicate a subscription's position to the other clusters, or stop.")
+@_TOPIC
+@_SUBSCRIPTION
+@click.option("--enable/--disable", "-e/-d", "enabled", default=None,
+              help="Replicate the subscription, or stop (one of the two is required).")
+@_PARTITION
+@pass_data
+@click.pass_context
+def set_replicated_subscription_status(ctx: click.Context, data: DataDir, topic: str, subscription: str,
+                                       enabled: bool | None, partition: int | None) -> None:
+    """Whether SUBSCRIPTION's position on topic NAME is replicated to the topic's other clusters, so its
+    consumers can go on from there on another cluster (pulsar-admin topics set-replicated-subscription-status).
+    A consumer that asks for it (replicate_subscription_state_enabled) enables it too. Enabling is refused
+    while broker.conf has enableReplicatedSubscriptions=false.
+
+    \b
+    Example:
+      seglog topics set-replicated-subscription-status acme/orders/events -s billing --enable
+    """
+    if enabled is None:
+        raise UsageProblem("give --enable or --disable", ctx)
+    with data.admin() as admin:
+        admin.topics.set_replicated_subscription_status(topic, subscription, enabled, partition=partition)
+    where = topic_name(topic) + ("" if partition is None else f" partition {partition}")
+    out().print(f"[green]{'Enabled' if enabled else 'Disabled'} replication[/] of subscription {subscription} "
+                f"on {where}")
+
+
+@click.command(name="get-replicated-subscription-status", cls=AdminCommand,
+               short_help="Print whether a subscription is replicated, per partition (JSON).")
+@_TOPIC
+@_SUBSCRIPTION
+@_PARTITION
+@pass_data
+def get_replicated_subscription_status(data: DataDir, topic: str, subscription: str, partition: int | None) -> None:
+    """Print whether SUBSCRIPTION's position on topic NAME is replicated, as JSON by Pulsar's name of the
+    topic, or of each partition of a partitioned one (pulsar-admin topics get-replicated-subscription-status)."""
+    with data.admin() as admin:
+        print_json(admin.topics.get_replicated_subscription_status(topic, subscription, partition=partition))
+
+
 SUBSCRIPTION_COMMANDS = (subscriptions, create_subscription, unsubscribe, reset_cursor, skip, expire_messages,
-                         peek_messages, clear_backlog)
+                         peek_messages, clear_backlog, set_replicated_subscription_status,
+                         get_replicated_subscription_status)

@@ -482,8 +482,10 @@ class Connection:
             async with service.subscribing:
                 parked = self.parked_readers.pop((target.key, request.subscription), None)
                 if request.durable:
-                    subscription = await self.blocking(service.subscribe, target, request.subscription,
-                                                       SUBSCRIPTION_TYPES[request.sub_type], initial, session.state)
+                    subscription = await self.blocking(
+                        lambda: service.subscribe(target, request.subscription, SUBSCRIPTION_TYPES[request.sub_type],
+                                                  initial, session.state,
+                                                  replicated=request.replicate_subscription_state))
                 elif parked is not None:  # the reader comes back after a seek: where the seek put it
                     await self.blocking(parked.attach, session.state, "exclusive")
                     subscription = parked

@@ -6,6 +6,7 @@ the producer-name registry is only touched from the event loop's thread."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -37,6 +38,8 @@ from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.subscription import Subscription
+
+logger = logging.getLogger("seglog.server")
 
 _PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<partition>0|[1-9][0-9]{0,8})$")
 _NON_PERSISTENT = "non-persistent://"
@@ -352,9 +355,14 @@ class BrokerService:
     # consumers (blocking, but for the wake-ups)
 
     def subscribe(self, target: Target, name: str, subscription_type: str, initial_position: str,
-                  consumer: ConsumerState) -> Subscription:
+                  consumer: ConsumerState, *, replicated: bool = False) -> Subscription:
         """Attach a remote consumer to the durable subscription `name`, created at `initial_position` if
-        new; a refused first consumer leaves no subscription behind (as Topic.subscribe)."""
+        new; a refused first consumer leaves no subscription behind (as Topic.subscribe). A consumer asking
+        for a `replicated` subscription (SUBSCRIBE's replicate_subscription_state) makes it replicated on its
+        partition, and one that does not leaves it as it is, as Pulsar's broker does. With replicated
+        subscriptions disabled (broker.conf enableReplicatedSubscriptions=false) it subscribes all the same
+        and the subscription is not made replicated, as Pulsar's broker does since 2.8 (refusing it, as 2.6.2
+        did, locked out every consumer that asked once the setting was turned off)."""
         registry = self.broker.subscriptions
         ref = self.broker.topic(target.ref.name)
         new = name not in registry.names(ref)
@@ -367,6 +375,12 @@ class BrokerService:
             elif not subscription.consumers:
                 registry.release(subscription)
             raise
+        if replicated and not self.broker.config.enable_replicated_subscriptions:
+            logger.warning("subscription %r of %s: the consumer %s asks for a replicated subscription, and "
+                           "replicated subscriptions are disabled (broker.conf enableReplicatedSubscriptions="
+                           "false): it is not replicated", name, _pulsar_name(target), consumer.name)
+        elif replicated:
+            subscription.set_replicated([target.partition], True)
         return subscription
 
     def read(self, target: Target, name: str, start: api.MessageIdData | None,

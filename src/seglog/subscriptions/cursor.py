@@ -12,6 +12,7 @@ changed), and then they wait for the mutex, which the loop's thread holds, and t
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,18 @@ class Cursor:
         if subscription_type != self.record.subscription_type:
             self.record.subscription_type = subscription_type
             self.dirty = True
+
+    def set_replicated(self, partitions: Iterable[int], replicated: bool) -> bool:
+        """Mark the partitions' positions replicated to the other clusters, or not; returns whether that
+        changed anything."""
+        with self.mutex:
+            changed = False
+            for partition in partitions:
+                cursor = self.record.partitions[partition]
+                changed |= cursor.replicated != replicated
+                cursor.replicated = replicated
+            self.dirty |= changed
+            return changed
 
     def acks(self, partition: int) -> AckSet:
         return self.record.partitions[partition].acks

@@ -9,6 +9,7 @@ timeout and negative-ack delay are ages, measured by the log's clock."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
@@ -168,6 +169,15 @@ class Subscription:
         with self.mutex:
             self.cursor.reset(partition, offset)
             self.dispatcher.reset(partition, offset)
+
+    # replication (PIP-33)
+
+    def set_replicated(self, partitions: Iterable[int], replicated: bool) -> None:
+        """Whether the subscription's position on each of `partitions` is replicated to the topic's other
+        clusters (a consumer that asks for it, or the admin API). Persisted at once when it changes: it is a
+        setting, not a position the next persist may carry."""
+        if self.cursor.set_replicated(partitions, replicated):
+            self.cursor.persist()
 
     # the file
 

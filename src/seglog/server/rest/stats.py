@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.admin.stats import consumer_states, partition_backlogs
+from seglog.admin.stats import consumer_states, partition_subscriptions
 from seglog.catalog.topics import TopicRef
 from seglog.server.protocol.message_ids import LEDGER_ID
 from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_origin
@@ -39,17 +39,19 @@ def _consumer(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, Any],
-                  backlog: dict[str, int] | None = None) -> dict[str, Any]:
+                  partition: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A SubscriptionStats from seglog's stats of the subscription, with one partition's backlog and
+    replication (partition_subscriptions) for a partition's stats."""
     consumers = [_consumer(state) for state in consumer_states(ctx.broker, ref, name)]
-    messages = seglog["msgBacklog"] if backlog is None else backlog["msgBacklog"]
-    size = seglog["backlogSize"] if backlog is None else backlog["backlogSize"]
+    own = seglog if partition is None else partition
+    messages, size = own["msgBacklog"], own["backlogSize"]
     return {"msgRateOut": 0.0, "msgThroughputOut": 0.0, "bytesOutCounter": 0, "msgOutCounter": 0,
             "msgRateRedeliver": 0.0, "msgRateExpired": 0.0, "totalMsgExpired": seglog["msgExpired"],
             "msgBacklog": messages, "msgBacklogNoDelayed": messages, "msgDelayed": 0, "backlogSize": size,
             "unackedMessages": sum(c["unackedMessages"] for c in consumers),
             "type": PULSAR_TYPES.get(seglog["type"], seglog["type"]),
             "activeConsumerName": consumers[0]["consumerName"] if consumers else None, "consumers": consumers,
-            "isDurable": True, "isReplicated": False, "messageAckRate": 0.0, "lastExpireTimestamp": 0,
+            "isDurable": True, "isReplicated": own["isReplicated"], "messageAckRate": 0.0, "lastExpireTimestamp": 0,
             "lastConsumedTimestamp": 0, "lastAckedTimestamp": 0, "lastMarkDeleteAdvancedTimestamp": 0,
             "subscriptionProperties": {}, "nonContiguousDeletedMessagesRanges": 0}
 
@@ -117,12 +119,12 @@ def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[st
     stats["partitions"] = {}
     if per_partition:
         seglog = ctx.admin.topics.stats(topic)
-        backlogs = partition_backlogs(ctx.broker, ref)
+        own = partition_subscriptions(ctx.broker, ref)
         for p in range(ref.partitions):
-            subscriptions = {name: _subscription(ctx, ref, name, s, backlogs[name][p])
-                             for name, s in seglog["subscriptions"].items() if name in backlogs}
+            subscriptions = {name: _subscription(ctx, ref, name, s, own[name][p])
+                             for name, s in seglog["subscriptions"].items() if name in own}
             slowest = max((s["backlogSize"] for s in subscriptions.values()), default=0)
-            stats["partitions"][f"persistent://{ref.name}-partition-{p}"] = _topic_stats(
+            stats["partitions"][ref.pulsar_name(p)] = _topic_stats(
                 seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest,
                 _replication(ctx, ref, p, subscriptions))
     return stats

@@ -1,5 +1,6 @@
 """/admin/v2/persistent/{tenant}/{namespace}/{topic}/subscription...: a topic's subscriptions and their cursors
-(create, unsubscribe, reset-cursor by time and by message id, skip, clear backlog, expire, peek).
+(create, unsubscribe, reset-cursor by time and by message id, skip, clear backlog, expire, peek, whether they
+are replicated).
 
 Message ids are the binary protocol's (server/protocol/message_ids.py): entryId is the offset, and
 `partitionIndex` names the partition of a partitioned topic. Moving a cursor disconnects the subscription's
@@ -8,6 +9,7 @@ position."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -36,6 +38,7 @@ MESSAGE_ID = ('"latest", "earliest", or a MessageId {"ledgerId": 0, "entryId": o
               "(partitionIndex: the partition of a partitioned topic)")
 RESET_CURSOR_DATA = ('ResetCursorData {"ledgerId": 0, "entryId": offset, "partitionIndex": p, "batchIndex": -1, '
                      '"isExcluded": false}')
+REPLICATED = "true or false: whether the subscription's position is replicated to the other clusters"
 
 
 def subscription_of(request: web.Request) -> str:
@@ -194,7 +197,8 @@ async def peek(request: web.Request, ctx: RestContext) -> web.Response:
     n = path_int(request, "position", "the message position (from 1)", minimum=1)
 
     def find() -> tuple[Any, bool]:
-        name, partition = _partition_named(ctx, topic)
+        name, named = _partition_named(ctx, topic)
+        partition = named or 0
         messages = [m for m in ctx.admin.topics.peek_messages(str(name), subscription, n) if m.partition == partition]
         if len(messages) < n:
             raise RestError(404, f"subscription {subscription} of {topic} has {len(messages)} unacknowledged "
@@ -205,9 +209,9 @@ async def peek(request: web.Request, ctx: RestContext) -> web.Response:
                         headers=message_headers(message, partitioned))
 
 
-def _partition_named(ctx: RestContext, topic: TopicName) -> tuple[TopicName, int]:
-    """(the seglog topic, the partition) of a topic name, `NAME-partition-i` naming partition i of a partitioned
-    topic NAME."""
+def _partition_named(ctx: RestContext, topic: TopicName) -> tuple[TopicName, int | None]:
+    """(the seglog topic, the partition) of a topic name: `NAME-partition-i` names partition i of a partitioned
+    topic NAME, any other name a whole topic (None)."""
     base, sep, index = topic.topic.rpartition("-partition-")
     if sep and base and index.isdigit():
         name = TopicName(topic.tenant, topic.namespace, base)
@@ -217,7 +221,31 @@ def _partition_named(ctx: RestContext, topic: TopicName) -> tuple[TopicName, int
             partitions = 0
         if partitions > 1 and int(index) < partitions:
             return name, int(index)
-    return topic, 0
+    return topic, None
+
+
+async def get_replicated_status(request: web.Request, ctx: RestContext) -> web.Response:
+    """{topic or partition: replicated} (Admin's get_replicated_subscription_status): every partition of a
+    partitioned topic, or the one its name (NAME-partition-i) names."""
+    topic, subscription = topic_of(request), subscription_of(request)
+
+    def get() -> dict[str, bool]:
+        name, partition = _partition_named(ctx, topic)
+        return ctx.admin.topics.get_replicated_subscription_status(str(name), subscription, partition=partition)
+    return json_reply(await ctx.blocking(get))
+
+
+async def set_replicated_status(request: web.Request, ctx: RestContext) -> web.Response:
+    topic, subscription = topic_of(request), subscription_of(request)
+    enabled = await json_body(request, REPLICATED)
+    if not isinstance(enabled, bool):
+        raise RestError(400, f"expected {REPLICATED}, not {json.dumps(enabled)}")
+
+    def set_status() -> None:
+        name, partition = _partition_named(ctx, topic)
+        ctx.admin.topics.set_replicated_subscription_status(str(name), subscription, enabled, partition=partition)
+    await ctx.blocking(set_status)
+    return no_content()
 
 
 ROUTES = [
@@ -242,4 +270,10 @@ ROUTES = [
     Route("GET", f"{SUBSCRIPTION}/position/{{position}}", peek,
           "The n-th unacknowledged message: payload as the body, metadata in X-Pulsar-* headers.",
           (200, 400, 404, 412)),
+    Route("GET", f"{SUBSCRIPTION}/replicatedSubscriptionStatus", get_replicated_status,
+          "Whether the subscription is replicated (PIP-33), by topic or partition name.", (200, 400, 404, 412)),
+    Route("POST", f"{SUBSCRIPTION}/replicatedSubscriptionStatus", set_replicated_status,
+          "Replicate the subscription (PIP-33) or stop: on every partition, or on the partition named "
+          "NAME-partition-i. Enabling is refused while broker.conf disables replicated subscriptions.",
+          (204, 400, 404, 412), REPLICATED),
 ]

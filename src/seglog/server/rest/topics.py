@@ -52,14 +52,12 @@ def pulsar_topic_names(ctx: RestContext, namespace: str, *, partitioned: bool) -
     for name in ctx.broker.catalog.topic_names():
         if not name.startswith(f"{namespace}/"):
             continue
-        partitions = ctx.broker.topic(name).partitions
+        ref = ctx.broker.topic(name)
         if partitioned:
-            if partitions > 1:
+            if ref.partitions > 1:
                 names.append(f"persistent://{name}")
-        elif partitions == 1:
-            names.append(f"persistent://{name}")
         else:
-            names += [f"persistent://{name}-partition-{p}" for p in range(partitions)]
+            names += [ref.pulsar_name(p) for p in range(ref.partitions)]
     return names
 
 
@@ -210,10 +208,9 @@ async def get_partitioned_internal_stats(request: web.Request, ctx: RestContext)
 
     def stats() -> dict[str, Any]:
         _kind(ctx, topic, True)
-        partitions = partitions_of(ctx, topic)
-        return {"metadata": {"partitions": partitions},
-                "partitions": {f"persistent://{topic}-partition-{p}": internal_stats(ctx, str(topic), p)
-                               for p in range(partitions)}}
+        ref = ctx.broker.topic(topic)
+        return {"metadata": {"partitions": ref.partitions},
+                "partitions": {ref.pulsar_name(p): internal_stats(ctx, str(topic), p) for p in range(ref.partitions)}}
     return json_response(await ctx.blocking(stats))
 
 
