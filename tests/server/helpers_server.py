@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+import seglog
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command
 
 pulsar = pytest.importorskip("pulsar")  # the test extra
 
 START_TIMEOUT_S = 30.0
+AT_ONCE_S = 5.0  # the client's operation timeout is 10 s: an error it retried would take at least that long
 STOP_TIMEOUT_S = 30.0
 
 
@@ -200,6 +202,31 @@ def rest(http_url: str, method: str, path: str, body=None) -> tuple[int, object]
             return response.status, json.loads(text) if text else None
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
+
+
+def refused_at_once(expected, call) -> str:
+    """`call()` raising `expected` within AT_ONCE_S (not retried by the client until its timeout); its text."""
+    started = time.monotonic()
+    with pytest.raises(expected) as refused:
+        call()
+    elapsed = time.monotonic() - started
+    assert elapsed < AT_ONCE_S, f"{expected} after {elapsed:.1f}s: the client retried it"
+    return str(refused.value)
+
+
+def topics_of(data) -> list[str]:
+    """The topics of a data directory (beside its server)."""
+    with seglog.open(data) as log:
+        return log.list_topics()
+
+
+def round_trip(client, topic: str, payload: bytes) -> None:
+    """Subscribe, produce `payload`, receive and acknowledge it."""
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(payload)
+    message = consumer.receive(10_000)
+    consumer.acknowledge(message)
+    assert message.data() == payload
 
 
 def receive_until(consumers: list, count: int, *, ack: bool = True, seconds: float = 20) -> list[list]:

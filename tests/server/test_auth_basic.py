@@ -7,7 +7,6 @@ pulsar-client-python's test_basic_auth_method relies on); and serve refuses htpa
 from __future__ import annotations
 
 import json
-import time
 from functools import partial
 
 import httpx
@@ -15,9 +14,8 @@ import pytest
 from passlib.hash import apr_md5_crypt, des_crypt
 
 import seglog
-from helpers_server import pulsar, refused_serve, start_server
+from helpers_server import pulsar, refused_at_once, refused_serve, round_trip, start_server, topics_of
 
-AT_ONCE_S = 5.0  # the client's operation timeout is 10 s: an error it retried would take at least that long
 PRIVATE = "persistent://private/auth"
 
 
@@ -48,26 +46,10 @@ def basic(tmp_path_factory, users):
     running.stop()
 
 
-def refused_at_once(expected, call) -> str:
-    started = time.monotonic()
-    with pytest.raises(expected) as refused:
-        call()
-    elapsed = time.monotonic() - started
-    assert elapsed < AT_ONCE_S, f"{expected.__name__} after {elapsed:.1f}s: the client retried it"
-    return str(refused.value)
 
 
-def topics_of(data) -> list[str]:
-    with seglog.open(data) as log:
-        return log.list_topics()
 
 
-def round_trip(client, topic: str, payload: bytes) -> None:
-    consumer = client.subscribe(topic, "s")
-    client.create_producer(topic).send(payload)
-    message = consumer.receive(10_000)
-    consumer.acknowledge(message)
-    assert message.data() == payload
 
 
 @pytest.mark.parametrize("authentication", [

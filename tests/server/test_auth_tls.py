@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 import urllib.request
 
 import httpx
@@ -16,13 +15,12 @@ import pytest
 from passlib.hash import apr_md5_crypt
 
 import seglog
-from helpers_server import RawConnection, pulsar, refused_serve, start_server
+from helpers_server import RawConnection, pulsar, refused_at_once, refused_serve, round_trip, start_server, topics_of
 from helpers_tls import make_ca, make_certificates, make_client_certificate
 from seglog.server.auth import create_secret_key, create_token
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_command
 
-AT_ONCE_S = 5.0  # the client's operation timeout is 10 s: an error it retried would take at least that long
 TLS_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
 
 
@@ -78,26 +76,10 @@ def tls_client(server, cert_and_key, *, plugin: str | None = None, url: str | No
     return server.client(url or server.tls_url, authentication=authentication, **options)
 
 
-def refused_at_once(expected, call) -> str:
-    started = time.monotonic()
-    with pytest.raises(expected) as refused:
-        call()
-    elapsed = time.monotonic() - started
-    assert elapsed < AT_ONCE_S, f"{expected} after {elapsed:.1f}s: the client retried it"
-    return str(refused.value)
 
 
-def topics_of(data) -> list[str]:
-    with seglog.open(data) as log:
-        return log.list_topics()
 
 
-def round_trip(client, topic: str, payload: bytes) -> None:
-    consumer = client.subscribe(topic, "s")
-    client.create_producer(topic).send(payload)
-    message = consumer.receive(10_000)
-    consumer.acknowledge(message)
-    assert message.data() == payload
 
 
 def test_plain_and_tls_ports_side_by_side(secure, certificates):
