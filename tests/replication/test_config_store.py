@@ -83,6 +83,7 @@ def test_a_partitioned_topic_made_on_one_cluster_is_on_all_and_grows_and_goes_wi
     # growing a topic its replicators read is refused (they would go on with the partitions they started with):
     # growth travels where nothing replicates it (a namespace without clusters is each cluster's local one)
     shared["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
+    wait_until(lambda: "acme/plain" in shared["north"].ok("GET", "/admin/v2/namespaces/acme"))  # (it travels)
     plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
     shared["north"].ok("PUT", plain, 2)
     _everywhere(shared, plain, {"partitions": 2})

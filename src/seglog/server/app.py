@@ -12,6 +12,8 @@ and https://). With trusted CAs, a client certificate is verified when the clien
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import io
 import ipaddress
 import logging
 import signal
@@ -42,6 +44,7 @@ logger = logging.getLogger("seglog.server")
 LOCK_FILE = "serve.lock"
 WRITE_THREADS = 4
 HTTP_SHUTDOWN_S = 5.0  # how long a stopping server lets HTTP requests in flight finish
+SHUTDOWN_TIMEOUT_S = 15.0  # how long stopping may wait for connections and replication before closing anyway
 
 
 class Extension(Protocol):
@@ -304,16 +307,36 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     finally:
         for server in binaries:
             server.close()
-        if running is not None:
-            await running.stop()
-        await http.cleanup()
-        for connection in list(connections):
-            connection.stop_reading()
-        if tasks:
-            await asyncio.wait(list(tasks))
+
+        async def wind_down() -> None:
+            if running is not None:
+                await running.stop()
+            await http.cleanup()
+            for connection in list(connections):
+                connection.stop_reading()
+            if tasks:
+                await asyncio.wait(list(tasks))
+
+        try:
+            await asyncio.wait_for(wind_down(), SHUTDOWN_TIMEOUT_S)
+        except TimeoutError:
+            # (Pulsar's brokerShutdownTimeoutMs: the broker closes anyway, so every cursor is persisted; what
+            # was still waiting is logged, threads and tasks, so that the cause can be found)
+            logger.error("stopping took more than %.0f s; closing anyway. Still waiting: %s", SHUTDOWN_TIMEOUT_S,
+                         _pending_tasks())
+            faulthandler.dump_traceback(all_threads=True)
         await loop.run_in_executor(executor, service.deduplication.close)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+def _pending_tasks() -> str:
+    """Every asyncio task not done yet, with where it waits."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task() and not task.done():
+            task.print_stack(file=out)
+    return out.getvalue()
 
 
 async def _listen_http(runner: web.AppRunner, options: ServeOptions, port: int,
