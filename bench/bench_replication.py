@@ -190,13 +190,6 @@ def _start(name: str, root: Path, logs: Path) -> Cluster:
 
 
 @pytest.fixture(scope="module")
-def logs(scratch):
-    path = scratch / "logs"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(scope="module")
 def clusters(scratch, logs) -> Iterator[Clusters]:
     """east and west, registered with each other; public/repl replicated both ways, public/local east's alone.
     Stopped by their pids after the module (each must exit 0)."""

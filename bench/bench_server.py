@@ -93,13 +93,6 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def logs(scratch):
-    path = scratch / "logs"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture(scope="module")
 def seglog_server(scratch, logs) -> Iterator[Server]:
     process, url = start_seglog(scratch / "seglog-data", logs)
     yield Server(process, url)

@@ -187,6 +187,14 @@ def scratch(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def logs(scratch):
+    """A folder of the module's scratch directory for the servers' logs."""
+    path = scratch / "logs"
+    path.mkdir()
+    return path
+
+
 @pytest.fixture(scope="session")
 def payload(scale: Scale) -> Payload:
     """The messages of the append and read scenarios: 1M values of 100 B, sent in chunks of 64k (`calls`

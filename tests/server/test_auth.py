@@ -15,11 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 import seglog
-from helpers_server import pulsar, refused_serve, start_server
+from helpers_server import pulsar, refused_at_once, refused_serve, start_server
 from seglog.cli import main
 from seglog.server.auth import create_secret_key, create_token
 
-AT_ONCE_S = 5.0  # the client's operation timeout is 10 s: an error it retried would take at least that long
 SUPERUSER = "admin"
 
 
@@ -64,14 +63,6 @@ def cli(data: Path | None, *args: str, code: int = 0):
     return result
 
 
-def refused_at_once(expected, call) -> str:
-    """Run `call`; it must raise `expected` within AT_ONCE_S. The exception's text."""
-    started = time.monotonic()
-    with pytest.raises(expected) as refused:
-        call()
-    elapsed = time.monotonic() - started
-    assert elapsed < AT_ONCE_S, f"{expected.__name__} after {elapsed:.1f}s: the client retried it"
-    return str(refused.value)
 
 
 def topics_of(data: Path) -> list[str]:

@@ -27,6 +27,7 @@ from seglog.errors import TopicNotFoundError
 from seglog.rates import RateMeter, iso_time
 from seglog.replication.client import RemoteProducer, RemoteUnavailable
 from seglog.replication.entries import Entry, entries, marker
+from seglog.server.protocol.metadata import replicator_name
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.dispatch import ConsumerState
 from seglog.subscriptions.subscription import Subscription
@@ -92,7 +93,7 @@ class Replicator:
         self.local = local
         self.remote = remote
         self.remote_topic = remote_topic
-        self.producer_name = f"pulsar.repl.{local}-->{remote}"
+        self.producer_name = replicator_name(local, remote)
         self._producer = producer  # async () -> RemoteProducer on remote_topic named producer_name
         self._executor = executor
         self._clock = clock

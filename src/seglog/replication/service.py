@@ -37,6 +37,7 @@ from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.config_store import EtcdConfigurationStore
 from seglog.replication.replicator import Replicator
+from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_name
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.replication")
@@ -44,7 +45,6 @@ logger = logging.getLogger("seglog.replication")
 RECONCILE_S = 1.0
 STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 30.0
-CURSOR_PREFIX = "pulsar.repl."
 
 
 # (topic, partition, origin cluster, payload, position where it arrived) -> None, on the loop
@@ -253,7 +253,7 @@ class ReplicationService:
             cursor = self._cursors.get((topic, remote))
             if cursor is None:
                 cursor = self._cursors[(topic, remote)] = self.broker.subscriptions.open(
-                    self.broker.topic(topic), CURSOR_PREFIX + remote, "exclusive", start)
+                    self.broker.topic(topic), REPLICATOR_PREFIX + remote, "exclusive", start)
             return cursor
 
     def _cursors_for_new_topic(self, ref: TopicRef) -> None:
@@ -276,7 +276,7 @@ class ReplicationService:
             connection = await self._connection(cluster)
             await self._match_remote_topic(connection, service_url, key.topic, partitions)
             return await connection.create_producer(_remote_topic(key.topic, key.partition, partitions),
-                                                    f"{CURSOR_PREFIX}{self.local}-->{key.remote}")
+                                                    replicator_name(self.local, key.remote))
         return producer
 
     def _cluster(self, name: str) -> tuple[RemoteCluster, str]:
@@ -323,16 +323,11 @@ class ReplicationService:
         if not service_url:
             raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
                                     f"partitioned topic {topic} there needs")
-        assert self._http is not None
-        headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
-        path = f"{service_url.rstrip('/')}/admin/v2/persistent/{quote(topic)}/partitions"
-        try:
-            async with self._http.put(path, json=partitions, headers=headers) as response:
-                if response.status not in (204, 409):
-                    raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} "
-                                            f"partitions: {response.status} {await response.text()}")
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise RemoteUnavailable(f"cluster {remote.name}: its admin API at {service_url} failed: {error}") from None
+        status, text = await self._admin_put(remote, service_url, f"/admin/v2/persistent/{quote(topic)}/partitions",
+                                             partitions)
+        if status not in (204, 409):
+            raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} partitions: "
+                                    f"{status} {text}")
         if await connection.partitions(name) != partitions:  # (409: a non-partitioned topic of that name is there)
             raise RemoteUnavailable(f"cluster {remote.name} has a non-partitioned topic {topic}, this cluster one "
                                     f"with {partitions} partitions: nothing is replicated until they match")
@@ -343,22 +338,30 @@ class ReplicationService:
         stamp = (policies.updated_ms, policies.origin)
         if self._pushed.get((topic, remote)) == stamp:
             return
-        assert self._http is not None
         try:
             cluster, service_url = await self._blocking(self._cluster, remote)
             if not service_url:
                 raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl")
-            headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
-            url = f"{service_url.rstrip('/')}/seglog/v1/topics/{quote(topic)}/global-policies"
-            async with self._http.put(url, json={**policies.to_json(), "partitions": partitions},
-                                      headers=headers) as response:
-                if response.status != 200:
-                    raise RemoteUnavailable(f"cluster {remote} refused the global policies of {topic}: "
-                                            f"{response.status} {await response.text()}")
-        except (RemoteUnavailable, aiohttp.ClientError, TimeoutError) as error:
+            path = f"/seglog/v1/topics/{quote(topic)}/global-policies"
+            status, text = await self._admin_put(cluster, service_url, path,
+                                                 {**policies.to_json(), "partitions": partitions})
+            if status != 200:
+                raise RemoteUnavailable(f"cluster {remote} refused the global policies of {topic}: {status} {text}")
+        except RemoteUnavailable as error:
             logger.info("replication: global policies of %s to %s: %s; retrying", topic, remote, error)
             return
         self._pushed[(topic, remote)] = stamp
+
+    async def _admin_put(self, cluster: RemoteCluster, service_url: str, path: str, body: Any) -> tuple[int, str]:
+        """PUT `body` (JSON) to `path` of the remote's admin API, with its token: (status, answer's text);
+        RemoteUnavailable when the request fails."""
+        assert self._http is not None
+        headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+        try:
+            async with self._http.put(f"{service_url.rstrip('/')}{path}", json=body, headers=headers) as response:
+                return response.status, await response.text()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise RemoteUnavailable(f"cluster {cluster.name}: its admin API at {service_url} failed: {error}") from None
 
     async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)

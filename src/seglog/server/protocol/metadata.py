@@ -74,6 +74,12 @@ def sequence_ids(attributes: Mapping[str, str]) -> tuple[str, int, int] | None:
     return producer, int(attributes[SEQUENCE_ID]), int(attributes[HIGHEST_SEQUENCE_ID])
 
 
+def replicator_name(local: str, remote: str) -> str:
+    """The producer name of cluster `local`'s replicator to `remote` (Pulsar's `pulsar.repl.LOCAL-->REMOTE`):
+    the inverse of replicator_origin."""
+    return f"{REPLICATOR_PREFIX}{local}-->{remote}"
+
+
 def replicator_origin(producer_name: str) -> str | None:
     """The cluster a replicator producer replicates from (`pulsar.repl.A-->B` -> A), or None for any other
     producer (as Pulsar's Producer.parseRemoteClusterName)."""
