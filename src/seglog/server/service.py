@@ -181,7 +181,9 @@ class BrokerService:
             raise ServerFailure(api.TopicNotFound, f"topic {name} does not exist, and namespace "
                                                    f"{name.namespace_name} does not create topics on first use "
                                                    "(auto topic creation is off); create the topic first")
-        partitions = rule.partitions if partitioned and rule.partitions is not None else 1
+        return self._create(name, rule.partitions if partitioned and rule.partitions is not None else 1)
+
+    def _create(self, name: TopicName, partitions: int) -> TopicRef:
         try:
             return self.broker.create_topic(str(name), partitions, {})
         except TopicExistsError:  # made meanwhile by another connection
@@ -196,8 +198,8 @@ class BrokerService:
         if target is None and create:
             name, base, _ = self.parse(topic)
             rule = self.broker.catalog.auto_topic_creation(name.namespace_name)
-            if base is None and rule.allowed and rule.topic_type == "partitioned":
-                target = Target(self.auto_create(name, partitioned=True), 0, False)
+            if base is None and rule.allowed and rule.partitions is not None:  # (a partition count: partitioned)
+                target = Target(self._create(name, rule.partitions), 0, False)
         if target is None or target.named_partition or target.ref.partitions == 1:
             return 0
         return target.ref.partitions
