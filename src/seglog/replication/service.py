@@ -201,14 +201,13 @@ class ReplicationService:
             dropped = [(pair, self._cursors.pop(pair)) for pair in list(self._cursors) if pair not in pairs]
         for (topic, _), subscription in dropped:
             await self._blocking(self._drop_cursor, subscription, topic in (self._known_topics or ()))
-        for key, partitions in wanted.items():
+        for key, ref in wanted.items():
             if key in self._replicators:
                 continue
             start = "earliest" if key.topic in new_topics else "latest"
             cursor = await self._blocking(self._cursor, key.topic, key.remote, start)
-            replicator = Replicator(cursor, key.partition, self.local, key.remote,
-                                    _remote_topic(key.topic, key.partition, partitions),
-                                    self._producer_factory(key, partitions), self._executor, self.broker.clock)
+            replicator = Replicator(cursor, key.partition, self.local, key.remote, ref.pulsar_name(key.partition),
+                                    self._producer_factory(key, ref), self._executor, self.broker.clock)
             replicator.start()
             self._replicators[key] = replicator
 
@@ -219,31 +218,31 @@ class ReplicationService:
             logger.exception("replication: stopping the replicator of %s partition %d to %s failed", key.topic,
                              key.partition, key.remote)
 
-    def _wanted(self) -> tuple[dict[_Key, int], set[str], list[_Global]]:
-        """(the replicators the policies ask for, each with its topic's partition count; the topics not seen
+    def _wanted(self) -> tuple[dict[_Key, TopicRef], set[str], list[_Global]]:
+        """(the replicators the policies ask for, each with its topic; the topics not seen
         by the previous look; the global policies changed here, with the clusters they go to). Blocking:
         reads the catalog."""
         catalog = self.broker.catalog
         names = catalog.topic_names()
         new_topics = set() if self._known_topics is None else set(names) - self._known_topics
         self._known_topics = set(names)
-        wanted: dict[_Key, int] = {}
+        wanted: dict[_Key, TopicRef] = {}
         globals_: list[_Global] = []
         for name in names:
             topic_name = TopicName.parse(name)
-            partitions = catalog.topic(topic_name).partitions
+            ref = catalog.topic(topic_name)
             stamped = catalog.global_topic_policies(topic_name)
             if stamped.origin == self.local:
                 # every cluster the topic may reach, those the new set leaves out included (they delete it)
                 reach = catalog.allowed_clusters(topic_name.namespace_name, self.local)
                 targets = (reach | (stamped.policies.replication_clusters or frozenset())) - {self.local}
-                globals_.append((name, stamped, partitions, sorted(targets)))
+                globals_.append((name, stamped, ref.partitions, sorted(targets)))
             remotes = catalog.replication_clusters(topic_name, self.local) - {self.local}
             if not remotes:
                 continue
             for remote in remotes:
-                for partition in range(partitions):
-                    wanted[_Key(name, partition, remote)] = partitions
+                for partition in range(ref.partitions):
+                    wanted[_Key(name, partition, remote)] = ref
         return wanted, new_topics, globals_
 
     def _cursor(self, topic: str, remote: str, start: str) -> Subscription:
@@ -270,12 +269,12 @@ class ReplicationService:
 
     # the remote side
 
-    def _producer_factory(self, key: _Key, partitions: int) -> Callable[[], Any]:
+    def _producer_factory(self, key: _Key, ref: TopicRef) -> Callable[[], Any]:
         async def producer() -> RemoteProducer:
             cluster, service_url = await self._blocking(self._cluster, key.remote)
             connection = await self._connection(cluster)
-            await self._match_remote_topic(connection, service_url, key.topic, partitions)
-            return await connection.create_producer(_remote_topic(key.topic, key.partition, partitions),
+            await self._match_remote_topic(connection, service_url, key.topic, ref.partitions)
+            return await connection.create_producer(ref.pulsar_name(key.partition),
                                                     replicator_name(self.local, key.remote))
         return producer
 
@@ -365,11 +364,6 @@ class ReplicationService:
 
     async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
-
-
-def _remote_topic(topic: str, partition: int, partitions: int) -> str:
-    """The remote topic a replicator produces to: the partition's own name on a partitioned topic."""
-    return f"persistent://{topic}-partition-{partition}" if partitions > 1 else f"persistent://{topic}"
 
 
 def _token(cluster: str, data: dict[str, Any]) -> str | None:

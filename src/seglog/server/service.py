@@ -215,8 +215,7 @@ class BrokerService:
             if name.namespace_name != probe.namespace_name:
                 continue
             ref = self.broker.topic(name)
-            base = f"persistent://{name}"
-            topics.extend([f"{base}-partition-{i}" for i in range(ref.partitions)] if ref.partitions > 1 else [base])
+            topics.extend(ref.pulsar_name(p) for p in range(ref.partitions))
         return topics
 
     def _check_namespace(self, name: TopicName) -> None:
@@ -233,7 +232,7 @@ class BrokerService:
     def claim_producer(self, target: Target, requested: str | None, mode: int,
                        fence: Callable[[], None]) -> str | Waiter:
         """Admit a producer on a topic partition (loop thread): ProducerRegistry.claim."""
-        return self.producers.claim(target.key, _pulsar_name(target), requested, mode, fence)
+        return self.producers.claim(target.key, target.ref.pulsar_name(target.partition), requested, mode, fence)
 
     def release_producer(self, target: Target, name: str) -> None:
         self.producers.release(target.key, name)
@@ -380,7 +379,8 @@ class BrokerService:
         if replicated and not self.broker.config.enable_replicated_subscriptions:
             logger.warning("subscription %r of %s: the consumer %s asks for a replicated subscription, and "
                            "replicated subscriptions are disabled (broker.conf enableReplicatedSubscriptions="
-                           "false): it is not replicated", name, _pulsar_name(target), consumer.name)
+                           "false): it is not replicated", name, target.ref.pulsar_name(target.partition),
+                           consumer.name)
         elif replicated:
             subscription.set_replicated([target.partition], True)
         return subscription
@@ -513,9 +513,3 @@ def _check_quota(guard: QuotaGuard, partition: int, nbytes: int) -> None:
 
 def _nothing_queued() -> None:
     """A server producer queues nothing in the writer: each SEND is written as it comes."""
-
-
-
-def _pulsar_name(target: Target) -> str:
-    base = f"persistent://{target.ref.name}"
-    return f"{base}-partition-{target.partition}" if target.partitioned else base
