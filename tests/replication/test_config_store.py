@@ -94,9 +94,6 @@ def test_a_partitioned_topic_made_on_one_cluster_is_on_all_and_grows(shared):
     assert "acme/orders/local" not in _topics(shared["north"])
 
 
-@pytest.mark.xfail(strict=False, reason="open bug: a replicated partitioned topic deleted on one cluster of a shared "
-                                        "store can stay on another (failed alone, and in 1 of 3 full runs; passed "
-                                        "in others): deletion while its replicators use it; see the issue's note")
 def test_a_partitioned_topic_deleted_on_one_cluster_goes_everywhere(shared):
     _make_namespace(shared, names=("east", "west", "north"))
     path = "/admin/v2/persistent/acme/orders/events/partitions"
@@ -105,6 +102,10 @@ def test_a_partitioned_topic_deleted_on_one_cluster_goes_everywhere(shared):
     shared["north"].ok("DELETE", "/seglog/v1/topics/acme/orders/events?force=true")
     for cluster in shared.values():
         wait_until(lambda cluster=cluster: "acme/orders/events" not in _topics(cluster))
+    # nothing brought it back: no replicator made the partitioned topic again, nor a partition's name a topic
+    for name, cluster in shared.items():
+        assert [topic for topic in _topics(cluster) if topic.startswith("acme/orders/events")] == [], name
+        assert _answer(cluster, path) == {"partitions": 0}, name
 
 
 def test_namespace_replication_is_two_way_with_one_shared_config(shared):

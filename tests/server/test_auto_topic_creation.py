@@ -54,6 +54,22 @@ def test_with_auto_creation_off_a_missing_topic_is_topic_not_found_and_nothing_i
         server.stop()
 
 
+def test_a_replicator_never_creates_a_partitions_name_as_a_topic_of_its_own(tmp_path):
+    # (the partitioned topic it replicates is missing here: deleted, or not made yet; a stray topic
+    # `gone-partition-1` would outlive the deletion and replicate back)
+    server = _server(tmp_path / "data")
+    try:
+        client = server.client()
+        partition = "persistent://public/default/gone-partition-1"
+        refused_at_once(pulsar.TopicNotFound,
+                        lambda: client.create_producer(partition, producer_name="pulsar.repl.east-->standalone"))
+        assert _topics(server) == []
+        client.create_producer(partition).send(b"a client's name of its own")  # (any other producer makes it)
+        assert _topics(server) == [partition]
+    finally:
+        server.stop()
+
+
 def test_partitioned_auto_creation_makes_a_topic_of_default_num_partitions(tmp_path):
     server = _server(tmp_path / "data", "allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=3\n")
     try:

@@ -13,7 +13,9 @@ thread that creates it, before anything is written (Catalog.on_topic_created), o
 process created, at the service's first look at it. The remote's copy of a partitioned topic is created
 with the same partitions through its admin API (createTopicToRemoteClusterForReplication) before the
 replicators produce to its partitions; a non-partitioned one is created by the replicator's producer, as by
-any producer."""
+any producer. With a shared configuration store the partitioned topic's metadata is the store's: a remote
+lacking it has not applied it yet, or it was deleted there and the deletion is on its way here, so the
+replicator waits instead of creating it again (which would bring a deleted topic back everywhere)."""
 
 from __future__ import annotations
 
@@ -316,6 +318,9 @@ class ReplicationService:
             raise RemoteUnavailable(f"cluster {remote.name} has {topic} with {found} partitions, this cluster "
                                     f"{'with ' + str(partitions) if partitions > 1 else 'not partitioned'}: nothing "
                                     "is replicated until they match")
+        if self.configuration_store is not None:
+            raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic} yet: the shared "
+                                    "configuration store makes it there (or has deleted it)")
         if not self.broker.config.create_topic_to_remote_cluster_for_replication:
             raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic}, and "
                                     "createTopicToRemoteClusterForReplication is off: create it there")

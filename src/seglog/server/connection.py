@@ -7,6 +7,7 @@ it is written: receipts go out in order per producer, as the client requires."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -378,7 +379,9 @@ class Connection:
         try:
             await self._authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
             _check_producer_features(request)
-            target: Target | None = await self.blocking(service.resolve, request.topic, True)
+            target: Target | None = await self.blocking(
+                functools.partial(service.resolve, request.topic, True,
+                                  replicator=(request.producer_name or "").startswith(REPLICATOR_PREFIX)))
             assert target is not None  # created when missing
             await self.blocking(service.check_quota, target)
             claim = service.claim_producer(target, request.producer_name or None, request.producer_access_mode,

@@ -145,11 +145,13 @@ class BrokerService:
             return name, None, None
         return name, TopicName(name.tenant, name.namespace, match["base"]), int(match["partition"])
 
-    def resolve(self, topic: str, create: bool) -> Target | None:
+    def resolve(self, topic: str, create: bool, *, replicator: bool = False) -> Target | None:
         """The seglog topic and partition a Pulsar topic name means: `NAME-partition-N` is partition N of a
         seglog topic NAME with more than one partition, any other name a topic of its own (partition 0). A
         missing topic in an existing namespace is created when `create` and the namespace allows it
-        (`auto_create`), else None; a missing namespace is TopicNotFound."""
+        (`auto_create`), else None; a missing namespace is TopicNotFound. A `replicator`'s producer never
+        creates a `NAME-partition-N` topic: it replicates a partition, and a missing partitioned topic NAME
+        here means it was deleted (or not made yet), which a stray topic of that name would outlive."""
         name, base, partition = self.parse(topic)
         if base is not None and partition is not None:
             try:
@@ -169,6 +171,9 @@ class BrokerService:
         self._check_namespace(name)
         if not create:
             return None
+        if replicator and base is not None:
+            raise ServerFailure(api.TopicNotFound, f"{topic}: there is no partitioned topic {base} here, and a "
+                                                   "replicator does not create a partition's name as a topic")
         # a partition's own name is never made a partitioned topic: NAME-partition-N-partition-M would follow
         return Target(self.auto_create(name, partitioned=base is None), 0, False)
 
