@@ -117,9 +117,10 @@ def test_a_remote_answers_with_its_last_message_to_the_asking_cluster_only():
 def test_with_one_remote_its_answer_completes_the_snapshot_where_it_arrived(clock):
     east = controller(clock)
     east.tick(5, CONNECTED)
+    clock.advance(40)
     snapshot = east.response_received(answer("snap-1", "west", 3), 8)
     assert snapshot == Snapshot("snap-1", 7, {"west": 3})
-    assert east.pending == 0
+    assert (east.pending, east.completed, east.completed_ms) == (0, 1, 40)  # (the snapshot_ms summary's figures)
 
 
 def test_with_two_remotes_a_second_round_and_the_first_answer_of_each_kept(clock):

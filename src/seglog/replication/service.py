@@ -38,6 +38,7 @@ from seglog.errors import NotFoundError
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.config_store import EtcdConfigurationStore
+from seglog.replication.replicated_subscriptions import ReplicatedSubscriptions
 from seglog.replication.replicator import Replicator
 from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_name
 from seglog.subscriptions.subscription import Subscription
@@ -86,6 +87,7 @@ class ReplicationService:
         self._marker_handlers: dict[int, MarkerHandler] = {}
         # the stamp of the global policies last delivered, per (topic, remote)
         self._pushed: dict[tuple[str, str], tuple[int, str]] = {}
+        self.subscriptions = ReplicatedSubscriptions(broker, local, self, executor)
 
     def start(self) -> None:
         if self.configuration_store is not None:  # (first: the catalog is in sync before anything reads it)
@@ -110,11 +112,13 @@ class ReplicationService:
             changed()
         self.broker.catalog.on_topic_created(created)
         self._task = loop.create_task(self._run())
+        self.subscriptions.start()
 
     async def stop(self) -> None:
         self._stopped = True
         if self.configuration_store is not None:
             self.configuration_store.stop()
+        await self.subscriptions.stop()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -152,6 +156,17 @@ class ReplicationService:
             return False
         replicator.send_marker(self.broker.store.end_offset(TopicName.parse(topic), partition), marker_type, payload)
         return True
+
+    def replicated_partitions(self) -> dict[tuple[str, int], dict[str, bool]]:
+        """Every topic partition with replicators: remote cluster -> whether its replicator is connected."""
+        partitions: dict[tuple[str, int], dict[str, bool]] = {}
+        for key, replicator in self._replicators.items():
+            partitions.setdefault((key.topic, key.partition), {})[key.remote] = replicator.stats.connected
+        return partitions
+
+    def replicated_subscriptions_stats(self) -> dict[str, int]:
+        """server.app.Extension: snapshot attempts pending and timed out (ReplicatedSubscriptions.stats)."""
+        return self.subscriptions.stats()
 
     def replication_stats(self, topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
         """Per remote cluster, the outbound half of Pulsar's ReplicatorStats for the seglog topic `topic`

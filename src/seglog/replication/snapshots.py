@@ -90,6 +90,8 @@ class SnapshotController:
         self.timeout_ms = timeout_ms
         self.new_id = new_id
         self.timed_out = 0  # attempts abandoned since this controller started (a metric's counter)
+        self.completed = 0  # snapshots completed since this controller started
+        self.completed_ms = 0  # the time they took, summed (with `completed`: Pulsar's snapshot_ms summary)
         self._attempts: dict[str, _Attempt] = {}
         self._last_start_ms: int | None = None
         self._last_position: int | None = None  # of the last snapshot completed
@@ -130,7 +132,7 @@ class SnapshotController:
         what the remotes exchanged among themselves arrived here too), else the completed Snapshot, whose
         position is where the last answer arrived. None while answers are missing, and for an answer to an
         attempt that is unknown, timed out or done, or from a cluster it did not ask."""
-        self._expire()
+        now = self._expire()
         attempt = self._attempts.get(response.snapshot_id)
         if attempt is None or response.cluster not in attempt.remotes:
             return None
@@ -147,6 +149,8 @@ class SnapshotController:
         if self._last_position is not None and position <= self._last_position:
             return None  # (an attempt that ran beside the last one and ended where it did: it adds nothing)
         self._last_position = position
+        self.completed += 1
+        self.completed_ms += now - attempt.started_ms
         return Snapshot(attempt.snapshot_id, position, dict(attempt.positions))
 
     def request_received(self, request: SnapshotRequest, end_offset: int) -> Outgoing:

@@ -59,6 +59,10 @@ class Extension(Protocol):
         """Per remote cluster, the outbound replication of a seglog topic's partition (or of all of them), as
         Pulsar's ReplicatorStats keys (rest/stats.py adds the inbound half and the backlog)."""
 
+    def replicated_subscriptions_stats(self) -> dict[str, int]:
+        """Replicated subscriptions' snapshot attempts: pendingSnapshots, timedoutSnapshots, completedSnapshots
+        and completedSnapshotsMs (their time, summed), as counts."""
+
     def marker_received(self, topic: str, partition: int, origin: str, marker_type: int, payload: bytes,
                         position: int) -> None:
         """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
@@ -280,6 +284,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             running = extension(broker, options.cluster, executor)
             running.start()
             rest.replication_stats = running.replication_stats
+            rest.replicated_subscriptions_stats = running.replicated_subscriptions_stats
             service.on_marker = running.marker_received
         port = await listen_binary(options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"

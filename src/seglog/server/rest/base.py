@@ -57,6 +57,8 @@ class RestContext:
     authority: Authority | None = None  # who may do what (server/auth.py); None: everyone everything
     # (seglog topic, partition or None for all) -> outbound replication per remote (app.Extension)
     replication_stats: Callable[[str, int | None], dict[str, dict[str, Any]]] = _no_replication
+    # snapshot attempts of replicated subscriptions, pending and timed out (app.Extension); {}: no replication
+    replicated_subscriptions_stats: Callable[[], dict[str, int]] = dict
 
     async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

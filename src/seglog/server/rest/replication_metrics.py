@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric, SummaryMetricFamily
 
-from seglog.admin.metrics import TOPIC_LABELS, topic_labels
+from seglog.admin.metrics import TOPIC_LABELS, UNNAMED_CLUSTER, topic_labels
 from seglog.server.rest.base import RestContext
 from seglog.server.rest.stats import replication_of
 
@@ -28,12 +28,20 @@ GAUGES = (
      "Age of the oldest message sent and not receipted"),
 )
 
+SNAPSHOT_GAUGES = (
+    ("pulsar_replicated_subscriptions_pending_snapshots", "pendingSnapshots",
+     "Replicated subscriptions' snapshot attempts in progress"),
+    ("pulsar_replicated_subscriptions_timedout_snapshots", "timedoutSnapshots",
+     "Replicated subscriptions' snapshot attempts abandoned after the timeout since the server started"),
+)
+
 
 class ReplicationCollector:
     def __init__(self, ctx: RestContext) -> None:
         self._ctx = ctx
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._snapshots()
         ctx = self._ctx
         rows: list[tuple[list[str], dict[str, Any]]] = []
         for name in ctx.broker.catalog.topic_names():
@@ -57,6 +65,23 @@ class ReplicationCollector:
             connected.add_metric(labels, 1.0 if figures["connected"] else 0.0)
             disconnected.add_metric(labels, 0.0 if figures["connected"] else 1.0)
         yield from (connected, disconnected)
+
+    def _snapshots(self) -> Iterator[Metric]:
+        """Broker-wide, as Pulsar's: replicated subscriptions' snapshot attempts in progress and timed out."""
+        counts = self._ctx.replicated_subscriptions_stats()
+        if not counts:
+            return
+        cluster = self._ctx.broker.catalog.local_cluster or UNNAMED_CLUSTER
+        for name, key, text in SNAPSHOT_GAUGES:
+            family = GaugeMetricFamily(name, text, labels=["cluster"])
+            family.add_metric([cluster], float(counts[key]))
+            yield family
+        summary = SummaryMetricFamily("pulsar_replicated_subscriptions_snapshot_ms",
+                                      "Milliseconds replicated subscriptions' snapshots took to complete",
+                                      labels=["cluster"])
+        summary.add_metric([cluster], count_value=counts["completedSnapshots"],
+                           sum_value=counts["completedSnapshotsMs"])
+        yield summary
 
 
 def replication_metrics_text(ctx: RestContext) -> str:
