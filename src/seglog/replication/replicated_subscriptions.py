@@ -122,6 +122,12 @@ class ReplicatedSubscriptions:
                 "completedSnapshotsMs": self._dropped["completedSnapshotsMs"]
                 + sum(c.completed_ms for c in controllers)}
 
+    def cached(self, topic: str, partition: int) -> dict[str, tuple[Snapshot, ...]]:
+        """The snapshots each replicated subscription of the partition has not passed yet, oldest first
+        (any thread: internal-stats shows them, since in seglog no marker in the topic does)."""
+        return {name: snapshots.cache.snapshots for (t, p, name), snapshots in list(self._subscriptions.items())
+                if (t, p) == (topic, partition)}
+
     async def _run(self) -> None:
         while True:
             try:

@@ -168,6 +168,13 @@ class ReplicationService:
         """server.app.Extension: snapshot attempts pending and timed out (ReplicatedSubscriptions.stats)."""
         return self.subscriptions.stats()
 
+    def subscription_snapshots(self, topic: str, partition: int) -> dict[str, list[dict[str, Any]]]:
+        """server.app.Extension: per replicated subscription of the partition, the snapshots it has not
+        passed yet, oldest first: {'snapshotId', 'position' (offset here), 'clusters' ({remote: offset})}."""
+        return {name: [{"snapshotId": s.snapshot_id, "position": s.position, "clusters": dict(s.positions)}
+                       for s in snapshots]
+                for name, snapshots in self.subscriptions.cached(topic, partition).items()}
+
     def replication_stats(self, topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
         """Per remote cluster, the outbound half of Pulsar's ReplicatorStats for the seglog topic `topic`
         (one partition, or all of them: rates summed, `connected` only if every one is, the largest delay)."""

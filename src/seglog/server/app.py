@@ -63,6 +63,10 @@ class Extension(Protocol):
         """Replicated subscriptions' snapshot attempts: pendingSnapshots, timedoutSnapshots, completedSnapshots
         and completedSnapshotsMs (their time, summed), as counts."""
 
+    def subscription_snapshots(self, topic: str, partition: int) -> dict[str, list[dict[str, Any]]]:
+        """Per replicated subscription of a seglog topic's partition, the snapshots it has not passed yet:
+        [{'snapshotId', 'position', 'clusters': {remote: offset}}], oldest first."""
+
     def marker_received(self, topic: str, partition: int, origin: str, marker_type: int, payload: bytes,
                         position: int) -> None:
         """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
@@ -285,6 +289,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             running.start()
             rest.replication_stats = running.replication_stats
             rest.replicated_subscriptions_stats = running.replicated_subscriptions_stats
+            rest.subscription_snapshots = running.subscription_snapshots
             service.on_marker = running.marker_received
         port = await listen_binary(options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"

@@ -42,7 +42,7 @@ class Route:
     query: tuple[str, ...] = ()  # query parameters it reads
 
 
-def _no_replication(topic: str, partition: int | None) -> dict[str, dict[str, Any]]:
+def _no_replication(topic: str, partition: int | None) -> dict[str, Any]:
     return {}
 
 
@@ -59,6 +59,8 @@ class RestContext:
     replication_stats: Callable[[str, int | None], dict[str, dict[str, Any]]] = _no_replication
     # snapshot attempts of replicated subscriptions, pending and timed out (app.Extension); {}: no replication
     replicated_subscriptions_stats: Callable[[], dict[str, int]] = dict
+    # (seglog topic, partition) -> per replicated subscription, the snapshots it has not passed (app.Extension)
+    subscription_snapshots: Callable[[str, int], dict[str, list[dict[str, Any]]]] = _no_replication
 
     async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

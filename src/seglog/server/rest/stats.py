@@ -139,6 +139,7 @@ def internal_stats(ctx: RestContext, topic: str, partition: int = 0) -> dict[str
     ledgers = [{"ledgerId": s["baseOffset"], "entries": s["messages"], "size": s["size"], "timestamp": s["lastWriteMs"],
                 "offloaded": False, "underReplicated": False, "metadata": None} for s in segments]
     cursors = {}
+    snapshots = ctx.subscription_snapshots(str(ctx.broker.topic(topic).name), partition)
     for name, cursor in seglog["cursors"].items():
         gaps = cursor["ackedRanges"]
         cursors[name] = {
@@ -150,6 +151,10 @@ def internal_stats(ctx: RestContext, topic: str, partition: int = 0) -> dict[str
             "lastLedgerSwitchTimestamp": "", "state": "Open",
             "numberOfEntriesSinceFirstNotAckedMessage": max(cursor["readPosition"] - cursor["markDeletePosition"], 1),
             "totalNonContiguousDeletedMessagesRange": len(gaps), "properties": {}}
+        if name in snapshots:  # (seglog's key: in Pulsar they are markers in the topic, which seglog never writes)
+            cursors[name]["replicatedSubscriptionSnapshots"] = [
+                {"snapshotId": s["snapshotId"], "position": position(s["position"]),
+                 "clusters": {c: position(o) for c, o in s["clusters"].items()}} for s in snapshots[name]]
     return {"entriesAddedCounter": seglog["numberOfEntries"], "numberOfEntries": seglog["numberOfEntries"],
             "totalSize": seglog["totalSize"], "currentLedgerEntries": active["messages"] if active else 0,
             "currentLedgerSize": active["size"] if active else 0,
