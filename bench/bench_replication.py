@@ -55,8 +55,19 @@ Group "replication: delay at 10,000 msg/s"
   Every message must arrive once, in order; `late_ms` in the JSON says how far behind schedule the producer
   ever got (the rate held if it is small).
 
-Not measured: the cost of replicated subscriptions' snapshot markers (issue 13's third target), because
-replicated subscriptions are not built: no marker is written, so there is nothing real to time yet.
+Group "replication: snapshot markers' cost, batches of 1,000"
+  Replicated subscriptions' snapshots (docs/REPLICATION.md) at the default frequency, 1,000 ms: a partition
+  with a replicated subscription takes one every second while messages arrive, a REQUEST to west and
+  west's RESPONSE back on the replication streams, and the subscription polled every 100 ms.
+  baseline  no replicated subscription   east -> west as in the throughput group (producer to stored on
+                                         west, 100,000 messages a round), topic in public/repl
+  seglog    a replicated subscription    the same on a topic of its own whose subscription (made through
+                                         the admin API, no consumer, so it holds every snapshot) is
+                                         replicated; target >= 0.99x (markers cost under 1%). Paired
+                                         round by round with the baseline, as the throughput group. The
+                                         snapshots taken are counted from /metrics
+                                         (pulsar_replicated_subscriptions_snapshot_ms_count) and must be
+                                         at least one a round.
 
 Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
 round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
@@ -335,6 +346,15 @@ def check_copy(east: Cluster, west: Cluster, topic: str, rounds: int, n: int) ->
     wait_until(lambda: east.replication(topic).get("replicationBacklog") == 0, f"{topic}'s backlog sent", 30, 0.01)
 
 
+def snapshots_taken(east: Cluster) -> int:
+    """Snapshots east completed since it started (its /metrics' pulsar_replicated_subscriptions_snapshot_ms)."""
+    with urllib.request.urlopen(f"{east.http}/metrics", timeout=REST_TIMEOUT_S) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("pulsar_replicated_subscriptions_snapshot_ms_count{"):
+                return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------------
 # throughput
 
@@ -402,6 +422,56 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
     bench.note(f"{ratio:.2f}x {BASELINE} paired round by round (median of {len(ratios)}); the producer's own "
                f"rate {producer_rate / 1e3:.1f}k msg/s, west complete {lag:.0f} ms after its last receipt "
                f"(medians); {cpu_note(cpu)}; {machine_note(bench)}")
+    check_copy(east, west, topic, len(mine.seconds), n)
+
+
+MARKERS = "replication: snapshot markers' cost, batches of 1,000"
+NO_REPLICATED_SUBSCRIPTION = "no replicated subscription"
+
+
+@pytest.fixture(scope="module")
+def marker_round(scale) -> int:
+    """Messages a round of the markers' group: 100,000 (2,000 with --benchmark-disable)."""
+    return scale(100_000, 2_000)
+
+
+def test_markers_baseline(bench, clusters, workers, marker_round):
+    east, west, n = clusters.east, clusters.west, marker_round
+    topic = topic_name(REPLICATED, "plain")
+    worker = workers(east.url, topic, **batch_options(1_000))
+    wait_connected(east, topic)
+    rounds = Rounds(worker, topic, n, west, CpuMeters({}))
+    bench.baseline(MARKERS, NO_REPLICATED_SUBSCRIPTION, messages=n, nbytes=n * VALUE_BYTES)
+    bench.run(rounds.run)
+    bench.note(machine_note(bench))
+
+
+def test_markers_cost(bench, clusters, workers, marker_round):
+    east, west, n = clusters.east, clusters.west, marker_round
+    topic = topic_name(REPLICATED, "snapshots")
+    worker = workers(east.url, topic, **batch_options(1_000))
+    wait_connected(east, topic)
+    subscription = f"/admin/v2/persistent/{topic}/subscription/failover"
+    east.ok("PUT", subscription)
+    east.ok("POST", f"{subscription}/replicatedSubscriptionStatus", True)
+    mine = Rounds(worker, topic, n, west, CpuMeters({"east": east.process, "west": west.process}))
+    plain = topic_name(REPLICATED, "plain")
+    paired_worker = workers(east.url, plain, **batch_options(1_000))
+    wait_connected(east, plain)
+    paired = Rounds(paired_worker, plain, n, west, CpuMeters({}))
+    taken = snapshots_taken(east)
+    bench.seglog(MARKERS, "a replicated subscription, snapshots every 1,000 ms", messages=n,
+                 nbytes=n * VALUE_BYTES, at_least={NO_REPLICATED_SUBSCRIPTION: 0.99})
+    bench.run(mine.run, setup=paired.run)
+    # (a round may be shorter than the frequency with --benchmark-disable: the snapshot follows it)
+    wait_until(lambda: snapshots_taken(east) - taken >= len(mine.seconds), "a snapshot a round", 30, 0.05)
+    ratio = statistics.median(p / t for t, p in zip(mine.seconds, paired.seconds))
+    bench.record("paired_ratio", round(ratio, 3))
+    bench.record("snapshots", snapshots_taken(east) - taken)
+    cpu = mine.meters.us_per_message(n)
+    bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (median of "
+               f"{len(mine.seconds)}); {snapshots_taken(east) - taken} snapshots in "
+               f"{sum(mine.seconds):.1f} s; {cpu_note(cpu)}; {machine_note(bench)}")
     check_copy(east, west, topic, len(mine.seconds), n)
 
 
