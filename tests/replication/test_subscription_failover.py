@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from helpers_replication import replicate_namespace, start_clusters, stop_clusters, wait_until
-from helpers_server import pulsar
+from helpers_server import pulsar, received_values
 
 TOPIC = "persistent://public/default/orders"
 ROUND = 5  # messages written between two snapshots
@@ -44,15 +44,6 @@ def _subscription(cluster, name: str) -> dict | None:
 def _subscribe(cluster, name: str):
     return cluster.client().subscribe(TOPIC, name, replicate_subscription_state_enabled=True,
                                       initial_position=pulsar.InitialPosition.Earliest)
-
-
-def _receive(consumer, count: int) -> list[bytes]:
-    got = []
-    for _ in range(count):
-        message = consumer.receive(10_000)
-        consumer.acknowledge(message)
-        got.append(message.data())
-    return got
 
 
 def _snapshots(cluster, subscription: str) -> list[tuple[int, dict[str, int]]]:
@@ -98,8 +89,8 @@ def test_a_consumer_failing_over_gets_again_at_most_one_snapshot_interval(pair):
     # a snapshot a round, each at the same message on both (west has east's messages only)
     assert _snapshots(east, "app") == [(end, {"west": end}) for end in range(ROUND - 1, len(sent), ROUND)]
     acknowledged = 2 * ROUND + 3  # into the third round: the second round's snapshot is the newest it passes
-    assert _receive(app, acknowledged) == sent[:acknowledged]
-    assert _receive(audit, len(sent)) == sent
+    assert received_values(app, acknowledged) == sent[:acknowledged]
+    assert received_values(audit, len(sent)) == sent
     # west's app moved to that snapshot; audit was made there at its end, replicated
     wait_until(lambda: (_subscription(west, "app") or {}).get("msgBacklog") == ROUND)
     wait_until(lambda: _subscription(west, "audit") is not None)
@@ -112,7 +103,7 @@ def test_a_consumer_failing_over_gets_again_at_most_one_snapshot_interval(pair):
     # failover: west delivers from there, markers never: again only what came after that snapshot, less than
     # one round (what was written between two snapshots)
     consumer = _subscribe(west, "app")
-    again = _receive(consumer, ROUND)
+    again = received_values(consumer, ROUND)
     assert again == sent[2 * ROUND:]
     assert len(set(again) & set(sent[:acknowledged])) == acknowledged - 2 * ROUND < ROUND
     with pytest.raises(pulsar.Timeout):
@@ -130,7 +121,7 @@ def test_with_three_clusters_the_position_reaches_both_others(tmp_path):
         app = _subscribe(clusters["east"], "app")
         _round(clusters["east"], _batching_producer(clusters["east"]), [b"%d" % i for i in range(ROUND)])
         assert _snapshots(clusters["east"], "app") == [(ROUND - 1, {"west": ROUND - 1, "north": ROUND - 1})]
-        _receive(app, ROUND)
+        received_values(app, ROUND)
         for name in ("west", "north"):
             wait_until(lambda name=name: (_subscription(clusters[name], "app") or {}).get("msgBacklog") == 0)
     finally:

@@ -229,6 +229,16 @@ def round_trip(client, topic: str, payload: bytes) -> None:
     assert message.data() == payload
 
 
+def received_values(consumer, count: int) -> list[bytes]:
+    """The values of the next `count` messages of `consumer` (each within 10 s), acknowledged one by one."""
+    values = []
+    for _ in range(count):
+        message = consumer.receive(10_000)
+        consumer.acknowledge(message)
+        values.append(message.data())
+    return values
+
+
 def receive_until(consumers: list, count: int, *, ack: bool = True, seconds: float = 20) -> list[list]:
     """Receive from each consumer in turn until `count` messages came in all, or `seconds` passed; per
     consumer, what it received (acknowledged as it came, with `ack`)."""

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import seglog
-from helpers_server import pulsar, refused_at_once, refused_serve, start_server
+from helpers_server import pulsar, received_values, refused_at_once, refused_serve, start_server
 from seglog.cli import main
 from seglog.server.auth import create_secret_key, create_token
 
@@ -70,22 +70,13 @@ def topics_of(data: Path) -> list[str]:
         return log.list_topics()
 
 
-def values(consumer, count: int) -> list[bytes]:
-    received = []
-    for _ in range(count):
-        message = consumer.receive(10_000)
-        consumer.acknowledge(message)
-        received.append(message.data())
-    return received
-
-
 def test_a_superuser_produces_and_consumes(secured, key_file):
     client = client_of(secured, key_file, SUPERUSER)
     consumer = client.subscribe("persistent://globex/ns/su", "s")
     producer = client.create_producer("persistent://globex/ns/su")
     for i in range(3):
         producer.send(f"m{i}".encode())
-    assert values(consumer, 3) == [b"m0", b"m1", b"m2"]
+    assert received_values(consumer, 3) == [b"m0", b"m1", b"m2"]
 
 
 @pytest.mark.parametrize("credentials", ["none", "bad signature", "expired", "another key", "garbage"])
@@ -138,7 +129,7 @@ def test_a_tenant_admin_uses_its_tenant_and_no_other(secured, key_file):
     admin = client_of(secured, key_file, "acme-admin")
     consumer = admin.subscribe("persistent://acme/ns/admin-topic", "s")  # no grant needed in its own tenant
     admin.create_producer("persistent://acme/ns/admin-topic").send(b"mine")
-    assert values(consumer, 1) == [b"mine"]
+    assert received_values(consumer, 1) == [b"mine"]
     for call in (lambda: admin.create_producer("persistent://globex/ns/admin-topic"),
                  lambda: admin.subscribe("persistent://globex/ns/admin-topic", "s")):
         refused_at_once(pulsar.AuthorizationError, call)
@@ -156,7 +147,7 @@ def test_grant_and_revoke_round_trip_through_the_cli_on_a_running_server(secured
     assert json.loads(cli(data, "namespaces", "permissions", "acme/ns").output)["reader"] == ["consume"]
     reader = client_of(secured, key_file, "reader")
     consumer = reader.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert values(consumer, 1) == [b"before"]
+    assert received_values(consumer, 1) == [b"before"]
     refused_at_once(pulsar.AuthorizationError, lambda: reader.create_producer(topic))  # consume only
 
     assert "Revoked the permissions of role reader on acme/ns" in cli(
@@ -269,7 +260,7 @@ def test_listing_a_namespace_for_a_pattern_needs_a_permission_there(secured, key
     lister = client_of(secured, key_file, "lister")
     consumer = lister.subscribe(re.compile("persistent://acme/ns/pattern-.*"), "s",
                                 initial_position=pulsar.InitialPosition.Earliest)
-    assert values(consumer, 1) == [b"x"]
+    assert received_values(consumer, 1) == [b"x"]
     # the client reports any refusal of GET_TOPICS_OF_NAMESPACE as LookupError (logging the server's reason)
     refused_at_once(pulsar.LookupError, lambda: lister.subscribe(re.compile("persistent://globex/ns/pattern-.*"), "s"))
     assert "globex/ns/pattern-1" not in topics_of(secured.data)
