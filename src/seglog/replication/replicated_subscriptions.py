@@ -21,6 +21,7 @@ log, so a subscription moves on from the first snapshot taken after the restart)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable
@@ -79,6 +80,19 @@ class _Observed:
     marks: dict[_Subscription, int]  # each replicated subscription's mark-delete position
 
 
+@dataclass
+class _Counts:
+    """Snapshot attempts counted since the server started."""
+    timed_out: int = 0
+    completed: int = 0
+    completed_ms: int = 0  # the time the completed ones took, summed
+
+    def add(self, controller: SnapshotController) -> None:
+        self.timed_out += controller.timed_out
+        self.completed += controller.completed
+        self.completed_ms += controller.completed_ms
+
+
 class ReplicatedSubscriptions:
     """The replicated subscriptions of one cluster (loop thread, but for what runs in `executor`)."""
 
@@ -91,8 +105,7 @@ class ReplicatedSubscriptions:
         self._controllers: dict[_Partition, SnapshotController] = {}
         self._subscriptions: dict[_Subscription, SubscriptionSnapshots] = {}
         self._marks: dict[_Subscription, int] = {}
-        # the counters of controllers dropped since (their partitions no longer replicate)
-        self._dropped = {"timedoutSnapshots": 0, "completedSnapshots": 0, "completedSnapshotsMs": 0}
+        self._dropped = _Counts()  # those of controllers dropped since (their partitions no longer replicate)
         self._task: asyncio.Task[None] | None = None
         self._updates: set[asyncio.Task[None]] = set()
 
@@ -115,12 +128,12 @@ class ReplicatedSubscriptions:
         """Snapshot attempts in progress; since the server started, those abandoned after the timeout, those
         completed and the milliseconds they took (Pulsar's pulsar_replicated_subscriptions_pending_snapshots,
         ..._timedout_snapshots and ..._snapshot_ms)."""
-        controllers = self._controllers.values()
-        return {"pendingSnapshots": sum(c.pending for c in controllers),
-                "timedoutSnapshots": self._dropped["timedoutSnapshots"] + sum(c.timed_out for c in controllers),
-                "completedSnapshots": self._dropped["completedSnapshots"] + sum(c.completed for c in controllers),
-                "completedSnapshotsMs": self._dropped["completedSnapshotsMs"]
-                + sum(c.completed_ms for c in controllers)}
+        controllers = list(self._controllers.values())  # (a copy: called from the thread pool too)
+        counts = dataclasses.replace(self._dropped)
+        for controller in controllers:
+            counts.add(controller)
+        return {"pendingSnapshots": sum(c.pending for c in controllers), "timedoutSnapshots": counts.timed_out,
+                "completedSnapshots": counts.completed, "completedSnapshotsMs": counts.completed_ms}
 
     def cached(self, topic: str, partition: int) -> dict[str, tuple[Snapshot, ...]]:
         """The snapshots each replicated subscription of the partition has not passed yet, oldest first
@@ -141,10 +154,7 @@ class ReplicatedSubscriptions:
             return
         partitions = self._streams.replicated_partitions()
         for key in [key for key in self._controllers if key not in partitions]:
-            dropped = self._controllers.pop(key)
-            self._dropped["timedoutSnapshots"] += dropped.timed_out
-            self._dropped["completedSnapshots"] += dropped.completed
-            self._dropped["completedSnapshotsMs"] += dropped.completed_ms
+            self._dropped.add(self._controllers.pop(key))
         observed = await self._blocking(self._observe, partitions)
         with_subscriptions = {(topic, partition) for topic, partition, _ in observed.marks}
         for key, remotes in partitions.items():
