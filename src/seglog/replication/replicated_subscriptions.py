@@ -54,6 +54,7 @@ from seglog.replication.snapshots import (
 logger = logging.getLogger("seglog.replication.subscriptions")
 
 TICK_S = 0.1  # a tenth of the default frequency: an attempt starts at most a tick late
+STOP_S = 5.0  # how long stopping waits for the UPDATEs being applied
 
 _Partition = tuple[str, int]  # (seglog topic, partition)
 _Subscription = tuple[str, int, str]  # (seglog topic, partition, subscription)
@@ -119,10 +120,14 @@ class ReplicatedSubscriptions:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        tasks = [task for task in (self._task, *self._updates) if task is not None]
-        for task in tasks:
+        """Stop ticking; UPDATEs being applied finish first (each a short admin call, bounded by STOP_S)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._updates:
+            await asyncio.wait(set(self._updates), timeout=STOP_S)
+        for task in list(self._updates):
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
     def stats(self) -> dict[str, int]:
         """Snapshot attempts in progress; since the server started, those abandoned after the timeout, those
