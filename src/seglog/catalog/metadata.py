@@ -8,11 +8,13 @@ the policies set on it for this cluster and its `global_policies` those meant fo
 to (JSON, see policies.py). `clusters` holds the clusters known to this one (Pulsar's ClusterData, by name),
 for tenants' allowed clusters and geo-replication; `properties` facts of the data directory itself: the
 cluster it is (`local_cluster`, recorded by the first `seglog serve --cluster NAME`) and the shared configuration
-store it joined (`configuration_store`).
+store it joined (`configuration_store`); `shared_stamps` the stamp of the newest change to each shared entity
+(below) that the synchronized configuration store made or applied here.
 
 Shared configuration. What Pulsar keeps in its configuration store (registered clusters, tenants, namespaces
 with their policies and permissions, partitioned topics' partition counts) is what clusters sharing one store
-(`seglog serve --configuration-store`, replication/config_store.py) see alike. This store stays every
+(`seglog serve --configuration-store`, replication/config_store.py) or synchronizing through a replicated
+topic (`seglog serve --configuration-sync-topic`, replication/config_sync.py) see alike. This store stays every
 reader's copy of it: each change to one of those entities is told, as a SharedChange, to the listeners of
 `on_shared_change` inside its transaction, before it commits, so a listener that cannot publish it refuses
 it (the transaction rolls back) and the local copy never holds what the shared store lacks; and a change
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from seglog.catalog.policies import GlobalPolicies, Policies
+from seglog.catalog.stamps import Stamp
 from seglog.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -54,6 +57,8 @@ CREATE TABLE IF NOT EXISTS topics (
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS clusters (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shared_stamps (
+    kind TEXT NOT NULL, key TEXT NOT NULL, time_ms INTEGER NOT NULL, origin TEXT NOT NULL, PRIMARY KEY (kind, key));
 """
 # Columns added after the first release of the schema: (table, column, definition).
 MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),
@@ -506,6 +511,23 @@ class Metadata:
         take the store's content as it is, deletions made there meanwhile included)."""
         with self._transaction():
             self._db.execute("INSERT OR REPLACE INTO properties VALUES (?, ?)", (CONFIGURATION_STORE, identity))
+
+    def shared_stamp(self, kind: str, key: str) -> Stamp:
+        """The stamp of the newest change to a shared entity (SharedChange's kind and key) made here or applied
+        here (record_shared_stamp); Stamp() when none was recorded."""
+        with self._access():
+            row = self._db.execute("SELECT time_ms, origin FROM shared_stamps WHERE kind = ? AND key = ?",
+                                   (kind, key)).fetchone()
+        return Stamp() if row is None else Stamp(row[0], row[1])
+
+    def record_shared_stamp(self, kind: str, key: str, stamp: Stamp) -> None:
+        """Record `stamp` as the shared entity's newest change (the synchronized configuration store stamps
+        each change, and checks each change made elsewhere against it). Inside the transaction of the change
+        it stamps, it commits or rolls back with it; it outlives the entity's deletion, so that an older change
+        arriving later cannot bring the entity back."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO shared_stamps VALUES (?, ?, ?, ?)",
+                             (kind, key, stamp.time_ms, stamp.origin))
 
     def _touch(self, kind: str, key: str) -> None:
         """The transaction changed this shared entity (its listeners are told before it commits)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from seglog.catalog.stamps import Stamp
 from seglog.errors import InvalidArgumentError
 from seglog.units import format_duration, format_size, parse_duration, parse_size
 
@@ -255,16 +256,20 @@ class GlobalPolicies:
     updated_ms: int = 0  # 0 with origin "": never set
     origin: str = ""
 
+    @property
+    def stamp(self) -> Stamp:
+        return Stamp(self.updated_ms, self.origin)
+
     def supersedes(self, other: GlobalPolicies) -> bool:
-        """Whether this change is newer than `other`: a later time, or the same time from a cluster whose name
-        sorts first (the tie rule of Pulsar's configuration events, PIP-136). A change never supersedes
-        itself."""
-        return (self.updated_ms, other.origin) > (other.updated_ms, self.origin)
+        """Whether this change is newer than `other` (Stamp.supersedes: a later time, or the same time from a
+        cluster whose name sorts first). A change never supersedes itself."""
+        return self.stamp.supersedes(other.stamp)
 
     def changed(self, origin: str, now_ms: int, **changes: Any) -> GlobalPolicies:
         """These policies with `changes` made on cluster `origin` at `now_ms`, stamped so that the result
-        supersedes them even when `now_ms` is behind their time (another cluster's clock may run ahead)."""
-        return GlobalPolicies(replace(self.policies, **changes), max(now_ms, self.updated_ms + 1), origin)
+        supersedes them even when `now_ms` is behind their time (Stamp.following)."""
+        stamp = self.stamp.following(origin, now_ms)
+        return GlobalPolicies(replace(self.policies, **changes), stamp.time_ms, stamp.origin)
 
     def to_json(self) -> dict[str, Any]:
         return {"policies": self.policies.to_json(), "updated_ms": self.updated_ms, "origin": self.origin}

@@ -8,27 +8,24 @@ works as with independent stores. What connects it to etcd:
 - Out: every change this cluster makes to a shared entity (catalog.metadata's SharedChange) is written to etcd
   inside the change's transaction, before it commits (Metadata.on_shared_change): a change etcd does not take
   is refused (ConfigurationStoreError, 503 on the REST API) and the catalog keeps what it had.
-- In: a watch on the prefix applies every other cluster's change (SharedConfiguration.apply: Metadata.apply_shared,
-  or the broker's creation, growth or deletion of a partitioned topic), then tells the catalog's listeners
-  (policies_changed), so replicators start and stop at once. Events come in etcd's order; a key's event older
-  than what this cluster last wrote or applied for it is skipped, so concurrent changes end, everywhere, as
-  etcd's latest revision has them. A stream that ends (etcd restarted, the connection lost, or idle for
+- In: a watch on the prefix applies every other cluster's change (shared_configuration.py: Metadata.apply_shared,
+  or the broker's creation, growth or deletion of a partitioned topic, then the cascading deletions), then
+  tells the catalog's listeners (policies_changed), so replicators start and stop at once. Events come in
+  etcd's order; a key's event older than what this cluster last wrote or applied for it (the conflict rule:
+  etcd's revisions, kept in memory) is skipped, so concurrent changes end, everywhere, as etcd's latest
+  revision has them. A stream that ends (etcd restarted, the connection lost, or idle for
   WATCH_IDLE_S) is reopened from the next revision; one that etcd compacted past is replaced by a full resync.
 - At start: the store's content wins for the entities it has. What only the catalog has is published when the
   data directory joins this store for the first time (the first cluster bootstraps it; the store's identity is
   the `store-id` key, recorded in the data directory), and deleted when it had joined it before: it was deleted
   in the store while this cluster was down.
 - Cascading deletion: after any namespace change, this cluster deletes the topics its namespace's clusters or
-  allowed clusters now leave it out of (catalog.clusters.leaves_topic; a topic policy that lists it protects a
-  topic against a clusters change, not against an allowed-clusters change), as Pulsar does with a shared store.
+  allowed clusters now leave it out of (shared_configuration.py), as Pulsar does with a shared store.
 
 Topic data, cursors and topic policies never go to etcd. Keys: PREFIX + `clusters/NAME`, `tenants/NAME`,
 `namespaces/TENANT/NS`, `partitioned-topics/TENANT/NS/TOPIC`, each a JSON value (SharedChange.value).
 
-SharedConfiguration (applying a change made elsewhere, and the cascading deletions) knows nothing of etcd: a
-second transport, such as Pulsar's synchronized mode (a replicated event topic, PIP-136), would publish from the
-same Metadata.on_shared_change events and apply what it receives through the same SharedConfiguration, after its
-own conflict rule."""
+The synchronized store (config_sync.py, a replicated event topic) is the other transport of the same events."""
 
 from __future__ import annotations
 
@@ -37,22 +34,15 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from seglog.broker import Broker
-from seglog.catalog.clusters import leaves_topic
-from seglog.catalog.metadata import DEFAULT, SHARED_KINDS, SharedChange
-from seglog.catalog.policies import GlobalPolicies, Policies
-from seglog.errors import (
-    ConfigurationStoreError,
-    InvalidArgumentError,
-    NotFoundError,
-    TopicInUseError,
-    TopicNotFoundError,
-)
-from seglog.names import DEFAULT_TENANT, TopicName
+from seglog.catalog.metadata import SHARED_KINDS, SharedChange
+from seglog.errors import ConfigurationStoreError, InvalidArgumentError
+from seglog.replication.shared_configuration import Incoming, SharedConfiguration, always_exists
 
 if TYPE_CHECKING:
     from etcd3gw.client import Etcd3Client
@@ -198,109 +188,8 @@ class _Etcd:
                     yield answer["result"]
 
 
-def _always_exists(change: SharedChange) -> bool:
-    """`public` and `public/default`, which every data directory has and nobody can delete."""
-    return (change.kind, change.key) in (("tenant", DEFAULT_TENANT), ("namespace", DEFAULT))
-
-
 class _Compacted(Exception):
     """etcd no longer has the revisions a watch asked for: only a full resync catches up."""
-
-
-class SharedConfiguration:
-    """Changes of the shared configuration made on other clusters, applied to this one (whatever carried them):
-    clusters, tenants and namespaces through Metadata.apply_shared, partitioned topics through the broker (their
-    files), then the cascading deletions a namespace change asks for. Nothing applied here is told to the
-    catalog's shared-change listeners: it came from the store."""
-
-    def __init__(self, broker: Broker, local: str) -> None:
-        self.broker = broker
-        self.local = local
-
-    def apply(self, change: SharedChange) -> bool:
-        """Apply one change; whether the catalog changed."""
-        metadata = self.broker.catalog.metadata
-        with metadata.applying_shared():
-            if change.kind == "topic":
-                return self._apply_topic(change.key, change.value)
-            if _always_exists(change) and change.value is None:
-                return False
-            self.delete_topics_of(change)
-            return metadata.apply_shared(change)
-
-    def delete_topics_of(self, change: SharedChange) -> None:
-        """The topics here of a tenant or namespace the change deletes (nothing for any other change)."""
-        if change.value is not None or change.kind not in ("tenant", "namespace") or _always_exists(change):
-            return
-        with self.broker.catalog.metadata.applying_shared():
-            for name in self.broker.catalog.topic_names():
-                if name.startswith(f"{change.key}/"):
-                    self._delete(name, f"its {change.kind} {change.key} was deleted in the configuration store")
-
-    def cascade(self, namespaces: Iterable[str]) -> bool:
-        """Delete the topics of `namespaces` this cluster is left out of (leaves_topic); whether any went."""
-        wanted = set(namespaces)
-        doomed = [name for name in self.broker.catalog.topic_names()
-                  if TopicName.parse(name).namespace_name in wanted and self.leaves(TopicName.parse(name))]
-        with self.broker.catalog.metadata.applying_shared():  # (a partitioned topic stays in the store)
-            for name in doomed:
-                self._delete(name, f"its namespace's clusters leave out {self.local} (cascading deletion)")
-        return bool(doomed)
-
-    def leaves(self, name: TopicName) -> bool:
-        """Whether this cluster must not hold topic `name` (made here or not) under its namespace's policies."""
-        metadata = self.broker.catalog.metadata
-        try:
-            namespace = metadata.namespace_policies(name.namespace_name)
-        except NotFoundError:
-            return False
-        try:
-            global_, local = metadata.topic_global_policies(name), metadata.topic_policies(name)
-        except TopicNotFoundError:
-            global_, local = GlobalPolicies(), Policies()
-        return leaves_topic(namespace, global_, local, self.local)
-
-    def _apply_topic(self, key: str, value: dict[str, Any] | None) -> bool:
-        """A partitioned topic as the store has it: created with its partitions, grown, or deleted. A
-        non-partitioned topic of the same name here, or more partitions here, is left as it is and logged (a
-        topic's type never changes, and a partition is never removed)."""
-        name = TopicName.parse(key)
-        try:
-            here = self.broker.catalog.topic(name).partitions
-        except TopicNotFoundError:
-            here = 0
-        wanted = 0 if value is None else int(value["partitions"])
-        if here == wanted or (value is None and here == 1):
-            return False
-        if value is None:
-            return self._delete(key, "it was deleted in the configuration store")
-        if here == 0:
-            if self.leaves(name):
-                return False
-            self.broker.create_topic(key, wanted, {})
-            return True
-        if here == 1 or here > wanted:
-            logger.warning("configuration store: topic %s has %d partitions in the store and %s here; left as it is",
-                           key, wanted, "is not partitioned" if here == 1 else f"has {here}")
-            return False
-        try:
-            self.broker.update_partitions(key, wanted)
-        except TopicInUseError as error:
-            logger.warning("configuration store: topic %s keeps %d partitions here, not the store's %d, while it "
-                           "is in use: %s", key, here, wanted, error)
-            return False
-        return True
-
-    def _delete(self, name: str, why: str) -> bool:
-        logger.info("configuration store: deleting topic %s on %s: %s", name, self.local, why)
-        try:
-            self.broker.delete_topic(name, force=True)
-        except TopicNotFoundError:
-            return False
-        except Exception:  # (one topic that cannot be deleted never stops the others; the next look retries)
-            logger.exception("configuration store: deleting topic %s failed", name)
-            return False
-        return True
 
 
 class EtcdConfigurationStore:
@@ -350,8 +239,7 @@ class EtcdConfigurationStore:
             revision = self._writer.delete(path)
         else:
             revision = self._writer.put(path, json.dumps(change.value, sort_keys=True))
-        with self._revisions_lock:
-            self._revisions[path] = max(self._revisions.get(path, 0), revision)
+        self._record(path, revision)
 
     def _sync(self, revision: int, entries: dict[str, tuple[str, int]], *, publish_local: bool) -> None:
         """Make the catalog what the store has at `revision` (creations and updates in SHARED_KINDS order,
@@ -366,7 +254,7 @@ class EtcdConfigurationStore:
         local_only = [change for change in metadata.shared_entities() if (change.kind, change.key) not in stored]
         deleted = []
         for change in local_only:
-            if publish_local or _always_exists(change):
+            if publish_local or always_exists(change):
                 self._publish(change)
             else:
                 deleted.append(SharedChange(change.kind, change.key, None))
@@ -374,28 +262,22 @@ class EtcdConfigurationStore:
         with self._applying:
             for change in sorted(stored.values(), key=lambda c: rank(c.kind)) + \
                     sorted(deleted, key=lambda c: -rank(c.kind)):
-                self._apply(change)
-            with self._revisions_lock:
-                for path, (_, key_revision) in entries.items():
-                    self._revisions[path] = max(self._revisions.get(path, 0), key_revision)
+                self.shared.apply_logged(change)
+            for path, (_, key_revision) in entries.items():
+                self._record(path, key_revision)
             self._revision = max(self._revision, revision)
             self.shared.cascade(metadata.namespaces())
         self.broker.catalog.policies_changed()
 
     def _newer(self, path: str, revision: int) -> bool:
-        """Whether `revision` of `path` is newer than any written or applied here; it is the newest from now on."""
+        """Whether `revision` of `path` is newer than any written or applied here."""
         with self._revisions_lock:
-            if revision <= self._revisions.get(path, 0):
-                return False
-            self._revisions[path] = revision
-            return True
+            return revision > self._revisions.get(path, 0)
 
-    def _apply(self, change: SharedChange) -> bool:
-        try:
-            return self.shared.apply(change)
-        except Exception:  # (one change that cannot be applied never stops the others; it is logged)
-            logger.exception("configuration store: applying %s %s failed", change.kind, change.key)
-            return False
+    def _record(self, path: str, revision: int) -> None:
+        """`revision` of `path` was written or applied here (the newest of them is kept)."""
+        with self._revisions_lock:
+            self._revisions[path] = max(self._revisions.get(path, 0), revision)
 
     def _follow(self) -> None:
         """The thread that applies the store's changes until stop()."""
@@ -431,15 +313,12 @@ class EtcdConfigurationStore:
             self._sync(revision, entries, publish_local=False)
 
     def _apply_events(self, events: list[dict[str, Any]]) -> None:
-        """One watch response's events (one revision or more, in order), then the cascading deletions of the
-        namespaces they touched (this cluster's own changes too, which come back here once committed) and the
-        catalog's listeners."""
-        changed = False
-        namespaces = set()
-        metadata = self.broker.catalog.metadata
+        """One watch response's events (one revision or more, in order), each applied when its revision is
+        newer than what this cluster wrote or applied for its key (SharedConfiguration.apply_incoming)."""
         with self._applying:
             if self._stopped.is_set():
                 return
+            incoming = []
             for event in events:
                 kv = event["kv"]
                 path, revision = _unb64(kv["key"]), int(kv["mod_revision"])
@@ -447,26 +326,7 @@ class EtcdConfigurationStore:
                 entity = _entity(path)
                 if entity is None:
                     continue
-                kind, key = entity
-                if kind == "namespace":
-                    namespaces.add(key)
                 value = None if event.get("type") == "DELETE" else json.loads(_unb64(kv.get("value", "")))
-                change = SharedChange(kind, key, value)
-                self.shared.delete_topics_of(change)  # (before the transaction: the same locks as a topic's)
-                # the revision is checked, and a cluster, tenant or namespace applied, in one catalog transaction:
-                # a change made here writes its revision inside its own, so an older event never overwrites it
-                # (a partitioned topic is applied after: creating or deleting one takes locks the catalog's
-                # users hold while they wait for the catalog)
-                with metadata.transaction():
-                    if not self._newer(path, revision):
-                        continue  # (written here, or older than what was)
-                    if kind != "topic":
-                        changed |= self._apply(change)
-                if kind == "topic":
-                    changed |= self._apply(change)
-            try:
-                changed |= self.shared.cascade(namespaces)
-            except Exception:  # (logged; the next change or start looks again)
-                logger.exception("configuration store: cascading deletions in %s failed", ", ".join(namespaces))
-        if changed:
-            self.broker.catalog.policies_changed()
+                incoming.append(Incoming(SharedChange(*entity, value), partial(self._newer, path, revision),
+                                         partial(self._record, path, revision)))
+            self.shared.apply_incoming(incoming)
