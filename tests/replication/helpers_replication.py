@@ -32,6 +32,15 @@ class Cluster:
         assert status in (200, 204), (self.name, method, path, status, answer)
         return answer
 
+    def answer(self, path: str) -> object:
+        """GET `path`: its JSON when 200, else the status."""
+        status, answer = self.rest("GET", path)
+        return answer if status == 200 else status
+
+    def topics(self) -> list[str]:
+        """The names of the cluster's topics."""
+        return [topic["name"] for topic in self.ok("GET", "/seglog/v1/topics")]
+
     def client(self):
         return self.server.client()
 
@@ -82,6 +91,32 @@ def start_shared_clusters(root: Path, store: str, *names: str) -> dict[str, Clus
         stop_clusters(clusters)
         raise
     return clusters
+
+
+def start_synchronized_clusters(root: Path, topic: str, *names: str) -> dict[str, Cluster]:
+    """Clusters `names` synchronizing their configuration through `topic` (--configuration-sync-topic),
+    bootstrapped as docs/REPLICATION.md says: each registers the others, makes the topic's tenant and namespace
+    with all of them as its clusters, and is restarted with the option."""
+    clusters = start_clusters(root, *names)
+    try:
+        tenant, namespace, _ = topic.split("/")
+        for cluster in clusters.values():
+            cluster.ok("PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": list(names)})
+            cluster.ok("PUT", f"/admin/v2/namespaces/{tenant}/{namespace}", {"replication_clusters": list(names)})
+        for cluster in clusters.values():
+            cluster.stop()
+            cluster.options = ("--configuration-sync-topic", topic)
+            cluster.restart()
+    except BaseException:
+        stop_clusters(clusters)
+        raise
+    return clusters
+
+
+def everywhere(clusters: dict[str, Cluster], path: str, expected) -> None:
+    """Wait (bounded) until GET `path` answers `expected` on every cluster."""
+    for cluster in clusters.values():
+        wait_until(lambda cluster=cluster: cluster.answer(path) == expected)
 
 
 def stop_clusters(clusters: dict[str, Cluster]) -> None:

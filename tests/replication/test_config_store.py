@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_etcd import free_port, start_etcd
-from helpers_replication import read_all, start_shared_clusters, stop_clusters, wait_until
+from helpers_replication import everywhere, read_all, start_shared_clusters, stop_clusters, wait_until
 from helpers_server import refused_serve
 from seglog.cli import main
 
@@ -34,78 +34,63 @@ def shared(tmp_path, etcd):
     stop_clusters(clusters)
 
 
-def _answer(cluster, path):
-    status, answer = cluster.rest("GET", path)
-    return answer if status == 200 else status
-
-
-def _everywhere(clusters, path, expected) -> None:
-    """Wait (bounded) until GET `path` answers `expected` on every cluster."""
-    for cluster in clusters.values():
-        wait_until(lambda cluster=cluster: _answer(cluster, path) == expected)
-
-
 def _make_namespace(clusters, on: str = "east", names=("east", "west")) -> None:
     clusters[on].ok("PUT", "/admin/v2/tenants/acme", {"allowedClusters": []})
-    _everywhere(clusters, "/admin/v2/tenants/acme", {"adminRoles": [], "allowedClusters": []})
+    everywhere(clusters, "/admin/v2/tenants/acme", {"adminRoles": [], "allowedClusters": []})
     clusters[on].ok("PUT", NS, {"replication_clusters": list(names)})
-    _everywhere(clusters, f"{NS}/replication", sorted(names))
-
-
-def _topics(cluster) -> list[str]:
-    return [topic["name"] for topic in cluster.ok("GET", "/seglog/v1/topics")]
+    everywhere(clusters, f"{NS}/replication", sorted(names))
 
 
 def test_clusters_tenants_namespaces_and_their_policies_made_on_one_cluster_are_seen_on_all(shared):
     # every cluster registered itself in the store: none registered the others
-    _everywhere(shared, "/admin/v2/clusters", ["east", "north", "west"])
+    everywhere(shared, "/admin/v2/clusters", ["east", "north", "west"])
     west = shared["north"].ok("GET", "/admin/v2/clusters/west")
     assert west["serviceUrl"] == shared["west"].server.http_url
     assert west["brokerServiceUrl"] == shared["west"].server.pulsar_url
     _make_namespace(shared, on="west")
     shared["north"].ok("POST", f"{NS}/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10})
-    _everywhere(shared, f"{NS}/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10})
+    everywhere(shared, f"{NS}/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10})
     shared["east"].ok("POST", f"{NS}/permissions/reader", ["consume"])
-    _everywhere(shared, f"{NS}/permissions", {"reader": ["consume"]})
+    everywhere(shared, f"{NS}/permissions", {"reader": ["consume"]})
     shared["west"].ok("POST", f"{NS}/allowedClusters", ["east", "west", "north"])
-    _everywhere(shared, f"{NS}/allowedClusters", ["east", "north", "west"])
+    everywhere(shared, f"{NS}/allowedClusters", ["east", "north", "west"])
     shared["east"].ok("PUT", "/admin/v2/namespaces/acme/spare")
-    _everywhere(shared, "/admin/v2/namespaces/acme", ["acme/orders", "acme/spare"])
+    everywhere(shared, "/admin/v2/namespaces/acme", ["acme/orders", "acme/spare"])
     shared["north"].ok("DELETE", "/admin/v2/namespaces/acme/spare")
-    _everywhere(shared, "/admin/v2/namespaces/acme", ["acme/orders"])
+    everywhere(shared, "/admin/v2/namespaces/acme", ["acme/orders"])
 
 
 def test_a_partitioned_topic_made_on_one_cluster_is_on_all_and_grows(shared):
     _make_namespace(shared, names=("east", "west", "north"))
     path = "/admin/v2/persistent/acme/orders/events/partitions"
     shared["east"].ok("PUT", path, 3)
-    _everywhere(shared, path, {"partitions": 3})
+    everywhere(shared, path, {"partitions": 3})
     # growing a topic its replicators read is refused (they would go on with the partitions they started with):
     # growth travels where nothing replicates it (a namespace without clusters is each cluster's local one)
     shared["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
     wait_until(lambda: "acme/plain" in shared["north"].ok("GET", "/admin/v2/namespaces/acme"))  # (it travels)
     plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
     shared["north"].ok("PUT", plain, 2)
-    _everywhere(shared, plain, {"partitions": 2})
+    everywhere(shared, plain, {"partitions": 2})
     shared["west"].ok("POST", plain, 5)
-    _everywhere(shared, plain, {"partitions": 5})
+    everywhere(shared, plain, {"partitions": 5})
     # a non-partitioned topic is each cluster's own
     shared["east"].ok("PUT", "/seglog/v1/topics/acme/orders/local", {"partitions": 1})
-    assert "acme/orders/local" not in _topics(shared["north"])
+    assert "acme/orders/local" not in shared["north"].topics()
 
 
 def test_a_partitioned_topic_deleted_on_one_cluster_goes_everywhere(shared):
     _make_namespace(shared, names=("east", "west", "north"))
     path = "/admin/v2/persistent/acme/orders/events/partitions"
     shared["east"].ok("PUT", path, 3)
-    _everywhere(shared, path, {"partitions": 3})
+    everywhere(shared, path, {"partitions": 3})
     shared["north"].ok("DELETE", "/seglog/v1/topics/acme/orders/events?force=true")
     for cluster in shared.values():
-        wait_until(lambda cluster=cluster: "acme/orders/events" not in _topics(cluster))
+        wait_until(lambda cluster=cluster: "acme/orders/events" not in cluster.topics())
     # nothing brought it back: no replicator made the partitioned topic again, nor a partition's name a topic
     for name, cluster in shared.items():
-        assert [topic for topic in _topics(cluster) if topic.startswith("acme/orders/events")] == [], name
-        assert _answer(cluster, path) == {"partitions": 0}, name
+        assert [topic for topic in cluster.topics() if topic.startswith("acme/orders/events")] == [], name
+        assert cluster.answer(path) == {"partitions": 0}, name
 
 
 def test_namespace_replication_is_two_way_with_one_shared_config(shared):
@@ -126,8 +111,8 @@ def test_concurrent_changes_end_the_same_everywhere(shared):
         thread.start()
     for thread in threads:
         thread.join(30)
-    wait_until(lambda: len({_answer(cluster, f"{NS}/messageTTL") for cluster in shared.values()}) == 1)
-    assert _answer(shared["east"], f"{NS}/messageTTL") in (100, 200, 300)
+    wait_until(lambda: len({cluster.answer(f"{NS}/messageTTL") for cluster in shared.values()}) == 1)
+    assert shared["east"].answer(f"{NS}/messageTTL") in (100, 200, 300)
 
 
 def test_a_cluster_left_out_of_the_namespace_deletes_its_topics_but_those_a_global_policy_keeps(shared):
@@ -135,22 +120,22 @@ def test_a_cluster_left_out_of_the_namespace_deletes_its_topics_but_those_a_glob
     for topic in ("kept", "dropped"):
         shared["east"].ok("PUT", f"/admin/v2/persistent/acme/orders/{topic}/partitions", 2)
         for name in ("east", "west"):
-            wait_until(lambda name=name, topic=topic: f"acme/orders/{topic}" in _topics(shared[name]))
+            wait_until(lambda name=name, topic=topic: f"acme/orders/{topic}" in shared[name].topics())
     shared["west"].ok("POST", "/admin/v2/persistent/acme/orders/kept/replication?isGlobal=true", ["east", "west"])
-    wait_until(lambda: _answer(shared["east"], "/admin/v2/persistent/acme/orders/kept/replication?isGlobal=true")
+    wait_until(lambda: shared["east"].answer("/admin/v2/persistent/acme/orders/kept/replication?isGlobal=true")
                == ["east", "west"])
     shared["east"].ok("POST", f"{NS}/replication", ["east"])
-    wait_until(lambda: "acme/orders/dropped" not in _topics(shared["west"]))
-    assert "acme/orders/kept" in _topics(shared["west"])
-    assert {"acme/orders/kept", "acme/orders/dropped"} <= set(_topics(shared["east"]))
+    wait_until(lambda: "acme/orders/dropped" not in shared["west"].topics())
+    assert "acme/orders/kept" in shared["west"].topics()
+    assert {"acme/orders/kept", "acme/orders/dropped"} <= set(shared["east"].topics())
     # the protected topic still replicates, both ways
     topic = "persistent://acme/orders/kept"
     shared["west"].client().create_producer(topic).send(b"still here")
     assert [m.data() for m in read_all(shared["east"], topic, expected=1)] == [b"still here"]
     # leaving the allowed clusters deletes it whatever its policies
     shared["north"].ok("POST", f"{NS}/allowedClusters", ["east"])
-    wait_until(lambda: "acme/orders/kept" not in _topics(shared["west"]))
-    assert {"acme/orders/kept", "acme/orders/dropped"} <= set(_topics(shared["east"]))
+    wait_until(lambda: "acme/orders/kept" not in shared["west"].topics())
+    assert {"acme/orders/kept", "acme/orders/dropped"} <= set(shared["east"].topics())
 
 
 def _cli(cluster, *args, answer: str | None = None):
@@ -160,11 +145,11 @@ def _cli(cluster, *args, answer: str | None = None):
 def test_the_cli_asks_before_a_namespace_change_deletes_topics_elsewhere(shared):
     _make_namespace(shared)
     shared["east"].ok("PUT", "/admin/v2/persistent/acme/orders/events/partitions", 2)
-    wait_until(lambda: "acme/orders/events" in _topics(shared["west"]))
+    wait_until(lambda: "acme/orders/events" in shared["west"].topics())
     refused = _cli(shared["east"], "namespaces", "set-clusters", "acme/orders", "--clusters", "east", answer="n\n")
     assert refused.exit_code == 1, refused.output
     assert "west: acme/orders/events" in refused.output and "Continue?" in refused.output
-    assert _answer(shared["west"], f"{NS}/replication") == ["east", "west"]
+    assert shared["west"].answer(f"{NS}/replication") == ["east", "west"]
     refused = _cli(shared["east"], "namespaces", "set-allowed-clusters", "acme/orders", "--clusters", "east,north",
                    answer="n\n")
     assert refused.exit_code == 1 and "west: acme/orders/events" in refused.output, refused.output
@@ -173,15 +158,15 @@ def test_the_cli_asks_before_a_namespace_change_deletes_topics_elsewhere(shared)
     assert widened.exit_code == 0, widened.output
     done = _cli(shared["east"], "namespaces", "set-clusters", "acme/orders", "--clusters", "east", "--force")
     assert done.exit_code == 0 and "Continue?" not in done.output, done.output
-    wait_until(lambda: "acme/orders/events" not in _topics(shared["west"]))
+    wait_until(lambda: "acme/orders/events" not in shared["west"].topics())
 
 
 def test_a_restarted_cluster_takes_what_changed_while_it_was_down(shared):
     _make_namespace(shared, names=("east", "west", "north"))
     shared["east"].ok("PUT", "/admin/v2/namespaces/acme/old")
     shared["east"].ok("PUT", "/admin/v2/persistent/acme/orders/gone/partitions", 2)
-    _everywhere(shared, "/admin/v2/namespaces/acme", ["acme/old", "acme/orders"])
-    wait_until(lambda: "acme/orders/gone" in _topics(shared["west"]))
+    everywhere(shared, "/admin/v2/namespaces/acme", ["acme/old", "acme/orders"])
+    wait_until(lambda: "acme/orders/gone" in shared["west"].topics())
     shared["west"].stop()
     shared["east"].ok("PUT", "/admin/v2/tenants/later", {"allowedClusters": []})
     shared["east"].ok("DELETE", "/admin/v2/namespaces/acme/old")
@@ -194,10 +179,10 @@ def test_a_restarted_cluster_takes_what_changed_while_it_was_down(shared):
     assert west.ok("GET", "/admin/v2/namespaces/acme") == ["acme/orders"]
     assert west.ok("GET", f"{NS}/messageTTL") == 120
     assert west.ok("GET", f"{NS}/replication") == ["east", "north"]
-    assert not [topic for topic in _topics(west) if topic.startswith("acme/orders/")]
+    assert not [topic for topic in west.topics() if topic.startswith("acme/orders/")]
     # and it follows the store again
     shared["north"].ok("POST", f"{NS}/messageTTL", 60)
-    wait_until(lambda: _answer(west, f"{NS}/messageTTL") == 60)
+    wait_until(lambda: west.answer(f"{NS}/messageTTL") == 60)
 
 
 def test_configuration_store_urls_are_checked_and_an_unreachable_one_is_a_clear_error(tmp_path):

@@ -79,6 +79,11 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               help="Share clusters, tenants, namespaces and partitioned topics with the other clusters that use "
                    "this etcd (Pulsar's configurationMetadataStoreUrl; docs/REPLICATION.md, Configuration "
                    "stores). Default: this data directory's own (independent stores).")
+@click.option("--configuration-sync-topic", default=None, metavar="TENANT/NS/TOPIC",
+              help="Synchronize clusters, tenants, namespaces and partitioned topics with the other clusters "
+                   "through this topic, whose namespace replicates to all of them (Pulsar's "
+                   "configurationMetadataSyncEventTopic, PIP-136; docs/REPLICATION.md, Configuration stores). "
+                   "Not with --configuration-store.")
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
@@ -88,7 +93,8 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
           tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
-          max_message_size: int, configuration_store: str | None, log_level: str) -> None:
+          max_message_size: int, configuration_store: str | None, configuration_sync_topic: str | None,
+          log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
     \b
@@ -102,13 +108,20 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           --tls-cert-file server.pem --tls-key-file server.key --tls-trust-certs-file ca.pem \\
           --auth-tls --auth-basic-file .htpasswd --superuser-roles admin
       seglog --data ./east serve --cluster east --configuration-store etcd://127.0.0.1:2379
+      seglog --data ./east serve --cluster east --configuration-sync-topic seglog/config/events
     """
     from seglog.replication.config_store import parse_etcd_url
+    from seglog.replication.config_sync import parse_sync_topic
     from seglog.replication.service import ReplicationService
     from seglog.server import ServeOptions, run
 
-    if configuration_store is not None:
-        parse_etcd_url(configuration_store)  # (refused before anything is opened)
+    if configuration_store is not None and configuration_sync_topic is not None:
+        raise click.UsageError("--configuration-store and --configuration-sync-topic exclude each other: the "
+                               "configuration is shared through etcd or synchronized through a topic, not both")
+    if configuration_store is not None:  # (refused before anything is opened)
+        parse_etcd_url(configuration_store)
+    if configuration_sync_topic is not None:
+        parse_sync_topic(configuration_sync_topic)
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
@@ -121,4 +134,5 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
     def ready(urls: tuple[str, ...]) -> None:
         click.echo(" ".join(urls))
 
-    run(options, ready, partial(ReplicationService, configuration_store=configuration_store))
+    run(options, ready, partial(ReplicationService, configuration_store=configuration_store,
+                                configuration_sync_topic=configuration_sync_topic))

@@ -38,6 +38,7 @@ from seglog.errors import NotFoundError
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.config_store import EtcdConfigurationStore
+from seglog.replication.config_sync import ConfigurationSync
 from seglog.replication.replicated_subscriptions import ReplicatedSubscriptions
 from seglog.replication.replicator import Replicator
 from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_name
@@ -65,12 +66,15 @@ class _Key:
 
 class ReplicationService:
     def __init__(self, broker: Broker, local: str, executor: Executor, *,
-                 configuration_store: str | None = None) -> None:
+                 configuration_store: str | None = None, configuration_sync_topic: str | None = None) -> None:
         self.broker = broker
         self.local = local
         # with `configuration_store` (etcd://...), the catalog mirrors that shared store (config_store.py)
         self.configuration_store = (None if configuration_store is None
                                     else EtcdConfigurationStore(broker, local, configuration_store))
+        # with `configuration_sync_topic`, it is synchronized through that replicated topic (config_sync.py)
+        self.configuration_sync = (None if configuration_sync_topic is None
+                                   else ConfigurationSync(broker, local, configuration_sync_topic))
         self._executor = executor
         self._replicators: dict[_Key, Replicator] = {}
         # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
@@ -113,11 +117,15 @@ class ReplicationService:
         self.broker.catalog.on_topic_created(created)
         self._task = loop.create_task(self._run())
         self.subscriptions.start()
+        if self.configuration_sync is not None:  # (after `created`: a sync topic made now replicates from its start)
+            self.configuration_sync.start()
 
     async def stop(self) -> None:
         self._stopped = True
         if self.configuration_store is not None:
             self.configuration_store.stop()
+        if self.configuration_sync is not None:
+            self.configuration_sync.stop()
         await self.subscriptions.stop()
         if self._task is not None:
             self._task.cancel()
@@ -340,7 +348,7 @@ class ReplicationService:
             raise RemoteUnavailable(f"cluster {remote.name} has {topic} with {found} partitions, this cluster "
                                     f"{'with ' + str(partitions) if partitions > 1 else 'not partitioned'}: nothing "
                                     "is replicated until they match")
-        if self.configuration_store is not None:
+        if self.broker.catalog.configuration_store is not None:  # (shared or synchronized)
             raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic} yet: the shared "
                                     "configuration store makes it there (or has deleted it)")
         if not self.broker.config.create_topic_to_remote_cluster_for_replication:

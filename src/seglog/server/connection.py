@@ -23,7 +23,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import DUPLICATE_ID, UINT64_MINUS_ONE, message_id
-from seglog.server.protocol.metadata import REPLICATOR_PREFIX
+from seglog.server.protocol.metadata import REPLICATOR_PREFIX, reserved_subscription
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -672,10 +672,10 @@ _NO_REQUEST = UINT64_MINUS_ONE  # the request id of a command the server starts 
 def _check_subscribe_features(request: api.CommandSubscribe) -> None:
     """Refuse at SUBSCRIBE time what this server does not do yet, where the client reports it at once."""
     _check_schema(request)
-    if request.durable and request.subscription.startswith(REPLICATOR_PREFIX):
-        raise ServerFailure(api.NotAllowedError, f"subscription {request.subscription!r}: names starting with "
-                                                 f"{REPLICATOR_PREFIX!r} are replicators' cursors, which clients "
-                                                 "may not consume (as in Pulsar)")
+    reserved = reserved_subscription(request.subscription) if request.durable else None
+    if reserved is not None:
+        raise ServerFailure(api.NotAllowedError, f"subscription {request.subscription!r}: {reserved}, which "
+                                                 "clients may not consume (as in Pulsar)")
 
 
 def _address(peer: object) -> str:

@@ -41,6 +41,10 @@ CHUNK = "pulsar.chunk"
 # Pulsar's replicatorPrefix: a producer named `pulsar.repl.A-->B` is cluster A's replicator to B, and a
 # subscription named `pulsar.repl.B` is a replicator's cursor
 REPLICATOR_PREFIX = "pulsar.repl."
+# the durable subscription through which `seglog serve --configuration-sync-topic` applies the configuration
+# changes of other clusters (replication/config_sync.py); not under REPLICATOR_PREFIX, where a cursor
+# `pulsar.repl.X` is read as the replicator to cluster X (stats) and X may be any cluster's name
+CONFIGURATION_SYNC_SUBSCRIPTION = "seglog.configuration-sync"
 MARKER_PRODUCER = "pulsar.marker"  # the producer name of Pulsar's marker entries
 LOCAL_ONLY = "__local__"  # replicate_to of a message sent with disable_replication: no other cluster
 COMPRESSION = "pulsar.compression"
@@ -87,6 +91,16 @@ def replicator_origin(producer_name: str) -> str | None:
         return None
     origin = producer_name[len(REPLICATOR_PREFIX):].split("-->", 1)[0]
     return origin or None
+
+
+def reserved_subscription(name: str) -> str | None:
+    """Why clients may not consume the durable subscription `name` (a cursor the server keeps for itself, as
+    Pulsar keeps replicators' cursors), or None when they may."""
+    if name.startswith(REPLICATOR_PREFIX):
+        return f"names starting with {REPLICATOR_PREFIX!r} are replicators' cursors"
+    if name == CONFIGURATION_SYNC_SUBSCRIPTION:
+        return "it is the cursor of the synchronized configuration store (--configuration-sync-topic)"
+    return None
 
 
 def replication_key(origin: str) -> str:
