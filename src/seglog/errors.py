@@ -184,5 +184,6 @@ class ServerRunningError(SeglogError):
 
 class ConfigurationStoreError(SeglogError):
     """The shared configuration store (`seglog serve --configuration-store etcd://...`) could not be reached or
-    refused a request: at start, the server does not start; later, the change that needed it is refused and
-    nothing changed. Names the store."""
+    refused a request, or the synchronized one's topic (`--configuration-sync-topic`) could not be made or
+    written: at start, the server does not start; later, the change that needed it is refused and nothing
+    changed. Names the store or the topic."""

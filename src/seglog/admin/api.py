@@ -365,11 +365,12 @@ class Namespaces(PolicyLevel):
     def cascading_deletions(self, name: str, *, clusters: Collection[str] | None = None,
                             allowed_clusters: Collection[str] | None = None) -> dict[str, Names]:
         """What setting the namespace's clusters (or, given instead, its allowed clusters) would delete, when
-        the clusters share their configuration (`seglog serve --configuration-store`): by each registered
-        cluster the change leaves out of the namespace, the namespace's topics this cluster knows that it would
-        delete (for a clusters change, not those a global replication policy listing it keeps, nor, on this
-        cluster, those a local policy keeps). A cluster named also deletes any topic of the namespace that only
-        it has. {} with independent stores, where a namespace change only stops replication."""
+        the clusters share their configuration (`seglog serve --configuration-store`, or synchronize it with
+        `--configuration-sync-topic`): by each registered cluster the change leaves out of the namespace, the
+        namespace's topics this cluster knows that it would delete (for a clusters change, not those a global
+        replication policy listing it keeps, nor, on this cluster, those a local policy keeps). A cluster named
+        also deletes any topic of the namespace that only it has. {} with independent stores, where a namespace
+        change only stops replication."""
         if (clusters is None) == (allowed_clusters is None):
             raise InvalidArgumentError("clusters / allowed_clusters", None, "exactly one of them: the change asked "
                                        "about")

@@ -96,14 +96,15 @@ class Catalog:
 
     @property
     def configuration_store(self) -> str | None:
-        """The shared configuration store this catalog mirrors (`seglog serve --configuration-store`), None
-        when its clusters, tenants and namespaces are its own (independent stores)."""
+        """The shared configuration store this catalog mirrors (`seglog serve --configuration-store`), or the
+        topic it is synchronized through (`--configuration-sync-topic`, as `persistent://...`); None when its
+        clusters, tenants and namespaces are its own (independent stores)."""
         return self._configuration_store
 
     def share_configuration(self, store: str) -> None:
         """The clusters, tenants, namespaces and partitioned topics here mirror the shared store `store` from
-        now on (replication/config_store.py keeps them so): a namespace change then deletes topics on the
-        clusters it leaves out (Namespaces.cascading_deletions says which)."""
+        now on (replication/config_store.py, or config_sync.py through a topic, keeps them so): a namespace
+        change then deletes topics on the clusters it leaves out (Namespaces.cascading_deletions says which)."""
         self._configuration_store = store
 
     def replication_clusters(self, name: TopicName, local_cluster: str) -> frozenset[str]:

@@ -243,9 +243,9 @@ def _confirm_deletions(admin: Any, name: str, **change: list[str]) -> None:
 def set_clusters(data: DataDir, namespace: str, clusters: list[str], force: bool) -> None:
     """Set the clusters the namespace's topics replicate among (their topic-level replication clusters aside).
 
-    With a shared configuration store, a cluster this leaves out deletes the namespace's topics, but those whose
-    replication policy lists it: asks first, naming the clusters and topics, unless --force; answering no
-    changes nothing and exits with code 1.
+    With a shared (or synchronized) configuration store, a cluster this leaves out deletes the namespace's
+    topics, but those whose replication policy lists it: asks first, naming the clusters and topics, unless
+    --force; answering no changes nothing and exits with code 1.
 
     \b
     Example:
@@ -282,9 +282,9 @@ def set_allowed_clusters(data: DataDir, namespace: str, allowed_clusters: list[s
     """Set the clusters the namespace's topics may reach at all (PIP-321): a topic's replication clusters and a
     message's replication list stay within them.
 
-    With a shared configuration store, a cluster this leaves out deletes every topic of the namespace, whatever
-    its replication policy: asks first, naming the clusters and topics, unless --force; answering no changes
-    nothing and exits with code 1.
+    With a shared (or synchronized) configuration store, a cluster this leaves out deletes every topic of the
+    namespace, whatever its replication policy: asks first, naming the clusters and topics, unless --force;
+    answering no changes nothing and exits with code 1.
 
     \b
     Example:
