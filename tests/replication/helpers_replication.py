@@ -119,6 +119,22 @@ def everywhere(clusters: dict[str, Cluster], path: str, expected) -> None:
         wait_until(lambda cluster=cluster: cluster.answer(path) == expected)
 
 
+def check_growth_travels(clusters: dict[str, Cluster]) -> None:
+    """With a shared or synchronized configuration (clusters east, west and north, tenant acme made): a
+    partitioned topic made on one cluster and grown on another has its partitions on all, and a non-partitioned
+    one stays where it was made. In a namespace without clusters, each cluster's own: growing a topic its
+    replicators read is refused (they would go on with the partitions they started with)."""
+    clusters["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
+    wait_until(lambda: "acme/plain" in clusters["north"].answer("/admin/v2/namespaces/acme"))  # (it travels)
+    plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
+    clusters["north"].ok("PUT", plain, 2)
+    everywhere(clusters, plain, {"partitions": 2})
+    clusters["west"].ok("POST", plain, 5)
+    everywhere(clusters, plain, {"partitions": 5})
+    clusters["east"].ok("PUT", "/seglog/v1/topics/acme/plain/local", {"partitions": 1})
+    assert "acme/plain/local" not in clusters["north"].topics()
+
+
 def stop_clusters(clusters: dict[str, Cluster]) -> None:
     """Stop every cluster still running (each by its pid), all of them even when one fails to stop cleanly;
     then the first such failure is raised."""

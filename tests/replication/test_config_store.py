@@ -13,7 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_etcd import free_port, start_etcd
-from helpers_replication import everywhere, read_all, start_shared_clusters, stop_clusters, wait_until
+from helpers_replication import (
+    check_growth_travels,
+    everywhere,
+    read_all,
+    start_shared_clusters,
+    stop_clusters,
+    wait_until,
+)
 from helpers_server import refused_serve
 from seglog.cli import main
 
@@ -65,18 +72,7 @@ def test_a_partitioned_topic_made_on_one_cluster_is_on_all_and_grows(shared):
     path = "/admin/v2/persistent/acme/orders/events/partitions"
     shared["east"].ok("PUT", path, 3)
     everywhere(shared, path, {"partitions": 3})
-    # growing a topic its replicators read is refused (they would go on with the partitions they started with):
-    # growth travels where nothing replicates it (a namespace without clusters is each cluster's local one)
-    shared["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
-    wait_until(lambda: "acme/plain" in shared["north"].ok("GET", "/admin/v2/namespaces/acme"))  # (it travels)
-    plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
-    shared["north"].ok("PUT", plain, 2)
-    everywhere(shared, plain, {"partitions": 2})
-    shared["west"].ok("POST", plain, 5)
-    everywhere(shared, plain, {"partitions": 5})
-    # a non-partitioned topic is each cluster's own
-    shared["east"].ok("PUT", "/seglog/v1/topics/acme/orders/local", {"partitions": 1})
-    assert "acme/orders/local" not in shared["north"].topics()
+    check_growth_travels(shared)
 
 
 def test_a_partitioned_topic_deleted_on_one_cluster_goes_everywhere(shared):

@@ -15,15 +15,15 @@ from contextlib import contextmanager
 
 import pytest
 
-from helpers_replication import everywhere, start_synchronized_clusters, stop_clusters, wait_until
+from helpers_replication import check_growth_travels, everywhere, start_synchronized_clusters, stop_clusters, wait_until
 from helpers_server import pulsar, refused_serve
 from seglog.broker import Broker
 from seglog.catalog.metadata import SharedChange
 from seglog.catalog.stamps import Stamp
 from seglog.clock import ManualClock
-from seglog.errors import ConfigurationStoreError, NotFoundError
+from seglog.errors import ConfigurationStoreError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName
-from seglog.replication.config_sync import ConfigurationSync, SyncEvent
+from seglog.replication.config_sync import ConfigurationSync, SyncEvent, parse_sync_topic
 from seglog.server.protocol.metadata import CONFIGURATION_SYNC_SUBSCRIPTION
 
 SYNC_TOPIC = "sync/config/events"
@@ -57,16 +57,7 @@ def test_configuration_made_on_one_cluster_is_seen_on_all(synchronized):
     # a partitioned topic made on one cluster is made on all, with its partitions
     synchronized["east"].ok("PUT", "/admin/v2/persistent/acme/orders/events/partitions", 3)
     everywhere(synchronized, "/admin/v2/persistent/acme/orders/events/partitions", {"partitions": 3})
-    # and grows on all where nothing replicates it (growing a topic its replicators read is refused): in a
-    # namespace without clusters, each cluster's own; a non-partitioned topic there stays where it was made
-    synchronized["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
-    wait_until(lambda: "acme/plain" in synchronized["north"].answer("/admin/v2/namespaces/acme"))
-    plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
-    synchronized["north"].ok("PUT", plain, 2)
-    everywhere(synchronized, plain, {"partitions": 2})
-    synchronized["west"].ok("POST", plain, 5)
-    everywhere(synchronized, plain, {"partitions": 5})
-    synchronized["east"].ok("PUT", "/seglog/v1/topics/acme/plain/local", {"partitions": 1})
+    check_growth_travels(synchronized)
     # a cluster registered on one cluster, and a namespace deleted on another
     synchronized["north"].ok("PUT", "/admin/v2/clusters/south", {"serviceUrl": "http://127.0.0.1:1"})
     everywhere(synchronized, "/admin/v2/clusters", ["east", "north", "south", "west"])
@@ -74,7 +65,6 @@ def test_configuration_made_on_one_cluster_is_seen_on_all(synchronized):
     everywhere(synchronized, "/admin/v2/namespaces/acme", ["acme/orders", "acme/plain", "acme/spare"])
     synchronized["west"].ok("DELETE", "/admin/v2/namespaces/acme/spare")
     everywhere(synchronized, "/admin/v2/namespaces/acme", ["acme/orders", "acme/plain"])
-    assert "acme/plain/local" not in synchronized["north"].topics()
 
 
 def test_concurrent_changes_of_a_policy_end_the_same_everywhere(synchronized):
@@ -127,9 +117,12 @@ def test_clients_may_not_consume_the_sync_subscription(synchronized):
 
 
 def test_bad_options_are_refused(tmp_path):
-    for given in ("events", "sync/events", "sync/config/events/more", "sync/config/.events"):
-        refused = refused_serve(tmp_path / "d", "--configuration-sync-topic", given)
-        assert "invalid --configuration-sync-topic" in refused and "TENANT/NAMESPACE/TOPIC" in refused, refused
+    for given in ("events", "sync/events", "sync/config/events/more", "sync/config/.events", "http://a/b/c"):
+        with pytest.raises(InvalidArgumentError, match="invalid --configuration-sync-topic .*TENANT/NAMESPACE/TOPIC"):
+            parse_sync_topic(given)
+    assert parse_sync_topic(f"persistent://{SYNC_TOPIC}") == TopicName.parse(SYNC_TOPIC)
+    refused = refused_serve(tmp_path / "d", "--configuration-sync-topic", "sync/events")
+    assert "invalid --configuration-sync-topic 'sync/events'" in refused and "TENANT/NAMESPACE/TOPIC" in refused
     refused = refused_serve(tmp_path / "d", "--configuration-sync-topic", SYNC_TOPIC,
                             "--configuration-store", "etcd://127.0.0.1:2379")
     assert "--configuration-store and --configuration-sync-topic exclude each other" in refused, refused

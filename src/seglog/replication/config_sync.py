@@ -124,6 +124,8 @@ class ConfigurationSync:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Check that the topic's namespace exists (ConfigurationStoreError naming what to create), make the
+        topic if it is new, and begin: changes made here are written to it, and its events are applied."""
         metadata = self.broker.catalog.metadata
         namespace = self.topic.namespace_name
         try:
