@@ -23,7 +23,7 @@ from seglog.catalog.stamps import Stamp
 from seglog.clock import ManualClock
 from seglog.errors import ConfigurationStoreError, InvalidArgumentError, NotFoundError
 from seglog.names import NamespaceName, TopicName
-from seglog.replication.config_sync import ConfigurationSync, SyncEvent, parse_sync_topic
+from seglog.replication.config_sync import SEGMENT_SIZE, ConfigurationSync, SyncEvent, parse_sync_topic
 from seglog.server.protocol.metadata import CONFIGURATION_SYNC_SUBSCRIPTION
 
 SYNC_TOPIC = "sync/config/events"
@@ -207,6 +207,7 @@ def test_a_change_is_stamped_and_written_in_its_transaction_and_refused_when_it_
         metadata.set_tenant_config("acme", {"admin_roles": ["ops"]})  # (the same ms: the stamp still moves on)
         assert metadata.shared_stamp("tenant", "acme") == Stamp(5_001, "east")
         assert broker.store.end_offset(TopicName.parse(SYNC_TOPIC), 0) == 2
+        assert broker.topic(SYNC_TOPIC).config.segment_size == SEGMENT_SIZE  # (made small: its events are)
         broker.delete_topic(SYNC_TOPIC, force=True)
         with pytest.raises(ConfigurationStoreError, match=f"the configuration sync topic {SYNC_TOPIC} could not"):
             metadata.create_tenant("later", {})

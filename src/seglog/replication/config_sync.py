@@ -56,6 +56,9 @@ logger = logging.getLogger("seglog.replication.config_sync")
 OPTION = "--configuration-sync-topic"
 ACCEPTED = ("TENANT/NAMESPACE/TOPIC or persistent://TENANT/NAMESPACE/TOPIC (each part ASCII letters, digits and "
             "_ - . = :), a topic in a namespace that replicates to every synchronized cluster")
+# configuration events are small: the topic needs no segments of the broker's default size (1 GiB, allocated on
+# disk before anything is written), on every cluster; set when this cluster makes the topic
+SEGMENT_SIZE = 4 << 20
 READ_MOST = 100  # events read and applied at a time
 POLL_S = 1.0  # the fallback wait for what no append signal says
 RETRY_S = 1.0  # after a batch that failed (it is read again)
@@ -140,7 +143,7 @@ class ConfigurationSync:
                            "stay here until its clusters name the others", namespace)
         name = str(self.topic)
         try:
-            self.broker.create_topic(name, 1, {})  # (its replication cursors start at its start)
+            self.broker.create_topic(name, 1, {"segment_size": SEGMENT_SIZE})  # (replicated from its start)
         except TopicExistsError:
             pass  # (made at an earlier start, or by another cluster's replicator)
         ref = self.broker.topic(name)
