@@ -236,9 +236,10 @@ def _replication_to(cluster, remote: str, topic: str = "spread") -> dict:
 
 
 def test_a_remote_topic_of_another_type_gets_nothing_and_stats_say_why(two):
-    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    # both made before replication is on: else west's replicator may make its topic on east first
     two["west"].ok("PUT", "/admin/v2/persistent/public/default/spread")  # non-partitioned on west
     two["east"].ok("PUT", "/admin/v2/persistent/public/default/spread/partitions", 2)
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
     two["east"].client().create_producer("persistent://public/default/spread").send(b"stays on east")
     wait_until(lambda: "non-partitioned" in _replication_to(two["east"], "west").get("lastError", ""))
     assert _replication_to(two["east"], "west")["connected"] is False
