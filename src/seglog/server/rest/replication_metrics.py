@@ -41,7 +41,6 @@ class ReplicationCollector:
         self._ctx = ctx
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._snapshots()
         ctx = self._ctx
         rows: list[tuple[list[str], dict[str, Any]]] = []
         for name in ctx.broker.catalog.topic_names():
@@ -50,6 +49,7 @@ class ReplicationCollector:
                 rows.append(([*topic_labels(ctx.broker, ref), remote], figures))
         if not rows:
             return  # (no families at all: /metrics then reads as `seglog metrics` on the data directory)
+        yield from self._snapshots()
         for name, key, text in GAUGES:
             family = GaugeMetricFamily(name, text, labels=LABELS)
             for labels, figures in rows:
@@ -67,7 +67,8 @@ class ReplicationCollector:
         yield from (connected, disconnected)
 
     def _snapshots(self) -> Iterator[Metric]:
-        """Broker-wide, as Pulsar's: replicated subscriptions' snapshot attempts in progress and timed out."""
+        """Broker-wide, as Pulsar's: replicated subscriptions' snapshot attempts in progress, timed out and
+        completed (only once something replicates, as every replication metric here)."""
         counts = self._ctx.replicated_subscriptions_stats()
         if not counts:
             return
