@@ -199,10 +199,11 @@ def test_an_ack_meeting_a_maintenance_read_of_the_cursor_waits_for_it_and_is_kep
 def test_acks_and_maintenance_from_threads_never_race(log, evicting_topic, frequent_switches):
     topic, consumer = evicting_topic
     acked: list[int] = []
-    maintained = threading.Event()
+    acking, maintained = threading.Event(), threading.Event()
     deadline = time.monotonic() + THREAD_SECONDS
 
     def maintain() -> None:
+        acking.wait(THREAD_SECONDS)  # (a loaded machine may start the ackers late: the passes must meet them)
         try:
             for _ in range(MAINTENANCE_PASSES):
                 if time.monotonic() > deadline:
@@ -221,6 +222,7 @@ def test_acks_and_maintenance_from_threads_never_race(log, evicting_topic, frequ
             else:
                 consumer.ack(np.array(offsets, dtype=np.int64), partition=0)
             acked.extend(offsets)
+            acking.set()
 
     run_threads(lambda index: maintain() if index == 0 else ack(index), 3)
     assert acked and all(consumer.subscription.is_acked(0, offset) for offset in acked)
