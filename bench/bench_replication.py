@@ -63,8 +63,10 @@ Group "replication: snapshot markers' cost, batches of 1,000"
                                          west, 100,000 messages a round), topic in public/repl
   seglog    a replicated subscription    the same on a topic of its own whose subscription (made through
                                          the admin API, no consumer, so it holds every snapshot) is
-                                         replicated; target >= 0.99x (markers cost under 1%). Paired
-                                         round by round with the baseline, as the throughput group. The
+                                         replicated. Paired round by round with the baseline's producer
+                                         on a topic of its own (as the throughput group), the target is
+                                         on that: markers_cost = 1 - the median paired ratio <= 0.01 (a
+                                         1% effect is far inside the noise between two tests). The
                                          snapshots taken are counted from /metrics
                                          (pulsar_replicated_subscriptions_snapshot_ms_count) and must be
                                          at least one a round.
@@ -460,13 +462,15 @@ def test_markers_cost(bench, clusters, workers, marker_round):
     wait_connected(east, plain)
     paired = Rounds(paired_worker, plain, n, west, CpuMeters({}))
     taken = snapshots_taken(east)
+    # the target is on the paired rounds: a cost of 1% is far inside the noise between two tests' rounds
     bench.seglog(MARKERS, "a replicated subscription, snapshots every 1,000 ms", messages=n,
-                 nbytes=n * VALUE_BYTES, at_least={NO_REPLICATED_SUBSCRIPTION: 0.99})
+                 nbytes=n * VALUE_BYTES, at_most={"markers_cost": 0.01})
     bench.run(mine.run, setup=paired.run)
     # (a round may be shorter than the frequency with --benchmark-disable: the snapshot follows it)
     wait_until(lambda: snapshots_taken(east) - taken >= len(mine.seconds), "a snapshot a round", 30, 0.05)
     ratio = statistics.median(p / t for t, p in zip(mine.seconds, paired.seconds))
     bench.record("paired_ratio", round(ratio, 3))
+    bench.record("markers_cost", round(1 - ratio, 4))
     bench.record("snapshots", snapshots_taken(east) - taken)
     cpu = mine.meters.us_per_message(n)
     bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (median of "
