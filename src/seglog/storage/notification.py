@@ -53,15 +53,26 @@ class AppendSignal:
 
 class LoopWake(threading.Event):
     """A watcher for an asyncio task: an AppendSignal sets it from the writer's thread, which sets `wake` on
-    the task's loop."""
+    the task's loop. Appends made while a wake is on its way to the loop add none of their own: each would
+    cost the loop a trip through its self-pipe, one an append for a topic of unbatched messages."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> None:
         super().__init__()
         self._loop = loop
         self._wake = wake
+        self._on_its_way = False
 
     def set(self) -> None:
+        if self._on_its_way:
+            return
+        self._on_its_way = True
         try:
-            self._loop.call_soon_threadsafe(self._wake.set)
+            self._loop.call_soon_threadsafe(self._arrive)
         except RuntimeError:  # the loop closed meanwhile
             pass
+
+    def _arrive(self) -> None:
+        # (cleared before `wake` is set: an append that found the wake on its way was made before this, so
+        # the task, woken after this, sees it)
+        self._on_its_way = False
+        self._wake.set()
