@@ -14,6 +14,7 @@ import itertools
 import logging
 import ssl
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -61,15 +62,23 @@ class RemoteProducer:
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     _receipts: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)
 
-    def send(self, sequence_id: int, metadata: bytes, payload: bytes, count: int) -> asyncio.Future[None]:
-        """Send one entry of `count` messages; the future completes with its SEND_RECEIPT (in order)."""
+    def send(self, entries: Iterable[tuple[int, bytes, bytes, int]]) -> list[asyncio.Future[None]]:
+        """Send entries, each (sequence id, metadata, payload, how many messages), in one write (one system
+        call, not one an entry: for unbatched messages that was most of the sending's cost); each future
+        completes with its entry's SEND_RECEIPT (in order)."""
         if self.closed.is_set():
             raise RemoteUnavailable(f"producer {self.name} on {self.topic} was closed")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._receipts.append((sequence_id, future))
-        send = command(Type.SEND, producer_id=self.producer_id, sequence_id=sequence_id, num_messages=count)
-        self.connection.write(encode_payload_command(send, metadata, payload))
-        return future
+        create_future = asyncio.get_running_loop().create_future
+        futures: list[asyncio.Future[None]] = []
+        frames = []
+        for sequence_id, metadata, payload, count in entries:
+            future: asyncio.Future[None] = create_future()
+            self._receipts.append((sequence_id, future))
+            futures.append(future)
+            send = command(Type.SEND, producer_id=self.producer_id, sequence_id=sequence_id, num_messages=count)
+            frames.append(encode_payload_command(send, metadata, payload))
+        self.connection.write(b"".join(frames))
+        return futures
 
     def receipt(self, sequence_id: int) -> None:
         while self._receipts:

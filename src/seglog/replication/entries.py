@@ -1,5 +1,5 @@
 """What a replicator sends for the messages its cursor gives it: Pulsar entries with their original metadata,
-or nothing for the messages that must not leave (Pulsar's GeoPersistentReplicator filter).
+and which stored batches must not leave (Pulsar's GeoPersistentReplicator filter).
 
 A stored batch that came from another cluster (`replicated_from`) is never sent on: every cluster replicates
 its own messages to every other, so nothing loops. One whose `replicate_to` lists clusters other than the
@@ -12,7 +12,7 @@ SEND carries the origin offset of its last message as its sequence id, which the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,14 +21,15 @@ from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack
 from seglog.server.protocol.metadata import CHUNK, MARKER_PRODUCER, REPLICATE_TO, REPLICATED_FROM, message_metadata
+from seglog.subscriptions.dispatch import Piece
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One SEND to the remote, or (metadata None) messages acknowledged without sending. A marker carries no
-    messages (offsets empty) and the origin offset before it as its sequence id."""
+    """One SEND to the remote. A marker carries no messages (offsets empty) and the origin offset before it
+    as its sequence id."""
     offsets: np.ndarray  # the origin offsets of its messages
-    metadata: bytes | None
+    metadata: bytes
     payload: bytes = b""
     marker_sequence_id: int | None = None
 
@@ -47,7 +48,7 @@ def marker(after: int, marker_type: int, payload: bytes, local: str, remote: str
     return Entry(np.empty(0, dtype=np.int64), metadata.SerializeToString(), payload, after - 1)
 
 
-def leaves_for(attributes: dict[str, str], remote: str) -> bool:
+def leaves_for(attributes: Mapping[str, str], remote: str) -> bool:
     """Whether a stored batch with these attributes is replicated to `remote`."""
     if REPLICATED_FROM in attributes:
         return False
@@ -55,16 +56,14 @@ def leaves_for(attributes: dict[str, str], remote: str) -> bool:
     return not listed or remote in listed.split(",")
 
 
-def entries(messages: list[Message], base_offset: int, local: str, remote: str) -> Iterator[Entry]:
-    """The entries that carry `messages` (of one stored batch starting at `base_offset`) to `remote`."""
-    offsets = np.fromiter((m.offset for m in messages), dtype=np.int64, count=len(messages))
-    if not messages or not leaves_for(messages[0].batch_attributes, remote):
-        yield Entry(offsets, None)
-        return
+def entries(piece: Piece, local: str) -> Iterator[Entry]:
+    """The entries that carry the messages of `piece` (of a stored batch that leaves_for the remote) to
+    the remote."""
+    messages, offsets = piece.messages(), piece.offsets
     start = 0
     for end in range(1, len(messages) + 1):
         if end == len(messages) or messages[end].timestamp != messages[start].timestamp:
-            yield _entry(messages[start:end], offsets[start:end], base_offset, local)
+            yield _entry(messages[start:end], offsets[start:end], piece.base, local)
             start = end
 
 

@@ -3,8 +3,8 @@
 It reads the partition through the topic's durable subscription `pulsar.repl.REMOTE` (one per remote: it
 holds backlog, so retention, TTL and backlog quotas treat it as any subscription) and produces to the same
 topic partition on the remote as `pulsar.repl.LOCAL-->REMOTE`. A message is acknowledged on the
-subscription only when the remote's SEND_RECEIPT for it arrives, or at once when it must not leave
-(entries.py). At most QUEUE_SIZE messages are in flight (Pulsar's replicationProducerQueueSize).
+subscription only when the remote's SEND_RECEIPT for it arrives, or at once, as it is read, when it must
+not leave (entries.py). At most QUEUE_SIZE messages are in flight (Pulsar's replicationProducerQueueSize).
 
 When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
 what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
@@ -26,7 +26,7 @@ import numpy as np
 from seglog.errors import TopicNotFoundError
 from seglog.rates import RateMeter, iso_time
 from seglog.replication.client import RemoteProducer, RemoteUnavailable
-from seglog.replication.entries import Entry, entries, marker
+from seglog.replication.entries import Entry, entries, leaves_for, marker
 from seglog.server.protocol.metadata import replicator_name
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.dispatch import ConsumerState
@@ -170,17 +170,17 @@ class Replicator:
                 if acker.done():
                     acker.result()  # (raises the failure that ended it)
                 room = QUEUE_SIZE - flight.messages
-                outgoing = await self._blocking(self._take, room) if room > 0 else []
+                outgoing, kept = await self._blocking(self._take, room) if room > 0 else ([], 0)
                 outgoing = self._with_markers(outgoing)
                 if not outgoing:
-                    await self._wait(acker, flight)
+                    if not kept:  # (else more may be waiting to be read)
+                        await self._wait(acker, flight)
                     continue
-                for entry in outgoing:
-                    if entry.metadata is None:
-                        await self._blocking(self._ack, entry.offsets)
-                        continue
-                    receipt = producer.send(entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
-                    flight.add(receipt, entry, self._clock())
+                receipts = producer.send((entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
+                                         for entry in outgoing)
+                now = self._clock()
+                for receipt, entry in zip(receipts, outgoing):
+                    flight.add(receipt, entry, now)
                 await producer.connection.drain()
         finally:
             acker.cancel()
@@ -262,18 +262,28 @@ class Replicator:
         if stored_up_to >= floor:
             self.subscription.ack_cumulative(self.partition, stored_up_to)
 
-    def _take(self, most: int) -> list[Entry]:
-        """Up to `most` messages' entries: stored batches in turn (one thread-pool trip for them all, not
-        one a stored batch, which for a topic of unbatched messages would be one a message)."""
+    def _take(self, most: int) -> tuple[list[Entry], int]:
+        """Up to `most` messages, stored batches in turn: the entries of those that leave, and how many stay,
+        acknowledged here and now. One thread-pool trip for them all, not one a stored batch, which for a
+        topic of unbatched messages would be one a message (on a cluster that receives replicated messages,
+        one a message it must only acknowledge)."""
         taken: list[Entry] = []
+        staying: list[np.ndarray] = []
         while most > 0:
             pieces = self.subscription.next_delivery(self.state, most)
             if not pieces:
                 break
             for piece in pieces:
                 most -= len(piece.offsets)
-                taken.extend(entries(piece.messages(), piece.base, self.local, self.remote))
-        return taken
+                if leaves_for(piece.batch_attributes, self.remote):
+                    taken.extend(entries(piece, self.local))
+                else:
+                    staying.append(piece.offsets)
+        if not staying:
+            return taken, 0
+        kept = np.concatenate(staying)
+        self._ack(kept)
+        return taken, len(kept)
 
     def _ack(self, offsets: np.ndarray) -> None:
         self.subscription.ack_many(self.partition, np.sort(offsets))

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from seglog._core._mapping import Mapping
-from seglog._core._messages import Message, messages_from_batch
+from seglog._core._messages import Message, batch_attributes, messages_from_batch
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
 from seglog.storage.partition_view import SegmentView
@@ -79,6 +80,11 @@ class Piece:
             keep[self.offsets - first] = True
             batch = batch.filter(pa.array(keep))
         return batch.replace_schema_metadata({b"partition": str(self.partition).encode()})
+
+    @property
+    def batch_attributes(self) -> MappingProxyType[str, str]:
+        """The stored batch's attributes, read without making its messages."""
+        return batch_attributes(self.data, self.position)
 
     def messages(self) -> list[Message]:
         first, last = int(self.offsets[0]), int(self.offsets[-1])
