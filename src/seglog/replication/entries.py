@@ -20,7 +20,15 @@ import numpy as np
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack
-from seglog.server.protocol.metadata import CHUNK, MARKER_PRODUCER, REPLICATE_TO, REPLICATED_FROM, message_metadata
+from seglog.server.protocol.metadata import (
+    CHUNK,
+    MARKER_PRODUCER,
+    PRODUCER,
+    REPLICATE_TO,
+    REPLICATED_FROM,
+    message_metadata,
+    sequence_id,
+)
 from seglog.subscriptions.dispatch import Piece
 
 
@@ -68,20 +76,12 @@ def entries(piece: Piece, local: str) -> Iterator[Entry]:
 
 
 def _entry(run: list[Message], offsets: np.ndarray, base_offset: int, local: str) -> Entry:
-    metadatas = [message_metadata(m, base_offset) for m in run]
-    first = metadatas[0]
-    if len(run) == 1 or CHUNK in run[0].batch_attributes:  # (a chunk is an entry of one message)
-        first.replicated_from = local
-        _replicate_to(first, run[0])
-        return Entry(offsets, first.SerializeToString(), run[0].value or b"")
-    entry = api.MessageMetadata(producer_name=first.producer_name, sequence_id=first.sequence_id,
-                                publish_time=first.publish_time, num_messages_in_batch=len(run),
-                                replicated_from=local)
-    _replicate_to(entry, run[0])
-    return Entry(offsets, entry.SerializeToString(), pack([(m.value, md) for m, md in zip(run, metadatas)]))
-
-
-def _replicate_to(metadata: api.MessageMetadata, message: Message) -> None:
-    listed = message.batch_attributes.get(REPLICATE_TO)
-    if listed:
-        metadata.replicate_to.extend(listed.split(","))
+    first = run[0]
+    listed = first.batch_attributes.get(REPLICATE_TO)
+    replicate_to = listed.split(",") if listed else []
+    if len(run) == 1 or CHUNK in first.batch_attributes:  # (a chunk is an entry of one message)
+        return Entry(offsets, message_metadata(first, base_offset, local, replicate_to), first.value or b"")
+    entry = api.MessageMetadata(producer_name=first.batch_attributes.get(PRODUCER, ""),
+                                sequence_id=sequence_id(first, base_offset), publish_time=first.timestamp,
+                                num_messages_in_batch=len(run), replicated_from=local, replicate_to=replicate_to)
+    return Entry(offsets, entry.SerializeToString(), pack(run, base_offset))

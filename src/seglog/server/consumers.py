@@ -122,8 +122,7 @@ class ConsumerSession:
         fields = self._message.message
         fields.message_id.entry_id = message.offset
         fields.redelivery_count = redelivery_count
-        return encode_payload_command(self._message, message_metadata(message, base_offset).SerializeToString(),
-                                      message.value or b"")
+        return encode_payload_command(self._message, message_metadata(message, base_offset), message.value or b"")
 
     # the client's commands (blocking ones run in the thread pool)
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
+from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
-from seglog.server.protocol.metadata import entry_attributes, is_chunk
+from seglog.server.protocol.metadata import entry_attributes, is_chunk, single_message_metadata
 
 _U32 = struct.Struct(">I")
 
@@ -98,24 +99,14 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
     return out
 
 
-# the per-message fields a batch entry's SingleMessageMetadata carries, as MessageMetadata names them
-_SINGLE_FIELDS = ("partition_key", "partition_key_b64_encoded", "ordering_key", "event_time", "null_value",
-                  "sequence_id")
-
-
-def pack(items: list[tuple[bytes | None, api.MessageMetadata]]) -> bytes:
-    """The payload of a batch entry (uncompressed) holding `items`, each a message's value and the
-    MessageMetadata it would have as an entry of its own (metadata.message_metadata): the inverse of
-    unpack's batch branch. The entry's own metadata, with num_messages_in_batch, is the caller's."""
+def pack(messages: list[Message], base_offset: int) -> bytes:
+    """The payload of a batch entry (uncompressed) holding `messages`, stored in the batch that starts at
+    `base_offset`, each with its SingleMessageMetadata: the inverse of unpack's batch branch. The entry's
+    own metadata, with num_messages_in_batch, is the caller's."""
     parts = []
-    for value, metadata in items:
-        single = api.SingleMessageMetadata(payload_size=len(value or b""))
-        for name in _SINGLE_FIELDS:
-            if metadata.HasField(name):
-                setattr(single, name, getattr(metadata, name))
-        single.properties.extend(metadata.properties)
-        encoded = single.SerializeToString()
-        parts += (_U32.pack(len(encoded)), encoded, value or b"")
+    for message in messages:
+        single = single_message_metadata(message, base_offset)
+        parts += (_U32.pack(len(single)), single, message.value or b"")
     return b"".join(parts)
 
 

@@ -25,9 +25,9 @@ back byte for byte with its compression named; the client reassembles and decomp
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from seglog._core import _pulsar_metadata as encoders
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 
@@ -118,37 +118,36 @@ def deduplication_ids(attributes: Mapping[str, str]) -> tuple[str, int] | None:
     return None if ids is None else (ids[0], ids[2])
 
 
-def message_metadata(message: Message, base_offset: int) -> api.MessageMetadata:
-    """The MessageMetadata a consumer is sent with `message` (an entry of its own), stored in the batch
-    that starts at `base_offset`: its fields, and those of the entry it was sent in. A message written
-    in-process has no producer name, and its offset as sequence id."""
+def sequence_id(message: Message, base_offset: int) -> int:
+    """The sequence id of `message`, stored in the batch that starts at `base_offset`: its entry's first
+    plus its place in the entry, or for a message written in-process (no sequence ids), its offset."""
+    first = message.batch_attributes.get(SEQUENCE_ID)
+    return message.offset if first is None else int(first) + message.offset - base_offset
+
+
+def message_metadata(message: Message, base_offset: int, replicated_from: str | None = None,
+                     replicate_to: Sequence[str] = ()) -> bytes:
+    """The MessageMetadata (serialized) a consumer is sent with `message` (an entry of its own), stored in
+    the batch that starts at `base_offset`: its fields, and those of the entry it was sent in (a message
+    written in-process has no producer name). A replicator names the cluster it replicates from as
+    `replicated_from` (else the stored entry's, if it was replicated) and the entry's `replicate_to`."""
     attributes = message.batch_attributes
-    first = attributes.get(SEQUENCE_ID)
-    metadata = api.MessageMetadata(
-        producer_name=attributes.get(PRODUCER, ""),
-        sequence_id=message.offset if first is None else int(first) + message.offset - base_offset,
-        publish_time=message.timestamp)
-    if message.event_time is not None:
-        metadata.event_time = message.event_time
-    key = message.key
-    if key is not None:
-        try:
-            metadata.partition_key = key.decode()
-        except UnicodeDecodeError:
-            metadata.partition_key = base64.b64encode(key).decode()
-            metadata.partition_key_b64_encoded = True
-    if message.ordering_key is not None:
-        metadata.ordering_key = message.ordering_key
-    if message.value is None:
-        metadata.null_value = True
-    for name, value in message.properties.items():
-        metadata.properties.add(key=name, value=value)
-    if REPLICATED_FROM in attributes:
-        metadata.replicated_from = attributes[REPLICATED_FROM]
-    if CHUNK in attributes:
-        uuid, chunk_id, chunks, total = attributes[CHUNK].rsplit(",", 3)
-        metadata.uuid, metadata.chunk_id = uuid, int(chunk_id)
-        metadata.num_chunks_from_msg, metadata.total_chunk_msg_size = int(chunks), int(total)
-        codec, size = attributes[COMPRESSION].split(",")
-        metadata.compression, metadata.uncompressed_size = int(codec), int(size)  # type: ignore[assignment]
-    return metadata
+    chunk = attributes.get(CHUNK)
+    return encoders.message_metadata(
+        message, attributes.get(PRODUCER, ""), sequence_id(message, base_offset),
+        replicated_from if replicated_from is not None else attributes.get(REPLICATED_FROM), replicate_to,
+        None if chunk is None else _chunk_fields(chunk, attributes[COMPRESSION]))
+
+
+def single_message_metadata(message: Message, base_offset: int) -> bytes:
+    """The SingleMessageMetadata (serialized) of `message`, stored in the batch that starts at
+    `base_offset`, as an item of a batch entry (the entry's own fields are in its MessageMetadata)."""
+    return encoders.single_message_metadata(message, sequence_id(message, base_offset))
+
+
+def _chunk_fields(chunk: str, compression: str) -> tuple[str, int, int, int, int, int]:
+    """(uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size, compression, uncompressed_size) of a
+    stored chunk, from its attributes."""
+    uuid, chunk_id, chunks, total = chunk.rsplit(",", 3)
+    codec, size = compression.split(",")
+    return uuid, int(chunk_id), int(chunks), int(total), int(codec), int(size)
