@@ -58,11 +58,20 @@ SCAN_REASONS = {
 }
 
 
+# Below this size crc32c keeps the GIL: the CRC takes a few µs at most, and releasing the GIL costs the caller
+# far more whenever another thread waits for it (that thread takes it, and the caller waits its turn to get it
+# back). A server's event loop checks every frame it reads; its thread pool is busy writing meanwhile.
+cdef Py_ssize_t CRC_NOGIL_BYTES = 1 << 16
+
+
 def crc32c(data, uint32_t crc=0) -> int:
     """CRC32C of a bytes-like object, continuing from `crc` (hardware instruction where available)."""
     cdef const uint8_t[::1] view = memoryview(data).cast("B")
+    cdef const uint8_t *start = &view[0] if view.shape[0] else NULL
+    if view.shape[0] < CRC_NOGIL_BYTES:
+        return seglog_crc32c(crc, start, view.shape[0])
     with nogil:
-        crc = seglog_crc32c(crc, &view[0] if view.shape[0] else NULL, view.shape[0])
+        crc = seglog_crc32c(crc, start, view.shape[0])
     return crc
 
 
