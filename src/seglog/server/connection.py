@@ -63,8 +63,10 @@ class ProducerSession:
             sends = [item for item in items if item is not _CLOSE]
             if sends:
                 results = await self.connection.blocking(self._write, sends)
-                for send, result in zip(sends, results):
-                    self.connection.reply_send(self.producer_id, send, result)
+                # (one write for all the answers: one each was a system call, and a loopback delivery, a message
+                # for unbatched messages)
+                self.connection.write(b"".join(self.connection.answer_to_send(self.producer_id, send, result)
+                                               for send, result in zip(sends, results)))
                 await self.connection.drain()
             if self.blocked is not None:
                 # As Pulsar's broker: no SEND_ERROR (the client would drop the whole connection) but the
@@ -235,16 +237,16 @@ class Connection:
     def reply_error(self, request_id: int, failure: ServerFailure) -> None:
         self.send(command(Type.ERROR, request_id=request_id, error=failure.code, message=str(failure)))
 
-    def reply_send(self, producer_id: int, send: _Send, result: int | ServerFailure | None) -> None:
-        """Answer a SEND: its receipt (the offset it was written at, or None for a duplicate, acknowledged
-        with id (-1, -1) as Pulsar's broker does), or its failure."""
+    @staticmethod
+    def answer_to_send(producer_id: int, send: _Send, result: int | ServerFailure | None) -> bytes:
+        """The answer to a SEND, encoded: its receipt (the offset it was written at, or None for a duplicate,
+        acknowledged with id (-1, -1) as Pulsar's broker does), or its failure."""
         if isinstance(result, ServerFailure):
-            self.send(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
-                              error=result.code, message=str(result)))
-        else:
-            self.send(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
-                              highest_sequence_id=send.highest_sequence_id,
-                              message_id=DUPLICATE_ID if result is None else message_id(result)))
+            return encode_command(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
+                                          error=result.code, message=str(result)))
+        return encode_command(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
+                                      highest_sequence_id=send.highest_sequence_id,
+                                      message_id=DUPLICATE_ID if result is None else message_id(result)))
 
     # commands
 
