@@ -200,3 +200,32 @@ def test_messages_a_consumer_asked_to_redeliver_are_no_longer_its_own(broker):
     assert subscription.redelivery_count(0, 1) == 1
     subscription.detach(b.state)
     registry.release(subscription)
+
+
+def test_next_deliveries_gives_what_next_delivery_gives_called_until_the_most_or_nothing(tmp_path, clock):
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        with log.create_topic("unbatched", partitions=2).producer() as producer:
+            for i in range(12):  # a stored batch a message, as a server stores unbatched SENDs
+                producer.send_batch([b"m%d" % i], partition=i % 2)
+    broker = Broker.open(tmp_path / "data", clock=clock, background=False)
+    try:
+        subscriptions = {name: broker.subscriptions.open(broker.topic("unbatched"), name, "exclusive", "earliest")
+                         for name in ("one-at-a-time", "gathered")}
+        consumers = {name: Remote(name) for name in subscriptions}
+        for name, subscription in subscriptions.items():
+            subscription.attach(consumers[name].state, "exclusive")
+            subscription.ack_many(0, np.array([1], dtype=np.int64))  # (acknowledged: never given)
+        expected = []
+        while len(expected) < 7 and (pieces := subscriptions["one-at-a-time"].next_delivery(
+                consumers["one-at-a-time"].state, 7 - len(expected))):
+            expected += offsets(pieces)
+        gathered = consumers["gathered"].state
+        given = subscriptions["gathered"].next_deliveries(gathered, 7)
+        assert offsets(given) == expected and len(given) == 7  # (a piece a stored batch, as before)
+        assert [(p.partition, int(o)) for p in gathered.pending for o in p.offsets] == expected
+        rest = offsets(subscriptions["gathered"].next_deliveries(gathered, 100))
+        assert sorted(expected + rest) == [(partition, offset) for partition in (0, 1) for offset in range(6)
+                                           if (partition, offset) != (0, 1)]
+        assert subscriptions["gathered"].next_deliveries(gathered, 100) == []
+    finally:
+        broker.close()

@@ -273,16 +273,12 @@ class Replicator:
         taken: list[Entry] = []
         staying: list[np.ndarray] = []
         read = 0
-        while read < most:
-            pieces = self.subscription.next_delivery(self.state, most - read)
-            if not pieces:
-                break
-            for piece in pieces:
-                read += len(piece.offsets)
-                if leaves_for(piece.batch_attributes, self.remote):
-                    taken.extend(entries(piece, self.local))
-                else:
-                    staying.append(piece.offsets)
+        for piece in self.subscription.next_deliveries(self.state, most):
+            read += len(piece.offsets)
+            if leaves_for(piece.batch_attributes, self.remote):
+                taken.extend(entries(piece, self.local))
+            else:
+                staying.append(piece.offsets)
         if staying:
             self._ack(np.concatenate(staying))
         return taken, read

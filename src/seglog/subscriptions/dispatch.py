@@ -208,6 +208,24 @@ class Dispatcher:
         acknowledged (or its ack timeout passes)."""
         now = self.clock()
         self.redeliveries.expire(self.consumers, now)
+        return self._give(consumer, max_messages, now)
+
+    def next_deliveries(self, consumer: ConsumerState, max_messages: int) -> list[Piece]:
+        """What next_delivery gives `consumer`, called until it gives nothing or `max_messages` messages were
+        given, in one call: the time read and due redeliveries expired once, not once a piece, which is once
+        a message for a topic of unbatched messages."""
+        now = self.clock()
+        self.redeliveries.expire(self.consumers, now)
+        given: list[Piece] = []
+        while max_messages > 0:
+            pieces = self._give(consumer, max_messages, now)
+            if not pieces:
+                break
+            given += pieces
+            max_messages -= sum(len(piece.offsets) for piece in pieces)
+        return given
+
+    def _give(self, consumer: ConsumerState, max_messages: int | None, now: int) -> list[Piece]:
         if consumer.permits is not None:
             if consumer.permits <= 0:
                 return []

@@ -108,6 +108,13 @@ class Subscription:
         with self.mutex:
             return self.dispatcher.next_delivery(consumer, max_messages)
 
+    def next_deliveries(self, consumer: ConsumerState, max_messages: int) -> list[Piece]:
+        """next_delivery until it gives nothing or `max_messages` messages were given, holding the mutex
+        once (Dispatcher.next_deliveries)."""
+        self.fence.check()
+        with self.mutex:
+            return self.dispatcher.next_deliveries(consumer, max_messages)
+
     def flow(self, consumer: ConsumerState, permits: int) -> None:
         """A remote consumer grants `permits` more messages (Pulsar's FLOW)."""
         with self.mutex:
