@@ -1,18 +1,22 @@
-"""The metadata a server sends with a stored message (and a replicator with a message it replicates), written
-by the native encoder (seglog._core._pulsar_metadata): byte for byte what protobuf serializes for the same
-fields, for messages stored as the server stores them (batch attributes, ordering keys, event times) and
-read back."""
+"""What a server sends with every stored message it delivers (and a replicator with every message it
+replicates), written by the native encoder (seglog._core._pulsar_wire): the metadata byte for byte what
+protobuf serializes for the same fields, for messages stored as the server stores them (batch attributes,
+ordering keys, event times) and read back; a SEND's command as protobuf serializes it; payload frames as
+frames.py describes them, their CRC32C checked by an independent implementation."""
 
 from __future__ import annotations
 
 import base64
+import struct
 
+import crc32c as crc32c_reference
 import pytest
 
 from seglog.broker import Broker
 from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack, parse_metadata, unpack
+from seglog.server.protocol.frames import MAGIC_CRC32C, Type, command, decode_frame, encode_payload_command, encode_send
 from seglog.server.protocol.metadata import message_metadata, single_message_metadata
 from seglog.subscriptions.dispatch import ConsumerState
 
@@ -124,3 +128,26 @@ def test_out_of_range_fields_are_refused_as_protobuf_refuses_them(tmp_path):
         message_metadata(message, base)
     with pytest.raises(ValueError):
         api.MessageMetadata(event_time=-1)
+
+
+@pytest.mark.parametrize("producer_id, sequence_id, count",
+                         [(0, 0, 1), (3, 2**40 + 7, 1000), (2**64 - 1, 2**63, 2**31 - 1)])
+def test_a_send_is_the_command_protobuf_serializes_in_a_checked_frame(producer_id, sequence_id, count):
+    metadata, payload = expected("pulsar.repl.east-->west", sequence_id, replicated_from="east"), b"\x00value" * 9
+    frame = encode_send(producer_id, sequence_id, count, metadata, payload)
+    sent = command(Type.SEND, producer_id=producer_id, sequence_id=sequence_id, num_messages=count)
+    assert frame == encode_payload_command(sent, metadata, payload)
+    decoded = decode_frame(frame[4:])
+    assert decoded.command == sent and decoded.checksum_ok
+    assert (decoded.metadata, decoded.payload) == (metadata, payload)
+    assert frame[4 + 4:4 + 4 + len(sent.SerializeToString())] == sent.SerializeToString()
+
+
+@pytest.mark.parametrize("metadata, payload", [(b"", b""), (b"m", b""), (b"meta" * 100, b"p" * 70_000)])
+def test_a_payload_frame_has_the_layout_and_checksum_of_frames_py(metadata, payload):
+    message = command(Type.MESSAGE, consumer_id=1, message_id=api.MessageIdData(ledger_id=0, entry_id=5))
+    body = message.SerializeToString()
+    checked = struct.pack(">I", len(metadata)) + metadata + payload
+    assert encode_payload_command(message, metadata, payload) == (
+        struct.pack(">II", 4 + len(body) + 2 + 4 + len(checked), len(body)) + body
+        + struct.pack(">HI", MAGIC_CRC32C, crc32c_reference.crc32c(checked)) + checked)

@@ -13,3 +13,12 @@ def message_metadata(message: Message, producer_name: str, sequence_id: int, rep
 def single_message_metadata(message: Message, sequence_id: int) -> bytes:
     """The SingleMessageMetadata of `message` as an item of a batch entry (protobuf's encoding): its payload
     size, properties, key, event time, ordering key and null value, and its `sequence_id`."""
+
+def send_command(producer_id: int, sequence_id: int, num_messages: int) -> bytes:
+    """The BaseCommand of a SEND (type SEND, and its CommandSend's `producer_id`, `sequence_id` and
+    `num_messages`), encoded."""
+
+def payload_frame(command: bytes, metadata: bytes, payload: bytes) -> bytes:
+    """The payload frame of an encoded BaseCommand, MessageMetadata and payload, with the CRC32C block as
+    clients at protocol version 6 and above write it: [u32 total][u32 command size][command][u16 0x0e01]
+    [u32 CRC32C of what follows][u32 metadata size][metadata][payload] (frames.py)."""

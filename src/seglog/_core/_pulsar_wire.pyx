@@ -1,21 +1,26 @@
-"""A stored message's Pulsar metadata, written straight into protobuf's wire format: the MessageMetadata it
-goes with as an entry of its own, or the SingleMessageMetadata of it as an item of a batch entry
-(pulsar_api.proto).
+"""Pulsar's wire format where every message pays for it: a stored message's metadata (the MessageMetadata it
+goes with as an entry of its own, or its SingleMessageMetadata as an item of a batch entry), a SEND's
+command, and the payload frame around a command, metadata and payload (pulsar_api.proto, frames.py).
 
-A server sends every message it delivers with one, and a replicator every message it replicates. Building
-protobuf's message object and serializing it took 1.8 µs for a message without key or properties
-(measured), more with them; this writes the same bytes as protobuf's SerializeToString for the same fields
-(each present field once, in field-number order, as protobuf writes them) in 0.8 µs, the caller's Python
-included. What the fields are (which stored attributes name the producer, sequence ids, chunks) is decided
-by the caller, seglog.server.protocol.metadata; only the encoding is here."""
+A server sends every message it delivers with metadata in a frame, and a replicator every message it
+replicates. Building protobuf's message object and serializing it took 1.8 µs for a message's metadata
+without key or properties (measured), more with them, and 1.6 µs for a SEND's command; framing them took
+1.5 µs more. This writes the same bytes as protobuf's SerializeToString for the same fields (each present
+field once, in field-number order, as protobuf writes them), and the same frame as frames.py describes, in
+a fraction of that. What the fields are (which stored attributes name the producer, sequence ids, chunks) is
+decided by the callers, seglog.server.protocol.metadata and frames; only the encoding is here."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
 from binascii import b2a_base64
+
+
+cdef extern from "native.h" nogil:
+    uint32_t seglog_crc32c(uint32_t crc, const void *data, size_t length)
 
 cdef enum:  # wire types
     VARINT = 0
@@ -53,6 +58,17 @@ cdef enum:  # SingleMessageMetadata's fields
 cdef enum:  # KeyValue's fields
     KEY = 1
     VALUE = 2
+
+cdef enum:  # BaseCommand's fields and the type of a SEND, and CommandSend's fields
+    COMMAND_TYPE = 1
+    COMMAND_SEND = 6
+    TYPE_SEND = 6
+    SEND_PRODUCER_ID = 1
+    SEND_SEQUENCE_ID = 2
+    SEND_NUM_MESSAGES = 3
+
+cdef enum:
+    MAGIC_CRC32C = 0x0E01  # frames.py's: the checksum block of a payload frame
 
 
 cdef struct Out:
@@ -235,3 +251,53 @@ def single_message_metadata(message, uint64_t sequence_id) -> bytes:
         return taken(&out)
     finally:
         free(out.data)
+
+
+def send_command(uint64_t producer_id, uint64_t sequence_id, int64_t num_messages) -> bytes:
+    """The BaseCommand of a SEND (type SEND, and its CommandSend's `producer_id`, `sequence_id` and
+    `num_messages`), encoded."""
+    cdef Out send = Out(NULL, 0, 0)
+    cdef Out out = Out(NULL, 0, 0)
+    try:
+        number(&send, SEND_PRODUCER_ID, producer_id)
+        number(&send, SEND_SEQUENCE_ID, sequence_id)
+        signed32(&send, SEND_NUM_MESSAGES, num_messages)
+        number(&out, COMMAND_TYPE, TYPE_SEND)
+        delimited(&out, COMMAND_SEND, <const char *>send.data, send.size)
+        return taken(&out)
+    finally:
+        free(send.data)
+        free(out.data)
+
+
+cdef inline void big_endian32(uint8_t *p, uint32_t value) noexcept nogil:
+    p[0] = <uint8_t>(value >> 24)
+    p[1] = <uint8_t>(value >> 16)
+    p[2] = <uint8_t>(value >> 8)
+    p[3] = <uint8_t>value
+
+
+def payload_frame(bytes command, bytes metadata, bytes payload) -> bytes:
+    """The payload frame of an encoded BaseCommand, MessageMetadata and payload, with the CRC32C block as
+    clients at protocol version 6 and above write it: [u32 total][u32 command size][command][u16 0x0e01]
+    [u32 CRC32C of what follows][u32 metadata size][metadata][payload] (frames.py)."""
+    cdef Py_ssize_t command_size = PyBytes_GET_SIZE(command), metadata_size = PyBytes_GET_SIZE(metadata)
+    cdef Py_ssize_t payload_size = PyBytes_GET_SIZE(payload)
+    cdef Py_ssize_t total = 4 + command_size + 2 + 4 + 4 + metadata_size + payload_size
+    if total > 0xFFFFFFFF:
+        raise OverflowError(f"a frame of {total} bytes is beyond the protocol's 4 GiB")
+    frame = PyBytes_FromStringAndSize(NULL, 4 + total)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(frame)
+    cdef uint8_t *checked
+    big_endian32(p, <uint32_t>total)
+    big_endian32(p + 4, <uint32_t>command_size)
+    memcpy(p + 8, PyBytes_AS_STRING(command), command_size)
+    p += 8 + command_size
+    p[0] = <uint8_t>(MAGIC_CRC32C >> 8)
+    p[1] = <uint8_t>(MAGIC_CRC32C & 0xFF)
+    checked = p + 6
+    big_endian32(checked, <uint32_t>metadata_size)
+    memcpy(checked + 4, PyBytes_AS_STRING(metadata), metadata_size)
+    memcpy(checked + 4 + metadata_size, PyBytes_AS_STRING(payload), payload_size)
+    big_endian32(p + 2, seglog_crc32c(0, checked, 4 + metadata_size + payload_size))
+    return frame

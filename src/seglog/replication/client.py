@@ -26,7 +26,7 @@ from seglog.server.protocol.frames import (
     Type,
     command,
     encode_command,
-    encode_payload_command,
+    encode_send,
 )
 
 logger = logging.getLogger("seglog.replication")
@@ -75,8 +75,7 @@ class RemoteProducer:
             future: asyncio.Future[None] = create_future()
             self._receipts.append((sequence_id, future))
             futures.append(future)
-            send = command(Type.SEND, producer_id=self.producer_id, sequence_id=sequence_id, num_messages=count)
-            frames.append(encode_payload_command(send, metadata, payload))
+            frames.append(encode_send(self.producer_id, sequence_id, count, metadata, payload))
         self.connection.write(b"".join(frames))
         return futures
 

@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from seglog._core._format import crc32c
+from seglog._core._pulsar_wire import payload_frame, send_command
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 MAGIC_CRC32C = 0x0E01
@@ -127,12 +128,12 @@ def encode_command(command: api.BaseCommand) -> bytes:
 
 def encode_payload_command(command: api.BaseCommand, metadata: bytes, payload: bytes) -> bytes:
     """A payload command with the CRC32C block, as clients at protocol version 6 and above write it."""
-    data = command.SerializeToString()
-    checked = _U32.pack(len(metadata)) + metadata
-    checksum = crc32c(payload, crc32c(checked))
-    total = 4 + len(data) + 2 + 4 + len(checked) + len(payload)
-    return b"".join((_HEAD.pack(total, len(data)), data, _U16.pack(MAGIC_CRC32C), _U32.pack(checksum), checked,
-                     payload))
+    return payload_frame(command.SerializeToString(), metadata, payload)
+
+
+def encode_send(producer_id: int, sequence_id: int, num_messages: int, metadata: bytes, payload: bytes) -> bytes:
+    """A SEND of `num_messages` messages (its CommandSend has only these fields), with the CRC32C block."""
+    return payload_frame(send_command(producer_id, sequence_id, num_messages), metadata, payload)
 
 
 def command(kind: int, **fields: object) -> api.BaseCommand:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from seglog._core import _pulsar_metadata as encoders
+from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 
