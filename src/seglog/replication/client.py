@@ -53,47 +53,56 @@ class RemoteCluster:
 @dataclass(eq=False)
 class RemoteProducer:
     """A producer on a remote topic. `last_sequence_id` is what the broker said it has stored under the
-    producer's name (for a replicator: the last origin offset it has)."""
+    producer's name (for a replicator: the last origin offset it has). `receipted` counts the entries sent
+    whose SEND_RECEIPT came (receipts come in the order sent); once the producer is gone (`closed`),
+    `failure` says why."""
     connection: RemoteConnection
     producer_id: int
     topic: str
     name: str
     last_sequence_id: int
     closed: asyncio.Event = field(default_factory=asyncio.Event)
-    _receipts: deque[tuple[int, asyncio.Future[None]]] = field(default_factory=deque)
+    receipted: int = 0
+    failure: RemoteUnavailable | None = None
+    _awaiting: deque[int] = field(default_factory=deque)  # the sequence ids sent and not receipted, in order
+    _receipt_came: asyncio.Event = field(default_factory=asyncio.Event)  # (or the producer failed)
 
-    def send(self, entries: Iterable[tuple[int, bytes, bytes, int]]) -> list[asyncio.Future[None]]:
+    def send(self, entries: Iterable[tuple[int, bytes, bytes, int]]) -> None:
         """Send entries, each (sequence id, metadata, payload, how many messages), in one write (one system
-        call, not one an entry: for unbatched messages that was most of the sending's cost); each future
-        completes with its entry's SEND_RECEIPT (in order)."""
+        call, not one an entry: for unbatched messages that was most of the sending's cost)."""
         if self.closed.is_set():
             raise RemoteUnavailable(f"producer {self.name} on {self.topic} was closed")
-        create_future = asyncio.get_running_loop().create_future
-        futures: list[asyncio.Future[None]] = []
         frames = []
         for sequence_id, metadata, payload, count in entries:
-            future: asyncio.Future[None] = create_future()
-            self._receipts.append((sequence_id, future))
-            futures.append(future)
+            self._awaiting.append(sequence_id)
             frames.append(encode_send(self.producer_id, sequence_id, count, metadata, payload))
         self.connection.write(b"".join(frames))
-        return futures
+
+    async def receipts_beyond(self, seen: int) -> int:
+        """Wait until more than `seen` entries were receipted; how many were. RemoteUnavailable if the
+        producer is gone first. (A count, not a future an entry: those cost a replicator of unbatched
+        messages more than the rest of its receipt handling.)"""
+        while self.receipted <= seen:
+            if self.failure is not None:
+                raise self.failure
+            self._receipt_came.clear()
+            await self._receipt_came.wait()
+        return self.receipted
 
     def receipt(self, sequence_id: int) -> None:
-        while self._receipts:
-            expected, future = self._receipts.popleft()
-            if not future.done():
-                future.set_result(None)
-            if expected == sequence_id:
-                return
+        """A SEND_RECEIPT: the entry of `sequence_id` and every entry sent before it are receipted."""
+        while self._awaiting:
+            self.receipted += 1
+            if self._awaiting.popleft() == sequence_id:
+                break
+        self._receipt_came.set()
 
     def fail(self, reason: str) -> None:
-        """The producer is gone (closed by the broker, or its connection lost): fail what is in flight."""
+        """The producer is gone (closed by the broker, or its connection lost): what is in flight fails."""
         self.closed.set()
-        while self._receipts:
-            _, future = self._receipts.popleft()
-            if not future.done():
-                future.set_exception(RemoteUnavailable(reason))
+        self.failure = RemoteUnavailable(reason)
+        self._awaiting.clear()
+        self._receipt_came.set()
 
     async def close(self) -> None:
         if not self.closed.is_set():

@@ -59,30 +59,31 @@ class ReplicatorStats:
 
 
 class _InFlight:
-    """The entries sent and not receipted yet, in the order sent (loop thread only)."""
+    """The entries sent to one remote producer and not receipted yet, in the order sent (loop thread only)."""
 
     def __init__(self) -> None:
-        self.entries: deque[tuple[asyncio.Future[None], Entry, int]] = deque()
+        self.entries: deque[tuple[Entry, int]] = deque()  # (entry, when it was sent)
         self.messages = 0
-        self.sent = asyncio.Event()  # an entry was added
+        self.receipted = 0  # entries taken out as receipted
+        self.sent = asyncio.Event()  # entries were added
         self.freed = asyncio.Event()  # receipted entries were taken out
 
-    def add(self, receipt: asyncio.Future[None], entry: Entry, now: int) -> None:
-        self.entries.append((receipt, entry, now))
-        self.messages += len(entry.offsets)
+    def add(self, entries: list[Entry], now: int) -> None:
+        self.entries.extend((entry, now) for entry in entries)
+        self.messages += sum(len(entry.offsets) for entry in entries)
         self.sent.set()
 
-    def take_receipted(self) -> list[Entry]:
-        done = []
-        while self.entries and self.entries[0][0].done() and not self.entries[0][0].exception():
-            done.append(self.entries.popleft()[1])
+    def take_receipted(self, receipted: int) -> list[Entry]:
+        """The entries receipted beyond those taken out already, when the producer has `receipted` in all."""
+        done = [self.entries.popleft()[0] for _ in range(receipted - self.receipted)]
+        self.receipted = receipted
         self.messages -= sum(len(entry.offsets) for entry in done)
         self.freed.set()
         return done
 
     @property
     def oldest(self) -> int | None:
-        return self.entries[0][2] if self.entries else None
+        return self.entries[0][1] if self.entries else None
 
 
 class Replicator:
@@ -159,7 +160,7 @@ class Replicator:
     async def _replicate(self, producer: RemoteProducer) -> None:
         await self._blocking(self._rewind, producer.last_sequence_id)
         flight = self._flight = _InFlight()
-        acker = asyncio.get_running_loop().create_task(self._acknowledge(flight))
+        acker = asyncio.get_running_loop().create_task(self._acknowledge(producer, flight))
         try:
             while True:
                 self._wake.clear()
@@ -173,11 +174,9 @@ class Replicator:
                 outgoing, read = await self._blocking(self._take, room) if room > 0 else ([], 0)
                 outgoing = self._with_markers(outgoing)
                 if outgoing:
-                    receipts = producer.send((entry.sequence_id, entry.metadata, entry.payload,
-                                              len(entry.offsets)) for entry in outgoing)
-                    now = self._clock()
-                    for receipt, entry in zip(receipts, outgoing):
-                        flight.add(receipt, entry, now)
+                    producer.send((entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
+                                  for entry in outgoing)
+                    flight.add(outgoing, self._clock())
                     await producer.connection.drain()
                 # A take that read less than it had room for found the end of what was written: the next would
                 # find nothing unless something was appended since the take began, which sets the wake (one
@@ -198,14 +197,14 @@ class Replicator:
             for waker in wakers:
                 waker.cancel()
 
-    async def _acknowledge(self, flight: _InFlight) -> None:
+    async def _acknowledge(self, producer: RemoteProducer, flight: _InFlight) -> None:
         """Acknowledge on the cursor what the remote receipted, in order; a failed send ends replication."""
         while True:
             await flight.sent.wait()
             flight.sent.clear()
             while flight.entries:
-                await flight.entries[0][0]  # (raises RemoteUnavailable for a send that failed)
-                done = flight.take_receipted()
+                receipted = await producer.receipts_beyond(flight.receipted)  # (RemoteUnavailable: it failed)
+                done = flight.take_receipted(receipted)
                 offsets = np.concatenate([entry.offsets for entry in done])
                 if len(offsets):  # (markers carry none)
                     await self._blocking(self._ack, offsets)
