@@ -14,10 +14,9 @@ Every call is made holding the subscription's mutex."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import abc, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -82,7 +81,7 @@ class Piece:
         return batch.replace_schema_metadata({b"partition": str(self.partition).encode()})
 
     @property
-    def batch_attributes(self) -> MappingProxyType[str, str]:
+    def batch_attributes(self) -> abc.Mapping[str, str]:
         """The stored batch's attributes, read without making its messages."""
         return batch_attributes(self.data, self.position)
 
