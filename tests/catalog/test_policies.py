@@ -194,6 +194,12 @@ def test_broker_conf_takes_pulsars_replicated_subscription_settings(tmp_path: Pa
                              ).replicated_subscriptions_snapshot_max_cached_per_subscription == 3
 
 
+def test_broker_conf_takes_pulsars_replication_producer_queue_size(tmp_path: Path) -> None:
+    assert BrokerConfig().replication_producer_queue_size == 1000  # (Pulsar's default)
+    (tmp_path / "broker.conf").write_text("replicationProducerQueueSize=5000\n")
+    assert BrokerConfig.load(tmp_path, {}).replication_producer_queue_size == 5000
+
+
 BAD_BROKER_CONF = [
     (b"verify_crc=true\nttl=\xff\xfe\n", "line 2", r"invalid line b'ttl=\\xff\\xfe': byte 0xff is not UTF-8"),
     (b"# Pulsar's\nclusterName=standalone\n", "line 2", "invalid broker setting 'clusterName'; accepted: "
@@ -210,6 +216,8 @@ BAD_BROKER_CONF = [
                                            "least 1"),
     (b"enableReplicatedSubscriptions=on\n", "line 1",
      "invalid enable_replicated_subscriptions 'on'; accepted: True or False"),
+    (b"replicationProducerQueueSize=0\n", "line 1",
+     "invalid replication_producer_queue_size 0; accepted: messages as an int of at least 1"),
     (b"replicatedSubscriptionsSnapshotFrequencyMillis=0\n", "line 1",
      "invalid replicated_subscriptions_snapshot_frequency_ms 0; accepted: ms as an int of at least 1"),
     (b"replicatedSubscriptionsSnapshotFrequencyMillis=1s\n", "line 1",

@@ -18,9 +18,9 @@ TOPIC = "public/default/orders"
 WAIT_S = 20.0
 
 
-def _replicate(local_data, server, *, until, local="east", remote="west", start=None) -> dict:
+def _replicate(local_data, server, *, until, local="east", remote="west", start=None, queue_size=1000) -> dict:
     """Run a replicator of TOPIC's partition 0 from `local_data` to `server` until `until(replicator)` holds;
-    `start(replicator)` once it runs."""
+    `start(replicator)` once it runs; at most `queue_size` messages in flight."""
     async def run() -> dict:
         broker = Broker.open(local_data, clock=system_clock, background=False)
         executor = ThreadPoolExecutor(2)
@@ -32,7 +32,7 @@ def _replicate(local_data, server, *, until, local="east", remote="west", start=
             return await connection.create_producer(f"persistent://{TOPIC}", f"pulsar.repl.{local}-->{remote}")
 
         replicator = Replicator(subscription, 0, local, remote, f"persistent://{TOPIC}", producer, executor,
-                                system_clock)
+                                system_clock, queue_size=queue_size)
         replicator.start()
         if start is not None:
             start(replicator)
@@ -75,6 +75,18 @@ def test_messages_written_in_process_arrive_with_their_fields_and_publish_times(
         messages = list(log.topic(TOPIC).reader("earliest", 0))
         assert [m.value for m in messages] == [b"a", None, b"c"]
         assert {m.batch_attributes.get("pulsar.replicated_from") for m in messages} == {"east"}
+
+
+def test_with_one_message_in_flight_at_a_time_everything_arrives_in_order(tmp_path):
+    local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
+    try:
+        for value in (b"a", b"b", b"c", b"d"):  # (each a stored batch, each an entry of its own)
+            _write(local, [value])
+        result = _replicate(local, server, until=lambda replicator: replicator.stats.messages_out >= 4, queue_size=1)
+        assert result == {"sent": 4, "floor": 4}
+        assert [m.data() for m in _read(server, 4)] == [b"a", b"b", b"c", b"d"]
+    finally:
+        server.stop()
 
 
 def _read(server, count):

@@ -238,6 +238,9 @@ class BrokerConfig:
     # geo-replication: a partitioned topic replicated to a cluster that lacks it is created there with as many
     # partitions (Pulsar's createTopicToRemoteClusterForReplication; without it, it must exist there already)
     create_topic_to_remote_cluster_for_replication: bool = True
+    # the messages a replicator may have sent and not yet had receipted by the remote (Pulsar's
+    # replicationProducerQueueSize): the window that bounds a replicator's rate at its round trip
+    replication_producer_queue_size: int = 1000
     # replicated subscriptions (Pulsar's PIP-33, docs/REPLICATION.md): whether consumers may have them, how often
     # a topic partition with new messages takes a snapshot, when an unfinished one is abandoned, and how many a
     # subscription keeps (its first and last always: at least MIN_SNAPSHOTS_CACHED)
@@ -310,6 +313,8 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "allow_auto_topic_creation_type": _topic_type,
     "default_num_partitions": _int_at_least("default_num_partitions", 1, "a partition count of at least 1"),
     "create_topic_to_remote_cluster_for_replication": _bool_setting("create_topic_to_remote_cluster_for_replication"),
+    "replication_producer_queue_size": _int_at_least("replication_producer_queue_size", 1,
+                                                     "messages as an int of at least 1"),
     "enable_replicated_subscriptions": _bool_setting("enable_replicated_subscriptions"),
     "replicated_subscriptions_snapshot_frequency_ms": _int_at_least(
         "replicated_subscriptions_snapshot_frequency_ms", 1, "ms as an int of at least 1"),
@@ -337,6 +342,7 @@ PULSAR_BROKER_NAMES = {
     "allowAutoTopicCreationType": "allow_auto_topic_creation_type",
     "defaultNumPartitions": "default_num_partitions",
     "createTopicToRemoteClusterForReplication": "create_topic_to_remote_cluster_for_replication",
+    "replicationProducerQueueSize": "replication_producer_queue_size",
     "enableReplicatedSubscriptions": "enable_replicated_subscriptions",
     "replicatedSubscriptionsSnapshotFrequencyMillis": "replicated_subscriptions_snapshot_frequency_ms",
     "replicatedSubscriptionsSnapshotTimeoutSeconds": "replicated_subscriptions_snapshot_timeout_seconds",

@@ -4,7 +4,8 @@ It reads the partition through the topic's durable subscription `pulsar.repl.REM
 holds backlog, so retention, TTL and backlog quotas treat it as any subscription) and produces to the same
 topic partition on the remote as `pulsar.repl.LOCAL-->REMOTE`. A message is acknowledged on the
 subscription only when the remote's SEND_RECEIPT for it arrives, or at once, as it is read, when it must
-not leave (entries.py). At most QUEUE_SIZE messages are in flight (Pulsar's replicationProducerQueueSize).
+not leave (entries.py). At most `queue_size` messages are in flight (broker.conf's
+replicationProducerQueueSize, Pulsar's).
 
 When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
 what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
@@ -34,7 +35,6 @@ from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.replication")
 
-QUEUE_SIZE = 1000
 BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
@@ -88,8 +88,10 @@ class _InFlight:
 
 class Replicator:
     def __init__(self, subscription: Subscription, partition: int, local: str, remote: str, remote_topic: str,
-                 producer: Callable[[], Any], executor: Executor, clock: Callable[[], int]) -> None:
+                 producer: Callable[[], Any], executor: Executor, clock: Callable[[], int], *,
+                 queue_size: int) -> None:
         self.subscription = subscription
+        self.queue_size = queue_size  # messages sent and not receipted yet, at most
         self.partition = partition
         self.local = local
         self.remote = remote
@@ -170,7 +172,7 @@ class Replicator:
                     raise RemoteUnavailable(f"producer {producer.name} on {producer.topic} was closed")
                 if acker.done():
                     acker.result()  # (raises the failure that ended it)
-                room = QUEUE_SIZE - flight.messages
+                room = self.queue_size - flight.messages
                 outgoing, read = await self._blocking(self._take, room) if room > 0 else ([], 0)
                 outgoing = self._with_markers(outgoing)
                 if outgoing:

@@ -239,7 +239,8 @@ class ReplicationService:
             start = "earliest" if key.topic in new_topics else "latest"
             cursor = await self._blocking(self._cursor, key.topic, key.remote, start)
             replicator = Replicator(cursor, key.partition, self.local, key.remote, ref.pulsar_name(key.partition),
-                                    self._producer_factory(key, ref), self._executor, self.broker.clock)
+                                    self._producer_factory(key, ref), self._executor, self.broker.clock,
+                                    queue_size=self.broker.config.replication_producer_queue_size)
             replicator.start()
             self._replicators[key] = replicator
 
