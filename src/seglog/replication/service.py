@@ -13,9 +13,10 @@ thread that creates it, before anything is written (Catalog.on_topic_created), o
 process created, at the service's first look at it. The remote's copy of a partitioned topic is created
 with the same partitions through its admin API (createTopicToRemoteClusterForReplication) before the
 replicators produce to its partitions; a non-partitioned one is created by the replicator's producer, as by
-any producer. With a shared configuration store the partitioned topic's metadata is the store's: a remote
-lacking it has not applied it yet, or it was deleted there and the deletion is on its way here, so the
-replicator waits instead of creating it again (which would bring a deleted topic back everywhere)."""
+any producer. With a shared or synchronized configuration store the partitioned topic's metadata is the
+store's: a remote lacking it has not applied it yet, or it was deleted there and the deletion is on its way
+here, so the replicator waits instead of creating it again (which would bring a deleted topic back
+everywhere)."""
 
 from __future__ import annotations
 
@@ -173,7 +174,7 @@ class ReplicationService:
         return partitions
 
     def replicated_subscriptions_stats(self) -> dict[str, int]:
-        """server.app.Extension: snapshot attempts pending and timed out (ReplicatedSubscriptions.stats)."""
+        """server.app.Extension: snapshot attempts pending, timed out and completed (ReplicatedSubscriptions.stats)."""
         return self.subscriptions.stats()
 
     def subscription_snapshots(self, topic: str, partition: int) -> dict[str, list[dict[str, Any]]]:

@@ -23,7 +23,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import DUPLICATE_ID, UINT64_MINUS_ONE, message_id
-from seglog.server.protocol.metadata import REPLICATOR_PREFIX, reserved_subscription
+from seglog.server.protocol.metadata import replicator_origin, reserved_subscription
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -383,7 +383,7 @@ class Connection:
             _check_producer_features(request)
             target: Target | None = await self.blocking(
                 functools.partial(service.resolve, request.topic, True,
-                                  replicator=(request.producer_name or "").startswith(REPLICATOR_PREFIX)))
+                                  replicator=replicator_origin(request.producer_name or "") is not None))
             assert target is not None  # created when missing
             await self.blocking(service.check_quota, target)
             claim = service.claim_producer(target, request.producer_name or None, request.producer_access_mode,
