@@ -139,7 +139,7 @@ def internal_stats(ctx: RestContext, topic: str, partition: int = 0) -> dict[str
     ledgers = [{"ledgerId": s["baseOffset"], "entries": s["messages"], "size": s["size"], "timestamp": s["lastWriteMs"],
                 "offloaded": False, "underReplicated": False, "metadata": None} for s in segments]
     cursors = {}
-    snapshots = ctx.subscription_snapshots(str(ctx.broker.topic(topic).name), partition)
+    snapshots = ctx.subscription_snapshots(topic, partition)  # (`topic` is the seglog name, as the keys are)
     for name, cursor in seglog["cursors"].items():
         gaps = cursor["ackedRanges"]
         cursors[name] = {
