@@ -226,3 +226,21 @@ def test_acks_and_maintenance_from_threads_never_race(log, evicting_topic, frequ
 
     run_threads(lambda index: maintain() if index == 0 else ack(index), 3)
     assert acked and all(consumer.subscription.is_acked(0, offset) for offset in acked)
+
+
+def test_admin_acks_of_one_persisted_subscription_from_threads_are_never_lost(log, frequent_switches):
+    """Two threads acknowledging the same subscription through the admin API (as two replicated-subscription
+    UPDATEs do), nobody consuming it: each change opens, changes and saves the persisted cursor; one given the
+    cursor another had opened once lost its change when the other closed it first."""
+    topic = log.create_topic("admin-acks")
+    with topic.producer() as producer:
+        producer.send_batch([b"m"] * 200)
+    log.admin.topics.create_subscription("admin-acks", "sub", "earliest")
+    top = {0: 99, 1: 199}  # each thread's last ack
+
+    def ack(index: int) -> None:
+        for offset in range(index * 100, top[index] + 1):
+            log.admin.topics.ack_cumulative("admin-acks", "sub", {0: offset})
+
+    run_threads(ack, 2)
+    assert log.admin.topics.stats("admin-acks")["subscriptions"]["sub"]["msgBacklog"] == 0

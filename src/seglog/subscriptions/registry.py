@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -43,6 +43,7 @@ class Subscriptions:
         self._open: dict[tuple[str, str], Subscription] = {}
         self._lock = threading.RLock()
         self._file_cache: dict[str, tuple[tuple[int, int], CursorRecord]] = {}
+        self._modifying: dict[tuple[str, str], threading.Lock] = {}  # (topic, subscription) -> modify's lock
 
     def directory(self, name: TopicName) -> Path:
         return self.root.joinpath(*name.path_parts())
@@ -131,11 +132,33 @@ class Subscriptions:
             self._cover_new_partitions(cached[1], ref)
             yield name, cached[1], None
 
-    def modify(self, ref: TopicRef, name: str) -> AbstractContextManager[Subscription | None]:
-        """A context manager giving a subscription to change (TTL, eviction, clear-backlog): this process's
-        live one, or the persisted one locked, loaded and saved afterwards. Gives None when another
-        process consumes it (that process applies the rules itself)."""
-        return _Modify(self, ref, name)
+    @contextmanager
+    def modify(self, ref: TopicRef, name: str) -> Iterator[Subscription | None]:
+        """A context manager giving a subscription to change (TTL, eviction, clear-backlog, acknowledging
+        through the admin API): this process's live one, or the persisted one locked, loaded and saved
+        afterwards. Gives None when another process consumes it (that process applies the rules itself).
+        Changes of one subscription made through it run one at a time: a second one given the persisted
+        subscription the first had opened would change it after the first had saved and closed it, and
+        its change would be lost."""
+        with self._lock:
+            one_at_a_time = self._modifying.setdefault((str(ref), name), threading.Lock())
+        with one_at_a_time:
+            live = self.live(ref, name)
+            if live is not None:
+                yield live
+                return
+            if name not in self.names(ref):
+                yield None
+                return
+            try:
+                opened = self.open(ref, name, "exclusive", "earliest")
+            except ConsumerBusyError:
+                yield None
+                return
+            try:
+                yield opened
+            finally:
+                self.release(opened)
 
     def release(self, subscription: Subscription) -> None:
         """Persist and unlock a subscription this process no longer consumes."""
@@ -200,29 +223,6 @@ class Subscriptions:
             self._open.clear()
         for subscription in subscriptions:
             subscription.close()
-
-
-class _Modify:
-    def __init__(self, registry: Subscriptions, ref: TopicRef, name: str) -> None:
-        self.registry, self.ref, self.name = registry, ref, name
-        self._lock: WriterLock | None = None
-        self._subscription: Subscription | None = None
-
-    def __enter__(self) -> Subscription | None:
-        live = self.registry.live(self.ref, self.name)
-        if live is not None:
-            return live
-        if self.name not in self.registry.names(self.ref):
-            return None
-        try:
-            self._subscription = self.registry.open(self.ref, self.name, "exclusive", "earliest")
-        except ConsumerBusyError:
-            return None
-        return self._subscription
-
-    def __exit__(self, *exc: object) -> None:
-        if self._subscription is not None:
-            self.registry.release(self._subscription)
 
 
 def _subscription_busy(topic: str, name: str):
