@@ -207,10 +207,12 @@ class Replicator:
             while flight.entries:
                 receipted = await producer.receipts_beyond(flight.receipted)  # (RemoteUnavailable: it failed)
                 done = flight.take_receipted(receipted)
+                # counted as receipted before the acknowledgement's trip: whoever sees the cursor moved sees
+                # them counted too
+                self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
                 offsets = np.concatenate([entry.offsets for entry in done])
                 if len(offsets):  # (markers carry none)
                     await self._blocking(self._ack, offsets)
-                self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
 
     def send_marker(self, after: int, marker_type: int, payload: bytes) -> None:
         """Send a marker to the remote once every message before offset `after` was sent (loop thread);
