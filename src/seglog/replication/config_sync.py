@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -111,10 +111,12 @@ class ConfigurationSync:
     docstring). `start` (blocking) checks the namespace, makes the topic if needed and begins applying what it
     carries; `apply` applies events, whatever read them."""
 
-    def __init__(self, broker: Broker, local: str, topic: str) -> None:
+    def __init__(self, broker: Broker, local: str, topic: str,
+                 appended: Callable[[str, int], None] | None = None) -> None:
         self.topic = parse_sync_topic(topic)
         self.broker = broker
         self.local = local
+        self._appended = appended  # (topic, partition): told of each event written, to wake its replicators
         self.shared = SharedConfiguration(broker, local)
         self._writer: PartitionWriter | None = None  # None: not started, or stopped (changes are refused)
         self._fence: TopicFence | None = None
@@ -211,6 +213,8 @@ class ConfigurationSync:
             except Exception as error:  # (whatever stops the write refuses the change, saying why)
                 raise ConfigurationStoreError(f"the configuration sync topic {self.topic} could not take the "
                                               f"change of {change.kind} {change.key}: {error}") from error
+        if self._appended is not None:
+            self._appended(str(self.topic), 0)
 
     def _follow(self) -> None:
         """The thread that applies the topic's events until stop(), or until the topic is deleted."""

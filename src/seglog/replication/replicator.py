@@ -10,7 +10,8 @@ replicationProducerQueueSize, Pulsar's).
 When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
 what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
 this cluster) is acknowledged without sending, so a restart on either side loses nothing and the remote
-stores nothing twice. Failures to reach the remote are retried with back-off, 100 ms doubling to 60 s."""
+stores nothing twice. Failures to reach the remote are retried with back-off, 100 ms doubling to 60 s. The
+server wakes it when messages produced here are appended (`appended()`)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ logger = logging.getLogger("seglog.replication")
 BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
-POLL_MAX_S = 0.1  # the fallback for what no append signal says (other processes' appends, TTL)
+# how often a replicator takes without being woken: for messages replicated from other clusters (which only
+# need acknowledging), appends no `appended()` told of (other processes'), and TTL
+POLL_MAX_S = 0.1
 T = TypeVar("T")
 
 
@@ -113,8 +116,14 @@ class Replicator:
 
     def start(self) -> None:
         self.subscription.attach(self.state, "exclusive")
-        self.subscription.appended[self.partition].watch(self._append)
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def appended(self) -> None:
+        """Messages that may leave were appended to the partition (any thread): take them now. The
+        replicator does not watch the partition's every append: those of messages replicated from another
+        cluster, which never leave, would cost it a take each (a cluster receiving unbatched messages spent a
+        tenth of its time so); it finds them at its next take, whatever wakes it, or at its poll."""
+        self._append.set()
 
     async def stop(self) -> None:
         """Stop sending; what is in flight is sent again by the next replicator on this cursor."""
@@ -126,7 +135,6 @@ class Replicator:
                 await self._task
             except asyncio.CancelledError:
                 pass
-        self.subscription.appended[self.partition].unwatch(self._append)
         try:
             await self._blocking(self.subscription.detach, self.state)
         except TopicNotFoundError:

@@ -75,9 +75,11 @@ class ReplicationService:
                                     else EtcdConfigurationStore(broker, local, configuration_store))
         # with `configuration_sync_topic`, it is synchronized through that replicated topic (config_sync.py)
         self.configuration_sync = (None if configuration_sync_topic is None
-                                   else ConfigurationSync(broker, local, configuration_sync_topic))
+                                   else ConfigurationSync(broker, local, configuration_sync_topic, self.local_append))
         self._executor = executor
         self._replicators: dict[_Key, Replicator] = {}
+        # the same by partition, for the writers' threads (local_append): replaced, never changed in place
+        self._partition_replicators: dict[tuple[str, int], tuple[Replicator, ...]] = {}
         # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
         self._cursors: dict[tuple[str, str], Subscription] = {}
         self._cursors_lock = threading.Lock()
@@ -156,6 +158,14 @@ class ReplicationService:
             return
         assert self._loop is not None  # (started before the server serves)
         self._loop.call_soon_threadsafe(handler, topic, partition, origin, payload, position)
+
+    def local_append(self, topic: str, partition: int) -> None:
+        """server.app.Extension: messages produced here were appended (a writer's thread): the partition's
+        replicators have something to send. Messages that arrive from another cluster wake none: they never
+        leave again, and each replicator acknowledges them in bulk at its next take (woken by the next local
+        append, or by its poll)."""
+        for replicator in self._partition_replicators.get((topic, partition), ()):
+            replicator.appended()
 
     def send_marker(self, topic: str, partition: int, remote: str, marker_type: int, payload: bytes) -> bool:
         """Send a marker to `remote` on the partition's replication stream, after every message written so far
@@ -244,10 +254,19 @@ class ReplicationService:
                                     queue_size=self.broker.config.replication_producer_queue_size)
             replicator.start()
             self._replicators[key] = replicator
+            partition = (key.topic, key.partition)
+            self._partition_replicators[partition] = self._partition_replicators.get(partition, ()) + (replicator,)
 
     async def _stop_replicator(self, key: _Key) -> None:
+        replicator = self._replicators.pop(key)
+        partition = (key.topic, key.partition)
+        others = tuple(r for r in self._partition_replicators.get(partition, ()) if r is not replicator)
+        if others:
+            self._partition_replicators[partition] = others
+        else:
+            self._partition_replicators.pop(partition, None)
         try:
-            await asyncio.wait_for(self._replicators.pop(key).stop(), STOP_TIMEOUT_S)
+            await asyncio.wait_for(replicator.stop(), STOP_TIMEOUT_S)
         except Exception:  # (stopping goes on with the others)
             logger.exception("replication: stopping the replicator of %s partition %d to %s failed", key.topic,
                              key.partition, key.remote)

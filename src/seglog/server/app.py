@@ -72,6 +72,10 @@ class Extension(Protocol):
         """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
         partition ended at `position` (called in the server's thread pool)."""
 
+    def local_append(self, topic: str, partition: int) -> None:
+        """A server producer appended messages produced here (not replicated from another cluster) to a
+        partition of a seglog topic (called in the server's thread pool, after each such append)."""
+
 
 # (the broker, this cluster's name, the server's thread pool) -> the extension
 ExtensionFactory = Callable[[Broker, str, Executor], Extension]
@@ -291,6 +295,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             rest.replicated_subscriptions_stats = running.replicated_subscriptions_stats
             rest.subscription_snapshots = running.subscription_snapshots
             service.on_marker = running.marker_received
+            service.on_local_append = running.local_append
         port = await listen_binary(options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"
         port = await _listen_http(http, options, options.http_port, main_tls)

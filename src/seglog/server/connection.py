@@ -1,8 +1,8 @@
 """One client connection: its protocol state (connected, producers, keep-alive) on asyncio streams.
 
 Commands are handled in the order they arrive. Each producer has a task that writes its SENDs in the order
-received, several per trip to the thread pool, and answers each with a SEND_RECEIPT (or SEND_ERROR) only once
-it is written: receipts go out in order per producer, as the client requires."""
+received, up to WRITE_TRIP_SENDS per trip to the thread pool, and answers each with a SEND_RECEIPT (or
+SEND_ERROR) only once it is written: receipts go out in order per producer, as the client requires."""
 
 from __future__ import annotations
 
@@ -32,12 +32,17 @@ logger = logging.getLogger("seglog.server")
 
 PROTOCOL_VERSION = 19  # the highest seglog speaks; CONNECTED answers min(this, the client's)
 SEND_QUEUE_LIMIT = 10_000  # SENDs waiting per producer before the connection stops reading (TCP back-pressure)
+# SENDs written in one trip to the thread pool, at most: their receipts go out when the trip ends, so a trip
+# of every SEND waiting (thousands of unbatched ones) held the first receipt back 100 ms and more, and a
+# producer with a window of messages in flight (a replicator's 1,000) waited for it with nothing to send
+WRITE_TRIP_SENDS = 64
 READ_SIZE = 1 << 16
 T = TypeVar("T")
 
 
 @dataclass
-class _Send:
+class QueuedSend:
+    """A SEND waiting for its producer's next trip to the thread pool."""
     sequence_id: int
     highest_sequence_id: int
     frame: Frame
@@ -58,7 +63,7 @@ class ProducerSession:
     async def _run(self) -> None:
         while True:
             items = [await self.queue.get()]
-            while not self.queue.empty():
+            while not self.queue.empty() and len(items) < WRITE_TRIP_SENDS:
                 items.append(self.queue.get_nowait())
             sends = [item for item in items if item is not _CLOSE]
             if sends:
@@ -78,7 +83,7 @@ class ProducerSession:
             if len(sends) != len(items):
                 return
 
-    def _write(self, sends: list[_Send]) -> list[int | ServerFailure | None]:
+    def _write(self, sends: list[QueuedSend]) -> list[int | ServerFailure | None]:
         """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer. A
         send a backlog quota refuses, and those after it, are not written and not answered (self.blocked)."""
         results: list[int | ServerFailure | None] = []
@@ -238,7 +243,7 @@ class Connection:
         self.send(command(Type.ERROR, request_id=request_id, error=failure.code, message=str(failure)))
 
     @staticmethod
-    def answer_to_send(producer_id: int, send: _Send, result: int | ServerFailure | None) -> bytes:
+    def answer_to_send(producer_id: int, send: QueuedSend, result: int | ServerFailure | None) -> bytes:
         """The answer to a SEND, encoded: its receipt (the offset it was written at, or None for a duplicate,
         acknowledged with id (-1, -1) as Pulsar's broker does), or its failure."""
         if isinstance(result, ServerFailure):
@@ -453,7 +458,7 @@ class Connection:
                            request.producer_id)
             self._closing = True
             return
-        await session.queue.put(_Send(request.sequence_id, request.highest_sequence_id, frame))
+        await session.queue.put(QueuedSend(request.sequence_id, request.highest_sequence_id, frame))
 
     async def _close_producer(self, request: api.CommandCloseProducer) -> None:
         waiting = self.waiting_producers.pop(request.producer_id, None)

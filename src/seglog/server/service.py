@@ -129,6 +129,11 @@ class BrokerService:
     # (topic, partition, origin cluster, marker type, payload, position) -> None: where replicators' markers
     # go (the replication extension sets it; called in the thread pool)
     on_marker: Callable[[str, int, str, int, bytes, int], None] | None = None
+    # (topic, partition) -> None: after each append of messages that were produced here, not replicated
+    # from another cluster (the replication extension sets it to wake that partition's replicators: what
+    # arrives from another cluster never leaves again, and waking them for it cost a thread-pool trip an
+    # append; called in the thread pool)
+    on_local_append: Callable[[str, int], None] | None = None
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
@@ -290,17 +295,21 @@ class BrokerService:
             self._count_not_allowed(handle.target.ref.name, messages)
         sequences = handle.sequences
         if sequences is None:
-            return self._write(handle, messages)
-        ids = deduplication_ids(messages.attributes)
-        assert ids is not None  # (every SEND names its producer and sequence ids)
-        name, highest = ids
-        with sequences.lock:  # (one producer per name: only the snapshot is shared with others)
-            duplicate = sequences.is_duplicate(name, highest)
-        if duplicate:
-            return None
-        offset = self._write(handle, messages)
-        sequences.record(name, highest, offset, offset + len(messages.values))
-        if handle.inbound is not None:
+            offset = self._write(handle, messages)
+        else:
+            ids = deduplication_ids(messages.attributes)
+            assert ids is not None  # (every SEND names its producer and sequence ids)
+            name, highest = ids
+            with sequences.lock:  # (one producer per name: only the snapshot is shared with others)
+                duplicate = sequences.is_duplicate(name, highest)
+            if duplicate:
+                return None
+            offset = self._write(handle, messages)
+            sequences.record(name, highest, offset, offset + len(messages.values))
+        if origin is None:
+            if self.on_local_append is not None:
+                self.on_local_append(str(handle.target.ref.name), handle.target.partition)
+        elif handle.inbound is not None:
             handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
         return offset
 
