@@ -229,3 +229,28 @@ def test_next_deliveries_gives_what_next_delivery_gives_called_until_the_most_or
         assert subscriptions["gathered"].next_deliveries(gathered, 100) == []
     finally:
         broker.close()
+
+
+def test_a_delivery_of_at_most_n_messages_gathers_stored_batches_in_turn_a_piece_each(tmp_path, clock):
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        with log.create_topic("mixed").producer() as producer:
+            for values in ([b"a"], [b"b"], [b"c", b"d", b"e"], [b"f"]):  # stored batches of 1, 1, 3 and 1
+                producer.send_batch(values)
+    broker = Broker.open(tmp_path / "data", clock=clock, background=False)
+    try:
+        subscription = broker.subscriptions.open(broker.topic("mixed"), "s", "exclusive", "earliest")
+        consumer = Remote("c")
+        subscription.attach(consumer.state, "exclusive")
+        subscription.ack_many(0, np.array([1], dtype=np.int64))  # (acknowledged: passed over)
+        first = subscription.next_delivery(consumer.state, 3)
+        assert [piece.offsets.tolist() for piece in first] == [[0], [2, 3]]  # (the third batch taken in part)
+        assert [piece.offsets.tolist() for piece in subscription.next_delivery(consumer.state, 10)] == [[4], [5]]
+        assert subscription.next_delivery(consumer.state, 10) == []
+        # without a most, a delivery is the next stored batch's, as before
+        other = broker.subscriptions.open(broker.topic("mixed"), "other", "exclusive", "earliest")
+        another = Remote("d")
+        other.attach(another.state, "exclusive")
+        assert [piece.offsets.tolist() for piece in other.next_delivery(another.state, None)] == [[0]]
+        assert [piece.offsets.tolist() for piece in other.next_delivery(another.state, None)] == [[1]]
+    finally:
+        broker.close()

@@ -256,29 +256,40 @@ class Dispatcher:
         return pieces
 
     def _take(self, partition: int, max_messages: int | None) -> list[Piece]:
+        """Redeliveries due on the partition, else its next messages: with `max_messages`, stored batches in
+        turn up to that many messages (one a piece: for a topic of unbatched messages, taking them one call
+        each cost more than the rest of dispatch), without, the next stored batch's."""
         if self.redeliveries.waiting(partition):
-            pieces = self._take_redeliveries(partition, max_messages)
-            if pieces:
-                return pieces
+            redelivered = self._take_redeliveries(partition, max_messages)
+            if redelivered:
+                return redelivered
         acks = self.cursor.acks(partition)
         reader = self.readers[partition]
-        while True:
+        pieces: list[Piece] = []
+        room = max_messages
+        while room is None or room > 0:
             offset = reader.offset
             try:
                 located = reader.locate(offset)
             except OffsetOutOfRangeError:
+                if pieces:  # (what was taken goes first; the gap is counted at the next take)
+                    break
                 self.skip_deleted(partition)
                 continue
             if located is None:
-                return []
+                break
             view, position, base, count = located
-            stop = count if max_messages is None else min(count, offset - base + max_messages)
+            stop = count if room is None else min(count, offset - base + room)
             reader.seek(base + stop)
             offsets = np.arange(offset, base + stop, dtype=np.int64)
             if acks.high > offset:  # acknowledged messages in range: leave them out
                 offsets = offsets[acks.unacked_mask(offset, base + stop)]
             if len(offsets):
-                return [Piece(partition, view, position, base, count, offsets)]
+                pieces.append(Piece(partition, view, position, base, count, offsets))
+                if room is None:
+                    break
+                room -= len(offsets)
+        return pieces
 
     def _take_redeliveries(self, partition: int, max_messages: int | None) -> list[Piece]:
         pieces: list[Piece] = []
