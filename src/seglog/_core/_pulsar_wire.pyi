@@ -22,3 +22,9 @@ def payload_frame(command: bytes, metadata: bytes, payload: bytes) -> bytes:
     """The payload frame of an encoded BaseCommand, MessageMetadata and payload, with the CRC32C block as
     clients at protocol version 6 and above write it: [u32 total][u32 command size][command][u16 0x0e01]
     [u32 CRC32C of what follows][u32 metadata size][metadata][payload] (frames.py)."""
+
+def send_receipts(buffer: bytes | bytearray | memoryview, position: int) -> tuple[list[tuple[int, int]], int]:
+    """The SEND_RECEIPT frames that follow one another from `position` in `buffer`, each whole and
+    well-formed, as (producer_id, sequence_id) pairs in order, and the position after the last: ([],
+    position) if the frame there is anything else (another command, cut short, malformed), which is then
+    frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""

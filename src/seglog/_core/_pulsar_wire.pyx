@@ -301,3 +301,110 @@ def payload_frame(bytes command, bytes metadata, bytes payload) -> bytes:
     memcpy(checked + 4 + metadata_size, PyBytes_AS_STRING(payload), payload_size)
     big_endian32(p + 2, seglog_crc32c(0, checked, 4 + metadata_size + payload_size))
     return frame
+
+
+# reading: runs of SEND_RECEIPT frames, what a producer with many messages in flight reads most
+
+cdef enum:  # BaseCommand's field and type of a SEND_RECEIPT, and CommandSendReceipt's fields
+    COMMAND_SEND_RECEIPT = 7
+    TYPE_SEND_RECEIPT = 7
+    RECEIPT_PRODUCER_ID = 1
+    RECEIPT_SEQUENCE_ID = 2
+
+
+cdef inline Py_ssize_t read_varint(const uint8_t *data, Py_ssize_t position, Py_ssize_t end,
+                                   uint64_t *value) noexcept nogil:
+    """The position after the varint at `position` (its value in `value`), or -1 if it runs past `end` or
+    beyond 10 bytes."""
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    while position < end and shift < 70:
+        result |= <uint64_t>(data[position] & 0x7F) << shift
+        position += 1
+        if not data[position - 1] & 0x80:
+            value[0] = result
+            return position
+        shift += 7
+    return -1
+
+
+cdef Py_ssize_t skip_field(const uint8_t *data, Py_ssize_t position, Py_ssize_t end, int wire_type) noexcept nogil:
+    """The position after a field's value of `wire_type` at `position`, or -1 if it is malformed."""
+    cdef uint64_t length
+    if wire_type == VARINT:
+        return read_varint(data, position, end, &length)
+    if wire_type == LENGTH_DELIMITED:
+        position = read_varint(data, position, end, &length)
+        if position < 0 or length > <uint64_t>(end - position):
+            return -1
+        return position + <Py_ssize_t>length
+    if wire_type == 1:  # 64-bit
+        return position + 8 if end - position >= 8 else -1
+    if wire_type == 5:  # 32-bit
+        return position + 4 if end - position >= 4 else -1
+    return -1
+
+
+cdef bint parse_receipt(const uint8_t *data, Py_ssize_t position, Py_ssize_t end, uint64_t *producer_id,
+                        uint64_t *sequence_id) noexcept nogil:
+    """Whether data[position:end] is a BaseCommand of type SEND_RECEIPT whose CommandSendReceipt has its
+    producer id and sequence id (then in the two out arguments)."""
+    cdef uint64_t key, value, length
+    cdef Py_ssize_t inner_end
+    cdef bint is_receipt = False, has_producer = False, has_sequence = False
+    while position < end:
+        position = read_varint(data, position, end, &key)
+        if position < 0:
+            return False
+        if key == (COMMAND_TYPE << 3 | VARINT):
+            position = read_varint(data, position, end, &value)
+            if position < 0 or value != TYPE_SEND_RECEIPT:
+                return False
+            is_receipt = True
+        elif key == (COMMAND_SEND_RECEIPT << 3 | LENGTH_DELIMITED):
+            position = read_varint(data, position, end, &length)
+            if position < 0 or length > <uint64_t>(end - position):
+                return False
+            inner_end = position + <Py_ssize_t>length
+            while position < inner_end:
+                position = read_varint(data, position, inner_end, &key)
+                if position < 0:
+                    return False
+                if key == (RECEIPT_PRODUCER_ID << 3 | VARINT):
+                    position = read_varint(data, position, inner_end, producer_id)
+                    has_producer = True
+                elif key == (RECEIPT_SEQUENCE_ID << 3 | VARINT):
+                    position = read_varint(data, position, inner_end, sequence_id)
+                    has_sequence = True
+                else:
+                    position = skip_field(data, position, inner_end, key & 7)
+                if position < 0:
+                    return False
+        else:
+            position = skip_field(data, position, end, key & 7)
+            if position < 0:
+                return False
+    return is_receipt and has_producer and has_sequence
+
+
+def send_receipts(const uint8_t[:] buffer, Py_ssize_t position):
+    """The SEND_RECEIPT frames that follow one another from `position` in `buffer`, each whole and
+    well-formed, as (producer_id, sequence_id) pairs in order, and the position after the last: ([],
+    position) if the frame there is anything else (another command, cut short, malformed), which is then
+    frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
+    cdef Py_ssize_t end = buffer.shape[0], total, command_size
+    cdef uint64_t producer_id = 0, sequence_id = 0
+    cdef const uint8_t *data = &buffer[0] if end > 0 else NULL
+    receipts = []
+    while end - position >= 8:
+        total = (<Py_ssize_t>data[position] << 24 | <Py_ssize_t>data[position + 1] << 16
+                 | <Py_ssize_t>data[position + 2] << 8 | <Py_ssize_t>data[position + 3])
+        command_size = (<Py_ssize_t>data[position + 4] << 24 | <Py_ssize_t>data[position + 5] << 16
+                        | <Py_ssize_t>data[position + 6] << 8 | <Py_ssize_t>data[position + 7])
+        if total != command_size + 4 or end - position - 4 < total:
+            break  # a payload command, or a frame not all here yet
+        if not parse_receipt(data, position + 8, position + 8 + command_size, &producer_id, &sequence_id):
+            break
+        receipts.append((producer_id, sequence_id))
+        position += 4 + total
+    return receipts, position

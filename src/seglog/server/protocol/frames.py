@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
 from seglog._core._format import crc32c
-from seglog._core._pulsar_wire import payload_frame, send_command
+from seglog._core._pulsar_wire import payload_frame, send_command, send_receipts
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 MAGIC_CRC32C = 0x0E01
@@ -60,8 +60,15 @@ class Frame:
     checksum_ok: bool = True  # False: the 0x0e01 block was present and its CRC32C did not match
 
 
+@dataclass
+class SendReceipts:
+    """Consecutive SEND_RECEIPT frames, read natively: (producer_id, sequence_id) of each, in order."""
+
+    receipts: list[tuple[int, int]]
+
+
 class FrameDecoder:
-    """Feed bytes as they arrive; `frames()` returns each whole frame received so far."""
+    """Feed bytes as they arrive; `feed()` returns each whole frame received so far."""
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE + FRAME_PADDING) -> None:
         self.max_frame_size = max_frame_size
@@ -70,11 +77,25 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[Frame | FrameError]:
         """The frames completed by `data`, in order; a frame that does not decode is a FrameError in the list
         (a fatal one ends it: nothing after it can be cut out)."""
+        return cast(list[Frame | FrameError], self._cut(data, receipts=False))  # (no SendReceipts without them)
+
+    def feed_with_receipts(self, data: bytes) -> list[Frame | FrameError | SendReceipts]:
+        """As feed, but runs of SEND_RECEIPT frames come as SendReceipts: a producer with many messages in
+        flight (a replicator) reads one a message, and decoding each as a BaseCommand was most of what its
+        receipts cost it."""
+        return self._cut(data, receipts=True)
+
+    def _cut(self, data: bytes, *, receipts: bool) -> list[Frame | FrameError | SendReceipts]:
         self._buffer += data
-        out: list[Frame | FrameError] = []
+        out: list[Frame | FrameError | SendReceipts] = []
         buffer = self._buffer
         position = 0
         while len(buffer) - position >= 4:
+            if receipts:
+                run, position = send_receipts(buffer, position)
+                if run:
+                    out.append(SendReceipts(run))
+                    continue
             (total,) = _U32.unpack_from(buffer, position)
             if total < 4 or total > self.max_frame_size:
                 out.append(FrameError(f"frame size {total} is outside 4 .. {self.max_frame_size} bytes", fatal=True))
