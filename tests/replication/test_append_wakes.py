@@ -1,5 +1,7 @@
-"""Which replicators an append wakes (ReplicationService.local_append, in this process on a real broker):
-those of the appended partition, one per remote, and no others; none once they stopped. The remotes are
+"""What an append does to replicators (ReplicationService.appended, in this process on a real broker): one
+of messages produced here wakes those of the appended partition, one per remote, and no others; one of
+messages from another cluster has them acknowledge its offsets instead (they never leave); neither reaches
+a replicator once it stopped. The remotes are
 registered at a port nothing listens on: the replicators run, retrying their connections, which is all
 this needs."""
 
@@ -45,11 +47,12 @@ def _running(service: ReplicationService) -> dict[tuple[str, int], list[str]]:
 
 def test_an_append_wakes_the_replicators_of_its_partition_and_no_others(tmp_path, monkeypatch):
     _cluster_data(tmp_path / "east")
-    woken: list[tuple[str, int, str]] = []
-    monkeypatch.setattr(Replicator, "appended", lambda self: woken.append((self.remote_topic, self.partition,
-                                                                           self.remote)))
+    told: list[tuple] = []
+    monkeypatch.setattr(Replicator, "appended", lambda self: told.append((self.partition, self.remote, "wake")))
+    monkeypatch.setattr(Replicator, "replicated_here",
+                        lambda self, first, count: told.append((self.partition, self.remote, first, count)))
 
-    async def run() -> list[tuple[str, int, str]]:
+    async def run() -> list[tuple]:
         broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
         with ThreadPoolExecutor(2) as executor:
             service = ReplicationService(broker, "east", executor)
@@ -58,15 +61,17 @@ def test_an_append_wakes_the_replicators_of_its_partition_and_no_others(tmp_path
             while _running(service) != EXPECTED and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
             assert _running(service) == EXPECTED
-            service.local_append(GEO, 1)
-            service.local_append(LOCAL, 0)
-            while_running = sorted(woken)
+            service.appended(GEO, 1, 10, 1, None)
+            service.appended(GEO, 0, 20, 3, "west")
+            service.appended(LOCAL, 0, 0, 1, None)
+            while_running = sorted(told, key=str)
             await service.stop()
-            service.local_append(GEO, 1)
+            service.appended(GEO, 1, 11, 1, None)
+            service.appended(GEO, 1, 12, 1, "north")
         broker.close()
         return while_running
 
     while_running = asyncio.run(run())
-    partition = f"persistent://{GEO}-partition-1"
-    assert while_running == [(partition, 1, "north"), (partition, 1, "west")]
-    assert sorted(woken) == while_running  # (none once stopped)
+    assert while_running == sorted([(1, "north", "wake"), (1, "west", "wake"), (0, "north", 20, 3),
+                                    (0, "west", 20, 3)], key=str)
+    assert sorted(told, key=str) == while_running  # (none once stopped)

@@ -138,6 +138,19 @@ def test_messages_for_other_clusters_are_acknowledged_and_not_sent(tmp_path):
         server.stop()
 
 
+def test_messages_it_is_told_were_replicated_here_are_acknowledged_and_passed_over(tmp_path):
+    local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
+    try:
+        for value in (b"m0", b"m1", b"m2", b"m3", b"m4"):  # (a stored batch each, as unbatched SENDs)
+            _write(local, [value])
+        result = _replicate(local, server, start=lambda replicator: replicator.replicated_here(1, 3),
+                            until=lambda replicator: _floor(replicator) == 5 and replicator.delay_ms() == 0)
+        assert result == {"sent": 2, "floor": 5}
+        assert [m.data() for m in _read(server, 2)] == [b"m0", b"m4"]
+    finally:
+        server.stop()
+
+
 def _floor(replicator: Replicator) -> int:
     return replicator.subscription.cursors[0].acks.floor
 

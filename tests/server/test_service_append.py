@@ -1,6 +1,6 @@
-"""BrokerService.append in this process, on a real broker: which appends it tells the replication of
-(`on_local_append`). Replicators are woken by messages produced here only: what another cluster's replicator
-writes never leaves again, and a duplicate writes nothing."""
+"""BrokerService.append in this process, on a real broker: what it tells the replication of each append
+(`on_append`): where the messages went, and whether they were produced here or came from another cluster's
+replicator; a duplicate writes nothing and is told of as nothing."""
 
 from __future__ import annotations
 
@@ -19,34 +19,37 @@ TOPIC = "public/default/orders"
 def service(tmp_path):
     broker = Broker.open(tmp_path / "data", clock=ManualClock(), background=False)
     service = BrokerService(broker, Settings("east", "pulsar://127.0.0.1:6650", 5 * 1024 * 1024))
-    service.local_appends = []
-    service.on_local_append = lambda topic, partition: service.local_appends.append((topic, partition))
+    service.appends = []
+    service.on_append = lambda *append: service.appends.append(append)
     yield service
     broker.close()
 
 
-def _send(service, handle, sequence_id: int):
-    """One unbatched SEND of `handle`'s producer, as the connection hands it to the service."""
+def _send(service, handle, sequence_id: int, count: int = 1):
+    """One SEND of `count` messages of `handle`'s producer, as the connection hands it to the service."""
     metadata = api.MessageMetadata(producer_name=handle.name, sequence_id=sequence_id, publish_time=1_000)
-    return service.append(handle, unpack(metadata, b"value", sequence_id), sequence_id)
+    if count == 1:
+        return service.append(handle, unpack(metadata, b"value", sequence_id), sequence_id)
+    metadata.num_messages_in_batch = count
+    single = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+    payload = b"".join(len(single).to_bytes(4, "big") + single + b"v" for _ in range(count))
+    return service.append(handle, unpack(metadata, payload, sequence_id + count - 1), sequence_id)
 
 
-def test_a_local_producers_appends_are_told_of_with_their_partition(service):
-    target = service.resolve(TOPIC, True)
-    handle = service.open_writer(target, "local-producer")
+def test_a_local_producers_appends_are_told_of_with_their_offsets_and_no_origin(service):
+    handle = service.open_writer(service.resolve(TOPIC, True), "local-producer")
     assert _send(service, handle, 0) == 0
-    assert _send(service, handle, 1) == 1
-    assert service.local_appends == [(TOPIC, 0), (TOPIC, 0)]
+    assert _send(service, handle, 1, count=3) == 1
+    assert service.appends == [(TOPIC, 0, 0, 1, None), (TOPIC, 0, 1, 3, None)]
 
 
-def test_a_replicators_appends_and_duplicates_are_not(service):
+def test_a_replicators_appends_are_told_of_with_their_origin_and_duplicates_not_at_all(service):
     target = service.resolve(TOPIC, True)
-    replicated = service.open_writer(target, "pulsar.repl.west-->east")
-    assert _send(service, replicated, 7) == 0
-    assert service.broker.store.end_offset(target.ref.name, 0) == 1  # (written all the same)
-    assert service.local_appends == []
     local = service.open_writer(target, "local-producer")
-    assert _send(service, local, 0) == 1
-    service.local_appends.clear()
+    replicated = service.open_writer(target, "pulsar.repl.west-->east")
+    assert _send(service, local, 0) == 0
+    assert _send(service, replicated, 7) == 1
+    assert service.appends == [(TOPIC, 0, 0, 1, None), (TOPIC, 0, 1, 1, "west")]
     assert _send(service, replicated, 7) is None  # (the same origin offset again: dropped)
-    assert service.local_appends == []
+    assert service.broker.store.end_offset(target.ref.name, 0) == 2
+    assert len(service.appends) == 2

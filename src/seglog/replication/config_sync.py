@@ -112,11 +112,12 @@ class ConfigurationSync:
     carries; `apply` applies events, whatever read them."""
 
     def __init__(self, broker: Broker, local: str, topic: str,
-                 appended: Callable[[str, int], None] | None = None) -> None:
+                 appended: Callable[[str, int, int, int, str | None], None] | None = None) -> None:
         self.topic = parse_sync_topic(topic)
         self.broker = broker
         self.local = local
-        self._appended = appended  # (topic, partition): told of each event written, to wake its replicators
+        # (topic, partition, offset, count, None): told of each event written here, to wake its replicators
+        self._appended = appended
         self.shared = SharedConfiguration(broker, local)
         self._writer: PartitionWriter | None = None  # None: not started, or stopped (changes are refused)
         self._fence: TopicFence | None = None
@@ -209,12 +210,12 @@ class ConfigurationSync:
             stamp = metadata.shared_stamp(change.kind, change.key).following(self.local, self.broker.clock())
             metadata.record_shared_stamp(change.kind, change.key, stamp)
             try:
-                writer.append(writer.source([SyncEvent(change, stamp).to_json()]))
+                offset = writer.append(writer.source([SyncEvent(change, stamp).to_json()]))
             except Exception as error:  # (whatever stops the write refuses the change, saying why)
                 raise ConfigurationStoreError(f"the configuration sync topic {self.topic} could not take the "
                                               f"change of {change.kind} {change.key}: {error}") from error
         if self._appended is not None:
-            self._appended(str(self.topic), 0)
+            self._appended(str(self.topic), 0, offset, 1, None)
 
     def _follow(self) -> None:
         """The thread that applies the topic's events until stop(), or until the topic is deleted."""

@@ -39,8 +39,8 @@ logger = logging.getLogger("seglog.replication")
 BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
-# how often a replicator takes without being woken: for messages replicated from other clusters (which only
-# need acknowledging), appends no `appended()` told of (other processes'), and TTL
+# how often a replicator takes without being woken: for appends no `appended()` told of (other processes'),
+# and TTL
 POLL_MAX_S = 0.1
 T = TypeVar("T")
 
@@ -113,17 +113,26 @@ class Replicator:
         self._task: asyncio.Task[None] | None = None
         self._flight: _InFlight | None = None
         self._markers: deque[tuple[int, int, bytes]] = deque()  # (after offset, marker type, payload)
+        # (first offset, count) of appends replicated from other clusters, acknowledged at the next take
+        # (writers' threads append, the take's thread pops: each is atomic)
+        self._replicated: deque[tuple[int, int]] = deque()
 
     def start(self) -> None:
         self.subscription.attach(self.state, "exclusive")
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def appended(self) -> None:
-        """Messages that may leave were appended to the partition (any thread): take them now. The
-        replicator does not watch the partition's every append: those of messages replicated from another
-        cluster, which never leave, would cost it a take each (a cluster receiving unbatched messages spent a
-        tenth of its time so); it finds them at its next take, whatever wakes it, or at its poll."""
+        """Messages produced here were appended to the partition (any thread): take them now. The replicator
+        does not watch the partition's every append: those of messages replicated from another cluster, which
+        never leave, would cost it a take each (replicated_here)."""
         self._append.set()
+
+    def replicated_here(self, first: int, count: int) -> None:
+        """Messages replicated from another cluster were appended at offsets first .. first + count - 1 (a
+        writer's thread): they never leave. The next take acknowledges them all at once, before it reads,
+        and so passes over them without reading them (acknowledging each append as it came cost a cluster
+        receiving unbatched messages 5% of its time)."""
+        self._replicated.append((first, count))
 
     async def stop(self) -> None:
         """Stop sending; what is in flight is sent again by the next replicator on this cursor."""
@@ -281,6 +290,7 @@ class Replicator:
         messages were read (those that stay are acknowledged here and now). One thread-pool trip for them
         all, not one a stored batch, which for a topic of unbatched messages would be one a message (on a
         cluster that receives replicated messages, one a message it must only acknowledge)."""
+        self._acknowledge_replicated()
         taken: list[Entry] = []
         staying: list[np.ndarray] = []
         read = 0
@@ -293,6 +303,22 @@ class Replicator:
         if staying:
             self._ack(np.concatenate(staying))
         return taken, read
+
+    def _acknowledge_replicated(self) -> None:
+        """Acknowledge the appends replicated_here was told of, runs of consecutive ones as one range."""
+        runs: list[np.ndarray] = []
+        start = stop = -1
+        while self._replicated:
+            first, count = self._replicated.popleft()
+            if first != stop:
+                if stop > start:
+                    runs.append(np.arange(start, stop, dtype=np.int64))
+                start = first
+            stop = first + count
+        if stop > start:
+            runs.append(np.arange(start, stop, dtype=np.int64))
+        if runs:
+            self._ack(np.concatenate(runs))
 
     def _ack(self, offsets: np.ndarray) -> None:
         self.subscription.ack_many(self.partition, np.sort(offsets))

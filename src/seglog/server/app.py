@@ -72,9 +72,10 @@ class Extension(Protocol):
         """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
         partition ended at `position` (called in the server's thread pool)."""
 
-    def local_append(self, topic: str, partition: int) -> None:
-        """A server producer appended messages produced here (not replicated from another cluster) to a
-        partition of a seglog topic (called in the server's thread pool, after each such append)."""
+    def appended(self, topic: str, partition: int, first: int, count: int, origin: str | None) -> None:
+        """A server producer appended `count` messages at offset `first` of a partition of a seglog topic:
+        produced here (`origin` None), or replicated from cluster `origin` (called in the server's thread pool,
+        after each append)."""
 
 
 # (the broker, this cluster's name, the server's thread pool) -> the extension
@@ -295,7 +296,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             rest.replicated_subscriptions_stats = running.replicated_subscriptions_stats
             rest.subscription_snapshots = running.subscription_snapshots
             service.on_marker = running.marker_received
-            service.on_local_append = running.local_append
+            service.on_append = running.appended
         port = await listen_binary(options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"
         port = await _listen_http(http, options, options.http_port, main_tls)

@@ -129,11 +129,11 @@ class BrokerService:
     # (topic, partition, origin cluster, marker type, payload, position) -> None: where replicators' markers
     # go (the replication extension sets it; called in the thread pool)
     on_marker: Callable[[str, int, str, int, bytes, int], None] | None = None
-    # (topic, partition) -> None: after each append of messages that were produced here, not replicated
-    # from another cluster (the replication extension sets it to wake that partition's replicators: what
-    # arrives from another cluster never leaves again, and waking them for it cost a thread-pool trip an
-    # append; called in the thread pool)
-    on_local_append: Callable[[str, int], None] | None = None
+    # (topic, partition, first offset, count, origin cluster or None) -> None: after each append by a server
+    # producer, with the cluster a replicator's messages came from (None: produced here). The replication
+    # extension sets it: messages produced here wake the partition's replicators, those from another
+    # cluster, which never leave again, are acknowledged on their cursors at once (called in the thread pool)
+    on_append: Callable[[str, int, int, int, str | None], None] | None = None
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
@@ -306,11 +306,10 @@ class BrokerService:
                 return None
             offset = self._write(handle, messages)
             sequences.record(name, highest, offset, offset + len(messages.values))
-        if origin is None:
-            if self.on_local_append is not None:
-                self.on_local_append(str(handle.target.ref.name), handle.target.partition)
-        elif handle.inbound is not None:
+        if origin is not None and handle.inbound is not None:
             handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
+        if self.on_append is not None:
+            self.on_append(str(handle.target.ref.name), handle.target.partition, offset, len(messages.values), origin)
         return offset
 
     def marker(self, handle: ProducerHandle, metadata: api.MessageMetadata, payload: bytes) -> int:

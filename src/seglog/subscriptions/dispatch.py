@@ -269,6 +269,9 @@ class Dispatcher:
         room = max_messages
         while room is None or room > 0:
             offset = reader.offset
+            if acks.high > offset and acks.is_acked(offset):  # a run acknowledged ahead: passed over at once
+                offset = acks.next_unacked(offset)
+                reader.seek(offset)
             try:
                 located = reader.locate(offset)
             except OffsetOutOfRangeError:
