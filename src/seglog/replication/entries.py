@@ -12,7 +12,7 @@ SEND carries the origin offset of its last message as its sequence id, which the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,15 +64,19 @@ def leaves_for(attributes: Mapping[str, str], remote: str) -> bool:
     return not listed or remote in listed.split(",")
 
 
-def entries(piece: Piece, local: str) -> Iterator[Entry]:
+def entries(piece: Piece, local: str) -> list[Entry]:
     """The entries that carry the messages of `piece` (of a stored batch that leaves_for the remote) to
     the remote."""
     messages, offsets = piece.messages(), piece.offsets
+    if len(messages) == 1:  # (an unbatched message: most entries of a topic of them, so no run search)
+        return [_entry(messages, offsets, piece.base, local)]
+    runs = []
     start = 0
     for end in range(1, len(messages) + 1):
         if end == len(messages) or messages[end].timestamp != messages[start].timestamp:
-            yield _entry(messages[start:end], offsets[start:end], piece.base, local)
+            runs.append(_entry(messages[start:end], offsets[start:end], piece.base, local))
             start = end
+    return runs
 
 
 def _entry(run: list[Message], offsets: np.ndarray, base_offset: int, local: str) -> Entry:
