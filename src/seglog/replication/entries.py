@@ -32,7 +32,7 @@ from seglog.server.protocol.metadata import (
 from seglog.subscriptions.dispatch import Piece
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # (not frozen: a frozen dataclass took 1.1 µs to make, one a message unbatched)
 class Entry:
     """One SEND to the remote. A marker carries no messages (offsets empty) and the origin offset before it
     as its sequence id."""
