@@ -15,6 +15,7 @@ import pytest
 
 import seglog
 from helpers_storage import consumed_in_another_process
+from seglog.broker import Broker
 from seglog.errors import (
     AlreadyExistsError,
     ConsumerBusyError,
@@ -23,6 +24,7 @@ from seglog.errors import (
     ReceiveTimeoutError,
 )
 from seglog.storage.batch import SCHEMA
+from seglog.subscriptions.dispatch import ConsumerState
 
 
 def produce(topic, n, *, start=0, **kw):
@@ -474,3 +476,34 @@ def test_sigkill_resumes_at_the_persisted_cursor_without_skipping(tmp_path):
         first = consumer.receive(timeout=1).offset
     assert first == cursor["markDeletePosition"] + 1
     assert first <= acked[-1] + 1  # never skips an unacknowledged message
+
+
+def test_a_consumer_that_opens_a_subscription_an_admin_change_holds_keeps_it(tmp_path, clock):
+    """An admin change of a subscription no one consumes here opens the persisted one for the change; a
+    consumer opening it meanwhile (the server subscribing while a TTL pass or an admin ack runs) gets that
+    same subscription, and the change's end must not close it under the consumer."""
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        produce(log.create_topic("t"), 4)
+        log.admin.topics.create_subscription("t", "s", "earliest")
+    broker = Broker.open(tmp_path / "data", clock=clock, background=False)
+    try:
+        registry, ref = broker.subscriptions, broker.topic("t")
+        consumer = ConsumerState("c", None, lambda _: None, lambda: None)
+        with registry.modify(ref, "s") as held:
+            held.ack_cumulative(0, 0)  # (the change: message 0 acknowledged)
+            subscribed = registry.open(ref, "s", "exclusive", "earliest")
+            subscribed.attach(consumer, "exclusive")
+        assert subscribed is held and not subscribed.closed and registry.live(ref, "s") is subscribed
+        given = subscribed.next_delivery(consumer, 10)
+        assert [int(o) for piece in given for o in piece.offsets] == [1, 2, 3]
+        subscribed.ack_many(0, np.array([1], dtype=np.int64))
+        subscribed.detach(consumer)
+        registry.release(subscribed)
+        # a change no one claimed closes what it opened, and both changes were saved
+        with registry.modify(ref, "s") as held:
+            held.ack_cumulative(0, 2)
+        assert held.closed and registry.live(ref, "s") is None
+    finally:
+        broker.close()
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        assert log.admin.topics.stats("t")["subscriptions"]["s"]["msgBacklog"] == 1

@@ -44,6 +44,8 @@ class Subscriptions:
         self._lock = threading.RLock()
         self._file_cache: dict[str, tuple[tuple[int, int], CursorRecord]] = {}
         self._modifying: dict[tuple[str, str], threading.Lock] = {}  # (topic, subscription) -> modify's lock
+        # subscriptions modify opened for a change alone, closed when it ends unless open() claims one meanwhile
+        self._held_for_change: set[tuple[str, str]] = set()
 
     def directory(self, name: TopicName) -> Path:
         return self.root.joinpath(*name.path_parts())
@@ -63,6 +65,8 @@ class Subscriptions:
             key = (str(ref), name)
             subscription = self._open.get(key)
             if subscription is not None and not subscription.closed:
+                # (one that an admin change holds open is this caller's now: the change must not close it)
+                self._held_for_change.discard(key)
                 return subscription
             directory = self.directory(ref.name)
             directory.mkdir(parents=True, exist_ok=True)
@@ -139,9 +143,11 @@ class Subscriptions:
         afterwards. Gives None when another process consumes it (that process applies the rules itself).
         Changes of one subscription made through it run one at a time: a second one given the persisted
         subscription the first had opened would change it after the first had saved and closed it, and
-        its change would be lost."""
+        its change would be lost. A consumer that opens the subscription meanwhile gets the one the change
+        holds, and keeps it: the change then saves it and leaves it open."""
+        key = (str(ref), name)
         with self._lock:
-            one_at_a_time = self._modifying.setdefault((str(ref), name), threading.Lock())
+            one_at_a_time = self._modifying.setdefault(key, threading.Lock())
         with one_at_a_time:
             live = self.live(ref, name)
             if live is not None:
@@ -150,15 +156,26 @@ class Subscriptions:
             if name not in self.names(ref):
                 yield None
                 return
-            try:
-                opened = self.open(ref, name, "exclusive", "earliest")
-            except ConsumerBusyError:
+            with self._lock:  # (opened and marked as held in one step: no open() between the two)
+                try:
+                    opened = self.open(ref, name, "exclusive", "earliest")
+                except ConsumerBusyError:
+                    opened = None
+                else:
+                    self._held_for_change.add(key)
+            if opened is None:
                 yield None
                 return
             try:
                 yield opened
             finally:
-                self.release(opened)
+                with self._lock:
+                    claimed = key not in self._held_for_change
+                    self._held_for_change.discard(key)
+                    if claimed:
+                        opened.persist()
+                    else:
+                        self.release(opened)
 
     def release(self, subscription: Subscription) -> None:
         """Persist and unlock a subscription this process no longer consumes."""
