@@ -217,7 +217,7 @@ def test_global_policies_are_pushed_again_after_a_remote_comes_back(two):
 def test_the_cli_asks_before_a_global_policy_that_deletes_the_topic_elsewhere(two):
     replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
     two["east"].client().create_producer(TOPIC).send(b"x")
-    read_all(two["west"], TOPIC, expected=1)
+    assert len(read_all(two["west"], TOPIC, expected=1)) == 1
     command = ["--url", two["east"].server.http_url, "topics", "set-replication-clusters", "public/default/orders",
                "--clusters", "east", "--global"]
     refused = CliRunner().invoke(main, command, input="n\n")

@@ -89,6 +89,35 @@ class _InFlight:
         return self.entries[0][1] if self.entries else None
 
 
+class _TakenAhead:
+    """Entries taken from the cursor and not sent yet, in order (loop thread only): a replicator takes up to
+    a window ahead, so that receipts freeing room are answered with a send at once, not after a trip to the
+    thread pool (which, on a busy cluster, waited behind the producers' writes while the remote idled)."""
+
+    def __init__(self) -> None:
+        self.entries: deque[Entry] = deque()
+        self.messages = 0
+
+    def add(self, entries: list[Entry]) -> None:
+        self.entries.extend(entries)
+        self.messages += sum(len(entry.offsets) for entry in entries)
+
+    def within(self, room: int) -> list[Entry]:
+        """The entries at the front whose messages fit in `room`, taken out."""
+        out: list[Entry] = []
+        while self.entries and len(self.entries[0].offsets) <= room:
+            entry = self.entries.popleft()
+            room -= len(entry.offsets)
+            self.messages -= len(entry.offsets)
+            out.append(entry)
+        return out
+
+    @property
+    def next_offset(self) -> int | None:
+        """The origin offset of the first message not sent yet; None when none is taken ahead."""
+        return int(self.entries[0].offsets[0]) if self.entries else None
+
+
 class Replicator:
     def __init__(self, subscription: Subscription, partition: int, local: str, remote: str, remote_topic: str,
                  producer: Callable[[], Any], executor: Executor, clock: Callable[[], int], *,
@@ -179,6 +208,7 @@ class Replicator:
     async def _replicate(self, producer: RemoteProducer) -> None:
         await self._blocking(self._rewind, producer.last_sequence_id)
         flight = self._flight = _InFlight()
+        ahead = _TakenAhead()
         acker = asyncio.get_running_loop().create_task(self._acknowledge(producer, flight))
         try:
             while True:
@@ -189,23 +219,29 @@ class Replicator:
                     raise RemoteUnavailable(f"producer {producer.name} on {producer.topic} was closed")
                 if acker.done():
                     acker.result()  # (raises the failure that ended it)
-                room = self.queue_size - flight.messages
-                outgoing, read = await self._blocking(self._take, room) if room > 0 else ([], 0)
-                outgoing = self._with_markers(outgoing)
-                if outgoing:
-                    producer.send((entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
-                                  for entry in outgoing)
-                    flight.add(outgoing, self._clock())
-                    await producer.connection.drain()
-                # A take that read less than it had room for found the end of what was written: the next would
-                # find nothing unless something was appended since the take began, which sets the wake (one
-                # trip to the thread pool saved for every take, on a cluster that receives replicated messages
-                # half its takes).
-                if room <= 0 or read < room:
+                await self._send(producer, flight, ahead)
+                wanted = self.queue_size - ahead.messages
+                taken, read = await self._blocking(self._take, wanted) if wanted > 0 else ([], 0)
+                ahead.add(taken)
+                await self._send(producer, flight, ahead)
+                # A take that read less than it wanted found the end of what was written: the next would find
+                # nothing unless something was appended since the take began, which sets the wake (one trip to
+                # the thread pool saved for every take, on a cluster that receives replicated messages half
+                # its takes). With a window taken ahead, the next take waits for receipts.
+                if wanted <= 0 or read < wanted:
                     await self._wait(acker, flight)
         finally:
             acker.cancel()
             await asyncio.gather(acker, return_exceptions=True)
+
+    async def _send(self, producer: RemoteProducer, flight: _InFlight, ahead: _TakenAhead) -> None:
+        """Send what was taken ahead as far as the flight window has room, with the markers due."""
+        outgoing = self._with_markers(ahead.within(self.queue_size - flight.messages), ahead.next_offset)
+        if outgoing:
+            producer.send((entry.sequence_id, entry.metadata, entry.payload, len(entry.offsets))
+                          for entry in outgoing)
+            flight.add(outgoing, self._clock())
+            await producer.connection.drain()
 
     async def _wait(self, acker: asyncio.Task[None], flight: _InFlight) -> None:
         """Until an append, a receipt that makes room, the acker failing, or the poll's time is up."""
@@ -243,9 +279,10 @@ class Replicator:
         """Markers queued and not sent yet."""
         return len(self._markers)
 
-    def _with_markers(self, outgoing: list[Entry]) -> list[Entry]:
+    def _with_markers(self, outgoing: list[Entry], unsent: int | None) -> list[Entry]:
         """`outgoing` with the queued markers each put before the first message at or after its offset, or
-        at the end once reading has passed it."""
+        at the end once every message before it was sent: `unsent` is the first message taken and not sent
+        (None: none is, so everything before the cursor's read position was sent or stays)."""
         if not self._markers:
             return outgoing
         merged: list[Entry] = []
@@ -254,8 +291,8 @@ class Replicator:
             while self._markers and self._markers[0][0] <= first:
                 merged.append(self._marker(*self._markers.popleft()))
             merged.append(entry)
-        read = self.subscription.read_position(self.partition)
-        while self._markers and self._markers[0][0] <= read:
+        sent_up_to = self.subscription.read_position(self.partition) if unsent is None else unsent
+        while self._markers and self._markers[0][0] <= sent_up_to:
             merged.append(self._marker(*self._markers.popleft()))
         return merged
 
