@@ -1,8 +1,10 @@
-"""BrokerService.append in this process, on a real broker: what it tells the replication of each append
+"""BrokerService in this process, on a real broker: what append tells the replication of each append
 (`on_append`): where the messages went, and whether they were produced here or came from another cluster's
-replicator; a duplicate writes nothing and is told of as nothing."""
+replicator; a duplicate writes nothing and is told of as nothing. And namespace listings racing a deletion."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,6 +12,7 @@ from seglog.broker import Broker
 from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import unpack
+from seglog.server.rest.topics import pulsar_topic_names
 from seglog.server.service import BrokerService, Settings
 
 TOPIC = "public/default/orders"
@@ -53,3 +56,20 @@ def test_a_replicators_appends_are_told_of_with_their_origin_and_duplicates_not_
     assert _send(service, replicated, 7) is None  # (the same origin offset again: dropped)
     assert service.broker.store.end_offset(target.ref.name, 0) == 2
     assert len(service.appends) == 2
+
+
+def test_a_topic_deleted_while_a_namespace_is_listed_is_left_out_not_an_error(service, monkeypatch):
+    """A listing reads the topics' names, then each topic: one deleted in between (a cascading deletion, say)
+    must not fail the whole listing (it did: 404 naming the deleted topic), in the binary protocol's
+    GET_TOPICS_OF_NAMESPACE as in the admin API's list."""
+    broker = service.broker
+    broker.create_topic("public/default/kept", 2, {})
+    broker.create_topic("public/default/gone", 1, {})
+    names = broker.catalog.topic_names()  # (read before the deletion)
+    broker.delete_topic("public/default/gone", force=True)
+    monkeypatch.setattr(broker.catalog, "topic_names", lambda: names)
+    kept = ["persistent://public/default/kept-partition-0", "persistent://public/default/kept-partition-1"]
+    assert service.topics_of_namespace("public/default") == kept
+    context = SimpleNamespace(broker=broker)
+    assert pulsar_topic_names(context, "public/default", partitioned=False) == kept
+    assert pulsar_topic_names(context, "public/default", partitioned=True) == ["persistent://public/default/kept"]

@@ -225,7 +225,10 @@ class BrokerService:
             name = TopicName.parse(full)
             if name.namespace_name != probe.namespace_name:
                 continue
-            ref = self.broker.topic(name)
+            try:
+                ref = self.broker.topic(name)
+            except TopicNotFoundError:
+                continue  # (deleted since the names were read: a listing never fails for it)
             topics.extend(ref.pulsar_name(p) for p in range(ref.partitions))
         return topics
 

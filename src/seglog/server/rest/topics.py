@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from seglog.broker import MAX_PARTITIONS
-from seglog.errors import NotFoundError
+from seglog.errors import NotFoundError, TopicNotFoundError
 from seglog.names import TopicName
 from seglog.server.rest.base import (
     RestContext,
@@ -52,7 +52,10 @@ def pulsar_topic_names(ctx: RestContext, namespace: str, *, partitioned: bool) -
     for name in ctx.broker.catalog.topic_names():
         if not name.startswith(f"{namespace}/"):
             continue
-        ref = ctx.broker.topic(name)
+        try:
+            ref = ctx.broker.topic(name)
+        except TopicNotFoundError:
+            continue  # (deleted since the names were read: a listing never fails for it)
         if partitioned:
             if ref.partitions > 1:
                 names.append(f"persistent://{name}")
