@@ -4,8 +4,8 @@ It reads the partition through the topic's durable subscription `pulsar.repl.REM
 holds backlog, so retention, TTL and backlog quotas treat it as any subscription) and produces to the same
 topic partition on the remote as `pulsar.repl.LOCAL-->REMOTE`. A message is acknowledged on the
 subscription only when the remote's SEND_RECEIPT for it arrives, or at once, as it is read, when it must
-not leave (entries.py). At most `queue_size` messages are in flight (broker.conf's
-replicationProducerQueueSize, Pulsar's).
+not leave (entries.py); one replicated here from another cluster before it is read (`replicated_here`). At
+most `queue_size` messages are in flight (broker.conf's replicationProducerQueueSize, Pulsar's).
 
 When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
 what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
@@ -342,20 +342,13 @@ class Replicator:
         return taken, read
 
     def _acknowledge_replicated(self) -> None:
-        """Acknowledge the appends replicated_here was told of, runs of consecutive ones as one range."""
-        runs: list[np.ndarray] = []
-        start = stop = -1
+        """Acknowledge the appends replicated_here was told of."""
+        offsets: list[int] = []
         while self._replicated:
             first, count = self._replicated.popleft()
-            if first != stop:
-                if stop > start:
-                    runs.append(np.arange(start, stop, dtype=np.int64))
-                start = first
-            stop = first + count
-        if stop > start:
-            runs.append(np.arange(start, stop, dtype=np.int64))
-        if runs:
-            self._ack(np.concatenate(runs))
+            offsets.extend(range(first, first + count))
+        if offsets:
+            self._ack(np.array(offsets, dtype=np.int64))
 
     def _ack(self, offsets: np.ndarray) -> None:
         self.subscription.ack_many(self.partition, np.sort(offsets))

@@ -86,14 +86,10 @@ class Piece:
         return batch_attributes(self.data, self.position)
 
     def messages(self) -> list[Message]:
-        if len(self.offsets) == 1:  # (one message: a piece of an unbatched message)
-            first = int(self.offsets[0])
-            return messages_from_batch(self.data, self.position, self.partition, first - self.base,
-                                       first - self.base + 1)
         first, last = int(self.offsets[0]), int(self.offsets[-1])
         messages = messages_from_batch(self.data, self.position, self.partition, first - self.base,
                                        last - self.base + 1)
-        if self.contiguous:
+        if last - first + 1 == len(self.offsets):  # (contiguous, without reading the offsets again)
             return messages
         wanted = set(self.offsets.tolist())
         return [m for m in messages if m.offset in wanted]
