@@ -78,7 +78,8 @@ class ReplicationService:
                                    else ConfigurationSync(broker, local, configuration_sync_topic, self.appended))
         self._executor = executor
         self._replicators: dict[_Key, Replicator] = {}
-        # the same by partition, for the writers' threads (appended): replaced, never changed in place
+        # the same by partition, for the writers' threads (appended), which read it without a lock: each
+        # partition's tuple is replaced, never changed in place
         self._partition_replicators: dict[tuple[str, int], tuple[Replicator, ...]] = {}
         # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
         self._cursors: dict[tuple[str, str], Subscription] = {}
@@ -162,7 +163,7 @@ class ReplicationService:
     def appended(self, topic: str, partition: int, first: int, count: int, origin: str | None) -> None:
         """server.app.Extension: messages were appended (a writer's thread). Produced here, they wake the
         partition's replicators: they have something to send. From another cluster, they never leave again:
-        each replicator's cursor acknowledges them now, and its takes pass over them (reading each only to
+        each replicator records them and acknowledges them at its next take, unread (reading each only to
         acknowledge it cost a cluster that receives unbatched messages a tenth of its time)."""
         for replicator in self._partition_replicators.get((topic, partition), ()):
             if origin is None:

@@ -132,7 +132,7 @@ class BrokerService:
     # (topic, partition, first offset, count, origin cluster or None) -> None: after each append by a server
     # producer, with the cluster a replicator's messages came from (None: produced here). The replication
     # extension sets it: messages produced here wake the partition's replicators, those from another
-    # cluster, which never leave again, are acknowledged on their cursors at once (called in the thread pool)
+    # cluster, which never leave again, are acknowledged on their cursors unread (called in the thread pool)
     on_append: Callable[[str, int, int, int, str | None], None] | None = None
 
     def __post_init__(self) -> None:
