@@ -390,6 +390,7 @@ def test_a_missing_timestamp_in_send_batch_means_the_append_time(log, clock, tim
 
 @pytest.mark.parametrize("timestamps, argument", [
     ([None, 1.7], "timestamps[1]"), ([None, 2**70], "timestamps[1]"), ([2**63, 1], "timestamps[0]"),
+    ([5, -1], "timestamps[1]"), ([5, 2.0], "timestamps[1]"),
     (np.array([1.5, 2.0]), "timestamps[0]"), (np.array([2**64 - 1, 1], dtype=np.uint64), "timestamps[0]"),
 ])
 def test_timestamps_that_are_not_int64_ms_are_refused(log, timestamps, argument):
