@@ -23,12 +23,15 @@ replicator sends as a SEND of its own; 10,000 messages a round, as it is slow)
   seglog    east -> west, producer to      the same producer on a topic of public/repl: a round is timed
             stored on west                 from the request to the worker (whose first send_async follows at
                                            once) until west's end offset shows every message of the round
-                                           (and the worker has answered: every receipt of east Ok). Target
-                                           >= 0.5x the baseline. Paired: a baseline round runs before each
-                                           (untimed by pytest-benchmark), and the note gives the median
-                                           per-round ratio. The replicator is connected before the first
-                                           round (its topic made, the remote producer created): what is
-                                           timed is the steady flow, not the set-up.
+                                           (and the worker has answered: every receipt of east Ok).
+                                           Paired: a baseline round (the same producer set-up on a topic
+                                           of public/local) runs right before each, untimed by pytest-
+                                           benchmark; target: the median of the per-round ratios
+                                           (`paired_ratio`) >= 0.5 ("side by side"). The ratio to the
+                                           baseline test above, whose rounds ran minutes earlier, is
+                                           printed for information. The replicator is connected before
+                                           the first round (its topic made, the remote producer created):
+                                           what is timed is the steady flow, not the set-up.
   seglog    catch-up of a backlog          for information, the replicator alone: 100,000 messages stored on
                                            east by the same producer (untimed) in a namespace that does not
                                            replicate yet, with the cursor pulsar.repl.west made at the
@@ -407,8 +410,10 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
     paired_worker = workers(east.url, local, **batch_options(batch))
     paired = Rounds(paired_worker, local, n, None, CpuMeters({}))
 
+    # the target is on the paired rounds ("measured side by side"): the baseline test's rounds ran minutes
+    # before, and this machine's rate for the same code drifts more than the margin between them
     bench.seglog(throughput_group(batch), "east -> west, producer to stored on west", messages=n,
-                 nbytes=n * VALUE_BYTES, at_least={BASELINE: 0.5})
+                 nbytes=n * VALUE_BYTES, recorded_at_least={"paired_ratio": 0.5})
     bench.run(mine.run, setup=paired.run)
     cpu = meters.us_per_message(n)
     bench.record("cpu_us_per_msg", cpu)

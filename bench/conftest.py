@@ -15,7 +15,8 @@ and the *seglog* benchmarks, each of which states its targets against those base
 
 Targets: `at_least={baseline label: ratio}` (throughput ratio), `min_rate=` (messages/s),
 `min_gbps=` (1e9 bytes/s), `max_extra_seconds={baseline label: s}` (round time above the baseline's),
-`at_most={extra_info key: limit}` (a figure the test records itself, e.g. memory growth).
+`at_most={extra_info key: limit}` and `recorded_at_least={extra_info key: minimum}` (a figure the test
+records itself, e.g. memory growth, or a ratio it measured round by round against a baseline run beside it).
 A seglog benchmark without targets is reported for information. The summary also prints each seglog
 benchmark's ratio to every baseline of its group that no `at_least` target names, for information.
 
@@ -90,9 +91,11 @@ class Bench:
     def seglog(self, group: str, label: str, *, messages: int | None = None, nbytes: int | None = None,
                unit: str = "msg", at_least: dict[str, float] | None = None, min_rate: float | None = None,
                min_gbps: float | None = None, max_extra_seconds: dict[str, float] | None = None,
-               at_most: dict[str, float] | None = None) -> Bench:
+               at_most: dict[str, float] | None = None,
+               recorded_at_least: dict[str, float] | None = None) -> Bench:
         targets = {"at_least": at_least, "min_rate": min_rate, "min_gbps": min_gbps,
-                   "max_extra_seconds": max_extra_seconds, "at_most": at_most}
+                   "max_extra_seconds": max_extra_seconds, "at_most": at_most,
+                   "recorded_at_least": recorded_at_least}
         return self._describe(group, label, "seglog", messages, nbytes, unit,
                               {k: v for k, v in targets.items() if v is not None})
 
@@ -124,7 +127,8 @@ class Bench:
                                        warmup_rounds=warmup_rounds)
 
     def record(self, key: str, value: Any) -> None:
-        """A figure the test measured itself (saved in the JSON; `at_most` targets check it)."""
+        """A figure the test measured itself (saved in the JSON; `at_most` and `recorded_at_least` targets
+        check it)."""
         self.benchmark.extra_info[key] = value
 
     def note(self, text: str) -> None:
@@ -300,6 +304,9 @@ def evaluate(entry: Entry, baselines: dict[str, Entry]) -> list[Verdict]:
     for key, wanted in targets.get("at_most", {}).items():
         got = entry.info.get(key)
         verdicts.append(Verdict(f"{key} {got} (target <= {wanted:g})", got is not None and got <= wanted))
+    for key, wanted in targets.get("recorded_at_least", {}).items():
+        got = entry.info.get(key)
+        verdicts.append(Verdict(f"{key} {got} (target >= {wanted:g})", got is not None and got >= wanted))
     entry.info["ratios"] = ratios
     entry.info["verdicts"] = {v.text: _verdict_word(v.met) for v in verdicts}
     return verdicts
