@@ -63,12 +63,16 @@ class FakeProducer:
         pass
 
 
-def test_taken_ahead_the_window_holds_order_holds_and_a_marker_waits_for_the_messages_before_it(tmp_path):
+def _replicate(tmp_path, batches: list[list[bytes]], fake: FakeProducer, queue_size: int,
+               markers: tuple[tuple[int, int, bytes], ...] = ()) -> int:
+    """Store `batches` (a stored batch, an entry, each) on east, replicate them to `fake` with a window of
+    `queue_size` messages and `markers` queued at the start; the cursor's floor once everything is receipted
+    (or WAIT_S passed)."""
     with seglog.open(tmp_path / "east") as log:
         with log.create_topic(TOPIC).producer() as producer:
-            for value in (b"a", b"b", b"c", b"d", b"e", b"f"):  # (a stored batch each: an entry each)
-                producer.send_batch([value])
-    fake = FakeProducer()
+            for values in batches:
+                producer.send_batch(values)
+    expected = sum(map(len, batches))
 
     async def run() -> int:
         broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
@@ -80,11 +84,12 @@ def test_taken_ahead_the_window_holds_order_holds_and_a_marker_waits_for_the_mes
                 return fake
 
             replicator = Replicator(subscription, 0, "east", "west", fake.topic, producer, executor, system_clock,
-                                    queue_size=2)
+                                    queue_size=queue_size)
             replicator.start()
-            replicator.send_marker(3, 10, b"after c")  # (before d, taken ahead while c is in flight)
+            for marker in markers:
+                replicator.send_marker(*marker)
             deadline = time.monotonic() + WAIT_S
-            while subscription.cursors[0].acks.floor < 6 and time.monotonic() < deadline:
+            while subscription.cursors[0].acks.floor < expected and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
             await replicator.stop()
             floor = subscription.cursors[0].acks.floor
@@ -92,7 +97,25 @@ def test_taken_ahead_the_window_holds_order_holds_and_a_marker_waits_for_the_mes
         broker.close()
         return floor
 
-    assert asyncio.run(run()) == 6
+    return asyncio.run(run())
+
+
+def test_taken_ahead_the_window_holds_order_holds_and_a_marker_waits_for_the_messages_before_it(tmp_path):
+    fake = FakeProducer()
+    # the marker goes before d, which is taken ahead while c is in flight
+    floor = _replicate(tmp_path, [[v] for v in (b"a", b"b", b"c", b"d", b"e", b"f")], fake, 2, ((3, 10, b"after c"),))
+    assert floor == 6
     assert [(sequence_id, marker) for sequence_id, marker, _ in fake.sent] == [
         (0, None), (1, None), (2, None), (2, 10), (3, None), (4, None), (5, None)]
     assert max(in_flight for _, _, in_flight in fake.sent) <= 2  # (the window: queue_size messages)
+
+
+def test_a_stored_batch_larger_than_the_window_goes_whole_as_one_entry(tmp_path):
+    fake = FakeProducer()
+    floor = _replicate(tmp_path, [[b"a"], [b"b%d" % i for i in range(5)], [b"c"], [b"d%d" % i for i in range(3)]],
+                       fake, 2)
+    assert floor == 10
+    # each stored batch one entry (never cut to fit), which goes while fewer than the window's 2 messages are
+    # in flight, however many it holds
+    assert [sequence_id for sequence_id, _, _ in fake.sent] == [0, 5, 6, 9]  # (an entry's last offset)
+    assert all(in_flight - count < 2 for (_, _, in_flight), count in zip(fake.sent, [1, 5, 1, 3]))

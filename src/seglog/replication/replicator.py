@@ -103,9 +103,11 @@ class _TakenAhead:
         self.messages += sum(len(entry.offsets) for entry in entries)
 
     def within(self, room: int) -> list[Entry]:
-        """The entries at the front whose messages fit in `room`, taken out."""
+        """The entries at the front while there is `room` (messages) left, taken out: the last may pass it.
+        (Taking only entries that fit held a stored batch larger than the window back forever, and a window
+        of exactly one batch of the producer's size had the replicator wait for each receipt.)"""
         out: list[Entry] = []
-        while self.entries and len(self.entries[0].offsets) <= room:
+        while self.entries and room > 0:
             entry = self.entries.popleft()
             room -= len(entry.offsets)
             self.messages -= len(entry.offsets)
@@ -123,7 +125,8 @@ class Replicator:
                  producer: Callable[[], Any], executor: Executor, clock: Callable[[], int], *,
                  queue_size: int) -> None:
         self.subscription = subscription
-        self.queue_size = queue_size  # messages sent and not receipted yet, at most
+        # messages sent and not receipted yet: more are sent while fewer are in flight (a batch may pass it)
+        self.queue_size = queue_size
         self.partition = partition
         self.local = local
         self.remote = remote
@@ -135,7 +138,7 @@ class Replicator:
         self.stats = ReplicatorStats(RateMeter(clock), RateMeter(clock))
         self._expired_seen = subscription.cursors[partition].expired
         self.state = ConsumerState(self.producer_name, None, _keep, _no_disconnect,
-                                   partitions=frozenset({partition}))
+                                   partitions=frozenset({partition}), whole_batches=True)
         self._wake = asyncio.Event()
         self._append = LoopWake(asyncio.get_running_loop(), self._wake)
         self._stopping = False

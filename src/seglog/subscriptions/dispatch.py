@@ -129,6 +129,9 @@ class ConsumerState:
     partitions: frozenset[int] | None = None
     # key_shared: the key slots it takes in Pulsar's sticky mode (key_shared.py); None: seglog's hash ring
     hash_ranges: HashRanges | None = None
+    # stored batches are given whole, the last past max_messages (a geo-replicator sends each as one entry,
+    # as Pulsar's does; cut to fit, a producer's batch would arrive as several)
+    whole_batches: bool = False
 
     def covers(self, partition: int) -> bool:
         return self.partitions is None or partition in self.partitions
@@ -245,7 +248,7 @@ class Dispatcher:
         partitions = self.partitions_for(consumer)
         for i in range(len(partitions)):
             partition = partitions[(self.next_partition + i) % len(partitions)]
-            pieces = self._share(consumer, self._take(partition, max_messages))
+            pieces = self._share(consumer, self._take(partition, max_messages, consumer.whole_batches))
             if pieces:
                 self.next_partition = (self.next_partition + i + 1) % max(len(partitions), 1)
                 return pieces
@@ -255,10 +258,11 @@ class Dispatcher:
         """What of the pieces read for `consumer` it gets: all of them, but for key_shared."""
         return pieces
 
-    def _take(self, partition: int, max_messages: int | None) -> list[Piece]:
+    def _take(self, partition: int, max_messages: int | None, whole_batches: bool = False) -> list[Piece]:
         """Redeliveries due on the partition, else its next messages: with `max_messages`, stored batches in
         turn up to that many messages (one a piece: for a topic of unbatched messages, taking them one call
-        each cost more than the rest of dispatch), without, the next stored batch's."""
+        each cost more than the rest of dispatch; with `whole_batches`, the last one whole), without, the next
+        stored batch's."""
         if self.redeliveries.waiting(partition):
             redelivered = self._take_redeliveries(partition, max_messages)
             if redelivered:
@@ -282,7 +286,7 @@ class Dispatcher:
             if located is None:
                 break
             view, position, base, count = located
-            stop = count if room is None else min(count, offset - base + room)
+            stop = count if room is None or whole_batches else min(count, offset - base + room)
             reader.seek(base + stop)
             offsets = np.arange(offset, base + stop, dtype=np.int64)
             if acks.high > offset:  # acknowledged messages in range: leave them out
