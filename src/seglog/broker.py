@@ -132,27 +132,38 @@ class Broker:
 
     def update_partitions(self, name: str, partitions: int) -> TopicRef:
         """See Log.update_partitions."""
+        with ExitStack() as locks:  # held while the count changes: no producer or consumer can start meanwhile
+            ref = self._check_growth(name, partitions, locks)
+            self.catalog.metadata.grow_topic(ref.name, partitions)
+        return self.topic(name)
+
+    def check_growth(self, name: str, partitions: int) -> None:
+        """Refuse as update_partitions would now, changing nothing (a growth that other clusters make first
+        asks here before)."""
+        with ExitStack() as locks:
+            self._check_growth(name, partitions, locks)
+
+    def _check_growth(self, name: str, partitions: int, locks: ExitStack) -> TopicRef:
         ref = self.topic(name)
         check_partition_count(partitions, minimum=ref.partitions + 1,
                               why=f": more than the {ref.partitions} partitions {ref} has (a partition is never "
                                   "removed)")
-        with ExitStack() as locks:  # held while the count changes: no producer or consumer can start meanwhile
-            users = self._topic_users(ref, locks)
-            if users:
-                raise TopicInUseError(f"topic {ref} has {' and '.join(users)}; close them first: they "
-                                      "would go on with the partitions they started with")
-            self.catalog.metadata.grow_topic(ref.name, partitions)
-        return self.topic(name)
+        users = self._topic_users(ref, locks, growing=True)
+        if users:
+            raise TopicInUseError(f"topic {ref} has {' and '.join(users)}; close them first: they "
+                                  "would go on with the partitions they started with")
+        return ref
 
     def run_maintenance(self) -> MaintenanceReport:
         self.check_open()
         return self.maintenance.run_pass()
 
-    def _topic_users(self, ref: TopicRef, locks: ExitStack) -> list[str]:
+    def _topic_users(self, ref: TopicRef, locks: ExitStack, *, growing: bool = False) -> list[str]:
         """Who produces to or consumes the topic, in this process and others; the writer and subscription
-        locks nobody holds are taken into `locks`."""
+        locks nobody holds are taken into `locks`. `growing`: only the users a growth would leave behind
+        (this process's producers that write where they are told, as replicators do, are not)."""
         users = []
-        producers = self.store.producers(ref.name)
+        producers = self.store.producers(ref.name, routing_only=growing)
         if producers:
             users.append(f"{producers} producer(s) in this process")
         for partition in range(ref.partitions):

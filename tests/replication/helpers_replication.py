@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers_server import Server, pulsar, rest, start_server
+from helpers_server import Server, pulsar, receive_until, rest, start_server
 
 WAIT_S = 30.0  # the longest a test waits for replication to arrive
 
@@ -120,10 +120,11 @@ def everywhere(clusters: dict[str, Cluster], path: str, expected) -> None:
 
 
 def check_growth_travels(clusters: dict[str, Cluster]) -> None:
-    """With a shared or synchronized configuration (clusters east, west and north, tenant acme made): a
-    partitioned topic made on one cluster and grown on another has its partitions on all, and a non-partitioned
-    one stays where it was made. In a namespace without clusters, each cluster's own: growing a topic its
-    replicators read is refused (they would go on with the partitions they started with)."""
+    """With a shared or synchronized configuration (clusters east, west and north, tenant acme made, its
+    namespace acme/orders replicated among all three with a topic `events` of 3 partitions): a partitioned
+    topic made on one cluster and grown on another has its partitions on all, and a non-partitioned one stays
+    where it was made. A replicated topic grows everywhere while replicators read it (they make room), and
+    messages to its new partitions reach every cluster."""
     clusters["east"].ok("PUT", "/admin/v2/namespaces/acme/plain")
     wait_until(lambda: "acme/plain" in clusters["north"].answer("/admin/v2/namespaces/acme"))  # (it travels)
     plain = "/admin/v2/persistent/acme/plain/metrics/partitions"
@@ -133,6 +134,20 @@ def check_growth_travels(clusters: dict[str, Cluster]) -> None:
     everywhere(clusters, plain, {"partitions": 5})
     clusters["east"].ok("PUT", "/seglog/v1/topics/acme/plain/local", {"partitions": 1})
     assert "acme/plain/local" not in clusters["north"].topics()
+    events = "/admin/v2/persistent/acme/orders/events/partitions"
+    clusters["north"].ok("POST", events, 4)
+    everywhere(clusters, events, {"partitions": 4})
+    producer = clusters["east"].client().create_producer(
+        "persistent://acme/orders/events", batching_enabled=False,
+        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(8):
+        producer.send(b"grown%d" % i)
+    for name in ("west", "north"):
+        consumer = clusters[name].client().subscribe("persistent://acme/orders/events", "s",
+                                                     initial_position=pulsar.InitialPosition.Earliest)
+        (got,) = receive_until([consumer], 8, seconds=WAIT_S)
+        assert sorted(m.data() for m in got) == sorted(b"grown%d" % i for i in range(8)), name
+        assert {m.topic_name().rsplit("-", 1)[1] for m in got} == {"0", "1", "2", "3"}
 
 
 def stop_clusters(clusters: dict[str, Cluster]) -> None:

@@ -111,6 +111,67 @@ def test_a_partitioned_topic_is_made_on_the_remote_with_its_partitions(two):
     assert {m.topic_name().rsplit("-", 1)[1] for m in got} == {"0", "1", "2"}
 
 
+SPREAD = "persistent://public/default/spread"
+SPREAD_PARTITIONS = "/admin/v2/persistent/public/default/spread/partitions"
+
+
+def _round_robin(cluster):
+    return cluster.client().create_producer(SPREAD, batching_enabled=False,
+                                            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+
+
+def test_growing_a_replicated_topic_grows_it_on_the_remote_first_and_replicates_the_new_partitions(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].ok("PUT", SPREAD_PARTITIONS, 2)
+    before = _round_robin(two["east"])
+    for i in range(4):
+        before.send(b"before%d" % i)
+    # (replicators read it here and write it there)
+    wait_until(lambda: _replication_to(two["east"], "west").get("replicationBacklog") == 0
+               and _replication_to(two["east"], "west").get("connected"))
+    before.close()
+    two["east"].ok("POST", SPREAD_PARTITIONS, 4)
+    assert two["west"].ok("GET", SPREAD_PARTITIONS) == {"partitions": 4}  # grown there before here
+    assert two["east"].ok("GET", SPREAD_PARTITIONS) == {"partitions": 4}
+    after = _round_robin(two["east"])
+    for i in range(20):
+        after.send(b"after%d" % i)
+    from_west = _round_robin(two["west"])  # (both ways: west's replicators were paused and started again too)
+    for i in range(8):
+        from_west.send(b"west%d" % i)
+    expected = Counter([b"before%d" % i for i in range(4)] + [b"after%d" % i for i in range(20)]
+                       + [b"west%d" % i for i in range(8)])
+    for cluster in two.values():
+        consumer = cluster.client().subscribe(SPREAD, "s", initial_position=pulsar.InitialPosition.Earliest)
+        (got,) = receive_until([consumer], 32, seconds=WAIT_S)
+        assert Counter(m.data() for m in got) == expected
+        assert {m.topic_name().rsplit("-", 1)[1] for m in got if m.data().startswith(b"after")} == {"0", "1", "2", "3"}
+    # (what came from west is acknowledged on east's cursor toward west at its next look, unread)
+    wait_until(lambda: _replication_to(two["east"], "west")["replicationBacklog"] == 0)
+
+
+def test_a_growth_this_cluster_refuses_grows_no_remote(two):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].ok("PUT", SPREAD_PARTITIONS, 2)
+    producer = _round_robin(two["east"])
+    producer.send(b"x")
+    wait_until(lambda: two["west"].answer(SPREAD_PARTITIONS) == {"partitions": 2})
+    status, answer = two["east"].rest("POST", SPREAD_PARTITIONS, 4)
+    assert status == 412 and "producer" in answer["reason"]
+    assert two["west"].ok("GET", SPREAD_PARTITIONS) == {"partitions": 2}
+    producer.close()
+    two["west"].kill()
+    status, answer = two["east"].rest("POST", SPREAD_PARTITIONS, 4)
+    assert status == 503 and "west" in answer["reason"] and "not grown here" in answer["reason"]
+    assert two["east"].ok("GET", SPREAD_PARTITIONS) == {"partitions": 2}
+    # replication to it goes on: its replicators were started again
+    two["west"].restart()
+    _round_robin(two["east"]).send(b"y")
+    consumer = two["west"].client().subscribe(SPREAD, "s", initial_position=pulsar.InitialPosition.Earliest)
+    (got,) = receive_until([consumer], 2, seconds=WAIT_S)
+    assert sorted(m.data() for m in got) == [b"x", b"y"]
+
+
 def test_changing_the_namespace_clusters_stops_replication_at_once_and_drops_the_cursor(two):
     replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
     producer = two["east"].client().create_producer(TOPIC)

@@ -196,11 +196,11 @@ class EtcdConfigurationStore:
     """This cluster's catalog mirrored with the etcd at `url` (the module's docstring). `start` (blocking)
     syncs and begins following the store; ConfigurationStoreError naming the URL when etcd cannot be reached."""
 
-    def __init__(self, broker: Broker, local: str, url: str) -> None:
+    def __init__(self, broker: Broker, local: str, url: str, grow: Callable[[str, int], None] | None = None) -> None:
         endpoints = parse_etcd_url(url)
         self.url = url
         self.broker = broker
-        self.shared = SharedConfiguration(broker, local)
+        self.shared = SharedConfiguration(broker, local, grow)  # (`grow`: as SharedConfiguration's)
         self._writer = _Etcd(url, endpoints)  # used by the threads that make changes, one at a time (in a
         self._reader = _Etcd(url, endpoints)  # transaction) and by the thread that follows the store
         self._revision = 0  # the store's newest revision applied here

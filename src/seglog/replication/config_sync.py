@@ -112,13 +112,14 @@ class ConfigurationSync:
     carries; `apply` applies events, whatever read them."""
 
     def __init__(self, broker: Broker, local: str, topic: str,
-                 appended: Callable[[str, int, int, int, str | None], None] | None = None) -> None:
+                 appended: Callable[[str, int, int, int, str | None], None] | None = None,
+                 grow: Callable[[str, int], None] | None = None) -> None:
         self.topic = parse_sync_topic(topic)
         self.broker = broker
         self.local = local
         # (topic, partition, offset, count, None): told of each event written here, to wake its replicators
         self._appended = appended
-        self.shared = SharedConfiguration(broker, local)
+        self.shared = SharedConfiguration(broker, local, grow)  # (`grow`: as SharedConfiguration's)
         self._writer: PartitionWriter | None = None  # None: not started, or stopped (changes are refused)
         self._fence: TopicFence | None = None
         self._writing = threading.Lock()  # a change being written; stop() waits for it

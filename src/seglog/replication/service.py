@@ -21,10 +21,12 @@ everywhere)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +45,7 @@ from seglog.replication.config_sync import ConfigurationSync
 from seglog.replication.replicated_subscriptions import ReplicatedSubscriptions
 from seglog.replication.replicator import Replicator
 from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_name
+from seglog.server.rest.errors import RestError
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.replication")
@@ -50,6 +53,7 @@ logger = logging.getLogger("seglog.replication")
 RECONCILE_S = 1.0
 STOP_TIMEOUT_S = 10.0
 HTTP_TIMEOUT_S = 30.0
+GROWTH_TIMEOUT_S = 120.0  # a growth the configuration store brings waits this long for the replicators to pause
 
 
 # (topic, partition, origin cluster, payload, position where it arrived) -> None, on the loop
@@ -72,10 +76,12 @@ class ReplicationService:
         self.local = local
         # with `configuration_store` (etcd://...), the catalog mirrors that shared store (config_store.py)
         self.configuration_store = (None if configuration_store is None
-                                    else EtcdConfigurationStore(broker, local, configuration_store))
+                                    else EtcdConfigurationStore(broker, local, configuration_store,
+                                                                self._grow_as_shared))
         # with `configuration_sync_topic`, it is synchronized through that replicated topic (config_sync.py)
         self.configuration_sync = (None if configuration_sync_topic is None
-                                   else ConfigurationSync(broker, local, configuration_sync_topic, self.appended))
+                                   else ConfigurationSync(broker, local, configuration_sync_topic, self.appended,
+                                                          self._grow_as_shared))
         self._executor = executor
         self._replicators: dict[_Key, Replicator] = {}
         # the same by partition, for the writers' threads (appended), which read it without a lock: each
@@ -92,6 +98,9 @@ class ReplicationService:
         self._http: aiohttp.ClientSession | None = None
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        # held by each look and by a topic's growth: no look starts a replicator of a topic growing
+        self._reconciling = asyncio.Lock()
         self._marker_handlers: dict[int, MarkerHandler] = {}
         # the stamp of the global policies last delivered, per (topic, remote)
         self._pushed: dict[tuple[str, str], tuple[int, str]] = {}
@@ -101,6 +110,7 @@ class ReplicationService:
         if self.configuration_store is not None:  # (first: the catalog is in sync before anything reads it)
             self.configuration_store.start()
         loop = self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
 
         def changed() -> None:  # (any thread)
@@ -180,6 +190,75 @@ class ReplicationService:
         replicator.send_marker(self.broker.store.end_offset(TopicName.parse(topic), partition), marker_type, payload)
         return True
 
+    async def grow_topic(self, topic: str, partitions: int, local_only: bool) -> None:
+        """server.app.Extension: give a partitioned topic more partitions, as Pulsar's update-partitioned-topic
+        does with a replicated topic. Its replicators stop and let their cursors go meanwhile (they would hold
+        it in use), and start again after on every partition: a cursor reads the partitions it did not have
+        from their start. With independent configuration stores the clusters it replicates to grow their
+        copies first, through their admin API, each told to grow only its own (`local_only` is how this
+        cluster is told), once this cluster has found nothing to refuse here; a shared or synchronized store
+        carries the growth to them itself. A remote that refuses or cannot be reached stops the growth with
+        RestError (its status for a refusal, 503 when unreachable), nothing changed here; remotes grown before
+        it stay grown, which replication bears (partition i goes to partition i) until the growth is asked
+        again."""
+        async with self._replicators_paused(topic):
+            if not local_only and self.broker.catalog.configuration_store is None:
+                await self._blocking(self.broker.check_growth, topic, partitions)
+                remotes = await self._blocking(self.broker.catalog.replication_clusters, TopicName.parse(topic),
+                                               self.local)
+                for remote in sorted(remotes - {self.local}):
+                    await self._grow_remote(remote, topic, partitions)
+            await self._blocking(self.broker.update_partitions, topic, partitions)
+
+    async def _grow_remote(self, remote: str, topic: str, partitions: int) -> None:
+        """Grow `remote`'s copy of the topic to `partitions` (its own copy only). One it does not have yet,
+        or has with as many partitions already, is left as it is: the replicator makes a missing one with
+        every partition when it connects."""
+        try:
+            cluster, service_url = await self._blocking(self._cluster, remote)
+            if not service_url:
+                raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl, which growing "
+                                        f"{topic} there needs")
+            path = f"/admin/v2/persistent/{quote(topic)}/partitions"
+            status, text = await self._admin(cluster, service_url, "GET", path)
+            if status == 404 or (status == 200 and not 0 < json.loads(text)["partitions"] < partitions):
+                return
+            if status == 200:
+                status, text = await self._admin(cluster, service_url, "POST",
+                                                 f"{path}?updateLocalTopicOnly=true", partitions)
+        except RemoteUnavailable as error:
+            raise RestError(503, f"{error}; {topic} was not grown here") from None
+        if status not in (200, 204):
+            raise RestError(status if 400 <= status < 500 else 503,
+                            f"cluster {remote} refused to grow {topic} to {partitions} partitions: {status} {text}; "
+                            "it was not grown here")
+
+    def _grow_as_shared(self, topic: str, partitions: int) -> None:
+        """The configuration store's growth of a topic (its follower's thread): as grow_topic's here, once
+        replicators may run; directly before the service runs on its loop."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread:
+            self.broker.update_partitions(topic, partitions)
+            return
+        growth = self.grow_topic(topic, partitions, local_only=True)
+        asyncio.run_coroutine_threadsafe(growth, loop).result(GROWTH_TIMEOUT_S)
+
+    @asynccontextmanager
+    async def _replicators_paused(self, topic: str) -> AsyncIterator[None]:
+        """The topic's replicators stopped and their cursors let go inside; the look that follows starts
+        them again."""
+        async with self._reconciling:
+            for key in [k for k in self._replicators if k.topic == topic]:
+                await self._stop_replicator(key)
+            with self._cursors_lock:
+                cursors = [self._cursors.pop(pair) for pair in list(self._cursors) if pair[0] == topic]
+            for subscription in cursors:
+                await self._blocking(self.broker.subscriptions.release, subscription)
+            try:
+                yield
+            finally:
+                self._changed.set()
+
     def replicated_partitions(self) -> dict[tuple[str, int], dict[str, bool]]:
         """Every topic partition with replicators: remote cluster -> whether its replicator is connected."""
         partitions: dict[tuple[str, int], dict[str, bool]] = {}
@@ -237,6 +316,10 @@ class ReplicationService:
                 pass
 
     async def _reconcile(self) -> None:
+        async with self._reconciling:
+            await self._reconcile_now()
+
+    async def _reconcile_now(self) -> None:
         wanted, new_topics, globals_ = await self._blocking(self._wanted)
         for name, policies, partitions, targets in globals_:
             for remote in targets:
@@ -362,12 +445,13 @@ class ReplicationService:
                                   partitions: int) -> None:
         """The remote's topic is of the local one's type: a non-partitioned topic is made there by the
         replicator's producer; a partitioned one with the same partitions through the remote's admin API
-        (createTopicToRemoteClusterForReplication). A topic of the other type or another partition count there
+        (createTopicToRemoteClusterForReplication). A topic of the other type, or with fewer partitions, there
         is RemoteUnavailable, which stats show (connected false, lastError): nothing is replicated to it."""
         remote = connection.cluster
         name = f"persistent://{topic}"
         found = await connection.partitions(name)
-        if found == (partitions if partitions > 1 else 0):
+        # (more there: a growth reached it first and has yet to finish here; partition i still goes to i)
+        if found == (partitions if partitions > 1 else 0) or 1 < partitions < found:
             return
         if found:
             raise RemoteUnavailable(f"cluster {remote.name} has {topic} with {found} partitions, this cluster "
@@ -382,8 +466,8 @@ class ReplicationService:
         if not service_url:
             raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
                                     f"partitioned topic {topic} there needs")
-        status, text = await self._admin_put(remote, service_url, f"/admin/v2/persistent/{quote(topic)}/partitions",
-                                             partitions)
+        path = f"/admin/v2/persistent/{quote(topic)}/partitions"
+        status, text = await self._admin(remote, service_url, "PUT", path, partitions)
         if status not in (204, 409):
             raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} partitions: "
                                     f"{status} {text}")
@@ -402,8 +486,8 @@ class ReplicationService:
             if not service_url:
                 raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl")
             path = f"/seglog/v1/topics/{quote(topic)}/global-policies"
-            status, text = await self._admin_put(cluster, service_url, path,
-                                                 {**policies.to_json(), "partitions": partitions})
+            status, text = await self._admin(cluster, service_url, "PUT", path,
+                                             {**policies.to_json(), "partitions": partitions})
             if status != 200:
                 raise RemoteUnavailable(f"cluster {remote} refused the global policies of {topic}: {status} {text}")
         except RemoteUnavailable as error:
@@ -411,13 +495,15 @@ class ReplicationService:
             return
         self._pushed[(topic, remote)] = stamp
 
-    async def _admin_put(self, cluster: RemoteCluster, service_url: str, path: str, body: Any) -> tuple[int, str]:
-        """PUT `body` (JSON) to `path` of the remote's admin API, with its token: (status, answer's text);
-        RemoteUnavailable when the request fails."""
+    async def _admin(self, cluster: RemoteCluster, service_url: str, method: str, path: str,
+                     body: Any = None) -> tuple[int, str]:
+        """`method` `path` of the remote's admin API, with `body` as JSON (none for None) and its token:
+        (status, answer's text); RemoteUnavailable when the request fails."""
         assert self._http is not None
         headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+        url = f"{service_url.rstrip('/')}{path}"
         try:
-            async with self._http.put(f"{service_url.rstrip('/')}{path}", json=body, headers=headers) as response:
+            async with self._http.request(method, url, json=body, headers=headers) as response:
                 return response.status, await response.text()
         except (aiohttp.ClientError, TimeoutError) as error:
             raise RemoteUnavailable(f"cluster {cluster.name}: its admin API at {service_url} failed: {error}") from None

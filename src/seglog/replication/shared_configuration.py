@@ -46,9 +46,12 @@ class SharedConfiguration:
     """The shared configuration changes that reach this cluster `local`, applied to its broker (the module's
     docstring)."""
 
-    def __init__(self, broker: Broker, local: str) -> None:
+    def __init__(self, broker: Broker, local: str, grow: Callable[[str, int], None] | None = None) -> None:
         self.broker = broker
         self.local = local
+        # grows a topic here (TopicInUseError while in use): the replication service's, which pauses the topic's
+        # replicators meanwhile, else the broker's
+        self._grow = grow or (lambda topic, partitions: broker.update_partitions(topic, partitions))
 
     def apply_incoming(self, incoming: Iterable[Incoming]) -> bool:
         """Apply, in order, each change newer than what this cluster has, then the cascading deletions of the
@@ -161,7 +164,7 @@ class SharedConfiguration:
                            key, wanted, "is not partitioned" if here == 1 else f"has {here}")
             return False
         try:
-            self.broker.update_partitions(key, wanted)
+            self._grow(key, wanted)
         except TopicInUseError as error:
             logger.warning("shared configuration: topic %s keeps %d partitions here, not the %d it has elsewhere, "
                            "while it is in use: %s", key, here, wanted, error)

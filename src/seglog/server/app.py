@@ -72,6 +72,11 @@ class Extension(Protocol):
         """A marker cluster `origin`'s replicator sent to a partition of a seglog topic, arrived when the
         partition ended at `position` (called in the server's thread pool)."""
 
+    async def grow_topic(self, topic: str, partitions: int, local_only: bool) -> None:
+        """Give a partitioned seglog topic more partitions, for the admin API: the extension's own users of
+        it make room (replicators), and unless `local_only` (Pulsar's updateLocalTopicOnly) the clusters it
+        replicates to grow theirs too. Refusals as Broker.update_partitions, or RestError."""
+
     def appended(self, topic: str, partition: int, first: int, count: int, origin: str | None) -> None:
         """A server producer appended `count` messages at offset `first` of a partition of a seglog topic:
         produced here (`origin` None), or replicated from cluster `origin` (called in the server's thread pool,
@@ -295,6 +300,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             rest.replication_stats = running.replication_stats
             rest.replicated_subscriptions_stats = running.replicated_subscriptions_stats
             rest.subscription_snapshots = running.subscription_snapshots
+            rest.grow_topic = running.grow_topic
             service.on_marker = running.marker_received
             service.on_append = running.appended
         port = await listen_binary(options.port, main_tls)

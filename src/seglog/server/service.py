@@ -262,7 +262,8 @@ class BrokerService:
         fence = store.fence(target.ref.name)
         fence.check()
         writer = store.acquire_writer(target.ref.name, target.partition, target.ref.config)
-        store.producer_opened(target.ref.name)
+        # (a replicator writes partition i of its origin to partition i: a growth leaves it as it is)
+        store.producer_opened(target.ref.name, routes=replicator_origin(name) is None)
         sequences = None
         # a replicator's SENDs are always deduplicated: a replicator that restarts sends again what was not
         # receipted, and nothing may arrive twice
@@ -282,7 +283,7 @@ class BrokerService:
             self._replicators_in.get(str(handle.target.ref.name), set()).discard(handle)
         store = self.broker.store
         store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
-        store.producer_closed(handle.target.ref.name, handle.fence)
+        store.producer_closed(handle.target.ref.name, handle.fence, routes=handle.origin is None)
 
     def append(self, handle: ProducerHandle, messages: Messages, sequence_id: int) -> int | None:
         """Write one SEND's messages as one batch; returns the offset of the first (blocking), or None for a

@@ -38,7 +38,8 @@ class PartitionStore:
         self._views: dict[Path, PartitionView] = {}
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[tuple[str, int], int] = {}  # this process's producers using each writer
-        self._producers: dict[str, int] = {}  # open producers of each topic (a deletion names them)
+        # open producers of each (topic, whether they route): a deletion names them all, a growth the routing
+        self._producers: dict[tuple[str, bool], int] = {}
         self._signals: dict[tuple[str, int], AppendSignal] = {}
         self._signals_lock = threading.Lock()
         self._writers_lock = threading.Lock()
@@ -132,24 +133,30 @@ class PartitionStore:
 
     # writing
 
-    def producer_opened(self, name: TopicName) -> None:
+    def producer_opened(self, name: TopicName, *, routes: bool = True) -> None:
+        """A producer of the topic opened. `routes`: it chooses among the topic's partitions (a growth would
+        leave it spreading messages over the partitions it started with); False for one that writes each
+        message where it is told (a geo-replicator: partition i of the origin to partition i)."""
         self._check_open()
+        key = (str(name), routes)
         with self._writers_lock:
-            self._producers[str(name)] = self._producers.get(str(name), 0) + 1
+            self._producers[key] = self._producers.get(key, 0) + 1
 
-    def producer_closed(self, name: TopicName, fence: TopicFence) -> None:
-        """A producer of the topic closed; `fence` is the one it was made with."""
+    def producer_closed(self, name: TopicName, fence: TopicFence, *, routes: bool = True) -> None:
+        """A producer of the topic closed; `fence` and `routes` as it was opened with."""
+        key = (str(name), routes)
         with self._writers_lock:
             # Counted no more after the store closed or the topic was deleted (the name may be another's now).
             if not self._closed and not fence.deleted:
-                self._producers[str(name)] -= 1
-                if not self._producers[str(name)]:
-                    del self._producers[str(name)]
+                self._producers[key] -= 1
+                if not self._producers[key]:
+                    del self._producers[key]
 
-    def producers(self, name: TopicName) -> int:
-        """This process's open producers of the topic."""
+    def producers(self, name: TopicName, *, routing_only: bool = False) -> int:
+        """This process's open producers of the topic (those that route among its partitions only)."""
         with self._writers_lock:
-            return self._producers.get(str(name), 0)
+            routing = self._producers.get((str(name), True), 0)
+            return routing if routing_only else routing + self._producers.get((str(name), False), 0)
 
     def acquire_writer(self, name: TopicName, partition: int, settings: WriterSettings) -> PartitionWriter:
         """This process's writer of one partition, opened (taking its writer lock) for its first user."""
@@ -231,7 +238,8 @@ class PartitionStore:
         """Let go of this process's writers and views of a deleted topic (fenced: its writers unmap and
         leave the files alone; batches already read keep their maps alive)."""
         with self._writers_lock:
-            self._producers.pop(str(name), None)
+            for routes in (True, False):
+                self._producers.pop((str(name), routes), None)
             for key in [k for k in self._writers if k[0] == str(name)]:
                 self._writer_users.pop(key, None)
                 self._writers.pop(key).close()

@@ -61,6 +61,9 @@ class RestContext:
     replicated_subscriptions_stats: Callable[[], dict[str, int]] = dict
     # (seglog topic, partition) -> per replicated subscription, the snapshots it has not passed (app.Extension)
     subscription_snapshots: Callable[[str, int], dict[str, list[dict[str, Any]]]] = _no_replication
+    # (seglog topic, partitions, local only) -> the topic grown, the extension's users making room (app.Extension);
+    # None: the admin API's growth
+    grow_topic: Callable[[str, int, bool], Awaitable[None]] | None = None
 
     async def blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

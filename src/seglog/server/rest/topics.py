@@ -128,7 +128,11 @@ async def create_partitioned(request: web.Request, ctx: RestContext) -> web.Resp
 async def grow_partitions(request: web.Request, ctx: RestContext) -> web.Response:
     topic = topic_of(request)
     count = _partition_count(await json_body(request, PARTITIONS_BODY))
-    await ctx.blocking(ctx.admin.topics.update_partitions, str(topic), count)
+    local_only = query_flag(request, "updateLocalTopicOnly")
+    if ctx.grow_topic is None:
+        await ctx.blocking(ctx.admin.topics.update_partitions, str(topic), count)
+    else:  # (geo-replication: the remotes grow too, and the replicators make room)
+        await ctx.grow_topic(str(topic), count, local_only)
     return no_content()
 
 
@@ -230,8 +234,11 @@ ROUTES = [
     Route("PUT", f"{TOPIC}/partitions", create_partitioned, "Create a partitioned topic.",
           (204, 400, 404, 409, 412), PARTITIONS_BODY),
     Route("POST", f"{TOPIC}/partitions", grow_partitions, "Give a topic more partitions (never fewer); refused "
-                                                          "while producers or consumers use it.",
-          (204, 400, 404, 412), PARTITIONS_BODY),
+                                                          "while producers or consumers use it (geo-replicators "
+                                                          "make room). A replicated topic grows on the clusters "
+                                                          "it replicates to first, unless "
+                                                          "updateLocalTopicOnly=true.",
+          (204, 400, 404, 412, 503), PARTITIONS_BODY, query=("updateLocalTopicOnly",)),
     Route("GET", f"{TOPIC}/partitions", get_partitions, '{"partitions": N}; 0 for a non-partitioned topic or one '
                                                         "not created yet.", (200, 404, 412),
           query=("checkAllowAutoCreation",)),
