@@ -25,8 +25,10 @@ replicator sends as a SEND of its own; 10,000 messages a round, as it is slow)
                                            once) until west's end offset shows every message of the round
                                            (and the worker has answered: every receipt of east Ok).
                                            Paired: a baseline round (the same producer set-up on a topic
-                                           of public/local) runs right before each, untimed by pytest-
-                                           benchmark; target: the median of the per-round ratios
+                                           of public/local) runs beside each, untimed by pytest-benchmark,
+                                           before it in even rounds and after it in odd ones (whatever a
+                                           round leaves to the next weighs on both alike); target: the
+                                           median of the per-round ratios
                                            (`paired_ratio`) >= 0.5 ("side by side"). The ratio to the
                                            baseline test above, whose rounds ran minutes earlier, is
                                            printed for information. The replicator is connected before
@@ -64,12 +66,17 @@ Group "replication: snapshot markers' cost, batches of 1,000"
   west's RESPONSE back on the replication streams, and the subscription polled every 100 ms.
   baseline  no replicated subscription   east -> west as in the throughput group (producer to stored on
                                          west, 100,000 messages a round), topic in public/repl
-  seglog    a replicated subscription    the same on a topic of its own whose subscription (made through
-                                         the admin API, no consumer, so it holds every snapshot) is
-                                         replicated. Paired round by round with the baseline's producer
-                                         on a topic of its own (as the throughput group), the target is
-                                         on that: markers_cost = 1 - the median paired ratio <= 0.01 (a
-                                         1% effect is far inside the noise between two tests). The
+  seglog    a replicated subscription    the same on two topics of their own, each with a subscription
+                                         (made through the admin API, no consumer, so it holds every
+                                         snapshot) that is replicated in turn: in each round one topic's
+                                         subscription is made replicated and the other's not (through the
+                                         admin API), the one with markers is timed and the other runs
+                                         untimed beside it, before it in half the rounds; the roles swap
+                                         every round, so that a topic, producer or connection that is
+                                         slower in a run (run-level differences of up to 10% were seen
+                                         between two plain topics) weighs on both sides. The target is on
+                                         that: markers_cost = 1 - the median paired ratio <= 0.01 (a 1%
+                                         effect is far inside the noise between two tests). The
                                          snapshots taken are counted from /metrics
                                          (pulsar_replicated_subscriptions_snapshot_ms_count) and must be
                                          at least one a round.
@@ -385,6 +392,30 @@ class Rounds:
         self.producer_seconds.append(answer["seconds"])
 
 
+def run_paired(bench, mine: Rounds, paired: Rounds) -> float:
+    """Time mine's rounds, each beside an untimed round of `paired` on the same machine a moment apart:
+    before it in even rounds, after it in odd ones (whatever the first of two rounds leaves to the second,
+    its data's writeback for one, weighs on both alike); the median of the per-round ratios, paired's time
+    over mine's."""
+    turns = count()
+    odd = [False]
+
+    def before() -> None:
+        odd[0] = next(turns) % 2 == 1
+        if not odd[0]:
+            paired.run()
+
+    def after() -> None:
+        if odd[0]:
+            paired.run()
+
+    bench.run(mine.run, setup=before, teardown=after)
+    assert len(paired.seconds) == len(mine.seconds), "a paired round for each"
+    ratios = [p / t for t, p in zip(mine.seconds, paired.seconds)]
+    bench.record("paired_ratios", [round(ratio, 3) for ratio in ratios])
+    return statistics.median(ratios)
+
+
 def test_throughput_local(bench, clusters, workers, produced, batch):
     east, n = clusters.east, produced
     topic = topic_name(LOCAL, "local")
@@ -414,11 +445,9 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
     # before, and this machine's rate for the same code drifts more than the margin between them
     bench.seglog(throughput_group(batch), "east -> west, producer to stored on west", messages=n,
                  nbytes=n * VALUE_BYTES, recorded_at_least={"paired_ratio": 0.5})
-    bench.run(mine.run, setup=paired.run)
+    ratio = run_paired(bench, mine, paired)
     cpu = meters.us_per_message(n)
     bench.record("cpu_us_per_msg", cpu)
-    ratios = [p / t for t, p in zip(mine.seconds, paired.seconds)]
-    ratio = statistics.median(ratios)
     bench.record("paired_ratio", round(ratio, 3))
     # the producer's own rate beside replication (first send to last receipt of east), and how long west took
     # after it: the replicator keeps pace when that is near 0
@@ -426,7 +455,7 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
     producer_rate = n / statistics.median(mine.producer_seconds)
     bench.record("producer_msg_per_s", round(producer_rate))
     bench.record("west_after_last_receipt_ms", round(lag, 1))
-    bench.note(f"{ratio:.2f}x {BASELINE} paired round by round (median of {len(ratios)}); the producer's own "
+    bench.note(f"{ratio:.2f}x {BASELINE} paired round by round (median of {len(mine.seconds)}); the producer's own "
                f"rate {producer_rate / 1e3:.1f}k msg/s, west complete {lag:.0f} ms after its last receipt "
                f"(medians); {cpu_note(cpu)}; {machine_note(bench)}")
     check_copy(east, west, topic, len(mine.seconds), n)
@@ -455,33 +484,56 @@ def test_markers_baseline(bench, clusters, workers, marker_round):
 
 def test_markers_cost(bench, clusters, workers, marker_round):
     east, west, n = clusters.east, clusters.west, marker_round
-    topic = topic_name(REPLICATED, "snapshots")
-    worker = workers(east.url, topic, **batch_options(1_000))
-    wait_connected(east, topic)
-    subscription = f"/admin/v2/persistent/{topic}/subscription/failover"
-    east.ok("PUT", subscription)
-    east.ok("POST", f"{subscription}/replicatedSubscriptionStatus", True)
-    mine = Rounds(worker, topic, n, west, CpuMeters({"east": east.process, "west": west.process}))
-    plain = topic_name(REPLICATED, "plain")
-    paired_worker = workers(east.url, plain, **batch_options(1_000))
-    wait_connected(east, plain)
-    paired = Rounds(paired_worker, plain, n, west, CpuMeters({}))
+    sides = []
+    for name in ("snapshots-a", "snapshots-b"):
+        topic = topic_name(REPLICATED, name)
+        worker = workers(east.url, topic, **batch_options(1_000))
+        wait_connected(east, topic)
+        east.ok("PUT", f"/admin/v2/persistent/{topic}/subscription/failover")
+        sides.append(Rounds(worker, topic, n, west, CpuMeters({"east": east.process, "west": west.process})))
+    turns = count()
+    on_seconds: list[float] = []
+    off_seconds: list[float] = []
+    turn: dict[str, Any] = {}
+
+    def before() -> None:
+        # each topic takes both roles in turn (a run's topic, producer or connection that happens to be the
+        # slower one weighs on both sides alike), and the untimed round goes first in half the rounds
+        i = next(turns)
+        on, off = sides[i % 2], sides[1 - i % 2]
+        for side, replicated in ((on, True), (off, False)):
+            east.ok("POST", f"/admin/v2/persistent/{side.topic}/subscription/failover/replicatedSubscriptionStatus",
+                    replicated)
+        turn.update(on=on, off=off, off_first=(i // 2) % 2 == 0)
+        if turn["off_first"]:
+            turn["off"].run()
+            off_seconds.append(turn["off"].seconds[-1])
+
+    def timed() -> None:
+        turn["on"].run()
+        on_seconds.append(turn["on"].seconds[-1])
+
+    def after() -> None:
+        if not turn["off_first"]:
+            turn["off"].run()
+            off_seconds.append(turn["off"].seconds[-1])
+
     taken = snapshots_taken(east)
-    # the target is on the paired rounds: a cost of 1% is far inside the noise between two tests' rounds
     bench.seglog(MARKERS, "a replicated subscription, snapshots every 1,000 ms", messages=n,
                  nbytes=n * VALUE_BYTES, at_most={"markers_cost": 0.01})
-    bench.run(mine.run, setup=paired.run)
+    bench.run(timed, setup=before, teardown=after)
     # (a round may be shorter than the frequency with --benchmark-disable: the snapshot follows it)
-    wait_until(lambda: snapshots_taken(east) - taken >= len(mine.seconds), "a snapshot a round", 30, 0.05)
-    ratio = statistics.median(p / t for t, p in zip(mine.seconds, paired.seconds))
+    wait_until(lambda: snapshots_taken(east) - taken >= len(on_seconds), "a snapshot a round", 30, 0.05)
+    ratios = [off / on for on, off in zip(on_seconds, off_seconds)]
+    ratio = statistics.median(ratios)
+    bench.record("paired_ratios", [round(r, 3) for r in ratios])
     bench.record("paired_ratio", round(ratio, 3))
     bench.record("markers_cost", round(1 - ratio, 4))
     bench.record("snapshots", snapshots_taken(east) - taken)
-    cpu = mine.meters.us_per_message(n)
-    bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (median of "
-               f"{len(mine.seconds)}); {snapshots_taken(east) - taken} snapshots in "
-               f"{sum(mine.seconds):.1f} s; {cpu_note(cpu)}; {machine_note(bench)}")
-    check_copy(east, west, topic, len(mine.seconds), n)
+    bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (median of {len(ratios)}); "
+               f"{snapshots_taken(east) - taken} snapshots in {sum(on_seconds):.1f} s; {machine_note(bench)}")
+    for side in sides:
+        check_copy(east, west, side.topic, len(side.seconds), n)
 
 
 def test_catch_up(bench, clusters, workers, produced, batch):
