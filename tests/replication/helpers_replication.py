@@ -142,10 +142,12 @@ def check_growth_travels(clusters: dict[str, Cluster]) -> None:
         message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
     for i in range(8):
         producer.send(b"grown%d" % i)
+    producer.close()
     for name in ("west", "north"):
         consumer = clusters[name].client().subscribe("persistent://acme/orders/events", "s",
                                                      initial_position=pulsar.InitialPosition.Earliest)
         (got,) = receive_until([consumer], 8, seconds=WAIT_S)
+        consumer.close()
         assert sorted(m.data() for m in got) == sorted(b"grown%d" % i for i in range(8)), name
         assert {m.topic_name().rsplit("-", 1)[1] for m in got} == {"0", "1", "2", "3"}
 

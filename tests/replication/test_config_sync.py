@@ -58,6 +58,15 @@ def test_configuration_made_on_one_cluster_is_seen_on_all(synchronized):
     synchronized["east"].ok("PUT", "/admin/v2/persistent/acme/orders/events/partitions", 3)
     everywhere(synchronized, "/admin/v2/persistent/acme/orders/events/partitions", {"partitions": 3})
     check_growth_travels(synchronized)
+    # a growth applied from the sync topic is not written back to it: one event, not one a cluster (each cluster
+    # would write its echo in the growth's transaction, before it answers with the partitions)
+    def events(cluster) -> int:
+        return cluster.ok("GET", f"/admin/v2/persistent/{SYNC_TOPIC}/internalStats")["numberOfEntries"]
+    wait_until(lambda: len({events(cluster) for cluster in synchronized.values()}) == 1)
+    before = events(synchronized["east"])
+    synchronized["east"].ok("POST", "/admin/v2/persistent/acme/orders/events/partitions", 5)
+    everywhere(synchronized, "/admin/v2/persistent/acme/orders/events/partitions", {"partitions": 5})
+    assert [events(cluster) for cluster in synchronized.values()] == [before + 1] * 3
     # a cluster registered on one cluster, and a namespace deleted on another
     synchronized["north"].ok("PUT", "/admin/v2/clusters/south", {"serviceUrl": "http://127.0.0.1:1"})
     everywhere(synchronized, "/admin/v2/clusters", ["east", "north", "south", "west"])

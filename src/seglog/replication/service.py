@@ -234,14 +234,21 @@ class ReplicationService:
                             "it was not grown here")
 
     def _grow_as_shared(self, topic: str, partitions: int) -> None:
-        """The configuration store's growth of a topic (its follower's thread): as grow_topic's here, once
-        replicators may run; directly before the service runs on its loop."""
+        """The configuration store's growth of a topic (its follower's thread): with the topic's replicators
+        paused, as grow_topic's, once they may run; directly before the service runs on its loop."""
+        def grow() -> None:  # (marked as the store's on whichever thread runs it: else it would go back there)
+            with self.broker.catalog.metadata.applying_shared():
+                self.broker.update_partitions(topic, partitions)
+
         loop = self._loop
         if loop is None or threading.get_ident() == self._loop_thread:
-            self.broker.update_partitions(topic, partitions)
+            grow()
             return
-        growth = self.grow_topic(topic, partitions, local_only=True)
-        asyncio.run_coroutine_threadsafe(growth, loop).result(GROWTH_TIMEOUT_S)
+        asyncio.run_coroutine_threadsafe(self._paused_for(topic, grow), loop).result(GROWTH_TIMEOUT_S)
+
+    async def _paused_for(self, topic: str, change: Callable[[], None]) -> None:
+        async with self._replicators_paused(topic):
+            await self._blocking(change)
 
     @asynccontextmanager
     async def _replicators_paused(self, topic: str) -> AsyncIterator[None]:
