@@ -104,8 +104,8 @@ class _TakenAhead:
 
     def within(self, room: int) -> list[Entry]:
         """The entries at the front while there is `room` (messages) left, taken out: the last may pass it.
-        (Taking only entries that fit held a stored batch larger than the window back forever, and a window
-        of exactly one batch of the producer's size had the replicator wait for each receipt.)"""
+        (Taking only entries that fit would hold a stored batch larger than the window back forever, now that
+        takes give stored batches whole, and had a window of one producer batch wait for each receipt.)"""
         out: list[Entry] = []
         while self.entries and room > 0:
             entry = self.entries.popleft()
