@@ -74,7 +74,7 @@ Group "replication: snapshot markers' cost, batches of 1,000"
                                          untimed beside it, before it in half the rounds; the roles swap
                                          every round, so that a topic, producer or connection that is
                                          slower in a run (run-level differences of up to 20% were seen
-                                         between two plain topics) weighs on both sides. 16 rounds: four
+                                         between two plain topics) weighs on both sides. 32 rounds: eight
                                          whole cycles of roles and orders. The target is on that:
                                          markers_cost = 1 - the geometric mean of the paired ratios
                                          <= 0.01 (a 1% effect is far inside the noise between two tests;
@@ -465,8 +465,8 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
 
 MARKERS = "replication: snapshot markers' cost, batches of 1,000"
 NO_REPLICATED_SUBSCRIPTION = "no replicated subscription"
-# rounds of the markers' test beside the warm-up: four cycles of its two roles and two orders (4 rounds each)
-MARKER_ROUNDS = 15
+# rounds of the markers' test beside the warm-up: eight cycles of its two roles and two orders (4 rounds each)
+MARKER_ROUNDS = 31
 
 
 @pytest.fixture(scope="module")
