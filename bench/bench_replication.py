@@ -399,16 +399,12 @@ def run_paired(bench, mine: Rounds, paired: Rounds) -> float:
     before it in even rounds, after it in odd ones (whatever the first of two rounds leaves to the second,
     its data's writeback for one, weighs on both alike); the median of the per-round ratios, paired's time
     over mine's."""
-    turns = count()
-    odd = [False]
-
-    def before() -> None:
-        odd[0] = next(turns) % 2 == 1
-        if not odd[0]:
+    def before() -> None:  # (an even round: the paired one goes first)
+        if len(mine.seconds) % 2 == 0:
             paired.run()
 
-    def after() -> None:
-        if odd[0]:
+    def after() -> None:  # (an odd round: it follows)
+        if len(paired.seconds) < len(mine.seconds):
             paired.run()
 
     bench.run(mine.run, setup=before, teardown=after)
