@@ -3,6 +3,9 @@ with no loops and no duplicates, message-level restrictions, and clusters killed
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 import urllib.request
 from collections import Counter
 
@@ -170,6 +173,51 @@ def test_a_growth_this_cluster_refuses_grows_no_remote(two):
     consumer = two["west"].client().subscribe(SPREAD, "s", initial_position=pulsar.InitialPosition.Earliest)
     (got,) = receive_until([consumer], 2, seconds=WAIT_S)
     assert sorted(m.data() for m in got) == [b"x", b"y"]
+
+
+def _asked(connection: socket.socket, request: bytes) -> bool:
+    """Whether what came on `connection` so far starts with `request` (read without taking it)."""
+    try:
+        return connection.recv(len(request), socket.MSG_PEEK | socket.MSG_DONTWAIT) == request
+    except BlockingIOError:
+        return False
+
+
+def test_a_growth_does_not_wait_for_a_remote_that_does_not_answer(tmp_path):
+    """The replication service's look sends global policies to a remote that takes connections and never
+    answers (30 s until the request times out): a growth of a topic meanwhile does not wait for it."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(silent.accept()[0])
+            except OSError:  # (closed: the test is over)
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    clusters = start_clusters(tmp_path, "east")
+    east = clusters["east"]
+    try:
+        port = silent.getsockname()[1]
+        east.ok("PUT", "/admin/v2/clusters/ghost", {"serviceUrl": f"http://127.0.0.1:{port}",
+                                                     "brokerServiceUrl": f"pulsar://127.0.0.1:{port}"})
+        replicate_namespace(clusters, "public/default", ["east", "ghost"], on=["east"])
+        east.ok("PUT", "/admin/v2/persistent/public/default/orders")
+        east.ok("POST", "/admin/v2/persistent/public/default/orders/replication?isGlobal=true", ["east", "ghost"])
+        east.ok("PUT", "/admin/v2/namespaces/public/here")  # (its own topics replicate nowhere)
+        east.ok("PUT", "/admin/v2/persistent/public/here/spread/partitions", 2)
+        wait_until(lambda: any(_asked(connection, b"PUT /seglog/v1/topics/") for connection in list(accepted)))
+        started = time.monotonic()
+        east.ok("POST", "/admin/v2/persistent/public/here/spread/partitions", 4)
+        assert time.monotonic() - started < 5
+        assert east.ok("GET", "/admin/v2/persistent/public/here/spread/partitions") == {"partitions": 4}
+    finally:
+        stop_clusters(clusters)
+        silent.close()
+        for connection in accepted:
+            connection.close()
 
 
 def test_changing_the_namespace_clusters_stops_replication_at_once_and_drops_the_cursor(two):

@@ -324,13 +324,15 @@ class ReplicationService:
 
     async def _reconcile(self) -> None:
         async with self._reconciling:
-            await self._reconcile_now()
-
-    async def _reconcile_now(self) -> None:
-        wanted, new_topics, globals_ = await self._blocking(self._wanted)
+            wanted, new_topics, globals_ = await self._blocking(self._wanted)
+            await self._run_replicators(wanted, new_topics)
+        # (outside the lock: a remote that does not answer holds this up to HTTP_TIMEOUT_S, and a growth meanwhile)
         for name, policies, partitions, targets in globals_:
             for remote in targets:
                 await self._push_global_policies(remote, name, policies, partitions)
+
+    async def _run_replicators(self, wanted: dict[_Key, TopicRef], new_topics: set[str]) -> None:
+        """Stop the replicators not wanted (their cursors dropped), start those wanted that do not run."""
         for key in [k for k in self._replicators if k not in wanted]:
             await self._stop_replicator(key)
         pairs = {(key.topic, key.remote) for key in wanted}
