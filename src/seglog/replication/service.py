@@ -215,11 +215,8 @@ class ReplicationService:
         or has with as many partitions already, is left as it is: the replicator makes a missing one with
         every partition when it connects."""
         try:
-            cluster, service_url = await self._blocking(self._cluster, remote)
-            if not service_url:
-                raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl, which growing "
-                                        f"{topic} there needs")
-            path = f"/admin/v2/persistent/{quote(topic)}/partitions"
+            cluster, service_url = await self._admin_endpoint(remote, f"growing {topic} there")
+            path = _partitions_path(topic)
             status, text = await self._admin(cluster, service_url, "GET", path)
             if status == 404 or (status == 200 and not 0 < json.loads(text)["partitions"] < partitions):
                 return
@@ -475,8 +472,7 @@ class ReplicationService:
         if not service_url:
             raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
                                     f"partitioned topic {topic} there needs")
-        path = f"/admin/v2/persistent/{quote(topic)}/partitions"
-        status, text = await self._admin(remote, service_url, "PUT", path, partitions)
+        status, text = await self._admin(remote, service_url, "PUT", _partitions_path(topic), partitions)
         if status not in (204, 409):
             raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} partitions: "
                                     f"{status} {text}")
@@ -491,9 +487,7 @@ class ReplicationService:
         if self._pushed.get((topic, remote)) == stamp:
             return
         try:
-            cluster, service_url = await self._blocking(self._cluster, remote)
-            if not service_url:
-                raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl")
+            cluster, service_url = await self._admin_endpoint(remote, f"sending the global policies of {topic}")
             path = f"/seglog/v1/topics/{quote(topic)}/global-policies"
             status, text = await self._admin(cluster, service_url, "PUT", path,
                                              {**policies.to_json(), "partitions": partitions})
@@ -503,6 +497,14 @@ class ReplicationService:
             logger.info("replication: global policies of %s to %s: %s; retrying", topic, remote, error)
             return
         self._pushed[(topic, remote)] = stamp
+
+    async def _admin_endpoint(self, remote: str, needed_for: str) -> tuple[RemoteCluster, str]:
+        """The remote as registered and its admin API's URL; RemoteUnavailable, saying it is `needed_for`, when
+        it was registered without one."""
+        cluster, service_url = await self._blocking(self._cluster, remote)
+        if not service_url:
+            raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl, which {needed_for} needs")
+        return cluster, service_url
 
     async def _admin(self, cluster: RemoteCluster, service_url: str, method: str, path: str,
                      body: Any = None) -> tuple[int, str]:
@@ -519,6 +521,11 @@ class ReplicationService:
 
     async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _partitions_path(topic: str) -> str:
+    """The admin API's path of a topic's partitions (GET their count, PUT to create, POST to grow)."""
+    return f"/admin/v2/persistent/{quote(topic)}/partitions"
 
 
 def _token(cluster: str, data: dict[str, Any]) -> str | None:
