@@ -116,8 +116,9 @@ class Broker:
         self.store.reconfigure(topic_name, config)
         return config
 
-    def delete_topic(self, name: str, *, force: bool) -> None:
-        """See Log.delete_topic."""
+    def delete_topic(self, name: str, *, force: bool, keep_global_policies: bool = False) -> None:
+        """See Log.delete_topic. `keep_global_policies`: a cascading deletion (replication) keeps the topic's
+        global policies (Metadata.delete_topic)."""
         ref = self.topic(name)
         with ExitStack() as locks:  # held while the files go: no producer or consumer can start meanwhile
             users = self._topic_users(ref, locks)
@@ -128,7 +129,7 @@ class Broker:
             self.store.forget_topic(ref.name)
             self.quotas.forget(str(ref))
             self.subscriptions.forget_topic(ref.name)
-            self._remove_topic(ref.name)
+            self._remove_topic(ref.name, keep_global_policies=keep_global_policies)
 
     def update_partitions(self, name: str, partitions: int) -> TopicRef:
         """See Log.update_partitions."""
@@ -192,12 +193,13 @@ class Broker:
                 if self.store.is_deleted(TopicName.parse(name)):
                     self._remove_topic(TopicName.parse(name))
 
-    def _remove_topic(self, name: TopicName) -> None:
+    def _remove_topic(self, name: TopicName, *, keep_global_policies: bool = False) -> None:
         """Move a topic's files to the trash and its row out of the metadata in one transaction, then delete
         the files. A crash before the commit leaves the row: fenced, the deletion is finished at the next
         open; only a crash between the renames and the commit leaves the topic, empty."""
         trash = self.store.new_trash()
-        self.catalog.metadata.delete_topic(name, then=lambda: self._move_to_trash(name, trash))
+        self.catalog.metadata.delete_topic(name, then=lambda: self._move_to_trash(name, trash),
+                                           keep_global_policies=keep_global_policies)
         shutil.rmtree(trash, ignore_errors=True)
 
     def _move_to_trash(self, name: TopicName, trash: Path) -> None:

@@ -4,6 +4,7 @@ once whatever order copies arrive in, and the store's transaction that makes a r
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -147,8 +148,84 @@ def test_a_received_global_policy_applies_once_and_never_over_a_newer_one(broker
     admin.topics.remove_replication_clusters("t", is_global=True)  # the removal keeps a newer stamp
     assert not broker.catalog.apply_global_topic_policies(topic, received)
     assert admin.topics.get_replication_clusters("t", is_global=True) is None
+    missing = TopicName.parse("nope")  # kept without the topic (a cluster they leave out keeps them)
+    assert broker.catalog.apply_global_topic_policies(missing, received)
+    assert broker.catalog.global_topic_policies(missing) == received
     with pytest.raises(TopicNotFoundError):
-        broker.catalog.apply_global_topic_policies(TopicName.parse("nope"), received)
+        admin.topics.remove_replication_clusters("nope", is_global=True)
+
+
+def test_a_cascading_deletion_keeps_the_global_policies_and_an_explicit_one_removes_them(broker, clock) -> None:
+    admin = Admin(broker)
+    register(admin, "r1", "r2")
+    admin.namespaces.create("public/geo")
+    admin.namespaces.set_clusters("public/geo", ["r1", "r2"])
+    topic = TopicName.parse("public/geo/t")
+    admin.topics.create(str(topic))
+    admin.topics.set_replication_clusters(str(topic), ["r1"], is_global=True)
+    kept = broker.catalog.global_topic_policies(topic)
+    broker.delete_topic(str(topic), force=True, keep_global_policies=True)
+    assert broker.catalog.global_topic_policies(topic) == kept
+    assert broker.catalog.left_out(topic, "r2") == \
+        "r2 is not among the replication clusters of its global topic policy (r1)"
+    assert broker.catalog.left_out(topic, "r1") is None
+    admin.topics.create(str(topic))  # made again (as a replicator would): the kept policy applies
+    assert broker.catalog.replication_clusters(topic, "r1") == {"r1"}
+    broker.delete_topic(str(topic), force=True)
+    assert broker.catalog.global_topic_policies(topic) == GlobalPolicies()
+    assert broker.catalog.left_out(topic, "r2") is None  # the namespace's clusters list it
+    # a namespace's deletion takes the policies its topics' cascading deletions kept
+    admin.topics.create(str(topic))
+    admin.topics.set_replication_clusters(str(topic), ["r1"], is_global=True)
+    broker.delete_topic(str(topic), force=True, keep_global_policies=True)
+    admin.namespaces.delete("public/geo")
+    assert broker.catalog.global_topic_policies(topic) == GlobalPolicies()
+
+
+def test_left_out_says_which_level_leaves_the_cluster_out(broker) -> None:
+    admin = Admin(broker)
+    register(admin, "r1", "r2", "r3")
+    catalog = broker.catalog
+    admin.namespaces.create("public/geo")
+    topic = TopicName.parse("public/geo/t")
+    assert catalog.left_out(topic, "r1") is None  # a local namespace: its own cluster's
+    admin.namespaces.set_clusters("public/geo", ["r1", "r2"])
+    assert catalog.left_out(topic, "r3") == "r3 is not among the replication clusters of its namespace (r1, r2)"
+    admin.topics.create(str(topic))
+    admin.topics.set_replication_clusters(str(topic), ["r1", "r2"])
+    assert catalog.left_out(topic, "r1") is None
+    assert catalog.left_out(topic, "r3") == \
+        "r3 is not among the replication clusters of its local topic policy (r1, r2)"
+    admin.namespaces.set_allowed_clusters("public/geo", ["r1", "r2"])
+    admin.namespaces.set_clusters("public/geo", ["r1"])
+    assert catalog.left_out(topic, "r3") == "r3 is not among the allowed clusters of its namespace (r1, r2)"
+    assert catalog.left_out(TopicName.parse("public/nope/t"), "r3") is None  # no namespace: not for it to say
+
+
+def test_global_policies_of_a_data_directory_that_kept_them_in_the_topics_table_move_to_their_own(
+        tmp_path: Path, clock) -> None:
+    with seglog.open(tmp_path / "d", clock=clock) as log:
+        register(log.admin, "r1", "r2")
+        log.admin.namespaces.set_clusters("public/default", ["r1", "r2"])
+        log.create_topic("t")
+        log.create_topic("u")
+        log.admin.topics.set_replication_clusters("t", ["r1"], is_global=True)
+    path = tmp_path / "d" / "meta.sqlite"
+    db = sqlite3.connect(path)  # the layout before: a column of `topics`, no table
+    with db:
+        old = db.execute("SELECT config FROM global_topic_policies WHERE name = 'public/default/t'").fetchone()[0]
+        db.execute("DROP TABLE global_topic_policies")
+        db.execute("ALTER TABLE topics ADD COLUMN global_policies TEXT NOT NULL DEFAULT '{}'")
+        db.execute("UPDATE topics SET global_policies = ? WHERE name = 'public/default/t'", (old,))
+    db.close()
+    with seglog.open(tmp_path / "d", clock=clock) as log:
+        assert log.admin.topics.get_replication_clusters("t", is_global=True) == ["r1"]
+        assert log.admin.topics.get_replication_clusters("u", is_global=True) is None
+    db = sqlite3.connect(path)
+    try:
+        assert "global_policies" not in {row[1] for row in db.execute("PRAGMA table_info(topics)")}
+    finally:
+        db.close()
 
 
 def test_global_and_local_policies_are_kept_apart_and_survive_reopening(tmp_path: Path, clock) -> None:

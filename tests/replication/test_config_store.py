@@ -21,7 +21,7 @@ from helpers_replication import (
     stop_clusters,
     wait_until,
 )
-from helpers_server import refused_serve
+from helpers_server import pulsar, refused_at_once, refused_serve
 from seglog.cli import main
 
 NS = "/admin/v2/namespaces/acme/orders"
@@ -123,6 +123,11 @@ def test_a_cluster_left_out_of_the_namespace_deletes_its_topics_but_those_a_glob
     shared["east"].ok("POST", f"{NS}/replication", ["east"])
     wait_until(lambda: "acme/orders/dropped" not in shared["west"].topics())
     assert "acme/orders/kept" in shared["west"].topics()
+    # clients there are refused, and make nothing (the namespace's clusters leave west out)
+    west = shared["west"].client()
+    refused_at_once(pulsar.TopicNotFound, lambda: west.create_producer("persistent://acme/orders/dropped"))
+    refused_at_once(pulsar.TopicNotFound, lambda: west.subscribe("persistent://acme/orders/new", "sub"))
+    assert not {"acme/orders/dropped", "acme/orders/new"} & set(shared["west"].topics())
     assert {"acme/orders/kept", "acme/orders/dropped"} <= set(shared["east"].topics())
     # the protected topic still replicates, both ways
     topic = "persistent://acme/orders/kept"

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_replication import WAIT_S, read_all, replicate_namespace, start_clusters, stop_clusters, wait_until
-from helpers_server import pulsar, receive_until
+from helpers_server import pulsar, receive_until, refused_at_once
 from seglog.cli import main
 
 TOPIC = "persistent://public/default/orders"
@@ -408,3 +408,28 @@ def test_removing_a_global_policy_removes_it_everywhere_and_a_local_one_stays_lo
     two["east"].ok("DELETE", f"{policy}?isGlobal=true")
     wait_until(lambda: two["west"].ok("GET", f"{policy}?isGlobal=true") is None)
     assert two["east"].ok("GET", policy) == ["east", "west"]  # the local policy is untouched
+
+
+def test_a_cluster_a_global_policy_leaves_out_keeps_it_and_refuses_clients_until_it_is_removed(two, caplog):
+    replicate_namespace(two, "public/default", ["east", "west"], on=["east", "west"])
+    two["east"].client().create_producer(TOPIC).send(b"both")
+    read_all(two["west"], TOPIC, expected=1)
+    path = "/admin/v2/persistent/public/default"
+    two["east"].ok("POST", f"{path}/orders/replication?isGlobal=true", ["east"])
+    wait_until(lambda: "persistent://public/default/orders" not in two["west"].ok("GET", path))  # cascading
+    # west keeps the global policy: its namespace's clusters do not apply again, so no client makes the topic
+    client = two["west"].client()
+    why = "topic public/default/orders is not served on cluster west: west is not among the replication " \
+          "clusters of its global topic policy (east)"
+    refused_at_once(pulsar.TopicNotFound, lambda: client.create_producer(TOPIC))
+    assert why in caplog.text  # (the client logs the server's reason)
+    refused_at_once(pulsar.TopicNotFound, lambda: client.subscribe(TOPIC, "sub"))
+    assert "persistent://public/default/orders" not in two["west"].ok("GET", path)
+    two["west"].client().create_producer("persistent://public/default/other").send(b"others are served")
+    # removed on east, it is removed on west: the namespace's clusters apply again and replication resumes
+    two["east"].ok("DELETE", f"{path}/orders/replication?isGlobal=true")
+    wait_until(lambda: "persistent://public/default/orders" in two["west"].ok("GET", path))
+    two["east"].client().create_producer(TOPIC, producer_name="after").send(b"after")
+    assert b"after" in _values(read_all(two["west"], TOPIC, expected=1))
+    two["west"].client().create_producer(TOPIC, producer_name="west").send(b"from west")
+    assert b"from west" in _values(read_all(two["east"], TOPIC, expected=3))

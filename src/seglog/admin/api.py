@@ -391,7 +391,7 @@ class Namespaces(PolicyLevel):
                 continue  # (the namespace kept it out before, or keeps it in)
             deleted[cluster] = [str(topic) for topic in topics if leaves_topic(
                 changed, metadata.topic_global_policies(topic),
-                metadata.topic_policies(topic) if cluster == catalog.local_cluster else None, cluster)]
+                metadata.topic_policies(topic) if cluster == catalog.local_cluster else None, cluster) is not None]
         return deleted
 
     def _set_cluster_level(self, name: str, changed: str, clusters: frozenset[str]) -> None:
@@ -683,23 +683,25 @@ class Topics(PolicyLevel):
         catalog = self._broker.catalog
         metadata = catalog.metadata
         with metadata.transaction():
+            local_policies = metadata.topic_policies(name)  # TopicNotFoundError first
             if is_global:
                 stamped = metadata.topic_global_policies(name).changed(metadata.local_cluster() or "",
                                                                        self._broker.clock(),
                                                                        replication_clusters=None)
                 metadata.set_topic_global_policies(name, stamped)
             else:
-                metadata.set_topic_policies(name, replace(metadata.topic_policies(name), replication_clusters=None))
+                metadata.set_topic_policies(name, replace(local_policies, replication_clusters=None))
         catalog.policies_changed()
 
     def receive_global_policies(self, topic: str, received: GlobalPolicies, partitions: int) -> str:
         """Global policies another cluster replicated for `topic`, which had `partitions` there (Pulsar's
         replicated topic policies, PIP-92 / PIP-422): applied when newer than those kept (else 'stale');
         then, where they leave this cluster out of the topic's applied replication set, the topic is deleted
-        here with its partitions and subscriptions (Pulsar's cascading deletion: 'deleted'); a topic this
-        cluster does not have yet and is meant to is created first with the partition count (as Pulsar
-        makes the remote's partitioned topic: 'created'); one it does not have and is not meant to is left
-        absent ('absent'). Otherwise 'applied'."""
+        here with its partitions and subscriptions (Pulsar's cascading deletion: 'deleted'), the global
+        policies kept (they refuse clients that ask for the topic here); a topic this cluster does not have
+        yet and is meant to is created first with the partition count (as Pulsar makes the remote's
+        partitioned topic: 'created'); one it does not have and is not meant to is left absent, the policies
+        kept if newer ('absent'). Otherwise 'applied'."""
         name = TopicName.parse(topic)
         check_partition_count(partitions, minimum=1)
         catalog = self._broker.catalog
@@ -713,6 +715,7 @@ class Topics(PolicyLevel):
             catalog.topic(name)
         except TopicNotFoundError:
             if clusters is not None and local not in clusters:
+                catalog.apply_global_topic_policies(name, received)
                 return "absent"
             try:
                 self._broker.create_topic(str(name), partitions, {})
@@ -722,7 +725,7 @@ class Topics(PolicyLevel):
         if not catalog.apply_global_topic_policies(name, received):
             return "stale"
         if local not in catalog.replication_clusters(name, local):
-            self.delete(str(name), force=True)
+            self._broker.delete_topic(str(name), force=True, keep_global_policies=True)
             return "deleted"
         return outcome
 

@@ -128,21 +128,31 @@ def applied_replication(local: Policies, global_: GlobalPolicies, namespace: Pol
                         local_cluster: str | None) -> frozenset[str]:
     """A topic's replication set on this cluster: its local policy, else its global one, else its namespace's
     (OneWayReplicatorTest testPoliciesOverWrite); empty when nothing applies yet (no cluster)."""
-    for level in (local.replication_clusters, global_.policies.replication_clusters):
-        if level is not None:
-            return level
-    return clusters_in_force(namespace, local_cluster) or frozenset()
+    return _applied_level(local, global_, namespace, local_cluster)[1]
 
 
-def leaves_topic(namespace: Policies, global_: GlobalPolicies, local: Policies | None, cluster: str) -> bool:
-    """Whether `cluster` must delete a topic when the clusters share their configuration (Pulsar's cascading
-    deletion): outside the allowed clusters the namespace sets, whatever the topic's policies; else outside the
-    topic's applied replication set (a policy that lists `cluster`, local or global, keeps the topic there against
-    its namespace's clusters, and against the allowed clusters that follow them when the namespace sets none).
-    `local`: the topic's local policy on `cluster`, None when unknown (another cluster's)."""
+def _applied_level(local: Policies, global_: GlobalPolicies, namespace: Policies,
+                   local_cluster: str | None) -> tuple[str, frozenset[str]]:
+    """applied_replication, with the level that set it."""
+    for level, clusters in (("local topic policy", local.replication_clusters),
+                            ("global topic policy", global_.policies.replication_clusters)):
+        if clusters is not None:
+            return level, clusters
+    return "namespace", clusters_in_force(namespace, local_cluster) or frozenset()
+
+
+def leaves_topic(namespace: Policies, global_: GlobalPolicies, local: Policies | None, cluster: str) -> str | None:
+    """Why `cluster` must not hold a topic (and deletes it when the clusters share their configuration: Pulsar's
+    cascading deletion), or None when it may: outside the allowed clusters the namespace sets, whatever the
+    topic's policies; else outside the topic's applied replication set (a policy that lists `cluster`, local or
+    global, keeps the topic there against its namespace's clusters, and against the allowed clusters that follow
+    them when the namespace sets none). `local`: the topic's local policy on `cluster`, None when unknown
+    (another cluster's)."""
     if namespace.allowed_clusters is not None and cluster not in namespace.allowed_clusters:
-        return True
-    return cluster not in applied_replication(local or Policies(), global_, namespace, cluster)
+        return f"{cluster} is not among the allowed clusters of its namespace ({_listed(namespace.allowed_clusters)})"
+    level, clusters = _applied_level(local or Policies(), global_, namespace, cluster)
+    return None if cluster in clusters else f"{cluster} is not among the replication clusters of its {level} " \
+                                             f"({_listed(clusters)})"
 
 
 # the rules

@@ -3,13 +3,16 @@
 
 SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
 `public/default` always exists; creating a topic creates its tenant and namespace if needed. A
-namespace's `config` column holds its policies, a topic's `config` the settings given to it, its `policies`
-the policies set on it for this cluster and its `global_policies` those meant for every cluster it replicates
-to (JSON, see policies.py). `clusters` holds the clusters known to this one (Pulsar's ClusterData, by name),
-for tenants' allowed clusters and geo-replication; `properties` facts of the data directory itself: the
-cluster it is (`local_cluster`, recorded by the first `seglog serve --cluster NAME`) and the shared configuration
-store it joined (`configuration_store`); `shared_stamps` the stamp of the newest change to each shared entity
-(below) that the synchronized configuration store made or applied here.
+namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
+`policies` the policies set on it for this cluster (JSON, see policies.py). `global_topic_policies` holds those
+meant for every cluster a topic replicates to, by topic name: they outlive the topic when a cascading deletion
+removes it here (Pulsar keeps them, so that the namespace's clusters do not apply again and clients asking
+for the topic here are refused); an explicit deletion of the topic, or of its namespace, removes them.
+`clusters` holds the clusters known to this one (Pulsar's ClusterData, by name), for tenants' allowed clusters
+and geo-replication; `properties` facts of the data directory itself: the cluster it is (`local_cluster`,
+recorded by the first `seglog serve --cluster NAME`) and the shared configuration store it joined
+(`configuration_store`); `shared_stamps` the stamp of the newest change to each shared entity (below) that the
+synchronized configuration store made or applied here.
 
 Shared configuration. What Pulsar keeps in its configuration store (registered clusters, tenants, namespaces
 with their policies and permissions, partitioned topics' partition counts) is what clusters sharing one store
@@ -55,14 +58,15 @@ CREATE TABLE IF NOT EXISTS permissions (
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, namespace TEXT NOT NULL REFERENCES namespaces(name),
     partitions INTEGER NOT NULL, config TEXT NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS global_topic_policies (
+    name TEXT PRIMARY KEY, namespace TEXT NOT NULL, config TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS clusters (name TEXT PRIMARY KEY, config TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS shared_stamps (
     kind TEXT NOT NULL, key TEXT NOT NULL, time_ms INTEGER NOT NULL, origin TEXT NOT NULL, PRIMARY KEY (kind, key));
 """
 # Columns added after the first release of the schema: (table, column, definition).
-MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),
-              ("topics", "global_policies", "TEXT NOT NULL DEFAULT '{}'"))
+MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
 LOCAL_CLUSTER = "local_cluster"  # the properties row naming the data directory's own cluster
 CONFIGURATION_STORE = "configuration_store"  # the properties row naming the shared store it joined
 DEFAULT = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
@@ -116,10 +120,21 @@ class Metadata:
                 for table, column, definition in MIGRATIONS:
                     if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                self._move_global_policies()
                 self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
         except BaseException:
             self._db.close()
             raise
+
+    def _move_global_policies(self) -> None:
+        """Topics' global policies, kept in a `topics` column before they had a table of their own (they
+        outlive the topic now), move there."""
+        if "global_policies" not in {row[1] for row in self._db.execute("PRAGMA table_info(topics)")}:
+            return
+        with self._transaction():
+            self._db.execute("INSERT OR IGNORE INTO global_topic_policies SELECT name, namespace, global_policies "
+                             "FROM topics WHERE global_policies != '{}'")
+            self._db.execute("ALTER TABLE topics DROP COLUMN global_policies")
 
     @contextmanager
     def _access(self) -> Iterator[None]:
@@ -197,14 +212,18 @@ class Metadata:
         with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]
 
-    def delete_topic(self, name: TopicName, then: Callable[[], None] | None = None) -> None:
-        """Remove a topic. `then` runs inside the transaction once the row is out (a failure rolls it back),
-        for the files that go with it."""
+    def delete_topic(self, name: TopicName, then: Callable[[], None] | None = None, *,
+                     keep_global_policies: bool = False) -> None:
+        """Remove a topic, and its global policies unless `keep_global_policies` (a cascading deletion keeps
+        them). `then` runs inside the transaction once the row is out (a failure rolls it back), for the files
+        that go with it."""
         with self._transaction():
             row = self._db.execute("SELECT partitions FROM topics WHERE name = ?", (str(name),)).fetchone()
             if row is None:
                 raise TopicNotFoundError(f"topic {name} does not exist")
             self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),))
+            if not keep_global_policies:
+                self._db.execute("DELETE FROM global_topic_policies WHERE name = ?", (str(name),))
             if row[0] > 1:
                 self._touch("topic", str(name))
             if then is not None:
@@ -240,10 +259,19 @@ class Metadata:
         self._update_json("topics", "policies", str(name), policies.to_json())
 
     def topic_global_policies(self, name: TopicName) -> GlobalPolicies:
-        return GlobalPolicies.from_json(self._read_json("topics", "global_policies", str(name)))
+        """Topic `name`'s global policies, whether the topic is here or not (empty when none were set or
+        received)."""
+        with self._access():
+            row = self._db.execute("SELECT config FROM global_topic_policies WHERE name = ?", (str(name),)).fetchone()
+        return GlobalPolicies.from_json(json.loads(row[0]) if row is not None else {})
 
     def set_topic_global_policies(self, name: TopicName, policies: GlobalPolicies) -> None:
-        self._update_json("topics", "global_policies", str(name), policies.to_json())
+        """Keep `policies` as topic `name`'s global policies (the topic need not be here: a cluster they leave
+        out keeps them without it)."""
+        with self._transaction():
+            self._db.execute("INSERT INTO global_topic_policies VALUES (?, ?, ?) ON CONFLICT (name) "
+                             "DO UPDATE SET config = excluded.config",
+                             (str(name), name.namespace_name, json.dumps(policies.to_json())))
 
     # tenants and namespaces
 
@@ -312,6 +340,7 @@ class Metadata:
             if not self._db.execute("DELETE FROM namespaces WHERE name = ?", (str(name),)).rowcount:
                 raise NotFoundError(f"namespace {name} does not exist")
             self._db.execute("DELETE FROM permissions WHERE namespace = ?", (str(name),))
+            self._db.execute("DELETE FROM global_topic_policies WHERE namespace = ?", (str(name),))
             self._touch("namespace", str(name))
 
     def namespace_policies(self, name: NamespaceName | str) -> Policies:

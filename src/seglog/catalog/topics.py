@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from seglog.catalog.clusters import allowed_in_force, applied_replication, full_cluster_data
+from seglog.catalog.clusters import allowed_in_force, applied_replication, full_cluster_data, leaves_topic
 from seglog.catalog.config import BrokerConfig, TopicConfig
 from seglog.catalog.metadata import Metadata
-from seglog.catalog.policies import AutoTopicCreation, EffectivePolicies, GlobalPolicies
-from seglog.errors import ClosedError, InvalidArgumentError
+from seglog.catalog.policies import AutoTopicCreation, EffectivePolicies, GlobalPolicies, Policies
+from seglog.errors import ClosedError, InvalidArgumentError, NotFoundError, TopicNotFoundError
 from seglog.names import NamespaceName, TopicName, validate_part
 
 
@@ -116,6 +116,22 @@ class Catalog:
         return applied_replication(metadata.topic_policies(name), metadata.topic_global_policies(name),
                                    metadata.namespace_policies(name.namespace_name), local_cluster)
 
+    def left_out(self, name: TopicName, local_cluster: str) -> str | None:
+        """Why `local_cluster` must not hold topic `name`, here or not (leaves_topic), or None when it may: it
+        is outside the allowed clusters of its namespace, or outside its applied replication set (a global
+        policy is kept after the topic went; a local one only while it is here). None when the namespace does
+        not exist."""
+        metadata = self.metadata
+        try:
+            namespace = metadata.namespace_policies(name.namespace_name)
+        except NotFoundError:
+            return None
+        try:
+            local = metadata.topic_policies(name)
+        except TopicNotFoundError:
+            local = Policies()
+        return leaves_topic(namespace, metadata.topic_global_policies(name), local, local_cluster)
+
     def allowed_clusters(self, namespace: NamespaceName, local_cluster: str) -> frozenset[str]:
         """The clusters the topics of `namespace` may reach, seen from `local_cluster`: its allowed clusters,
         else its clusters, else {local_cluster}. NotFoundError if there is no such namespace."""
@@ -135,7 +151,8 @@ class Catalog:
     def apply_global_topic_policies(self, name: TopicName, received: GlobalPolicies) -> bool:
         """Take global policies received from another cluster if they supersede those kept (a newer stamp),
         unchecked, as Pulsar applies replicated topic policies; whether they did. Applying the same ones
-        again, or older ones, changes nothing. TopicNotFoundError if there is no such topic."""
+        again, or older ones, changes nothing. The topic need not be here (a cluster they leave out keeps
+        them)."""
         metadata = self.metadata
         with metadata.transaction():
             if not received.supersedes(metadata.topic_global_policies(name)):

@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog.broker import Broker
-from seglog.catalog.clusters import leaves_topic
 from seglog.catalog.metadata import DEFAULT, SharedChange
-from seglog.catalog.policies import GlobalPolicies, Policies
-from seglog.errors import NotFoundError, TopicInUseError, TopicNotFoundError
+from seglog.errors import TopicInUseError, TopicNotFoundError
 from seglog.names import DEFAULT_TENANT, TopicName
 
 logger = logging.getLogger("seglog.replication.shared_configuration")
@@ -120,25 +118,14 @@ class SharedConfiguration:
     def cascade(self, namespaces: Iterable[str]) -> bool:
         """Delete the topics of `namespaces` this cluster is left out of (leaves_topic); whether any went."""
         wanted = set(namespaces)
-        doomed = [name for name in self.broker.catalog.topic_names()
-                  if TopicName.parse(name).namespace_name in wanted and self.leaves(TopicName.parse(name))]
+        catalog = self.broker.catalog
+        doomed = [name for name in map(TopicName.parse, catalog.topic_names())
+                  if name.namespace_name in wanted and catalog.left_out(name, self.local) is not None]
         with self.broker.catalog.metadata.applying_shared():  # (a partitioned topic stays in the configuration)
             for name in doomed:
-                self._delete(name, f"its namespace's clusters leave out {self.local} (cascading deletion)")
+                self._delete(str(name), f"its namespace's clusters leave out {self.local} (cascading deletion)",
+                             cascading=True)
         return bool(doomed)
-
-    def leaves(self, name: TopicName) -> bool:
-        """Whether this cluster must not hold topic `name` (made here or not) under its namespace's policies."""
-        metadata = self.broker.catalog.metadata
-        try:
-            namespace = metadata.namespace_policies(name.namespace_name)
-        except NotFoundError:
-            return False
-        try:
-            global_, local = metadata.topic_global_policies(name), metadata.topic_policies(name)
-        except TopicNotFoundError:
-            global_, local = GlobalPolicies(), Policies()
-        return leaves_topic(namespace, global_, local, self.local)
 
     def _apply_topic(self, key: str, value: dict[str, Any] | None) -> bool:
         """A partitioned topic as the shared configuration has it: created with its partitions, grown, or
@@ -155,7 +142,7 @@ class SharedConfiguration:
         if value is None:
             return self._delete(key, "it was deleted in the shared configuration")
         if here == 0:
-            if self.leaves(name):
+            if self.broker.catalog.left_out(name, self.local) is not None:
                 return False
             self.broker.create_topic(key, wanted, {})
             return True
@@ -171,10 +158,11 @@ class SharedConfiguration:
             return False
         return True
 
-    def _delete(self, name: str, why: str) -> bool:
+    def _delete(self, name: str, why: str, *, cascading: bool = False) -> bool:
+        """Delete topic `name` here; a `cascading` deletion keeps its global policies (Pulsar's)."""
         logger.info("shared configuration: deleting topic %s on %s: %s", name, self.local, why)
         try:
-            self.broker.delete_topic(name, force=True)
+            self.broker.delete_topic(name, force=True, keep_global_policies=cascading)
         except TopicNotFoundError:
             return False
         except Exception:  # (one topic that cannot be deleted never stops the others; the next look retries)

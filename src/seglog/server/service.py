@@ -155,9 +155,10 @@ class BrokerService:
         """The seglog topic and partition a Pulsar topic name means: `NAME-partition-N` is partition N of a
         seglog topic NAME with more than one partition, any other name a topic of its own (partition 0). A
         missing topic in an existing namespace is created when `create` and the namespace allows it
-        (`auto_create`), else None; a missing namespace is TopicNotFound. A `replicator`'s producer never
-        creates a `NAME-partition-N` topic: it replicates a partition, and a missing partitioned topic NAME
-        here means it was deleted (or not made yet), which a stray topic of that name would outlive."""
+        (`auto_create`), else None; a missing namespace is TopicNotFound, and so is a missing topic this
+        cluster is left out of (`_check_served`). A `replicator`'s producer never creates a `NAME-partition-N`
+        topic: it replicates a partition, and a missing partitioned topic NAME here means it was deleted (or
+        not made yet), which a stray topic of that name would outlive."""
         name, base, partition = self.parse(topic)
         if base is not None and partition is not None:
             try:
@@ -175,6 +176,7 @@ class BrokerService:
         except TopicNotFoundError:
             pass
         self._check_namespace(name)
+        self._check_served(name if base is None else base)
         if not create:
             return None
         if replicator and base is not None:
@@ -240,6 +242,14 @@ class BrokerService:
         if name.namespace_name not in namespaces:
             raise ServerFailure(api.TopicNotFound, f"namespace {name.namespace_name} does not exist; create it "
                                                    "first (topics are created on first use in an existing one)")
+
+    def _check_served(self, name: TopicName) -> None:
+        """Refuse a missing topic this cluster must not hold (Catalog.left_out), as Pulsar refuses clients on
+        a cluster a cascading deletion removed a topic from (the global policy that did is kept). A topic that
+        is here is not checked: it is being deleted, or stays by the operator's choice (independent stores)."""
+        cluster = self.settings.cluster
+        if (why := self.broker.catalog.left_out(name, cluster)) is not None:
+            raise ServerFailure(api.TopicNotFound, f"topic {name} is not served on cluster {cluster}: {why}")
 
     # producers
 
