@@ -128,10 +128,10 @@ class Metadata:
 
     def _move_global_policies(self) -> None:
         """Topics' global policies, kept in a `topics` column before they had a table of their own (they
-        outlive the topic now), move there."""
-        if "global_policies" not in {row[1] for row in self._db.execute("PRAGMA table_info(topics)")}:
-            return
+        outlive the topic now), move there (checked under the write lock: another process may be moving them)."""
         with self._transaction():
+            if "global_policies" not in {row[1] for row in self._db.execute("PRAGMA table_info(topics)")}:
+                return
             self._db.execute("INSERT OR IGNORE INTO global_topic_policies SELECT name, namespace, global_policies "
                              "FROM topics WHERE global_policies != '{}'")
             self._db.execute("ALTER TABLE topics DROP COLUMN global_policies")
