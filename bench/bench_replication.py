@@ -81,7 +81,9 @@ Group "replication: snapshot markers' cost, batches of 1,000"
                                          over whole cycles a slower topic or order cancels out). The
                                          snapshots taken are counted from /metrics
                                          (pulsar_replicated_subscriptions_snapshot_ms_count) and must be
-                                         at least one a round.
+                                         at least one a round. For information, the same estimator on
+                                         east's and west's CPU time in the rounds (markers_cpu_cost: the
+                                         geometric mean of the per-round ratios with / without, less 1).
 
 Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
 round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
@@ -494,6 +496,8 @@ def test_markers_cost(bench, clusters, workers, marker_round):
     turns = count()
     on_seconds: list[float] = []
     off_seconds: list[float] = []
+    on_cpu: list[float] = []  # east's and west's CPU seconds in each round, with markers and without
+    off_cpu: list[float] = []
     turn: dict[str, Any] = {}
 
     def before() -> None:
@@ -506,17 +510,20 @@ def test_markers_cost(bench, clusters, workers, marker_round):
                     replicated)
         turn.update(on=on, off=off, off_first=(i // 2) % 2 == 0)
         if turn["off_first"]:
-            turn["off"].run()
-            off_seconds.append(turn["off"].seconds[-1])
+            run_side("off", off_seconds, off_cpu)
 
     def timed() -> None:
-        turn["on"].run()
-        on_seconds.append(turn["on"].seconds[-1])
+        run_side("on", on_seconds, on_cpu)
 
     def after() -> None:
         if not turn["off_first"]:
-            turn["off"].run()
-            off_seconds.append(turn["off"].seconds[-1])
+            run_side("off", off_seconds, off_cpu)
+
+    def run_side(role: str, seconds: list[float], cpu: list[float]) -> None:
+        side = turn[role]
+        side.run()
+        seconds.append(side.seconds[-1])
+        cpu.append(sum(side.meters.rounds[-1].values()))
 
     taken = snapshots_taken(east)
     bench.seglog(MARKERS, "a replicated subscription, snapshots every 1,000 ms", messages=n,
@@ -532,8 +539,13 @@ def test_markers_cost(bench, clusters, workers, marker_round):
     bench.record("paired_ratio", round(ratio, 3))
     bench.record("markers_cost", round(1 - ratio, 4))
     bench.record("snapshots", snapshots_taken(east) - taken)
+    # (for information: the same estimator on east's and west's CPU time in the rounds, which a producer
+    # or a process that the machine holds back for a moment does not stretch as it stretches wall time)
+    cpu_cost = statistics.geometric_mean([on / off for on, off in zip(on_cpu, off_cpu)]) - 1
+    bench.record("markers_cpu_cost", round(cpu_cost, 4))
     bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (geometric mean of {len(ratios)}); "
-               f"{snapshots_taken(east) - taken} snapshots in {sum(on_seconds):.1f} s; {machine_note(bench)}")
+               f"{snapshots_taken(east) - taken} snapshots in {sum(on_seconds):.1f} s; east's and west's CPU "
+               f"time {cpu_cost:+.2%} with markers (the same pairing, for information); {machine_note(bench)}")
     for side in sides:
         check_copy(east, west, side.topic, len(side.seconds), n)
 
