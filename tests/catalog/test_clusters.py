@@ -5,6 +5,7 @@ once whatever order copies arrive in, and the store's transaction that makes a r
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -202,30 +203,76 @@ def test_left_out_says_which_level_leaves_the_cluster_out(broker) -> None:
     assert catalog.left_out(TopicName.parse("public/nope/t"), "r3") is None  # no namespace: not for it to say
 
 
-def test_global_policies_of_a_data_directory_that_kept_them_in_the_topics_table_move_to_their_own(
-        tmp_path: Path, clock) -> None:
-    with seglog.open(tmp_path / "d", clock=clock) as log:
+def _old_layout(path: Path, clock) -> Path:
+    """A data directory at `path` whose topic t has a global policy kept as before: in a `topics` column, no
+    table of their own; its meta.sqlite."""
+    with seglog.open(path, clock=clock) as log:
         register(log.admin, "r1", "r2")
         log.admin.namespaces.set_clusters("public/default", ["r1", "r2"])
         log.create_topic("t")
         log.create_topic("u")
         log.admin.topics.set_replication_clusters("t", ["r1"], is_global=True)
-    path = tmp_path / "d" / "meta.sqlite"
-    db = sqlite3.connect(path)  # the layout before: a column of `topics`, no table
+    meta = path / "meta.sqlite"
+    db = sqlite3.connect(meta)
     with db:
         old = db.execute("SELECT config FROM global_topic_policies WHERE name = 'public/default/t'").fetchone()[0]
         db.execute("DROP TABLE global_topic_policies")
         db.execute("ALTER TABLE topics ADD COLUMN global_policies TEXT NOT NULL DEFAULT '{}'")
         db.execute("UPDATE topics SET global_policies = ? WHERE name = 'public/default/t'", (old,))
     db.close()
+    return meta
+
+
+def _columns(meta: Path) -> set[str]:
+    db = sqlite3.connect(meta)
+    try:
+        return {row[1] for row in db.execute("PRAGMA table_info(topics)")}
+    finally:
+        db.close()
+
+
+def test_global_policies_of_a_data_directory_that_kept_them_in_the_topics_table_move_to_their_own(
+        tmp_path: Path, clock) -> None:
+    meta = _old_layout(tmp_path / "d", clock)
     with seglog.open(tmp_path / "d", clock=clock) as log:
         assert log.admin.topics.get_replication_clusters("t", is_global=True) == ["r1"]
         assert log.admin.topics.get_replication_clusters("u", is_global=True) is None
-    db = sqlite3.connect(path)
-    try:
-        assert "global_policies" not in {row[1] for row in db.execute("PRAGMA table_info(topics)")}
-    finally:
-        db.close()
+    assert "global_policies" not in _columns(meta)
+
+
+def _open_at_once(meta: Path, openers: int) -> tuple[list[Metadata], list[BaseException]]:
+    """Open `meta` from `openers` threads released together: what opened, and what failed."""
+    start = threading.Barrier(openers)
+    opened: list[Metadata] = []
+    failures: list[BaseException] = []
+
+    def open_() -> None:
+        start.wait(10)
+        try:
+            opened.append(Metadata(meta))
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=open_) for _ in range(openers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return opened, failures
+
+
+def test_several_opening_an_old_data_directory_at_once_move_its_global_policies_once(tmp_path: Path, clock) -> None:
+    for attempt in range(5):  # (the move races with itself each time)
+        meta = _old_layout(tmp_path / f"d{attempt}", clock)
+        opened, failures = _open_at_once(meta, 4)
+        try:
+            assert not failures, failures
+            assert len(opened) == 4
+            assert opened[0].topic_global_policies(TopicName.parse("t")).policies.replication_clusters == {"r1"}
+        finally:
+            for metadata in opened:
+                metadata.close()
+        assert "global_policies" not in _columns(meta)
 
 
 def test_global_and_local_policies_are_kept_apart_and_survive_reopening(tmp_path: Path, clock) -> None:

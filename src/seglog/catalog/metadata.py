@@ -118,7 +118,7 @@ class Metadata:
                 self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(SCHEMA)
                 for table, column, definition in MIGRATIONS:
-                    if column not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
+                    if not self._has_column(table, column):
                         self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
                 self._move_global_policies()
                 self._ensure_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
@@ -128,13 +128,19 @@ class Metadata:
 
     def _move_global_policies(self) -> None:
         """Topics' global policies, kept in a `topics` column before they had a table of their own (they
-        outlive the topic now), move there (checked under the write lock: another process may be moving them)."""
+        outlive the topic now), move there (checked again under the write lock: another process may have moved
+        them meanwhile)."""
+        if not self._has_column("topics", "global_policies"):
+            return
         with self._transaction():
-            if "global_policies" not in {row[1] for row in self._db.execute("PRAGMA table_info(topics)")}:
+            if not self._has_column("topics", "global_policies"):
                 return
             self._db.execute("INSERT OR IGNORE INTO global_topic_policies SELECT name, namespace, global_policies "
                              "FROM topics WHERE global_policies != '{}'")
             self._db.execute("ALTER TABLE topics DROP COLUMN global_policies")
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return column in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
 
     @contextmanager
     def _access(self) -> Iterator[None]:
