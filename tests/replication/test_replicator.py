@@ -144,12 +144,17 @@ def test_messages_for_other_clusters_are_acknowledged_and_not_sent(tmp_path):
 def test_messages_it_is_told_were_replicated_here_are_acknowledged_and_passed_over(tmp_path):
     local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
     try:
-        for value in (b"m0", b"m1", b"m2", b"m3", b"m4"):  # (a stored batch each, as unbatched SENDs)
-            _write(local, [value])
-        result = _replicate(local, server, start=lambda replicator: replicator.replicated_here(1, 3),
-                            until=lambda replicator: _floor(replicator) == 5 and replicator.delay_ms() == 0)
-        assert result == {"sent": 2, "floor": 5}
-        assert [m.data() for m in _read(server, 2)] == [b"m0", b"m4"]
+        for i in range(7):  # (a stored batch each, as unbatched SENDs)
+            _write(local, [b"m%d" % i])
+
+        def told(replicator: Replicator) -> None:  # (runs that follow each other, and one apart from them)
+            for first, count in ((1, 1), (2, 2), (5, 1)):
+                replicator.replicated_here(first, count)
+
+        result = _replicate(local, server, start=told,
+                            until=lambda replicator: _floor(replicator) == 7 and replicator.delay_ms() == 0)
+        assert result == {"sent": 3, "floor": 7}
+        assert [m.data() for m in _read(server, 3)] == [b"m0", b"m4", b"m6"]
     finally:
         server.stop()
 
