@@ -4,8 +4,11 @@ partition, and each replicated subscription's mark-delete position sent, through
 passed, to the other clusters, which acknowledge up to it there (or create the subscription).
 
 The rules are snapshots.py's (decisions without I/O); this module runs them. Every TICK_S it
-- reads, in the thread pool, the partitions' end offsets and the mark-delete position (the last offset below
-  which everything is acknowledged) of every replicated subscription of a replicated topic;
+- reads, in the thread pool, the mark-delete position (the last offset below which everything is
+  acknowledged) of every replicated subscription, and the end offset of each partition that has one: every
+  DISCOVERY_TICKS ticks on every replicated topic, in between on those that had a replicated subscription at
+  the last look (a look at a topic reads the catalog and lists its cursor files: every 100 ms on each of a
+  thousand replicated topics, that took most of a core while nothing happened);
 - ticks each partition's SnapshotController (one attempt at most per replicatedSubscriptionsSnapshotFrequency-
   Millis, only when a message came after the last snapshot, every replicator connected, and the partition has
   a replicated subscription: snapshots cost markers, which a partition nobody fails over does not need);
@@ -54,6 +57,9 @@ from seglog.replication.snapshots import (
 logger = logging.getLogger("seglog.replication.subscriptions")
 
 TICK_S = 0.1  # a tenth of the default frequency: an attempt starts at most a tick late
+# how often a tick looks for replicated subscriptions on every replicated topic: a subscription made replicated
+# takes its first snapshot up to a second later
+DISCOVERY_TICKS = 10
 STOP_S = 5.0  # how long stopping waits for the UPDATEs being applied
 
 _Partition = tuple[str, int]  # (seglog topic, partition)
@@ -106,6 +112,8 @@ class ReplicatedSubscriptions:
         self._controllers: dict[_Partition, SnapshotController] = {}
         self._subscriptions: dict[_Subscription, SubscriptionSnapshots] = {}
         self._marks: dict[_Subscription, int] = {}
+        self._ticks = 0
+        self._with_subscriptions: set[_Partition] = set()  # the partitions the last look found them on
         self._dropped = _Counts()  # those of controllers dropped since (their partitions no longer replicate)
         self._task: asyncio.Task[None] | None = None
         self._updates: set[asyncio.Task[None]] = set()
@@ -160,10 +168,13 @@ class ReplicatedSubscriptions:
         partitions = self._streams.replicated_partitions()
         for key in [key for key in self._controllers if key not in partitions]:
             self._dropped.add(self._controllers.pop(key))
-        observed = await self._blocking(self._observe, partitions)
-        with_subscriptions = {(topic, partition) for topic, partition, _ in observed.marks}
+        discovering = self._ticks % DISCOVERY_TICKS == 0
+        self._ticks += 1
+        looked_at = list(partitions) if discovering else [key for key in partitions if key in self._with_subscriptions]
+        observed = await self._blocking(self._observe, looked_at)
+        self._with_subscriptions = {(topic, partition) for topic, partition, _ in observed.marks}
         for key, remotes in partitions.items():
-            if key in with_subscriptions and key in observed.ends:
+            if key in observed.ends:
                 self._send(key, self._controller(key).tick(observed.ends[key], remotes))
         for key in [key for key in self._subscriptions if key not in observed.marks]:
             del self._subscriptions[key], self._marks[key]
@@ -176,8 +187,9 @@ class ReplicatedSubscriptions:
             self._marks[key] = mark
 
     def _observe(self, partitions: Iterable[_Partition]) -> _Observed:
-        """The end offset of each partition and the mark-delete position of each replicated subscription on
-        it (blocking: reads cursor files of subscriptions no consumer of this process holds)."""
+        """The mark-delete position of each replicated subscription on the partitions, and the end offset of
+        each partition that has one (blocking: reads cursor files of subscriptions no consumer of this process
+        holds)."""
         ends: dict[_Partition, int] = {}
         marks: dict[_Subscription, int] = {}
         by_topic: dict[str, list[int]] = {}
@@ -186,13 +198,15 @@ class ReplicatedSubscriptions:
         for topic, numbers in by_topic.items():
             try:
                 ref = self.broker.topic(topic)
-                for partition in numbers:
-                    ends[(topic, partition)] = self.broker.store.end_offset(ref.name, partition)
+                found: set[int] = set()
                 for name, record, _ in self.broker.subscriptions.states(ref):
                     for partition in numbers:
                         cursor = record.partitions[partition]
                         if replicated(self.broker, cursor):
                             marks[(topic, partition, name)] = cursor.acks.floor - 1
+                            found.add(partition)
+                for partition in found:
+                    ends[(topic, partition)] = self.broker.store.end_offset(ref.name, partition)
             except NotFoundError:
                 continue  # (deleted meanwhile: the replication service stops its replicators)
         return _Observed(ends, marks)
