@@ -85,6 +85,24 @@ def test_replication_clusters_are_local_policy_else_global_else_namespace_else_t
         catalog.replication_clusters(TopicName.parse("public/geo/nope"), "r1")
 
 
+def test_topics_with_replication_reads_what_each_topic_s_own_calls_give(broker) -> None:
+    admin = Admin(broker)
+    register(admin, "r1", "r2", "r3")
+    catalog = broker.catalog
+    admin.namespaces.create("public/geo")
+    admin.namespaces.set_allowed_clusters("public/geo", ["r1", "r2", "r3"])
+    admin.namespaces.set_clusters("public/geo", ["r1", "r2"])
+    for topic in ("public/geo/by-namespace", "public/geo/by-global", "public/geo/by-local", "public/local/t"):
+        admin.topics.create(topic, partitions=2 if "global" in topic else 1)
+    admin.topics.set_replication_clusters("public/geo/by-global", ["r1", "r3"], is_global=True)
+    admin.topics.set_replication_clusters("public/geo/by-local", ["r1"])
+    names = [TopicName.parse(name) for name in catalog.topic_names()]
+    expected = [(catalog.topic(name), catalog.global_topic_policies(name), catalog.replication_clusters(name, "r1"))
+                for name in names]
+    assert catalog.topics_with_replication("r1") == expected
+    assert [clusters for _, _, clusters in expected] == [{"r1", "r3"}, {"r1"}, {"r1", "r2"}, {"r1"}]
+
+
 def test_allowed_clusters_are_those_set_else_the_clusters_else_the_local_cluster(broker) -> None:
     admin = Admin(broker)
     register(admin, "r1", "r2", "r3")

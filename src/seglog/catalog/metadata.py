@@ -214,6 +214,16 @@ class Metadata:
             raise TopicNotFoundError(f"topic {name} does not exist")
         return TopicRecord(name, row[0], json.loads(row[1]), row[2])
 
+    def topics_with_policies(self) -> list[tuple[TopicRecord, Policies, GlobalPolicies]]:
+        """Every topic, sorted by name, with its local and global policies, in one query."""
+        with self._access():
+            rows = self._db.execute(
+                "SELECT topics.name, partitions, topics.config, created_ms, policies, global_topic_policies.config "
+                "FROM topics LEFT JOIN global_topic_policies USING (name) ORDER BY topics.name").fetchall()
+        return [(TopicRecord(TopicName.parse(name), partitions, json.loads(config), created_ms),
+                 Policies.from_json(json.loads(policies)), GlobalPolicies.from_json(json.loads(global_or_none or "{}")))
+                for name, partitions, config, created_ms, policies, global_or_none in rows]
+
     def list_topics(self) -> list[str]:
         with self._access():
             return [row[0] for row in self._db.execute("SELECT name FROM topics ORDER BY name")]

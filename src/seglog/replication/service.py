@@ -369,21 +369,20 @@ class ReplicationService:
         by the previous look; the global policies changed here, with the clusters they go to). Blocking:
         reads the catalog."""
         catalog = self.broker.catalog
-        names = catalog.topic_names()
-        new_topics = set() if self._known_topics is None else set(names) - self._known_topics
-        self._known_topics = set(names)
+        topics = catalog.topics_with_replication(self.local)
+        names = {str(ref.name) for ref, _, _ in topics}
+        new_topics = set() if self._known_topics is None else names - self._known_topics
+        self._known_topics = names
         wanted: dict[_Key, TopicRef] = {}
         globals_: list[_Global] = []
-        for name in names:
-            topic_name = TopicName.parse(name)
-            ref = catalog.topic(topic_name)
-            stamped = catalog.global_topic_policies(topic_name)
+        for ref, stamped, clusters in topics:
+            name = str(ref.name)
             if stamped.origin == self.local:
                 # every cluster the topic may reach, those the new set leaves out included (they delete it)
-                reach = catalog.allowed_clusters(topic_name.namespace_name, self.local)
+                reach = catalog.allowed_clusters(ref.name.namespace_name, self.local)
                 targets = (reach | (stamped.policies.replication_clusters or frozenset())) - {self.local}
                 globals_.append((name, stamped, ref.partitions, sorted(targets)))
-            remotes = catalog.replication_clusters(topic_name, self.local) - {self.local}
+            remotes = clusters - {self.local}
             if not remotes:
                 continue
             for remote in remotes:
