@@ -248,8 +248,12 @@ def test_stats_show_the_replication_both_ways(two):
     assert inbound["publishers"] == []  # the replicator is not a publisher
     cursors = two["east"].ok("GET", "/admin/v2/persistent/public/default/orders/internalStats")["cursors"]
     assert "pulsar.repl.west" in cursors
+    two["east"].ok("PUT", "/admin/v2/namespaces/public/quiet")  # (a topic that does not replicate: no metrics)
+    two["east"].client().create_producer("persistent://public/quiet/t").send(b"stays")
     with urllib.request.urlopen(f"{two['east'].server.http_url}/metrics", timeout=10) as response:
         metrics = response.read().decode()
+    assert not [line for line in metrics.splitlines()
+                if line.startswith("pulsar_replication_") and "public/quiet" in line]
     labels = ('{cluster="east",namespace="public/default",remote_cluster="west",'
               'topic="persistent://public/default/orders"}')
     assert f"pulsar_replication_connected_count{labels} 1.0" in metrics

@@ -79,7 +79,12 @@ def _replication(ctx: RestContext, ref: TopicRef, partition: int | None,
 
 
 def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
-    """The `replication` section of a topic's stats (every partition together; blocking)."""
+    """The `replication` section of a topic's stats (every partition together; blocking). A topic with no
+    replicator here, none writing to it and no replication cursor has none, and its stats, which cost about
+    0.3 ms a topic (each /metrics scrape asks for every topic), are not computed."""
+    if not (ctx.replication_stats(str(ref.name), None) or ctx.service.inbound_replication(str(ref.name))
+            or any(name.startswith(REPLICATOR_PREFIX) for name in ctx.broker.subscriptions.names(ref))):
+        return {}
     subscriptions = ctx.admin.topics.stats(str(ref.name))["subscriptions"]
     return _replication(ctx, ref, None, subscriptions)
 
