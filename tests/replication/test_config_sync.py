@@ -232,3 +232,33 @@ def test_a_change_made_here_supersedes_what_came_from_a_cluster_whose_clock_runs
     assert mine == Stamp(5_001, "east") and mine.supersedes(ahead) and not ahead.supersedes(mine)
     assert Stamp(100, "east").following("east", 2_000) == Stamp(2_000, "east")
     assert not mine.supersedes(mine)
+
+
+def test_a_change_the_topic_took_and_the_catalog_then_refused_is_made_when_its_own_event_is_read_back(tmp_path):
+    """The sync topic is where a change is made: once its event is written, every cluster applies it, this
+    one too (its catalog's stamp rolled back with the refused commit, so its own event is newer), though the
+    call that made it failed."""
+    broker = Broker.open(tmp_path, clock=ManualClock(5_000), background=False)
+    metadata = broker.catalog.metadata
+    metadata.create_tenant("sync", {})
+    metadata.create_namespace(NamespaceName.parse("sync/config"))
+    sync = ConfigurationSync(broker, "east", SYNC_TOPIC)
+    sync.start()
+    refusals = []
+
+    def refuse_once(change: SharedChange) -> None:  # (told after the sync topic took the change)
+        if not refusals:
+            refusals.append(change)
+            raise OSError("the disk is full")
+
+    metadata.on_shared_change(refuse_once)
+    try:
+        with pytest.raises(OSError, match="the disk is full"):
+            metadata.create_tenant("acme", {"admin_roles": ["ops"]})
+        assert broker.store.end_offset(TopicName.parse(SYNC_TOPIC), 0) == 1  # (the event was written)
+        wait_until(lambda: "acme" in metadata.tenants())
+        assert metadata.tenant_config("acme") == {"admin_roles": ["ops"]}
+        assert metadata.shared_stamp("tenant", "acme") == Stamp(5_000, "east")
+    finally:
+        sync.stop()
+        broker.close()
