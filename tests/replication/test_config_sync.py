@@ -203,14 +203,25 @@ def test_events_that_are_not_configuration_events_are_refused():
     assert SyncEvent.from_json(event.to_json()) == event
 
 
-def test_a_change_is_stamped_and_written_in_its_transaction_and_refused_when_it_cannot_be_written(tmp_path):
-    broker = Broker.open(tmp_path, clock=ManualClock(5_000), background=False)
+@contextmanager
+def _synchronizing(data):
+    """A broker on `data` (its clock at 5,000 ms) whose synchronization through SYNC_TOPIC runs, as east's."""
+    broker = Broker.open(data, clock=ManualClock(5_000), background=False)
     metadata = broker.catalog.metadata
     metadata.create_tenant("sync", {})
     metadata.create_namespace(NamespaceName.parse("sync/config"))
     sync = ConfigurationSync(broker, "east", SYNC_TOPIC)
     sync.start()
     try:
+        yield broker
+    finally:
+        sync.stop()
+        broker.close()
+
+
+def test_a_change_is_stamped_and_written_in_its_transaction_and_refused_when_it_cannot_be_written(tmp_path):
+    with _synchronizing(tmp_path) as broker:
+        metadata = broker.catalog.metadata
         metadata.create_tenant("acme", {})
         assert metadata.shared_stamp("tenant", "acme") == Stamp(5_000, "east")
         metadata.set_tenant_config("acme", {"admin_roles": ["ops"]})  # (the same ms: the stamp still moves on)
@@ -221,9 +232,6 @@ def test_a_change_is_stamped_and_written_in_its_transaction_and_refused_when_it_
         with pytest.raises(ConfigurationStoreError, match=f"the configuration sync topic {SYNC_TOPIC} could not"):
             metadata.create_tenant("later", {})
         assert "later" not in metadata.tenants() and metadata.shared_stamp("tenant", "later") == Stamp()
-    finally:
-        sync.stop()
-        broker.close()
 
 
 def test_a_change_made_here_supersedes_what_came_from_a_cluster_whose_clock_runs_ahead():
@@ -238,12 +246,6 @@ def test_a_change_the_topic_took_and_the_catalog_then_refused_is_made_when_its_o
     """The sync topic is where a change is made: once its event is written, every cluster applies it, this
     one too (its catalog's stamp rolled back with the refused commit, so its own event is newer), though the
     call that made it failed."""
-    broker = Broker.open(tmp_path, clock=ManualClock(5_000), background=False)
-    metadata = broker.catalog.metadata
-    metadata.create_tenant("sync", {})
-    metadata.create_namespace(NamespaceName.parse("sync/config"))
-    sync = ConfigurationSync(broker, "east", SYNC_TOPIC)
-    sync.start()
     refusals = []
 
     def refuse_once(change: SharedChange) -> None:  # (told after the sync topic took the change)
@@ -251,14 +253,12 @@ def test_a_change_the_topic_took_and_the_catalog_then_refused_is_made_when_its_o
             refusals.append(change)
             raise OSError("the disk is full")
 
-    metadata.on_shared_change(refuse_once)
-    try:
+    with _synchronizing(tmp_path) as broker:
+        metadata = broker.catalog.metadata
+        metadata.on_shared_change(refuse_once)
         with pytest.raises(OSError, match="the disk is full"):
             metadata.create_tenant("acme", {"admin_roles": ["ops"]})
         assert broker.store.end_offset(TopicName.parse(SYNC_TOPIC), 0) == 1  # (the event was written)
         wait_until(lambda: "acme" in metadata.tenants())
         assert metadata.tenant_config("acme") == {"admin_roles": ["ops"]}
         assert metadata.shared_stamp("tenant", "acme") == Stamp(5_000, "east")
-    finally:
-        sync.stop()
-        broker.close()
