@@ -77,8 +77,9 @@ Group "replication: snapshot markers' cost, batches of 1,000"
                                          between two plain topics) weighs on both sides. Before each
                                          round (untimed) the topic made replicated takes its first
                                          snapshot (a tick looks for newly replicated subscriptions once a
-                                         second), so every round is timed at the steady frequency. 32 rounds: eight
-                                         whole cycles of roles and orders. The target is on that:
+                                         second), so every round is timed at the steady frequency. 32
+                                         rounds: eight whole cycles of roles and orders. The target is on
+                                         that:
                                          markers_cost = 1 - the geometric mean of the paired ratios
                                          <= 0.01 (a 1% effect is far inside the noise between two tests;
                                          over whole cycles a slower topic or order cancels out). The

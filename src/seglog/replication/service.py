@@ -468,10 +468,8 @@ class ReplicationService:
         if not self.broker.config.create_topic_to_remote_cluster_for_replication:
             raise RemoteUnavailable(f"cluster {remote.name} has no partitioned topic {topic}, and "
                                     "createTopicToRemoteClusterForReplication is off: create it there")
-        if not service_url:
-            raise RemoteUnavailable(f"cluster {remote.name} is registered without a serviceUrl, which making the "
-                                    f"partitioned topic {topic} there needs")
-        status, text = await self._admin(remote, service_url, "PUT", _partitions_path(topic), partitions)
+        admin_url = _admin_url(remote.name, service_url, f"making the partitioned topic {topic} there")
+        status, text = await self._admin(remote, admin_url, "PUT", _partitions_path(topic), partitions)
         if status not in (204, 409):
             raise RemoteUnavailable(f"cluster {remote.name} refused to create {topic} with {partitions} partitions: "
                                     f"{status} {text}")
@@ -501,9 +499,7 @@ class ReplicationService:
         """The remote as registered and its admin API's URL; RemoteUnavailable, saying it is `needed_for`, when
         it was registered without one."""
         cluster, service_url = await self._blocking(self._cluster, remote)
-        if not service_url:
-            raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl, which {needed_for} needs")
-        return cluster, service_url
+        return cluster, _admin_url(remote, service_url, needed_for)
 
     async def _admin(self, cluster: RemoteCluster, service_url: str, method: str, path: str,
                      body: Any = None) -> tuple[int, str]:
@@ -520,6 +516,14 @@ class ReplicationService:
 
     async def _blocking(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+
+
+def _admin_url(remote: str, service_url: str, needed_for: str) -> str:
+    """`service_url`, the remote's admin API as registered; RemoteUnavailable, saying it is `needed_for`, when
+    the remote was registered without one."""
+    if not service_url:
+        raise RemoteUnavailable(f"cluster {remote} is registered without a serviceUrl, which {needed_for} needs")
+    return service_url
 
 
 def _partitions_path(topic: str) -> str:
