@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from seglog.lifecycle.backlog import partition_backlog
+from seglog.lifecycle.backlog import backlog_count, partition_backlog
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
 from seglog.storage.segment import list_segments
@@ -155,6 +155,20 @@ def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dic
         subscriptions[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes, "isReplicated": replicated(broker, c)}
                                for b, c in zip(found, record.partitions)]
     return subscriptions
+
+
+def backlog_messages(broker: Broker, ref: TopicRef, prefix: str) -> dict[str, int]:
+    """The messages behind each subscription whose name starts with `prefix`, every partition together: the
+    msgBacklog of topic_stats alone, without the bytes, ages, sizes and policies it reads besides (what the
+    replication metrics need of the replicators' cursors on every scrape)."""
+    tables = [broker.store.view(ref.name, p).facts.table() for p in range(ref.partitions)]
+    backlogs = {}
+    for name, record, live in broker.subscriptions.states(ref):
+        if not name.startswith(prefix):
+            continue
+        with reading(live):
+            backlogs[name] = sum(backlog_count(table, cursor.acks) for table, cursor in zip(tables, record.partitions))
+    return backlogs
 
 
 def consumer_states(broker: Broker, ref: TopicRef, subscription: str) -> list[dict[str, Any]]:

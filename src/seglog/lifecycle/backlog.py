@@ -58,12 +58,19 @@ def bytes_from(view: PartitionView, table: SegmentTable, offset: int) -> int:
     return later_segments + int(head) + int(sizes[1:].sum())
 
 
+def backlog_count(table: SegmentTable, acks: AckSet) -> int:
+    """The messages of the partition that `acks` has not acknowledged (and retention has not deleted)."""
+    end = table.end_offset
+    floor = max(acks.floor, table.earliest_offset)
+    return 0 if floor >= end else end - floor - acks.acked_count(floor, end)
+
+
 def partition_backlog(view: PartitionView, table: SegmentTable, acks: AckSet) -> PartitionBacklog:
     end = table.end_offset
     floor = max(acks.floor, table.earliest_offset)
     if floor >= end:
         return PartitionBacklog(0, 0, None)
-    messages = end - floor - acks.acked_count(floor, end)
+    messages = backlog_count(table, acks)
     size = bytes_from(view, table, floor)
     high = min(acks.high, end)
     if high > floor:
