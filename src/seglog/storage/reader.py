@@ -177,6 +177,11 @@ class Reader:
             return self.locate(offset, retry=False)
 
     def _locate(self, offset: int, retry: bool):
+        last = self._last
+        if last is not None and offset == last[3]:  # the batch after the last one located: no lookup
+            view, index, entry, _ = last
+            if entry + 1 < index.count and view.index is index and self._view.views.get(view.base_offset) is view:
+                return self._checked(view, entry + 1, offset, retry)
         segments = self._view
         base = segments.segment_for(offset)
         if base is None:
@@ -206,6 +211,10 @@ class Reader:
                 raise view.damage_at_end() or CorruptLogError(
                     str(view.paths.log), view.index.end_position,
                     f"offsets {view.index.next_offset} to {next_base - 1} are missing")
+        return self._checked(view, entry, offset, retry)
+
+    def _checked(self, view: SegmentView, entry: int, offset: int, retry: bool):
+        """Batch `entry` of `view`, which holds `offset`, as locate gives it, its CRC checked."""
         checked = (view.index, entry)  # CRC checked once per batch, however it is sliced
         verify = self.verify_crc and self._verified != checked
         try:
