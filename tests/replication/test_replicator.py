@@ -39,12 +39,14 @@ def _replicate(local_data, server, *, until, local="east", remote="west", start=
         deadline = time.monotonic() + WAIT_S
         while not until(replicator) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
+        held = until(replicator)  # (while it runs: stopping acknowledges what was receipted last too)
         await replicator.stop()
         floor = subscription.cursors[0].acks.floor
         broker.subscriptions.release(subscription)
         await connection.close()
         executor.shutdown()
         broker.close()
+        assert held, f"the condition did not hold within {WAIT_S} s"
         return {"sent": replicator.stats.messages_out, "floor": floor}
     return asyncio.run(run())
 

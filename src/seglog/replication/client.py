@@ -16,6 +16,7 @@ import ssl
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from urllib.parse import urlsplit
 
 from seglog import __version__
@@ -90,12 +91,15 @@ class RemoteProducer:
             await self._receipt_came.wait()
         return self.receipted
 
-    def receipt(self, sequence_id: int) -> None:
-        """A SEND_RECEIPT: the entry of `sequence_id` and every entry sent before it are receipted."""
-        while self._awaiting:
-            self.receipted += 1
-            if self._awaiting.popleft() == sequence_id:
-                break
+    def receipt(self, sequence_ids: Iterable[int]) -> None:
+        """SEND_RECEIPTs, in the order they came: the entry of each sequence id and every entry sent before
+        it are receipted."""
+        awaiting = self._awaiting
+        for sequence_id in sequence_ids:
+            while awaiting:
+                self.receipted += 1
+                if awaiting.popleft() == sequence_id:
+                    break
         self._receipt_came.set()
 
     def fail(self, reason: str) -> None:
@@ -230,10 +234,11 @@ class RemoteConnection:
             self._lost(reason)
 
     def _receipts(self, receipts: list[tuple[int, int]]) -> None:
-        for producer_id, sequence_id in receipts:
+        # (a run of one producer's receipts in one call: one a receipt was a tenth of a replicator's loop)
+        for producer_id, run in itertools.groupby(receipts, key=itemgetter(0)):
             producer = self.producers.get(producer_id)
             if producer is not None:
-                producer.receipt(sequence_id)
+                producer.receipt(sequence_id for _, sequence_id in run)
 
     def _dispatch(self, received: api.BaseCommand) -> None:
         kind = received.type

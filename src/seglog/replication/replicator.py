@@ -3,9 +3,10 @@
 It reads the partition through the topic's durable subscription `pulsar.repl.REMOTE` (one per remote: it
 holds backlog, so retention, TTL and backlog quotas treat it as any subscription) and produces to the same
 topic partition on the remote as `pulsar.repl.LOCAL-->REMOTE`. A message is acknowledged on the
-subscription only when the remote's SEND_RECEIPT for it arrives, or at once, as it is read, when it must
-not leave (entries.py); one replicated here from another cluster before it is read (`replicated_here`). At
-most `queue_size` messages are in flight (broker.conf's replicationProducerQueueSize, Pulsar's).
+subscription only when the remote's SEND_RECEIPT for it arrives (at the take that follows the receipt,
+which a receipt making room wakes), or at once, as it is read, when it must not leave (entries.py); one
+replicated here from another cluster before it is read (`replicated_here`). At most `queue_size` messages
+are in flight (broker.conf's replicationProducerQueueSize, Pulsar's).
 
 When the producer is (re)created the replicator rewinds: what was sent and not receipted is sent again, and
 what the remote says it has stored (PRODUCER_SUCCESS' last sequence id: the last origin offset it keeps from
@@ -28,7 +29,7 @@ import numpy as np
 from seglog.errors import TopicNotFoundError
 from seglog.rates import RateMeter, iso_time
 from seglog.replication.client import RemoteProducer, RemoteUnavailable
-from seglog.replication.entries import Entry, entries, leaves_for, marker
+from seglog.replication.entries import Entry, entries, marker
 from seglog.server.protocol.metadata import replicator_name
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.dispatch import ConsumerState
@@ -145,9 +146,11 @@ class Replicator:
         self._task: asyncio.Task[None] | None = None
         self._flight: _InFlight | None = None
         self._markers: deque[tuple[int, int, bytes]] = deque()  # (after offset, marker type, payload)
-        # (first offset, count) of appends replicated from other clusters, acknowledged at the next take
-        # (writers' threads append, the take's thread pops: each is atomic)
+        # (first offset, count) of appends replicated from other clusters, and the origin offsets the remote
+        # receipted, acknowledged at the next take (writers' threads and the loop append, the take's thread
+        # pops: each is atomic)
         self._replicated: deque[tuple[int, int]] = deque()
+        self._receipted: deque[np.ndarray] = deque()
 
     def start(self) -> None:
         self.subscription.attach(self.state, "exclusive")
@@ -177,6 +180,7 @@ class Replicator:
             except asyncio.CancelledError:
                 pass
         try:
+            await self._blocking(self._acknowledge_waiting)  # (what was receipted last)
             await self._blocking(self.subscription.detach, self.state)
         except TopicNotFoundError:
             pass  # (the topic went, and its subscription with it)
@@ -256,7 +260,9 @@ class Replicator:
                 waker.cancel()
 
     async def _acknowledge(self, producer: RemoteProducer, flight: _InFlight) -> None:
-        """Acknowledge on the cursor what the remote receipted, in order; a failed send ends replication."""
+        """Take in what the remote receipted, in order, for the next take to acknowledge on the cursor: the
+        room the receipts make wakes a take, and a trip to the thread pool of their own was one more for
+        every few receipts; a failed send ends replication."""
         while True:
             await flight.sent.wait()
             flight.sent.clear()
@@ -268,7 +274,7 @@ class Replicator:
                 self.stats.out.add(sum(len(entry.offsets) for entry in done), sum(len(entry.payload) for entry in done))
                 offsets = np.concatenate([entry.offsets for entry in done])
                 if len(offsets):  # (markers carry none)
-                    await self._blocking(self._ack, offsets)
+                    self._receipted.append(offsets)
 
     def send_marker(self, after: int, marker_type: int, payload: bytes) -> None:
         """Send a marker to the remote once every message before offset `after` was sent (loop thread);
@@ -320,6 +326,7 @@ class Replicator:
 
     def _rewind(self, stored_up_to: int) -> None:
         """Send again what was sent and not receipted; acknowledge what the remote has stored already."""
+        self._acknowledge_waiting()
         self.subscription.redeliver(self.state, None)
         floor = self.subscription.cursors[self.partition].acks.floor
         if stored_up_to >= floor:
@@ -330,28 +337,32 @@ class Replicator:
         messages were read (those that stay are acknowledged here and now). One thread-pool trip for them
         all, not one a stored batch, which for a topic of unbatched messages would be one a message (on a
         cluster that receives replicated messages, one a message it must only acknowledge)."""
-        self._acknowledge_replicated()
+        self._acknowledge_waiting()
         taken: list[Entry] = []
         staying: list[np.ndarray] = []
         read = 0
         for piece in self.subscription.next_deliveries(self.state, most):
             read += len(piece.offsets)
-            if leaves_for(piece.batch_attributes, self.remote):
-                taken.extend(entries(piece, self.local))
-            else:
+            leaving = entries(piece, self.local, self.remote)
+            if leaving is None:
                 staying.append(piece.offsets)
+            else:
+                taken.extend(leaving)
         if staying:
             self._ack(np.concatenate(staying))
         return taken, read
 
-    def _acknowledge_replicated(self) -> None:
-        """Acknowledge the appends replicated_here was told of."""
+    def _acknowledge_waiting(self) -> None:
+        """Acknowledge the appends replicated_here was told of, and what the remote receipted."""
         offsets: list[int] = []
         while self._replicated:
             first, count = self._replicated.popleft()
             offsets.extend(range(first, first + count))
-        if offsets:
-            self._ack(np.array(offsets, dtype=np.int64))
+        arrays = [np.array(offsets, dtype=np.int64)] if offsets else []
+        while self._receipted:
+            arrays.append(self._receipted.popleft())
+        if arrays:
+            self._ack(np.concatenate(arrays))
 
     def _ack(self, offsets: np.ndarray) -> None:
         self.subscription.ack_many(self.partition, np.sort(offsets))
