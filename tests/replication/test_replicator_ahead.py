@@ -16,6 +16,8 @@ from seglog.broker import Broker
 from seglog.clock import system_clock
 from seglog.replication.replicator import Replicator
 from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import unpack
+from seglog.server.service import BrokerService, Settings
 
 TOPIC = "public/default/orders"
 RECEIPT_DELAY_S = 0.05  # (long enough for the replicator to take ahead meanwhile)
@@ -119,3 +121,89 @@ def test_a_stored_batch_larger_than_the_window_goes_whole_as_one_entry(tmp_path)
     # in flight, however many it holds
     assert [sequence_id for sequence_id, _, _ in fake.sent] == [0, 5, 6, 9]  # (an entry's last offset)
     assert all(in_flight - count < 2 for (_, _, in_flight), count in zip(fake.sent, [1, 5, 1, 3]))
+
+
+class _CountingPool(ThreadPoolExecutor):
+    """A thread pool that counts the messages the replicator's takes it is given read."""
+
+    read = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        if getattr(fn, "__name__", "") != "_take":
+            return super().submit(fn, *args, **kwargs)
+
+        def counted(*args):
+            taken, read = fn(*args)
+            self.read += read
+            return taken, read
+        return super().submit(counted, *args, **kwargs)
+
+
+def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large_batches_in_the_pool(tmp_path):
+    """replicator.py's LOOP_TAKE_MAX and LOOP_BATCH_MAX: a backlog is taken in the thread pool; once at the
+    tail, unbatched messages appended are taken on the loop; a large stored batch after them is taken once on
+    the loop, and the batches after it in the pool. Everything goes once, in order."""
+    fake = FakeProducer()
+    backlog = [[b"old%d" % i] for i in range(300)]
+    with seglog.open(tmp_path / "east") as log:
+        with log.create_topic(TOPIC).producer() as producer:
+            for values in backlog:
+                producer.send_batch(values)
+
+    async def run() -> list[int]:
+        broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+        service = BrokerService(broker, Settings("east", "pulsar://127.0.0.1:6650", 5 * 1024 * 1024))
+        handle = service.open_writer(service.resolve(TOPIC, False), "producer")
+        sequence_ids = iter(range(10_000))
+
+        def append(count: int) -> None:
+            first = next(sequence_ids)
+            metadata = api.MessageMetadata(producer_name="producer", sequence_id=first, publish_time=1_000)
+            if count > 1:
+                metadata.num_messages_in_batch = count
+            single = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+            payload = b"v" if count == 1 else b"".join(len(single).to_bytes(4, "big") + single + b"v"
+                                                        for _ in range(count))
+            service.append(handle, unpack(metadata, payload, first + count - 1), first)
+            for _ in range(count - 1):
+                next(sequence_ids)
+            replicator.appended()
+
+        async def floor_reaches(expected: int) -> None:
+            deadline = time.monotonic() + WAIT_S
+            while subscription.cursors[0].acks.floor < expected and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert subscription.cursors[0].acks.floor == expected
+
+        with _CountingPool(2) as pool:
+            subscription = broker.subscriptions.open(broker.topic(TOPIC), "pulsar.repl.west", "exclusive",
+                                                     "earliest")
+
+            async def producer():
+                return fake
+
+            replicator = Replicator(subscription, 0, "east", "west", fake.topic, producer, pool, system_clock,
+                                    queue_size=1000)
+            replicator.start()
+            read_in_pool = []  # messages the pool's takes read in each phase
+            await floor_reaches(300)
+            read_in_pool.append(pool.read)
+            for _ in range(30):
+                append(1)
+                await asyncio.sleep(0.005)
+            await floor_reaches(330)
+            read_in_pool.append(pool.read - sum(read_in_pool))
+            append(100)  # (taken on the loop: it follows unbatched messages at the tail)
+            await floor_reaches(430)
+            read_in_pool.append(pool.read - sum(read_in_pool))
+            append(100)
+            await floor_reaches(530)
+            read_in_pool.append(pool.read - sum(read_in_pool))
+            await replicator.stop()
+            broker.subscriptions.release(subscription)
+        service.close_writer(handle)
+        broker.close()
+        return read_in_pool
+
+    assert asyncio.run(run()) == [300, 0, 0, 100]
+    assert [sequence_id for sequence_id, _, _ in fake.sent] == [*range(330), 429, 529]  # (an entry's last offset)
