@@ -18,6 +18,7 @@ from seglog.replication.replicator import Replicator
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import unpack
 from seglog.server.service import BrokerService, Settings
+from seglog.subscriptions.subscription import Subscription
 
 TOPIC = "public/default/orders"
 RECEIPT_DELAY_S = 0.05  # (long enough for the replicator to take ahead meanwhile)
@@ -65,6 +66,21 @@ class FakeProducer:
         pass
 
 
+def _started(broker: Broker, fake: FakeProducer, executor: ThreadPoolExecutor,
+             queue_size: int) -> tuple[Subscription, Replicator]:
+    """The replication cursor of TOPIC's partition 0, and a replicator on it to `fake`, started (on the
+    running loop)."""
+    subscription = broker.subscriptions.open(broker.topic(TOPIC), "pulsar.repl.west", "exclusive", "earliest")
+
+    async def producer():
+        return fake
+
+    replicator = Replicator(subscription, 0, "east", "west", fake.topic, producer, executor, system_clock,
+                            queue_size=queue_size)
+    replicator.start()
+    return subscription, replicator
+
+
 def _replicate(tmp_path, batches: list[list[bytes]], fake: FakeProducer, queue_size: int,
                markers: tuple[tuple[int, int, bytes], ...] = ()) -> int:
     """Store `batches` (a stored batch, an entry, each) on east, replicate them to `fake` with a window of
@@ -79,15 +95,7 @@ def _replicate(tmp_path, batches: list[list[bytes]], fake: FakeProducer, queue_s
     async def run() -> int:
         broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
         with ThreadPoolExecutor(2) as executor:
-            subscription = broker.subscriptions.open(broker.topic(TOPIC), "pulsar.repl.west", "exclusive",
-                                                     "earliest")
-
-            async def producer():
-                return fake
-
-            replicator = Replicator(subscription, 0, "east", "west", fake.topic, producer, executor, system_clock,
-                                    queue_size=queue_size)
-            replicator.start()
+            subscription, replicator = _started(broker, fake, executor, queue_size)
             for marker in markers:
                 replicator.send_marker(*marker)
             deadline = time.monotonic() + WAIT_S
@@ -176,15 +184,7 @@ def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large
             assert subscription.cursors[0].acks.floor == expected
 
         with _CountingPool(2) as pool:
-            subscription = broker.subscriptions.open(broker.topic(TOPIC), "pulsar.repl.west", "exclusive",
-                                                     "earliest")
-
-            async def producer():
-                return fake
-
-            replicator = Replicator(subscription, 0, "east", "west", fake.topic, producer, pool, system_clock,
-                                    queue_size=1000)
-            replicator.start()
+            subscription, replicator = _started(broker, fake, pool, 1000)
             read_in_pool = []  # messages the pool's takes read in each phase
             await floor_reaches(300)
             read_in_pool.append(pool.read)
