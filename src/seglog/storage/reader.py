@@ -90,17 +90,15 @@ class Reader:
         changed since: same segment, its index already naming the batch (sequential reading, the common
         case). One native call, no lookup; None otherwise, or when the batch fails a check, and read_batch
         then takes the general way (which reports the damage, or reads on after choosing the index again)."""
-        last = self._last
-        if last is None or self._closed or self._fence.deleted:
+        if self._closed or self._fence.deleted:
             return None
-        view, index, entry, end_offset = last
-        entry += 1
-        if self._offset != end_offset or view.index is not index \
-                or self._view.views.get(view.base_offset) is not view:  # moved, or the segment let go
+        following = self._after_last(self._offset)
+        if following is None:
             return None
+        view, index, entry = following
         batch = indexed_batch(view.data, index, entry, self.verify_crc, view.populated_end)
         if batch is not None:
-            self._last = (view, index, entry, end_offset + batch.num_rows)
+            self._last = (view, index, entry, self._offset + batch.num_rows)
             if self.verify_crc:
                 self._verified = (index, entry)
         return batch
@@ -176,12 +174,24 @@ class Reader:
             self._view.rescan(force=True)
             return self.locate(offset, retry=False)
 
-    def _locate(self, offset: int, retry: bool):
+    def _after_last(self, offset: int) -> tuple[SegmentView, IndexView, int] | None:
+        """(segment view, its index, entry) of the stored batch right after the last one located, when
+        `offset` is where it starts, the index already names it and nothing changed since (sequential
+        reading, the common case: no lookup); None otherwise."""
         last = self._last
-        if last is not None and offset == last[3]:  # the batch after the last one located: no lookup
-            view, index, entry, _ = last
-            if entry + 1 < index.count and view.index is index and self._view.views.get(view.base_offset) is view:
-                return self._checked(view, entry + 1, offset, retry)
+        if last is None or offset != last[3]:
+            return None
+        view, index, entry, _ = last
+        if entry + 1 >= index.count or view.index is not index \
+                or self._view.views.get(view.base_offset) is not view:  # moved, or the segment let go
+            return None
+        return view, index, entry + 1
+
+    def _locate(self, offset: int, retry: bool):
+        following = self._after_last(offset)
+        if following is not None:
+            view, _, entry = following
+            return self._checked(view, entry, offset, retry)
         segments = self._view
         base = segments.segment_for(offset)
         if base is None:
