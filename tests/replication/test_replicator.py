@@ -4,6 +4,7 @@ it leaves, and how it resumes; the receiving server's handling of a replicator's
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +14,7 @@ from seglog.broker import Broker
 from seglog.clock import system_clock
 from seglog.replication.client import RemoteCluster, RemoteConnection
 from seglog.replication.replicator import Replicator
+from seglog.server.protocol import pulsar_api_pb2 as api
 
 TOPIC = "public/default/orders"
 WAIT_S = 20.0
@@ -83,8 +85,8 @@ def test_messages_written_in_process_arrive_with_their_fields_and_publish_times(
 def test_with_one_message_in_flight_at_a_time_everything_arrives_in_order(tmp_path):
     local, server = tmp_path / "east", start_server(tmp_path / "west", "--cluster", "west")
     try:
-        for value in (b"a", b"b", b"c", b"d"):  # (each a stored batch, each an entry of its own)
-            _write(local, [value])
+        for index, value in enumerate((b"a", b"b", b"c", b"d")):  # (each its own publish time: an entry each)
+            _write(local, [value], timestamps=[1_000 + index])
         # (counted as receipted before the acknowledgement's trip: wait for both)
         result = _replicate(local, server, queue_size=1,
                             until=lambda replicator: replicator.stats.messages_out >= 4 and _floor(replicator) == 4)
@@ -182,3 +184,44 @@ def test_a_marker_goes_after_the_messages_before_it_and_is_receipted_not_stored(
         assert [m.data() for m in _read(server, 2)] == [b"a", b"b"]  # the marker is not a message there
     finally:
         server.stop()
+
+
+def _batch_entry(first_offset: int, first_sequence_id: int, values: list[bytes]) -> tuple[int, bytes, bytes, int]:
+    """A replicator's SEND of `values` (origin offsets first_offset ..., sequence ids first_sequence_id ...) as
+    one batch entry: (sequence id = the last origin offset, metadata, payload, how many messages)."""
+    metadata = api.MessageMetadata(producer_name="p", sequence_id=first_sequence_id, publish_time=1_000,
+                                   num_messages_in_batch=len(values), replicated_from="east")
+    items = []
+    for index, value in enumerate(values):
+        single = api.SingleMessageMetadata(payload_size=len(value), sequence_id=first_sequence_id + index)
+        items.append(struct.pack(">I", single.ByteSize()) + single.SerializeToString() + value)
+    return first_offset + len(values) - 1, metadata.SerializeToString(), b"".join(items), len(values)
+
+
+def test_a_replicated_entry_that_reaches_past_what_was_stored_adds_only_the_messages_after_it(tmp_path):
+    """A replicator that sends again may pack a run otherwise (entries.py): the receiving server stores the
+    messages of an entry after the last origin offset it has, not the entry's whole or none of it."""
+    server = start_server(tmp_path / "west", "--cluster", "west")
+    values = [b"v%d" % i for i in range(8)]
+
+    async def send() -> int:
+        connection = await RemoteConnection.open(RemoteCluster("west", server.pulsar_url))
+        producer = await connection.create_producer(f"persistent://{TOPIC}", "pulsar.repl.east-->west")
+        producer.send([_batch_entry(0, 100, values[:5]), _batch_entry(2, 102, values[2:]),
+                       _batch_entry(3, 103, values[3:6])])  # (the last: all stored already)
+        await producer.receipts_beyond(2)
+        await producer.close()
+        again = await connection.create_producer(f"persistent://{TOPIC}", "pulsar.repl.east-->west")
+        await connection.close()
+        return again.last_sequence_id
+
+    try:
+        assert asyncio.run(send()) == 7  # (the last origin offset stored)
+    finally:
+        server.stop()
+    with seglog.open(tmp_path / "west") as log:
+        messages = list(log.topic(TOPIC).reader("earliest", 0))
+    assert [m.value for m in messages] == values
+    assert [(m.offset, m.batch_attributes["pulsar.sequence_id"], m.batch_attributes["pulsar.highest_sequence_id"],
+             m.batch_attributes["pulsar.replicated_offset"]) for m in messages if m.offset in (0, 5)] == [
+        (0, "100", "104", "4"), (5, "105", "107", "7")]

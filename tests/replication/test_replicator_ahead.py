@@ -43,11 +43,13 @@ class FakeProducer:
     connection: FakeConnection = field(default_factory=FakeConnection)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     sent: list[tuple[int, int | None, int]] = field(default_factory=list)
+    entries: list[tuple[bytes, bytes]] = field(default_factory=list)  # (metadata, payload) of each
     receipted: int = 0
     _unreceipted: deque = field(default_factory=deque)
 
     def send(self, entries) -> None:
-        for sequence_id, metadata, _payload, count in entries:
+        for sequence_id, metadata, payload, count in entries:
+            self.entries.append((metadata, payload))
             marker = api.MessageMetadata.FromString(metadata)
             self._unreceipted.append(count)
             in_flight = sum(self._unreceipted)
@@ -83,15 +85,47 @@ def _started(broker: Broker, fake: FakeProducer, executor: ThreadPoolExecutor,
 
 def _replicate(tmp_path, batches: list[list[bytes]], fake: FakeProducer, queue_size: int,
                markers: tuple[tuple[int, int, bytes], ...] = ()) -> int:
-    """Store `batches` (a stored batch, an entry, each) on east, replicate them to `fake` with a window of
-    `queue_size` messages and `markers` queued at the start; the cursor's floor once everything is receipted
-    (or WAIT_S passed)."""
+    """Store `batches` (a stored batch, an entry, each: each its own publish time) on east, replicate them to
+    `fake` with a window of `queue_size` messages and `markers` queued at the start; the cursor's floor once
+    everything is receipted (or WAIT_S passed)."""
     with seglog.open(tmp_path / "east") as log:
         with log.create_topic(TOPIC).producer() as producer:
-            for values in batches:
-                producer.send_batch(values)
-    expected = sum(map(len, batches))
+            for index, values in enumerate(batches):
+                producer.send_batch(values, timestamps=[1_000 + index] * len(values))
+    return _run(tmp_path, fake, queue_size, markers, sum(map(len, batches)))
 
+
+def _replicate_sends(tmp_path, sends: list[tuple[str, int, int, bytes | list[bytes], tuple[str, ...]]],
+                     fake: FakeProducer, queue_size: int = 1000,
+                     markers: tuple[tuple[int, int, bytes], ...] = ()) -> int:
+    """As _replicate, of SENDs stored on east as its server stores them: each (producer name, first sequence
+    id, publish time, value or a batch's values, replicate_to)."""
+    with seglog.open(tmp_path / "east") as log:
+        log.create_topic(TOPIC)
+    broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+    service = BrokerService(broker, Settings("east", "pulsar://127.0.0.1:6650", 5 * 1024 * 1024))
+    handles = {}
+    stored = 0
+    for name, sequence_id, publish_time, value, replicate_to in sends:
+        if name not in handles:
+            handles[name] = service.open_writer(service.resolve(TOPIC, False), name)
+        metadata = api.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=publish_time,
+                                       replicate_to=replicate_to)
+        if isinstance(value, list):
+            metadata.num_messages_in_batch = len(value)
+            singles = [api.SingleMessageMetadata(payload_size=len(item)).SerializeToString() for item in value]
+            value = b"".join(len(single).to_bytes(4, "big") + single + item for single, item in zip(singles, value))
+        messages = unpack(metadata, value)
+        service.append(handles[name], messages, sequence_id)
+        stored += len(messages.values)
+    for handle in handles.values():
+        service.close_writer(handle)
+    broker.close()
+    return _run(tmp_path, fake, queue_size, markers, stored)
+
+
+def _run(tmp_path, fake: FakeProducer, queue_size: int, markers: tuple[tuple[int, int, bytes], ...],
+         expected: int) -> int:
     async def run() -> int:
         broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
         with ThreadPoolExecutor(2) as executor:
@@ -108,6 +142,21 @@ def _replicate(tmp_path, batches: list[list[bytes]], fake: FakeProducer, queue_s
         return floor
 
     return asyncio.run(run())
+
+
+def _unpacked(fake: FakeProducer) -> list[tuple[str, str, str, int, list[bytes | None]]]:
+    """Of each message entry sent: (producer name, first and highest sequence id, publish time, values), as
+    the receiving server reads it; each was sent as replicated from east, to the clusters it named."""
+    got = []
+    for metadata, payload in fake.entries:
+        parsed = api.MessageMetadata.FromString(metadata)
+        if parsed.HasField("marker_type"):
+            continue
+        assert parsed.replicated_from == "east"
+        messages = unpack(parsed, payload)
+        got.append((messages.attributes["pulsar.producer"], messages.attributes["pulsar.sequence_id"],
+                    messages.attributes["pulsar.highest_sequence_id"], parsed.publish_time, messages.values))
+    return got
 
 
 def test_taken_ahead_the_window_holds_order_holds_and_a_marker_waits_for_the_messages_before_it(tmp_path):
@@ -155,8 +204,8 @@ def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large
     backlog = [[b"old%d" % i] for i in range(300)]
     with seglog.open(tmp_path / "east") as log:
         with log.create_topic(TOPIC).producer() as producer:
-            for values in backlog:
-                producer.send_batch(values)
+            for index, values in enumerate(backlog):  # (each its own publish time: an entry each)
+                producer.send_batch(values, timestamps=[index])
 
     async def run() -> list[int]:
         broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
@@ -166,7 +215,8 @@ def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large
 
         def append(count: int) -> None:
             first = next(sequence_ids)
-            metadata = api.MessageMetadata(producer_name="producer", sequence_id=first, publish_time=1_000)
+            # (each its own publish time: an entry each, however many a take finds)
+            metadata = api.MessageMetadata(producer_name="producer", sequence_id=first, publish_time=1_000 + first)
             if count > 1:
                 metadata.num_messages_in_batch = count
             single = api.SingleMessageMetadata(payload_size=1).SerializeToString()
@@ -207,3 +257,52 @@ def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large
 
     assert asyncio.run(run()) == [300, 0, 0, 100]
     assert [sequence_id for sequence_id, _, _ in fake.sent] == [*range(330), 429, 529]  # (an entry's last offset)
+
+
+def test_unbatched_messages_that_agree_on_their_entry_fields_go_as_one_batch_entry(tmp_path):
+    """entries.py: messages one offset apart from one producer, with one publish time and one replicate_to,
+    and sequence ids one apart, go as one entry, each with its own sequence id; any difference starts
+    another."""
+    fake = FakeProducer()
+    sends = [("p", 0, 1_000, b"a", ()), ("p", 1, 1_000, b"b", ()), ("p", 2, 1_000, b"c", ()),
+             ("p", 3, 1_001, b"d", ()),  # another publish time
+             ("p", 5, 1_001, b"e", ()),  # sequence ids not one apart
+             ("q", 6, 1_001, b"f", ()), ("q", 7, 1_001, b"g", ()),  # another producer
+             ("q", 8, 1_001, b"h", ("west",)),  # another replicate_to
+             ("q", 9, 1_001, b"i", ("north",)),  # stays: the next is not one offset apart
+             ("q", 10, 1_001, b"j", ("west",))]
+    assert _replicate_sends(tmp_path, sends, fake) == 10
+    assert [sequence_id for sequence_id, _, _ in fake.sent] == [2, 3, 4, 6, 7, 9]  # (an entry's last offset)
+    assert _unpacked(fake) == [("p", "0", "2", 1_000, [b"a", b"b", b"c"]), ("p", "3", "3", 1_001, [b"d"]),
+                               ("p", "5", "5", 1_001, [b"e"]), ("q", "6", "7", 1_001, [b"f", b"g"]),
+                               ("q", "8", "8", 1_001, [b"h"]), ("q", "10", "10", 1_001, [b"j"])]
+
+
+def test_packing_stops_at_a_thousand_messages_or_128_kib(tmp_path):
+    fake = FakeProducer()
+    sends = [("p", i, 1_000, b"v", ()) for i in range(1_001)]
+    big = b"x" * 50_000  # (two are 100,000 bytes; three would pass 131,072)
+    sends += [("p", 1_001 + i, 1_000, big, ()) for i in range(5)]
+    assert _replicate_sends(tmp_path, sends, fake, queue_size=5_000) == 1_006
+    # the 1,001st message starts an entry, which takes two of 50,000 bytes after it
+    assert [sequence_id for sequence_id, _, _ in fake.sent] == [999, 1_002, 1_004, 1_005]
+    assert [len(values) for *_, values in _unpacked(fake)] == [1_000, 3, 2, 1]
+
+
+def test_a_stored_batch_joins_the_entry_before_it_only_whole(tmp_path):
+    fake = FakeProducer()
+    sends = [("p", i, 1_000, b"v", ()) for i in range(997)]
+    sends += [("p", 997, 1_000, [b"b"] * 3, ())]  # (joins: 1,000 messages)
+    sends += [("p", 1_000 + i, 1_000, b"v", ()) for i in range(998)]
+    sends += [("p", 1_998, 1_000, [b"b"] * 3, ())]  # (would be 1,001: an entry of its own)
+    assert _replicate_sends(tmp_path, sends, fake, queue_size=5_000) == 2_001
+    assert [len(values) for *_, values in _unpacked(fake)] == [1_000, 998, 3]
+
+
+def test_a_marker_that_falls_inside_a_packed_entry_cuts_it_in_two(tmp_path):
+    fake = FakeProducer()
+    sends = [("p", 10 + i, 1_000, b"v%d" % i, ()) for i in range(5)]
+    assert _replicate_sends(tmp_path, sends, fake, markers=((2, 10, b"after v1"),)) == 5
+    assert [(sequence_id, marker) for sequence_id, marker, _ in fake.sent] == [(1, None), (1, 10), (4, None)]
+    assert _unpacked(fake) == [("p", "10", "11", 1_000, [b"v0", b"v1"]),
+                               ("p", "12", "14", 1_000, [b"v2", b"v3", b"v4"])]

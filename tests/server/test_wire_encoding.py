@@ -12,12 +12,13 @@ import struct
 import crc32c as crc32c_reference
 import pytest
 
+from seglog._core._pulsar_wire import single_message_metadata
 from seglog.broker import Broker
 from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack, parse_metadata, unpack
 from seglog.server.protocol.frames import MAGIC_CRC32C, Type, command, decode_frame, encode_payload_command, encode_send
-from seglog.server.protocol.metadata import message_metadata, single_message_metadata
+from seglog.server.protocol.metadata import message_metadata
 from seglog.subscriptions.dispatch import ConsumerState
 
 TOPIC = "public/default/encoded"
@@ -105,8 +106,7 @@ def test_single_message_metadata_of_batch_items_and_the_batch_unpacks_to_the_mes
     messages = stored(tmp_path, dict(
         values=[b"one", None, b""], keys=[b"k", None, b"\xfe"], properties=[{"x": "y"}, {}, {}],
         event_times=[5, None, 0], ordering_keys=[None, b"o", None], attributes=ENTRY))
-    base = messages[0][1]
-    singles = [single_message_metadata(message, base) for message, _ in messages]
+    singles = [single_message_metadata(message, 4294967300 + index) for index, (message, _) in enumerate(messages)]
     assert singles == [
         api.SingleMessageMetadata(properties=[api.KeyValue(key="x", value="y")], partition_key="k", payload_size=3,
                                   event_time=5, sequence_id=4294967300).SerializeToString(),
@@ -116,7 +116,9 @@ def test_single_message_metadata_of_batch_items_and_the_batch_unpacks_to_the_mes
                                   partition_key_b64_encoded=True, sequence_id=4294967302).SerializeToString()]
     entry = api.MessageMetadata(producer_name="the-producer", sequence_id=4294967300, publish_time=NOW,
                                 num_messages_in_batch=3)
-    got = unpack(entry, pack([message for message, _ in messages], base))
+    payload, starts = pack([message for message, _ in messages], 4294967300)
+    assert starts == [0, 4 + len(singles[0]) + 3, 4 + len(singles[0]) + 3 + 4 + len(singles[1])]
+    got = unpack(entry, payload)
     assert got.values == [b"one", None, b""] and got.keys == [b"k", None, b"\xfe"]
     assert got.event_times == [5, None, None]  # (0 is "none" in Pulsar's batch items)
     assert got.ordering_keys == [None, b"o", None] and got.properties == [{"x": "y"}, {}, {}]

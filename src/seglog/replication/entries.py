@@ -5,10 +5,21 @@ A stored batch that came from another cluster (`replicated_from`) is never sent 
 its own messages to every other, so nothing loops. One whose `replicate_to` lists clusters other than the
 remote stays too (`__local__` included: it lists no remote). The rest is sent with the metadata a consumer
 would be given (producer name, sequence id, publish time, event time, key, ordering key, properties, null
-value, chunk fields), plus `replicated_from` = the local cluster. A stored batch whose messages share their
-publish time goes as one batch entry; one whose messages were stored with different timestamps (written
-in-process) goes as an entry per run of equal timestamps, so each keeps its publish time. Each entry's
-SEND carries the origin offset of its last message as its sequence id, which the remote deduplicates on."""
+value, chunk fields), plus `replicated_from` = the local cluster.
+
+Messages go as batch entries of the messages that follow each other and agree on what Pulsar keeps per
+entry: producer name, publish time, `replicate_to`, and sequence ids one apart (message i of a batch entry
+has its first's plus i). So a stored batch whose messages share their publish time goes as one entry, one
+written in-process with different timestamps as an entry per run of equal ones, and unbatched messages a
+producer sent within the same millisecond as one entry, not one each: every message keeps every field it
+has, and the receiving cluster stores a batch of them for the cost of a few unbatched ones (Pulsar's
+replicator forwards each entry as it is, batching off; packing them is seglog's choice). A stored batch is
+never cut: it joins the entry before it only if the whole of it fits within PACK_MESSAGES_MAX messages and
+PACK_BYTES_MAX bytes. A chunk is an entry of its own.
+
+An entry's messages are at consecutive origin offsets, and its SEND carries the origin offset of its last
+as its sequence id, which the remote deduplicates on: of a SEND that reaches past what the remote stored,
+it stores only the messages after it (a replicator that sends again may pack a run otherwise)."""
 
 from __future__ import annotations
 
@@ -31,19 +42,40 @@ from seglog.server.protocol.metadata import (
 )
 from seglog.subscriptions.dispatch import Piece
 
+# Packing messages of different stored batches into one entry stops at pulsar-client's own batching limits
+# (batchingMaxMessages, batchingMaxBytes): far below any broker's maximum message size
+PACK_MESSAGES_MAX = 1_000
+PACK_BYTES_MAX = 128 * 1024
+
 
 @dataclass(slots=True)  # (not frozen: a frozen dataclass took 1.1 µs to make, one a message unbatched)
 class Entry:
     """One SEND to the remote. A marker carries no messages (offsets empty) and the origin offset before it
     as its sequence id."""
-    offsets: np.ndarray  # the origin offsets of its messages
+    offsets: np.ndarray  # the origin offsets of its messages: consecutive
     metadata: bytes
     payload: bytes = b""
     marker_sequence_id: int | None = None
+    starts: list[int] | None = None  # of a batch entry: where each message's item starts in the payload
 
     @property
     def sequence_id(self) -> int:
         return int(self.offsets[-1]) if self.marker_sequence_id is None else self.marker_sequence_id
+
+    def split(self, at: int) -> tuple[Entry, Entry]:
+        """This batch entry as two: its messages before origin offset `at` (one at least), and the rest (one
+        at least), for a marker to go between them."""
+        assert self.starts is not None, "only a batch entry holds more than one message"
+        count = at - int(self.offsets[0])
+        assert 0 < count < len(self.offsets), f"offset {at} does not cut entry {self.offsets[[0, -1]]}"
+        head, tail = api.MessageMetadata.FromString(self.metadata), api.MessageMetadata.FromString(self.metadata)
+        head.num_messages_in_batch = count
+        tail.num_messages_in_batch = len(self.offsets) - count
+        tail.sequence_id = head.sequence_id + count
+        cut = self.starts[count]
+        return (Entry(self.offsets[:count], head.SerializeToString(), self.payload[:cut], starts=self.starts[:count]),
+                Entry(self.offsets[count:], tail.SerializeToString(), self.payload[cut:],
+                      starts=[start - cut for start in self.starts[count:]]))
 
 
 def marker(after: int, marker_type: int, payload: bytes, local: str, remote: str, now: int) -> Entry:
@@ -64,32 +96,95 @@ def leaves_for(attributes: Mapping[str, str], remote: str) -> bool:
     return not listed or remote in listed.split(",")
 
 
-def entries(piece: Piece, local: str, remote: str) -> list[Entry] | None:
-    """The entries that carry the messages of `piece` to `remote`; None if its stored batch does not leave
-    for it (leaves_for). (Its attributes are read with its messages: reading them first as well cost a
-    replicator of unbatched messages a tenth of its takes, and a batch that stays is rarely read: those
-    replicated here are acknowledged unread.)"""
-    messages, offsets = piece.messages(), piece.offsets
-    if not leaves_for(messages[0].batch_attributes, remote):
-        return None
-    if len(messages) == 1:  # (an unbatched message: most entries of a topic of them, so no run search)
-        return [_entry(messages, offsets, piece.base, local)]
-    runs = []
-    start = 0
-    for end in range(1, len(messages) + 1):
-        if end == len(messages) or messages[end].timestamp != messages[start].timestamp:
-            runs.append(_entry(messages[start:end], offsets[start:end], piece.base, local))
-            start = end
-    return runs
+def entries(pieces: list[Piece], local: str, remote: str) -> tuple[list[Entry], list[np.ndarray]]:
+    """The entries that carry to `remote` the messages of `pieces` (a take's, in offset order) that leave
+    for it, and the offsets of those that stay (leaves_for). (A stored batch's attributes are read with its
+    messages: reading them first as well cost a replicator of unbatched messages a tenth of its takes, and a
+    batch that stays is rarely read: those replicated here are acknowledged unread.)"""
+    packer = _Packer(local)
+    staying: list[np.ndarray] = []
+    for piece in pieces:
+        messages = piece.messages()
+        if leaves_for(messages[0].batch_attributes, remote):
+            packer.add(messages, piece.base)
+        else:
+            staying.append(piece.offsets)
+    return packer.finish(), staying
 
 
-def _entry(run: list[Message], offsets: np.ndarray, base_offset: int, local: str) -> Entry:
-    first = run[0]
-    listed = first.batch_attributes.get(REPLICATE_TO)
-    replicate_to = listed.split(",") if listed else []
-    if len(run) == 1 or CHUNK in first.batch_attributes:  # (a chunk is an entry of one message)
-        return Entry(offsets, message_metadata(first, base_offset, local, replicate_to), first.value or b"")
-    entry = api.MessageMetadata(producer_name=first.batch_attributes.get(PRODUCER, ""),
-                                sequence_id=sequence_id(first, base_offset), publish_time=first.timestamp,
-                                num_messages_in_batch=len(run), replicated_from=local, replicate_to=replicate_to)
-    return Entry(offsets, entry.SerializeToString(), pack(run, base_offset))
+class _Packer:
+    """Makes entries of the messages it is given, in offset order (the module's doc says which go
+    together)."""
+
+    def __init__(self, local: str) -> None:
+        self.local = local
+        self.entries: list[Entry] = []
+        self.run: list[Message] = []  # the messages of the entry being made
+        self.first_base = 0  # the first offset of the stored batch of run[0]
+        self.first_sequence_id = 0  # run[0]'s
+        self.last_base = 0  # the first offset of the stored batch of run[-1]
+        self.attributes: Mapping[str, str] = {}  # of run[0]'s stored batch
+        self.size = 0  # bytes of value in the run
+
+    def add(self, messages: list[Message], base: int) -> None:
+        """The messages taken of the stored batch that starts at offset `base`."""
+        attributes = messages[0].batch_attributes
+        if CHUNK in attributes:  # (a piece of a large message, an entry of its own)
+            self._close()
+            self._start(messages[0], base, attributes)
+            self._close()
+            return
+        # (the messages of another stored batch join a run only if all of them fit in it: a stored batch is
+        # never cut, so a run may take only what it can hold whole)
+        fits = (len(self.run) + len(messages) <= PACK_MESSAGES_MAX
+                and self.size + sum(len(message.value or b"") for message in messages) <= PACK_BYTES_MAX)
+        for message in messages:
+            run = self.run
+            if run and self._joins(message, run[-1], base, attributes, fits):
+                run.append(message)
+                self.size += len(message.value or b"")
+                self.last_base = base
+            else:
+                self._close()
+                self._start(message, base, attributes)
+
+    def _joins(self, message: Message, last: Message, base: int, attributes: Mapping[str, str], fits: bool) -> bool:
+        if message.offset != last.offset + 1 or message.timestamp != last.timestamp:
+            return False
+        if base == self.last_base:  # (the same stored batch: the same producer, its sequence ids one apart)
+            return True
+        return (fits and attributes.get(PRODUCER) == self.attributes.get(PRODUCER)
+                and attributes.get(REPLICATE_TO) == self.attributes.get(REPLICATE_TO)
+                and sequence_id(message, base) == self.first_sequence_id + len(self.run))
+
+    def _start(self, message: Message, base: int, attributes: Mapping[str, str]) -> None:
+        self.run = [message]
+        self.first_base = self.last_base = base
+        self.first_sequence_id = sequence_id(message, base)
+        self.attributes = attributes
+        self.size = len(message.value or b"")
+
+    def _close(self) -> None:
+        """Make the entry of the run, if there is one."""
+        run = self.run
+        if not run:
+            return
+        self.run = []
+        first = run[0]
+        offsets = np.arange(first.offset, first.offset + len(run), dtype=np.int64)
+        listed = self.attributes.get(REPLICATE_TO)
+        replicate_to = listed.split(",") if listed else []
+        if len(run) == 1:
+            self.entries.append(Entry(offsets, message_metadata(first, self.first_base, self.local, replicate_to),
+                                      first.value or b""))
+            return
+        metadata = api.MessageMetadata(producer_name=self.attributes.get(PRODUCER, ""),
+                                       sequence_id=self.first_sequence_id, publish_time=first.timestamp,
+                                       num_messages_in_batch=len(run), replicated_from=self.local,
+                                       replicate_to=replicate_to)
+        payload, starts = pack(run, self.first_sequence_id)
+        self.entries.append(Entry(offsets, metadata.SerializeToString(), payload, starts=starts))
+
+    def finish(self) -> list[Entry]:
+        self._close()
+        return self.entries

@@ -322,8 +322,10 @@ class Replicator:
             return outgoing
         merged: list[Entry] = []
         for entry in outgoing:
-            first = int(entry.offsets[0])
-            while self._markers and self._markers[0][0] <= first:
+            while self._markers and self._markers[0][0] <= int(entry.offsets[-1]):
+                if self._markers[0][0] > int(entry.offsets[0]):  # (inside an entry that packs a run)
+                    head, entry = entry.split(self._markers[0][0])
+                    merged.append(head)
                 merged.append(self._marker(*self._markers.popleft()))
             merged.append(entry)
         sent_up_to = self.subscription.read_position(self.partition) if unsent is None else unsent
@@ -364,22 +366,14 @@ class Replicator:
         all, not one a stored batch, which for a topic of unbatched messages would be one a message (on a
         cluster that receives replicated messages, one a message it must only acknowledge)."""
         self._acknowledge_waiting()
-        taken: list[Entry] = []
-        staying: list[np.ndarray] = []
-        read = 0
         pieces = self.subscription.next_deliveries(self.state, most)
-        if pieces:
-            self._largest_batch_read = max(piece.count for piece in pieces)
-        for piece in pieces:
-            read += len(piece.offsets)
-            leaving = entries(piece, self.local, self.remote)
-            if leaving is None:
-                staying.append(piece.offsets)
-            else:
-                taken.extend(leaving)
+        if not pieces:
+            return [], 0
+        self._largest_batch_read = max(piece.count for piece in pieces)
+        taken, staying = entries(pieces, self.local, self.remote)
         if staying:
             self._ack(np.concatenate(staying))
-        return taken, read
+        return taken, sum(len(piece.offsets) for piece in pieces)
 
     def _acknowledge_waiting(self) -> None:
         """Acknowledge the appends replicated_here was told of, and what the remote receipted."""

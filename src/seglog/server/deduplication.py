@@ -48,9 +48,6 @@ class PartitionSequences:
         """The highest sequence id stored under `producer`; -1 if none."""
         return self.highest.get(producer, -1)
 
-    def is_duplicate(self, producer: str, highest_sequence_id: int) -> bool:
-        return highest_sequence_id <= self.last(producer)
-
     def record(self, producer: str, highest_sequence_id: int, base_offset: int, end_offset: int) -> None:
         """An entry of `producer` was written at `base_offset` (the partition ends at `end_offset` now)."""
         with self.lock:

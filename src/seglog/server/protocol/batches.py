@@ -12,14 +12,16 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
+from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
-from seglog.server.protocol.metadata import entry_attributes, is_chunk, single_message_metadata
+from seglog.server.protocol.metadata import SEQUENCE_ID, entry_attributes, is_chunk
 
 _U32 = struct.Struct(">I")
 
@@ -48,6 +50,14 @@ class Messages:
         # (a dict built only when there are properties: most messages have none, and it costs 0.6 µs)
         self.properties.append(_properties(metadata.properties) if metadata.properties else {})
         self.ordering_keys.append(metadata.ordering_key if metadata.HasField("ordering_key") else None)
+
+    def without_first(self, count: int) -> Messages:
+        """These messages but the first `count` (of a replicated entry, those the receiving server stored
+        already); the entry's first sequence id moves on with them."""
+        attributes = dict(self.attributes)
+        attributes[SEQUENCE_ID] = str(int(attributes[SEQUENCE_ID]) + count)
+        return Messages(self.values[count:], self.keys[count:], self.timestamps[count:], self.event_times[count:],
+                        self.properties[count:], self.ordering_keys[count:], attributes)
 
 
 def parse_metadata(data: bytes) -> api.MessageMetadata:
@@ -99,15 +109,20 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
     return out
 
 
-def pack(messages: list[Message], base_offset: int) -> bytes:
-    """The payload of a batch entry (uncompressed) holding `messages`, stored in the batch that starts at
-    `base_offset`, each with its SingleMessageMetadata: the inverse of unpack's batch branch. The entry's
-    own metadata, with num_messages_in_batch, is the caller's."""
-    parts = []
-    for message in messages:
-        single = single_message_metadata(message, base_offset)
-        parts += (_U32.pack(len(single)), single, message.value or b"")
-    return b"".join(parts)
+def pack(messages: Sequence[Message], first_sequence_id: int) -> tuple[bytes, list[int]]:
+    """The payload of a batch entry (uncompressed) holding `messages`, message i with sequence id
+    `first_sequence_id` + i in its SingleMessageMetadata (the inverse of unpack's batch branch), and where
+    each message's item starts in it. The entry's own metadata, with num_messages_in_batch, is the caller's."""
+    parts: list[bytes] = []
+    starts: list[int] = []
+    size = 0
+    for index, message in enumerate(messages):
+        single = encoders.single_message_metadata(message, first_sequence_id + index)
+        value = message.value or b""
+        parts += (_U32.pack(len(single)), single, value)
+        starts.append(size)
+        size += 4 + len(single) + len(value)
+    return b"".join(parts), starts
 
 
 def _key(metadata: api.MessageMetadata | api.SingleMessageMetadata) -> bytes | None:

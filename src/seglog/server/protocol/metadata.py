@@ -139,12 +139,6 @@ def message_metadata(message: Message, base_offset: int, replicated_from: str | 
         None if chunk is None else _chunk_fields(chunk, attributes[COMPRESSION]))
 
 
-def single_message_metadata(message: Message, base_offset: int) -> bytes:
-    """The SingleMessageMetadata (serialized) of `message`, stored in the batch that starts at
-    `base_offset`, as an item of a batch entry (the entry's own fields are in its MessageMetadata)."""
-    return encoders.single_message_metadata(message, sequence_id(message, base_offset))
-
-
 def _chunk_fields(chunk: str, compression: str) -> tuple[str, int, int, int, int, int]:
     """(uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size, compression, uncompressed_size) of a
     stored chunk, from its attributes."""
