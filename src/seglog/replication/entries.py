@@ -136,8 +136,8 @@ class _Packer:
             return
         # (the messages of another stored batch join a run only if all of them fit in it: a stored batch is
         # never cut, so a run may take only what it can hold whole)
-        fits = (len(self.run) + len(messages) <= PACK_MESSAGES_MAX
-                and self.size + sum(len(message.value or b"") for message in messages) <= PACK_BYTES_MAX)
+        fits = not self.run or (len(self.run) + len(messages) <= PACK_MESSAGES_MAX and self.size + sum(
+            len(message.value or b"") for message in messages) <= PACK_BYTES_MAX)
         for message in messages:
             run = self.run
             if run and self._joins(message, run[-1], base, attributes, fits):
