@@ -15,7 +15,8 @@ server), polled every POLL_S (1 ms); the timings below are bounded by that.
 Groups "replication: throughput, batches of 1,000", "..., batches of 10,000" (the producer's
 `batching_max_messages`; a batch is sent when full or after 10 ms, its size limit raised to fit 10,000) and
 "..., unbatched" (batching off, pulsar-client's default: every message a stored batch of its own, which the
-replicator sends as a SEND of its own; 10,000 messages a round, as it is slow)
+replicator packs with those that follow it in the same millisecond into one batch entry; 10,000 messages a
+round)
   baseline  1 cluster, no replication      the producer's rate into east, topic in public/local: a round is
                                            100,000 send_async, flush() and every receipt's callback, timed
                                            from the request to the worker to its answer (bench_server's
@@ -90,6 +91,26 @@ Group "replication: snapshot markers' cost, batches of 1,000"
                                          geometric mean of the per-round ratios with / without, less 1;
                                          None when a round read 0 s, under the CPU clock's 10 ms tick).
 
+Group "replication: snapshot markers' CPU time, a second"
+  For information: what the markers cost the servers, measured where the rest costs little, against what
+  the servers spend at full rate (the markers' group above cannot resolve 1%: its per-round ratios spread
+  about 5%). On a second pair of clusters of their own (`quiet_clusters`: the idle replicators of the other
+  tests' topics look for work ten times a second each, which would drown what is measured), one topic.
+  baseline  east and west producing at    the servers' CPU seconds a second (east's and west's utime +
+            full rate                     stime over a round, over the round's seconds; median of the
+                                          rounds) while the producer of the markers' group sends 100,000
+                                          messages to a replicated topic
+  seglog    snapshots every 1,000 ms,     a producer paced at 5 unbatched messages a second onto one
+            5 msg/s                       replicated topic with a subscription (no consumer), made
+                                          replicated in every other round (6 s each; the untimed round
+                                          without markers before it in half the rounds, after it in the
+                                          others; a replicated round starts once the first snapshot is
+                                          taken). The servers' CPU seconds a second with markers less
+                                          without (means over the rounds) is what the markers take a
+                                          second, and markers_cpu_share that over the baseline's figure.
+                                          An upper bound: at 5 messages a second every event pays for its
+                                          own thread wake-ups, which at full rate are shared. Every round
+                                          with markers must take a snapshot.
 Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
 round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
 holding exactly east's messages in east's order, the backlog sent, every paced message received once."""
@@ -206,9 +227,9 @@ class Clusters:
     west: Cluster
 
 
-def _start(name: str, root: Path, logs: Path) -> Cluster:
+def _start(name: str, root: Path, logs: Path, prefix: str = "") -> Cluster:
     data = root / name
-    process, url, http = start_cluster(name, data, logs)
+    process, url, http = start_cluster(name, data, logs, f"seglog-serve-{prefix}{name}.log")
     cluster = Cluster(name, process, url, http, data)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
@@ -228,10 +249,21 @@ def _start(name: str, root: Path, logs: Path) -> Cluster:
 def clusters(scratch, logs) -> Iterator[Clusters]:
     """east and west, registered with each other; public/repl replicated both ways, public/local east's alone.
     Stopped by their pids after the module (each must exit 0)."""
+    yield from _clusters(scratch, logs)
+
+
+@pytest.fixture(scope="module")
+def quiet_clusters(scratch, logs) -> Iterator[Clusters]:
+    """Another east and west, set up as `clusters`, for the markers' CPU test alone: without the replicators
+    of the other tests' topics, which look for work ten times a second each."""
+    yield from _clusters(scratch / "quiet", logs, "quiet-")
+
+
+def _clusters(root: Path, logs: Path, prefix: str = "") -> Iterator[Clusters]:
     started: list[Cluster] = []
     try:
         for name in (EAST, WEST):
-            started.append(_start(name, scratch, logs))
+            started.append(_start(name, root, logs, prefix))
         east, west = started
         for cluster, other in ((east, west), (west, east)):
             cluster.ok("PUT", f"/admin/v2/clusters/{other.name}",
@@ -361,13 +393,20 @@ def paced(scale) -> int:
 def check_copy(east: Cluster, west: Cluster, topic: str, rounds: int, n: int) -> None:
     """west holds exactly east's messages of `topic`, in east's order, and east holds each round's
     numbered values once, in order: nothing lost, nothing twice."""
-    wait_until(lambda: west.stored(topic) >= east.stored(topic), f"{topic} on west", 30, 0.01)
-    ours, theirs = east.values(topic), west.values(topic)
+    ours = check_same_on_west(east, west, topic)
     assert len(ours) == rounds * n, (len(ours), rounds, n)
     assert [struct.unpack_from(">q", v)[0] for v in ours] == list(range(n)) * rounds
+
+
+def check_same_on_west(east: Cluster, west: Cluster, topic: str) -> list[bytes]:
+    """west holds exactly east's messages of `topic`, in east's order (returned), and east's replication
+    cursor has acknowledged them all."""
+    wait_until(lambda: west.stored(topic) >= east.stored(topic), f"{topic} on west", 30, 0.01)
+    ours, theirs = east.values(topic), west.values(topic)
     assert len(theirs) == len(ours) and theirs == ours, (len(theirs), len(ours))
     # (the cursor is acknowledged once west's receipts come back, which may be a moment after west has stored)
     wait_until(lambda: east.replication(topic).get("replicationBacklog") == 0, f"{topic}'s backlog sent", 30, 0.01)
+    return ours
 
 
 def snapshots_taken(east: Cluster) -> int:
@@ -568,6 +607,101 @@ def test_markers_cost(bench, clusters, workers, marker_round):
                f"time {cpu_text} (the same pairing, for information); {machine_note(bench)}")
     for side in sides:
         check_copy(east, west, side.topic, len(side.seconds), n)
+
+
+MARKERS_CPU = "replication: snapshot markers' CPU time, a second"
+# the one topic of the quiet clusters (both tests of the markers' CPU: no other topic's replicators there)
+QUIET_TOPIC = f"{REPLICATED}/bench-markers-cpu"
+TRICKLE_RATE = 5  # messages a second in the rounds of the markers' CPU test: enough for a snapshot a second
+# timed rounds of the markers' CPU test, each beside a round without markers (the warm-up's pair counts too)
+TRICKLE_ROUNDS = 7
+
+
+@pytest.fixture(scope="module")
+def full_rate_cpu() -> dict[str, float]:
+    """The baseline test's measurement, for the markers' CPU test after it: east's and west's CPU seconds a
+    second while a producer sends to a replicated topic as fast as it can."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def trickle(scale) -> int:
+    """Messages a round of the markers' CPU test: 6 s at TRICKLE_RATE (2 s with --benchmark-disable: a
+    round takes a snapshot, one a second)."""
+    return scale(6 * TRICKLE_RATE, 2 * TRICKLE_RATE)
+
+
+def test_markers_cpu_baseline(bench, quiet_clusters, workers, marker_round, full_rate_cpu):
+    east, west, n = quiet_clusters.east, quiet_clusters.west, marker_round
+    topic = QUIET_TOPIC
+    worker = workers(east.url, topic, **batch_options(1_000))
+    wait_connected(east, topic)
+    meters = CpuMeters({"east": east.process, "west": west.process})
+    rounds = Rounds(worker, topic, n, west, meters)
+    bench.baseline(MARKERS_CPU, "east and west producing at full rate", messages=n, nbytes=n * VALUE_BYTES)
+    bench.run(rounds.run, rounds=4)
+    per_second = [sum(cpu.values()) / seconds for cpu, seconds in zip(meters.rounds, rounds.seconds)]
+    full_rate_cpu["seconds_a_second"] = statistics.median(per_second[WARMUP_ROUNDS:] or per_second)
+    bench.record("cpu_seconds_a_second", round(full_rate_cpu["seconds_a_second"], 3))
+    bench.note(f"east's and west's CPU {full_rate_cpu['seconds_a_second']:.2f} s a second (median); "
+               f"{machine_note(bench)}")
+
+
+def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
+    """What snapshots at the default frequency cost east and west, measured where the rest costs little: a
+    producer trickles TRICKLE_RATE messages a second onto one topic whose subscription is replicated in every
+    other round, and the CPU seconds a second of the rounds with markers less those without are taken as a
+    share of what the servers spend a second at full rate (the baseline test)."""
+    east, west, n = quiet_clusters.east, quiet_clusters.west, trickle
+    topic = QUIET_TOPIC
+    worker = workers(east.url, topic, batching=False)
+    wait_connected(east, topic)
+    east.ok("PUT", f"/admin/v2/persistent/{topic}/subscription/failover")
+    meters = CpuMeters({"east": east.process, "west": west.process})
+    a_second: dict[bool, list[float]] = {True: [], False: []}
+    turns = count()
+    taken: list[int] = []
+
+    def side(replicated: bool) -> None:
+        east.ok("POST", f"/admin/v2/persistent/{topic}/subscription/failover/replicatedSubscriptionStatus",
+                replicated)
+        if replicated:  # (its first snapshot, untimed: a tick looks for newly replicated subscriptions each second)
+            worker.request(op="paced", n=TRICKLE_RATE, rate=TRICKLE_RATE)
+            wait_until(lambda: cached_snapshots(east, topic, "failover"), f"a snapshot on {topic}", 30, 0.02)
+            worker.answer()
+        before = snapshots_taken(east)
+        with meters:
+            start = time.perf_counter()
+            worker.request(op="paced", n=n, rate=TRICKLE_RATE)
+            worker.answer()
+            seconds = time.perf_counter() - start
+        if replicated:
+            taken.append(snapshots_taken(east) - before)
+        a_second[replicated].append(sum(meters.rounds[-1].values()) / seconds)
+
+    def before() -> None:  # (without markers first in half the rounds: on, off, off, on, on, off, ...)
+        if next(turns) % 2 == 1:
+            side(False)
+
+    def after() -> None:
+        if len(a_second[False]) < len(a_second[True]):
+            side(False)
+
+    bench.seglog(MARKERS_CPU, f"snapshots every 1,000 ms, {TRICKLE_RATE} msg/s", messages=n, nbytes=n * VALUE_BYTES)
+    bench.run(lambda: side(True), setup=before, teardown=after, rounds=TRICKLE_ROUNDS)
+    markers = statistics.mean(a_second[True]) - statistics.mean(a_second[False])
+    share = markers / full_rate_cpu["seconds_a_second"]
+    bench.record("markers_cpu_ms_a_second", round(markers * 1e3, 2))
+    bench.record("markers_cpu_share", round(share, 4))
+    bench.record("snapshots_a_round", taken)
+    bench.record("cpu_ms_a_second", {"with": [round(x * 1e3, 1) for x in a_second[True]],
+                                     "without": [round(x * 1e3, 1) for x in a_second[False]]})
+    without = statistics.mean(a_second[False])
+    bench.note(f"the servers' CPU {markers * 1e3:+.1f} ms a second with markers ({without * 1e3:.0f} ms a second "
+               f"without), {share:+.2%} of their {full_rate_cpu['seconds_a_second']:.2f} s a second at full rate; "
+               f"snapshots a round {taken}; {machine_note(bench)}")
+    assert all(taken), f"a round without a snapshot: {taken}"
+    check_same_on_west(east, west, topic)
 
 
 def test_catch_up(bench, clusters, workers, produced, batch):
