@@ -77,3 +77,33 @@ def test_a_tick_looks_at_every_replicated_topic_only_every_discovery_ticks_and_e
                for tick in range(DISCOVERY_TICKS + 1, 2 * DISCOVERY_TICKS))
     # a snapshot starts on each partition with a replicated subscription as it is found, on no other
     assert streams.requests == ["public/default/b", "public/default/c"]
+
+
+class _NoStreams(FakeStreams):
+    def replicated_partitions(self):
+        return {}
+
+
+class _CountingPool(ThreadPoolExecutor):
+    submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_tick_with_no_replicated_topic_to_look_at_makes_no_trip_to_the_thread_pool(tmp_path):
+    with seglog.open(tmp_path / "east") as log:
+        log.create_topic(TOPICS[0])
+
+    async def run() -> int:
+        broker = Broker.open(tmp_path / "east", clock=ManualClock(), background=False)
+        with _CountingPool(2) as pool:
+            ticking = ReplicatedSubscriptions(broker, "east", _NoStreams(), pool)
+            for _ in range(2 * DISCOVERY_TICKS):
+                await ticking._tick()
+            submitted = pool.submitted
+        broker.close()
+        return submitted
+
+    assert asyncio.run(run()) == 0

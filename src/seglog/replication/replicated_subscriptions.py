@@ -171,7 +171,9 @@ class ReplicatedSubscriptions:
         discovering = self._ticks % DISCOVERY_TICKS == 0
         self._ticks += 1
         looked_at = list(partitions) if discovering else [key for key in partitions if key in self._with_subscriptions]
-        observed = await self._blocking(self._observe, looked_at)
+        # (nothing to look at, no trip to the thread pool: a server without replicated subscriptions made one
+        # ten times a second for nothing)
+        observed = await self._blocking(self._observe, looked_at) if looked_at else _Observed({}, {})
         self._with_subscriptions = {(topic, partition) for topic, partition, _ in observed.marks}
         for key, remotes in partitions.items():
             if key in observed.ends:
