@@ -181,9 +181,10 @@ def test_a_stored_batch_larger_than_the_window_goes_whole_as_one_entry(tmp_path)
 
 
 class _CountingPool(ThreadPoolExecutor):
-    """A thread pool that counts the messages the replicator's takes it is given read."""
+    """A thread pool that counts the replicator's takes it is given and the messages they read."""
 
     read = 0
+    takes = 0
 
     def submit(self, fn, /, *args, **kwargs):
         if getattr(fn, "__name__", "") != "_take":
@@ -192,6 +193,7 @@ class _CountingPool(ThreadPoolExecutor):
         def counted(*args):
             taken, read = fn(*args)
             self.read += read
+            self.takes += 1
             return taken, read
         return super().submit(counted, *args, **kwargs)
 
@@ -306,3 +308,34 @@ def test_a_marker_that_falls_inside_a_packed_entry_cuts_it_in_two(tmp_path):
     assert [(sequence_id, marker) for sequence_id, marker, _ in fake.sent] == [(1, None), (1, 10), (4, None)]
     assert _unpacked(fake) == [("p", "10", "11", 1_000, [b"v0", b"v1"]),
                                ("p", "12", "14", 1_000, [b"v2", b"v3", b"v4"])]
+
+
+def test_a_replicator_with_nothing_to_do_looks_less_often_and_an_append_still_goes_at_once(tmp_path):
+    """replicator.py's POLL_IDLE_MAX_S: on a topic where nothing happens, the takes that find nothing come
+    ever further apart (0.2, 0.4, 0.8 s, then each second), not ten a second; an append wakes it all the
+    same, and is sent at once."""
+    fake = FakeProducer()
+    with seglog.open(tmp_path / "east") as log:
+        log.create_topic(TOPIC)
+
+    async def run() -> tuple[int, float]:
+        broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+        with _CountingPool(2) as pool:
+            subscription, replicator = _started(broker, fake, pool, 1000)
+            await asyncio.sleep(3.0)
+            idle_takes = pool.takes
+            with seglog.open(tmp_path / "east") as log, log.topic(TOPIC).producer() as producer:
+                producer.send_batch([b"new"])
+            appended = time.monotonic()
+            replicator.appended()
+            while not fake.sent and time.monotonic() - appended < WAIT_S:
+                await asyncio.sleep(0.005)
+            waited = time.monotonic() - appended
+            await replicator.stop()
+            broker.subscriptions.release(subscription)
+        broker.close()
+        return idle_takes, waited
+
+    idle_takes, waited = asyncio.run(run())
+    assert idle_takes <= 8, f"{idle_takes} takes in 3 s with nothing to do (ten a second: 30)"
+    assert fake.sent and waited < 0.5, f"the append went {waited:.2f} s after it was told of"

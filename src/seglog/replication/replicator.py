@@ -41,8 +41,13 @@ BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 60.0
 CLOSE_TIMEOUT_S = 5.0
 # how often a replicator takes without being woken: for appends no `appended()` told of (other processes'),
-# and TTL
+# those replicated here from another cluster, which wake nothing, and TTL
 POLL_MAX_S = 0.1
+# A replicator whose takes find nothing to do (nothing read, acknowledged, in flight or queued) looks half as
+# often after each, down to once every POLL_IDLE_MAX_S: an idle replicated topic's two replicators (one on
+# each cluster) looking ten times a second cost each server about 1 ms of CPU a second, a core for a thousand
+# such topics; once a second, a third of that. Anything to do brings it back to POLL_MAX_S.
+POLL_IDLE_MAX_S = 1.0
 # A replicator of a topic of small stored batches (unbatched messages: at most LOOP_BATCH_MAX messages each,
 # the last ones it read) takes on the event loop's thread while it is at the tail (its last take found the
 # end of what was written), at most LOOP_TAKE_MAX messages: what it reads was just appended (in the page
@@ -231,6 +236,7 @@ class Replicator:
         ahead = _TakenAhead()
         acker = asyncio.get_running_loop().create_task(self._acknowledge(producer, flight))
         at_tail = False
+        poll_s = POLL_MAX_S
         try:
             while True:
                 self._wake.clear()
@@ -242,6 +248,7 @@ class Replicator:
                     acker.result()  # (raises the failure that ended it)
                 await self._send(producer, flight, ahead)
                 wanted = self.queue_size - ahead.messages
+                waiting = bool(self._replicated or self._receipted)  # (acknowledged by the take)
                 if wanted <= 0:
                     taken, read = [], 0
                 elif at_tail and self._small_batches():
@@ -258,7 +265,9 @@ class Replicator:
                 # the thread pool saved for every take, on a cluster that receives replicated messages half
                 # its takes). With a window taken ahead, the next take waits for receipts.
                 if wanted <= 0 or read < wanted:
-                    await self._wait(acker, flight)
+                    idle = not (read or waiting or flight.entries or ahead.entries or self._markers)
+                    poll_s = min(2 * poll_s, POLL_IDLE_MAX_S) if idle else POLL_MAX_S
+                    await self._wait(acker, flight, poll_s)
         finally:
             acker.cancel()
             await asyncio.gather(acker, return_exceptions=True)
@@ -272,11 +281,11 @@ class Replicator:
             flight.add(outgoing, self._clock())
             await producer.connection.drain()
 
-    async def _wait(self, acker: asyncio.Task[None], flight: _InFlight) -> None:
-        """Until an append, a receipt that makes room, the acker failing, or the poll's time is up."""
+    async def _wait(self, acker: asyncio.Task[None], flight: _InFlight, poll_s: float) -> None:
+        """Until an append, a receipt that makes room, the acker failing, or `poll_s` is up."""
         wakers = {asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(flight.freed.wait())}
         try:
-            await asyncio.wait({*wakers, acker}, timeout=POLL_MAX_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({*wakers, acker}, timeout=poll_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waker in wakers:
                 waker.cancel()
