@@ -1,7 +1,7 @@
 """Which topics the replicated subscriptions' tick looks at (replication/replicated_subscriptions.py): every
-replicated topic once every DISCOVERY_TICKS ticks, in between only those with a replicated subscription, so
-that a cluster with many replicated topics and few replicated subscriptions does not read every topic's
-cursor files ten times a second."""
+replicated topic once every DISCOVERY_TICKS ticks, in between only those with a replicated subscription, and
+of those at every tick only where one is consumed in this process, so that a cluster with many replicated
+topics and few replicated subscriptions does not read every topic's cursor files ten times a second."""
 
 from __future__ import annotations
 
@@ -37,19 +37,25 @@ class FakeStreams:
         pass
 
 
-def test_a_tick_looks_at_every_replicated_topic_only_every_discovery_ticks_and_else_at_those_it_found(tmp_path):
+def test_a_tick_looks_at_every_replicated_topic_every_discovery_ticks_and_else_only_where_it_may_matter(tmp_path):
+    """Between two looks at every topic, a tick looks at a partition with a replicated subscription consumed
+    in this process every time (acknowledgements move it), and at one whose replicated subscriptions nobody
+    here consumes only when its next snapshot may start (a frequency, 1,000 ms, after the last began)."""
     with seglog.open(tmp_path / "east") as log:
         for topic in TOPICS:
             log.create_topic(topic)
             with log.topic(topic).producer() as producer:
                 producer.send_batch([b"x"])
             log.admin.topics.create_subscription(topic, "app", "earliest")
-        log.admin.topics.set_replicated_subscription_status("public/default/b", "app", True)
+        for topic in TOPICS[:2]:
+            log.admin.topics.set_replicated_subscription_status(topic, "app", True)
     streams = FakeStreams()
-    looked: list[Counter] = []
+    looked: list[set[str]] = []
 
     async def run() -> None:
-        broker = Broker.open(tmp_path / "east", clock=ManualClock(), background=False)
+        clock = ManualClock()
+        broker = Broker.open(tmp_path / "east", clock=clock, background=False)
+        consumed = broker.subscriptions.open(broker.topic("public/default/a"), "app", "exclusive", "earliest")
         states = broker.subscriptions.states
         seen: Counter = Counter()
 
@@ -61,22 +67,24 @@ def test_a_tick_looks_at_every_replicated_topic_only_every_discovery_ticks_and_e
         with ThreadPoolExecutor(2) as executor:
             ticking = ReplicatedSubscriptions(broker, "east", streams, executor)
             for tick in range(2 * DISCOVERY_TICKS + 1):
+                clock.advance(1_000 if tick in (5, 15) else 100 if tick else 0)  # (ticks 100 ms apart, and two jumps)
                 if tick == 2:  # made replicated between two looks: found at the next discovery
                     Admin(broker).topics.set_replicated_subscription_status("public/default/c", "app", True)
                 seen.clear()
                 await ticking._tick()
-                looked.append(Counter(seen))
+                looked.append({topic.rsplit("/", 1)[1] for topic in seen})
+        broker.subscriptions.release(consumed)
         broker.close()
 
     asyncio.run(run())
-    everything = Counter({topic: 1 for topic in TOPICS})
-    assert looked[0] == everything
-    assert all(looked[tick] == Counter({"public/default/b": 1}) for tick in range(1, DISCOVERY_TICKS))
-    assert looked[DISCOVERY_TICKS] == everything
-    assert all(looked[tick] == Counter({"public/default/b": 1, "public/default/c": 1})
-               for tick in range(DISCOVERY_TICKS + 1, 2 * DISCOVERY_TICKS))
-    # a snapshot starts on each partition with a replicated subscription as it is found, on no other
-    assert streams.requests == ["public/default/b", "public/default/c"]
+    assert looked[0] == looked[DISCOVERY_TICKS] == looked[2 * DISCOVERY_TICKS] == {"a", "b", "c"}
+    # a at every tick; b and c also where their next snapshot may start: after each jump (1,400 and 3,300 ms;
+    # c's first was at the second discovery, 1,900 ms)
+    assert [sorted(looked[tick]) for tick in range(1, 2 * DISCOVERY_TICKS)] == (
+        [["a"]] * 4 + [["a", "b"]] + [["a"]] * 4 + [["a", "b", "c"]] + [["a"]] * 4 + [["a", "b", "c"]] + [["a"]] * 4)
+    # snapshots start where a look finds them due: a and b at 0 ms and after the first jump, c at the second
+    # discovery, all three after the second jump
+    assert streams.requests == [f"public/default/{t}" for t in ("a", "b", "a", "b", "c", "a", "b", "c")]
 
 
 class _NoStreams(FakeStreams):

@@ -7,8 +7,9 @@ The rules are snapshots.py's (decisions without I/O); this module runs them. Eve
 - reads, in the thread pool, the mark-delete position (the last offset below which everything is
   acknowledged) of every replicated subscription, and the end offset of each partition that has one: every
   DISCOVERY_TICKS ticks on every replicated topic, in between on those that had a replicated subscription at
-  the last look (a look at a topic reads the catalog and lists its cursor files: every 100 ms on each of a
-  thousand replicated topics, that took most of a core while nothing happened);
+  the last look, at every tick where one is consumed here and else when the next snapshot may start (a look
+  at a topic reads the catalog and lists its cursor files: every 100 ms on each of a thousand replicated
+  topics, that took most of a core while nothing happened);
 - ticks each partition's SnapshotController (one attempt at most per replicatedSubscriptionsSnapshotFrequency-
   Millis, only when a message came after the last snapshot, every replicator connected, and the partition has
   a replicated subscription: snapshots cost markers, which a partition nobody fails over does not need);
@@ -85,6 +86,7 @@ class _Observed:
     """What a tick read in the thread pool."""
     ends: dict[_Partition, int]  # each partition's end offset
     marks: dict[_Subscription, int]  # each replicated subscription's mark-delete position
+    live: set[_Partition]  # the partitions with a replicated subscription consumed in this process
 
 
 @dataclass
@@ -114,6 +116,7 @@ class ReplicatedSubscriptions:
         self._marks: dict[_Subscription, int] = {}
         self._ticks = 0
         self._with_subscriptions: set[_Partition] = set()  # the partitions the last look found them on
+        self._live: set[_Partition] = set()  # those of them where one is consumed in this process
         self._dropped = _Counts()  # those of controllers dropped since (their partitions no longer replicate)
         self._task: asyncio.Task[None] | None = None
         self._updates: set[asyncio.Task[None]] = set()
@@ -170,15 +173,18 @@ class ReplicatedSubscriptions:
             self._dropped.add(self._controllers.pop(key))
         discovering = self._ticks % DISCOVERY_TICKS == 0
         self._ticks += 1
-        looked_at = list(partitions) if discovering else [key for key in partitions if key in self._with_subscriptions]
+        looked_at = set(partitions) if discovering else {key for key in partitions if self._worth_a_look(key)}
         # (nothing to look at, no trip to the thread pool: a server without replicated subscriptions made one
         # ten times a second for nothing)
-        observed = await self._blocking(self._observe, looked_at) if looked_at else _Observed({}, {})
-        self._with_subscriptions = {(topic, partition) for topic, partition, _ in observed.marks}
+        observed = await self._blocking(self._observe, looked_at) if looked_at else _Observed({}, {}, set())
+        found = {(topic, partition) for topic, partition, _ in observed.marks}
+        self._with_subscriptions = ((self._with_subscriptions & partitions.keys()) - looked_at) | found
+        self._live = ((self._live & partitions.keys()) - looked_at) | observed.live
         for key, remotes in partitions.items():
             if key in observed.ends:
                 self._send(key, self._controller(key).tick(observed.ends[key], remotes))
-        for key in [key for key in self._subscriptions if key not in observed.marks]:
+        for key in [key for key in self._subscriptions
+                    if key[:2] not in partitions or (key[:2] in looked_at and key not in observed.marks)]:
             del self._subscriptions[key], self._marks[key]
         for key, mark in observed.marks.items():
             if key not in self._subscriptions:
@@ -188,12 +194,24 @@ class ReplicatedSubscriptions:
                 self._send(key[:2], self._subscriptions[key].mark_delete_moved(mark))
             self._marks[key] = mark
 
+    def _worth_a_look(self, key: _Partition) -> bool:
+        """Between two looks at every replicated topic: whether the tick looks at this partition. One with a
+        replicated subscription consumed here at every tick (acknowledgements move its mark-delete position,
+        which an UPDATE follows); one whose replicated subscriptions no consumer here holds (only the admin API
+        or another process moves them) when its next snapshot may start. (Looking at every one ten times a
+        second, a trip to the thread pool each, was half of what snapshots cost the servers.)"""
+        if key not in self._with_subscriptions:
+            return False
+        controller = self._controllers.get(key)
+        return key in self._live or controller is None or controller.may_start()
+
     def _observe(self, partitions: Iterable[_Partition]) -> _Observed:
         """The mark-delete position of each replicated subscription on the partitions, and the end offset of
         each partition that has one (blocking: reads cursor files of subscriptions no consumer of this process
         holds)."""
         ends: dict[_Partition, int] = {}
         marks: dict[_Subscription, int] = {}
+        live: set[_Partition] = set()
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -201,17 +219,19 @@ class ReplicatedSubscriptions:
             try:
                 ref = self.broker.topic(topic)
                 found: set[int] = set()
-                for name, record, _ in self.broker.subscriptions.states(ref):
+                for name, record, consumed in self.broker.subscriptions.states(ref):
                     for partition in numbers:
                         cursor = record.partitions[partition]
                         if replicated(self.broker, cursor):
                             marks[(topic, partition, name)] = cursor.acks.floor - 1
                             found.add(partition)
+                            if consumed is not None:
+                                live.add((topic, partition))
                 for partition in found:
                     ends[(topic, partition)] = self.broker.store.end_offset(ref.name, partition)
             except NotFoundError:
                 continue  # (deleted meanwhile: the replication service stops its replicators)
-        return _Observed(ends, marks)
+        return _Observed(ends, marks, live)
 
     def _controller(self, key: _Partition) -> SnapshotController:
         controller = self._controllers.get(key)

@@ -101,6 +101,10 @@ class SnapshotController:
         """Attempts started and neither completed nor timed out (a metric's gauge)."""
         return len(self._attempts)
 
+    def may_start(self) -> bool:
+        """Whether `tick` could start an attempt now: a frequency has passed since the last one started."""
+        return self._last_start_ms is None or self.clock() - self._last_start_ms >= self.frequency_ms
+
     def tick(self, end_offset: int, replicators: Mapping[str, bool]) -> Outgoing | None:
         """Abandons attempts older than the timeout, then starts one, at most one per frequency, if the
         partition (ending at `end_offset`) has a message no snapshot covers and every replicator (remote
