@@ -418,6 +418,17 @@ def snapshots_taken(east: Cluster) -> int:
     return 0
 
 
+def set_replicated(east: Cluster, topic: str, replicated: bool) -> None:
+    """Make the `failover` subscription of east's `topic` replicated, or not (the admin API)."""
+    east.ok("POST", f"/admin/v2/persistent/{topic}/subscription/failover/replicatedSubscriptionStatus", replicated)
+
+
+def wait_for_a_snapshot(east: Cluster, topic: str) -> None:
+    """Until the replicated `failover` subscription of east's `topic` holds a snapshot (a tick looks for newly
+    replicated subscriptions once a second)."""
+    wait_until(lambda: cached_snapshots(east, topic, "failover"), f"a snapshot on {topic}", 30, 0.02)
+
+
 def cached_snapshots(east: Cluster, topic: str, subscription: str) -> int:
     """The snapshots a replicated subscription of east holds (internal-stats; none once it is not
     replicated: a subscription made replicated again starts with none)."""
@@ -560,10 +571,9 @@ def test_markers_cost(bench, clusters, workers, marker_round):
         i = next(turns)
         on, off = sides[i % 2], sides[1 - i % 2]
         for side, replicated in ((on, True), (off, False)):
-            east.ok("POST", f"/admin/v2/persistent/{side.topic}/subscription/failover/replicatedSubscriptionStatus",
-                    replicated)
+            set_replicated(east, side.topic, replicated)
         if i > 0:  # (the topic has messages no snapshot covers: its first snapshot starts within a second)
-            wait_until(lambda: cached_snapshots(east, on.topic, "failover"), f"a snapshot on {on.topic}", 30, 0.02)
+            wait_for_a_snapshot(east, on.topic)
         turn.update(on=on, off=off, off_first=(i // 2) % 2 == 0)
         if turn["off_first"]:
             run_side("off", off_seconds, off_cpu)
@@ -663,11 +673,10 @@ def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
     taken: list[int] = []
 
     def side(replicated: bool) -> None:
-        east.ok("POST", f"/admin/v2/persistent/{topic}/subscription/failover/replicatedSubscriptionStatus",
-                replicated)
+        set_replicated(east, topic, replicated)
         if replicated:  # (its first snapshot, untimed: a tick looks for newly replicated subscriptions each second)
             worker.request(op="paced", n=TRICKLE_RATE, rate=TRICKLE_RATE)
-            wait_until(lambda: cached_snapshots(east, topic, "failover"), f"a snapshot on {topic}", 30, 0.02)
+            wait_for_a_snapshot(east, topic)
             worker.answer()
         before = snapshots_taken(east)
         with meters:
@@ -689,14 +698,14 @@ def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
 
     bench.seglog(MARKERS_CPU, f"snapshots every 1,000 ms, {TRICKLE_RATE} msg/s", messages=n, nbytes=n * VALUE_BYTES)
     bench.run(lambda: side(True), setup=before, teardown=after, rounds=TRICKLE_ROUNDS)
-    markers = statistics.mean(a_second[True]) - statistics.mean(a_second[False])
+    without = statistics.mean(a_second[False])
+    markers = statistics.mean(a_second[True]) - without
     share = markers / full_rate_cpu["seconds_a_second"]
     bench.record("markers_cpu_ms_a_second", round(markers * 1e3, 2))
     bench.record("markers_cpu_share", round(share, 4))
     bench.record("snapshots_a_round", taken)
     bench.record("cpu_ms_a_second", {"with": [round(x * 1e3, 1) for x in a_second[True]],
                                      "without": [round(x * 1e3, 1) for x in a_second[False]]})
-    without = statistics.mean(a_second[False])
     bench.note(f"the servers' CPU {markers * 1e3:+.1f} ms a second with markers ({without * 1e3:.0f} ms a second "
                f"without), {share:+.2%} of their {full_rate_cpu['seconds_a_second']:.2f} s a second at full rate; "
                f"snapshots a round {taken}; {machine_note(bench)}")

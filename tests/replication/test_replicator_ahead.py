@@ -109,19 +109,26 @@ def _replicate_sends(tmp_path, sends: list[tuple[str, int, int, bytes | list[byt
     for name, sequence_id, publish_time, value, replicate_to in sends:
         if name not in handles:
             handles[name] = service.open_writer(service.resolve(TOPIC, False), name)
-        metadata = api.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=publish_time,
-                                       replicate_to=replicate_to)
-        if isinstance(value, list):
-            metadata.num_messages_in_batch = len(value)
-            singles = [api.SingleMessageMetadata(payload_size=len(item)).SerializeToString() for item in value]
-            value = b"".join(len(single).to_bytes(4, "big") + single + item for single, item in zip(singles, value))
-        messages = unpack(metadata, value)
-        service.append(handles[name], messages, sequence_id)
-        stored += len(messages.values)
+        stored += _append_send(service, handles[name], sequence_id, publish_time, value, replicate_to)
     for handle in handles.values():
         service.close_writer(handle)
     broker.close()
     return _run(tmp_path, fake, queue_size, markers, stored)
+
+
+def _append_send(service: BrokerService, handle, sequence_id: int, publish_time: int, value: bytes | list[bytes],
+                 replicate_to: tuple[str, ...] = ()) -> int:
+    """Append one SEND of `handle`'s producer as the server stores it: a value, or a batch of values; how many
+    messages it held."""
+    metadata = api.MessageMetadata(producer_name=handle.name, sequence_id=sequence_id, publish_time=publish_time,
+                                   replicate_to=replicate_to)
+    if isinstance(value, list):
+        metadata.num_messages_in_batch = len(value)
+        singles = [api.SingleMessageMetadata(payload_size=len(item)).SerializeToString() for item in value]
+        value = b"".join(len(single).to_bytes(4, "big") + single + item for single, item in zip(singles, value))
+    messages = unpack(metadata, value)
+    service.append(handle, messages, sequence_id)
+    return len(messages.values)
 
 
 def _run(tmp_path, fake: FakeProducer, queue_size: int, markers: tuple[tuple[int, int, bytes], ...],
@@ -218,13 +225,7 @@ def test_at_the_tail_small_batches_are_taken_on_the_loop_and_a_backlog_and_large
         def append(count: int) -> None:
             first = next(sequence_ids)
             # (each its own publish time: an entry each, however many a take finds)
-            metadata = api.MessageMetadata(producer_name="producer", sequence_id=first, publish_time=1_000 + first)
-            if count > 1:
-                metadata.num_messages_in_batch = count
-            single = api.SingleMessageMetadata(payload_size=1).SerializeToString()
-            payload = b"v" if count == 1 else b"".join(len(single).to_bytes(4, "big") + single + b"v"
-                                                        for _ in range(count))
-            service.append(handle, unpack(metadata, payload, first + count - 1), first)
+            _append_send(service, handle, first, 1_000 + first, b"v" if count == 1 else [b"v"] * count)
             for _ in range(count - 1):
                 next(sequence_ids)
             replicator.appended()
