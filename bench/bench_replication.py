@@ -64,52 +64,52 @@ Group "replication: delay at 10,000 msg/s"
 Group "replication: snapshot markers' cost, batches of 1,000"
   Replicated subscriptions' snapshots (docs/REPLICATION.md) at the default frequency, 1,000 ms: a partition
   with a replicated subscription takes one every second while messages arrive, a REQUEST to west and
-  west's RESPONSE back on the replication streams, and the subscription polled every 100 ms.
+  west's RESPONSE back on the replication streams, and the subscription's position looked at when a snapshot
+  may start (no consumer of east holds it).
   baseline  no replicated subscription   east -> west as in the throughput group (producer to stored on
                                          west, 100,000 messages a round), topic in public/repl
-  seglog    a replicated subscription    the same on two topics of their own, each with a subscription
-                                         (made through the admin API, no consumer, so it holds every
-                                         snapshot) that is replicated in turn: in each round one topic's
-                                         subscription is made replicated and the other's not (through the
-                                         admin API), the one with markers is timed and the other runs
-                                         untimed beside it, before it in half the rounds; the roles swap
-                                         every round, so that a topic, producer or connection that is
-                                         slower in a run (run-level differences of up to 20% were seen
-                                         between two plain topics) weighs on both sides. Before each
-                                         round (untimed) the topic made replicated takes its first
-                                         snapshot (a tick looks for newly replicated subscriptions once a
-                                         second), so every round is timed at the steady frequency. 32
-                                         rounds: eight whole cycles of roles and orders. The target is on
-                                         that:
-                                         markers_cost = 1 - the geometric mean of the paired ratios
-                                         <= 0.01 (a 1% effect is far inside the noise between two tests;
-                                         over whole cycles a slower topic or order cancels out). The
-                                         snapshots taken are counted from /metrics
+  seglog    a replicated subscription    the same on one topic of its own with a subscription (made
+                                         through the admin API, no consumer, so it holds every snapshot),
+                                         made replicated or not through the admin API before each round:
+                                         each timed round with markers is paired with an untimed round
+                                         without, before it in every other pair. One topic and one producer
+                                         take both roles (two topics, one in each role, differed by up to
+                                         13% in a run). Before each round with markers (untimed) the topic
+                                         takes its first snapshot (a tick looks for newly replicated
+                                         subscriptions once a second), so every round is timed at the
+                                         steady frequency. 64 pairs. The target is on
+                                         markers_cost = 1 - the geometric mean of the pairs' ratios
+                                         (seconds without / with) <= 0.01, the share of the throughput
+                                         lost; its standard error (from the spread of the pairs' log
+                                         ratios, about 3-4% a pair) and 95% interval are in the JSON and
+                                         the note. The snapshots taken are counted from /metrics
                                          (pulsar_replicated_subscriptions_snapshot_ms_count) and must be
                                          at least one a round. For information, the same estimator on
-                                         east's and west's CPU time in the rounds (markers_cpu_cost: the
-                                         geometric mean of the per-round ratios with / without, less 1;
-                                         None when a round read 0 s, under the CPU clock's 10 ms tick).
+                                         east's and west's CPU time in the pairs (markers_cpu_cost).
 
 Group "replication: snapshot markers' CPU time, a second"
-  For information: what the markers cost the servers, measured where the rest costs little, against what
-  the servers spend at full rate (the markers' group above cannot resolve 1%: its per-round ratios spread
-  about 5%). On a second pair of clusters of their own (`quiet_clusters`: the idle replicators of the other
-  tests' topics look for work ten times a second each, which would drown what is measured), one topic.
-  baseline  east and west producing at    the servers' CPU seconds a second (east's and west's utime +
-            full rate                     stime over a round, over the round's seconds; median of the
-                                          rounds) while the producer of the markers' group sends 100,000
-                                          messages to a replicated topic
+  What the markers cost the servers, measured where the rest costs little, against what the servers spend at
+  full rate: the markers' group above measures throughput, which on this machine the producer sets (its
+  process takes a core; east and west about a third of one), to about +-1% at 95%. On a second pair of
+  clusters of their own (`quiet_clusters`: the idle replicators of the other tests' topics look for work
+  once a second each, which would add to what is measured), one topic. CPU times are read from each
+  process's CPU-time clock (clock_getcpuclockid), to the nanosecond.
+  baseline  east and west producing at    the servers' CPU seconds a second (east's and west's CPU time
+            full rate                     over a round, over the round's seconds; median of the rounds)
+                                          while the producer of the markers' group sends 100,000 messages
+                                          to a replicated topic
   seglog    snapshots every 1,000 ms,     a producer paced at 5 unbatched messages a second onto one
             5 msg/s                       replicated topic with a subscription (no consumer), made
                                           replicated in every other round (6 s each; the untimed round
-                                          without markers before it in half the rounds, after it in the
+                                          without markers before it in half the pairs, after it in the
                                           others; a replicated round starts once the first snapshot is
                                           taken). The servers' CPU seconds a second with markers less
-                                          without (means over the rounds) is what the markers take a
-                                          second, and markers_cpu_share that over the baseline's figure.
-                                          An upper bound: at 5 messages a second every event pays for its
-                                          own thread wake-ups, which at full rate are shared. Every round
+                                          without, a pair at a time, is what the markers take a second
+                                          (mean of 8 pairs, with its 95% interval), and markers_cpu_share
+                                          that over the baseline's figure (markers_cpu_share_upper_95: the
+                                          upper end of its 95% interval). For information, and an upper
+                                          bound: at 5 messages a second every event pays for its own
+                                          thread wake-ups, which at full rate are shared. Every round
                                           with markers must take a snapshot.
 Sizes scale with --seglog-scale. With --benchmark-disable (CI) each body runs once on small sizes (2 batches a
 round, 200 messages unbatched; 2,000 paced messages) and checks what it measures: every receipt Ok, west
@@ -118,6 +118,7 @@ holding exactly east's messages in east's order, the backlog sent, every paced m
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import struct
@@ -255,7 +256,7 @@ def clusters(scratch, logs) -> Iterator[Clusters]:
 @pytest.fixture(scope="module")
 def quiet_clusters(scratch, logs) -> Iterator[Clusters]:
     """Another east and west, set up as `clusters`, for the markers' CPU test alone: without the replicators
-    of the other tests' topics, which look for work ten times a second each."""
+    of the other tests' topics, which look for work once a second each while idle."""
     yield from _clusters(scratch / "quiet", logs, "quiet-")
 
 
@@ -528,8 +529,10 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
 
 MARKERS = "replication: snapshot markers' cost, batches of 1,000"
 NO_REPLICATED_SUBSCRIPTION = "no replicated subscription"
-# rounds of the markers' test beside the warm-up: eight cycles of its two roles and two orders (4 rounds each)
-MARKER_ROUNDS = 31
+# rounds of the markers' test beside the warm-up: 64 pairs of a round with markers and one without, 32 of each
+# order. A pair's log ratio spreads 3.5-4.5%, so the estimate's standard error is 0.43-0.55%: a cost of 0.2%
+# reads over 1% in one run of 14 to 32 (with 32 pairs, one in 7 to 10)
+MARKER_ROUNDS = 63
 
 
 @pytest.fixture(scope="module")
@@ -549,74 +552,79 @@ def test_markers_baseline(bench, clusters, workers, marker_round):
     bench.note(machine_note(bench))
 
 
+@dataclass
+class Paired:
+    """The rounds of a paired test by role: the seconds and the servers' CPU seconds of each."""
+    seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+def share_added(timed: list[float], paired: list[float]) -> tuple[float, float | None]:
+    """The share of the timed rounds' seconds (or CPU seconds) that their paired rounds did without: 1 less the
+    geometric mean of the per-pair ratios paired / timed (of seconds, the share of the throughput lost), and
+    its standard error from the spread of the pairs' log ratios (None with a single pair)."""
+    logs = [math.log(p / t) for t, p in zip(timed, paired)]
+    kept = math.exp(statistics.fmean(logs))
+    error = kept * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else None
+    return 1 - kept, error
+
+
+def interval(estimate: float, error: float | None) -> str:
+    return "" if error is None else f" (95% interval {estimate - 1.96 * error:+.2%} to {estimate + 1.96 * error:+.2%})"
+
+
 def test_markers_cost(bench, clusters, workers, marker_round):
     east, west, n = clusters.east, clusters.west, marker_round
-    sides = []
-    for name in ("snapshots-a", "snapshots-b"):
-        topic = topic_name(REPLICATED, name)
-        worker = workers(east.url, topic, **batch_options(1_000))
-        wait_connected(east, topic)
-        east.ok("PUT", f"/admin/v2/persistent/{topic}/subscription/failover")
-        sides.append(Rounds(worker, topic, n, west, CpuMeters({"east": east.process, "west": west.process})))
+    topic = topic_name(REPLICATED, "snapshots")
+    worker = workers(east.url, topic, **batch_options(1_000))
+    wait_connected(east, topic)
+    east.ok("PUT", f"/admin/v2/persistent/{topic}/subscription/failover")
+    rounds = Rounds(worker, topic, n, west, CpuMeters({"east": east.process, "west": west.process}))
+    with_markers, without = Paired(), Paired()
     turns = count()
-    on_seconds: list[float] = []
-    off_seconds: list[float] = []
-    on_cpu: list[float] = []  # east's and west's CPU seconds in each round, with markers and without
-    off_cpu: list[float] = []
-    turn: dict[str, Any] = {}
+    turn: dict[str, bool] = {}
 
-    def before() -> None:
-        # each topic takes both roles in turn (a run's topic, producer or connection that happens to be the
-        # slower one weighs on both sides alike), and the untimed round goes first in half the rounds
-        i = next(turns)
-        on, off = sides[i % 2], sides[1 - i % 2]
-        for side, replicated in ((on, True), (off, False)):
-            set_replicated(east, side.topic, replicated)
-        if i > 0:  # (the topic has messages no snapshot covers: its first snapshot starts within a second)
-            wait_for_a_snapshot(east, on.topic)
-        turn.update(on=on, off=off, off_first=(i // 2) % 2 == 0)
-        if turn["off_first"]:
-            run_side("off", off_seconds, off_cpu)
+    def run_side(replicated: bool) -> None:
+        # (one topic and one producer take both roles, made replicated or not through the admin API before each
+        # round: two topics, one in each role, differed by up to 13% in a run, far more than what is measured)
+        set_replicated(east, topic, replicated)
+        if replicated:  # (its first snapshot, untimed: a tick looks for newly replicated subscriptions each second)
+            wait_for_a_snapshot(east, topic)
+        rounds.run()
+        side = with_markers if replicated else without
+        side.seconds.append(rounds.seconds[-1])
+        side.cpu.append(sum(rounds.meters.rounds[-1].values()))
 
-    def timed() -> None:
-        run_side("on", on_seconds, on_cpu)
+    def before() -> None:  # (the round without markers first in every other pair)
+        turn["without_first"] = next(turns) % 2 == 0
+        if turn["without_first"]:
+            run_side(False)
 
     def after() -> None:
-        if not turn["off_first"]:
-            run_side("off", off_seconds, off_cpu)
-
-    def run_side(role: str, seconds: list[float], cpu: list[float]) -> None:
-        side = turn[role]
-        side.run()
-        seconds.append(side.seconds[-1])
-        cpu.append(sum(side.meters.rounds[-1].values()))
+        if not turn["without_first"]:
+            run_side(False)
 
     taken = snapshots_taken(east)
     bench.seglog(MARKERS, "a replicated subscription, snapshots every 1,000 ms", messages=n,
                  nbytes=n * VALUE_BYTES, at_most={"markers_cost": 0.01})
-    bench.run(timed, setup=before, teardown=after, rounds=MARKER_ROUNDS)
+    bench.run(lambda: run_side(True), setup=before, teardown=after, rounds=MARKER_ROUNDS)
     # (a round may be shorter than the frequency with --benchmark-disable: the snapshot follows it)
-    wait_until(lambda: snapshots_taken(east) - taken >= len(on_seconds), "a snapshot a round", 30, 0.05)
-    ratios = [off / on for on, off in zip(on_seconds, off_seconds)]
-    # (the geometric mean: over whole cycles of roles and orders, a topic or an order that is slower in the
-    # run cancels out of it; the median of ratios that alternate between two levels would not)
-    ratio = statistics.geometric_mean(ratios)
-    bench.record("paired_ratios", [round(r, 3) for r in ratios])
-    bench.record("paired_ratio", round(ratio, 3))
-    bench.record("markers_cost", round(1 - ratio, 4))
-    bench.record("snapshots", snapshots_taken(east) - taken)
-    # (for information: the same estimator on east's and west's CPU time in the rounds, which a producer
-    # or a process that the machine holds back for a moment does not stretch as it stretches wall time)
-    # (a round shorter than the CPU clock's tick, 10 ms, can read 0 s, as --benchmark-disable's small ones do)
-    resolved = all(on_cpu) and all(off_cpu)
-    cpu_cost = statistics.geometric_mean([on / off for on, off in zip(on_cpu, off_cpu)]) - 1 if resolved else None
-    bench.record("markers_cpu_cost", None if cpu_cost is None else round(cpu_cost, 4))
-    cpu_text = f"{cpu_cost:+.2%} with markers" if cpu_cost is not None else "not resolved (a round under a tick)"
-    bench.note(f"{ratio:.3f}x {NO_REPLICATED_SUBSCRIPTION} paired round by round (geometric mean of {len(ratios)}); "
-               f"{snapshots_taken(east) - taken} snapshots in {sum(on_seconds):.1f} s; east's and west's CPU "
-               f"time {cpu_text} (the same pairing, for information); {machine_note(bench)}")
-    for side in sides:
-        check_copy(east, west, side.topic, len(side.seconds), n)
+    wait_until(lambda: snapshots_taken(east) - taken >= len(with_markers.seconds), "a snapshot a round", 30, 0.05)
+    cost, error = share_added(with_markers.seconds, without.seconds)
+    # (the same estimator on the servers' CPU time: 1 - without / with is the markers' share of it)
+    cpu_share, cpu_error = share_added(with_markers.cpu, without.cpu)
+    bench.record("paired_ratios", [round(p / t, 3) for t, p in zip(with_markers.seconds, without.seconds)])
+    bench.record("markers_cost", round(cost, 4))
+    bench.record("markers_cost_standard_error", error and round(error, 4))
+    bench.record("markers_cpu_cost", round(cpu_share, 4))
+    bench.record("markers_cpu_cost_standard_error", cpu_error and round(cpu_error, 4))
+    snapshots = snapshots_taken(east) - taken
+    bench.record("snapshots", snapshots)
+    bench.note(f"{cost:+.2%} of the throughput without markers lost{interval(cost, error)} (geometric mean of "
+               f"{len(without.seconds)} pairs); the markers' share of east's and west's CPU time {cpu_share:+.2%}"
+               f"{interval(cpu_share, cpu_error)}, for information; {snapshots} snapshots in "
+               f"{sum(with_markers.seconds):.1f} s; {machine_note(bench)}")
+    check_copy(east, west, topic, len(rounds.seconds), n)
 
 
 MARKERS_CPU = "replication: snapshot markers' CPU time, a second"
@@ -698,17 +706,25 @@ def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
 
     bench.seglog(MARKERS_CPU, f"snapshots every 1,000 ms, {TRICKLE_RATE} msg/s", messages=n, nbytes=n * VALUE_BYTES)
     bench.run(lambda: side(True), setup=before, teardown=after, rounds=TRICKLE_ROUNDS)
-    without = statistics.mean(a_second[False])
-    markers = statistics.mean(a_second[True]) - without
-    share = markers / full_rate_cpu["seconds_a_second"]
+    # (pairs: a round with markers and the round without beside it)
+    added = [with_ - without for with_, without in zip(a_second[True], a_second[False])]
+    markers = statistics.fmean(added)
+    error = statistics.stdev(added) / math.sqrt(len(added)) if len(added) > 1 else None
+    full_rate = full_rate_cpu["seconds_a_second"]
+    share = markers / full_rate
     bench.record("markers_cpu_ms_a_second", round(markers * 1e3, 2))
+    bench.record("markers_cpu_ms_a_second_standard_error", error and round(error * 1e3, 2))
     bench.record("markers_cpu_share", round(share, 4))
+    bench.record("markers_cpu_share_upper_95", error and round((markers + 1.96 * error) / full_rate, 4))
     bench.record("snapshots_a_round", taken)
-    bench.record("cpu_ms_a_second", {"with": [round(x * 1e3, 1) for x in a_second[True]],
-                                     "without": [round(x * 1e3, 1) for x in a_second[False]]})
-    bench.note(f"the servers' CPU {markers * 1e3:+.1f} ms a second with markers ({without * 1e3:.0f} ms a second "
-               f"without), {share:+.2%} of their {full_rate_cpu['seconds_a_second']:.2f} s a second at full rate; "
-               f"snapshots a round {taken}; {machine_note(bench)}")
+    bench.record("cpu_ms_a_second", {"with": [round(x * 1e3, 2) for x in a_second[True]],
+                                     "without": [round(x * 1e3, 2) for x in a_second[False]]})
+    without = statistics.fmean(a_second[False])
+    ms_interval = "" if error is None else f" (95% interval {(markers - 1.96 * error) * 1e3:+.1f} to " \
+                                           f"{(markers + 1.96 * error) * 1e3:+.1f})"
+    bench.note(f"the servers' CPU {markers * 1e3:+.2f} ms a second with markers{ms_interval}, {without * 1e3:.0f} ms "
+               f"a second without; {share:+.2%} of their {full_rate:.2f} s a second at full rate"
+               f"{interval(share, error and error / full_rate)}; snapshots a round {taken}; {machine_note(bench)}")
     assert all(taken), f"a round without a snapshot: {taken}"
     check_same_on_west(east, west, topic)
 
