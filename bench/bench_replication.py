@@ -574,6 +574,7 @@ def interval(estimate: float, error: float | None) -> str:
     return "" if error is None else f" (95% interval {estimate - 1.96 * error:+.2%} to {estimate + 1.96 * error:+.2%})"
 
 
+@pytest.mark.timeout(1200)  # (its 128 pairs take about 7 minutes, past pyproject's 300 s a test)
 def test_markers_cost(bench, clusters, workers, marker_round):
     east, west, n = clusters.east, clusters.west, marker_round
     topic = topic_name(REPLICATED, "snapshots")
