@@ -530,9 +530,9 @@ def test_throughput_replicated(bench, clusters, workers, produced, batch):
 MARKERS = "replication: snapshot markers' cost, batches of 1,000"
 NO_REPLICATED_SUBSCRIPTION = "no replicated subscription"
 # rounds of the markers' test beside the warm-up: 128 pairs of a round with markers and one without, 64 of each
-# order. A pair's log ratio spreads 3.5-4.5%, so the estimate's standard error is 0.30-0.39%: a cost of 0.4%
-# (six runs of 64 pairs pooled: +0.38%, 95% interval +0.03% to +0.72%) reads over 1% in one run of 16 to 44
-# (with 64 pairs, one in 9)
+# order. A pair's log ratio spreads 3.5-4.5%, so the estimate's standard error is 0.30-0.39%: a cost of 0.46%
+# (seven runs pooled, 95% interval +0.15% to +0.77%: README) reads over 1% in one run of 12 to 28 (with 64
+# pairs, one in 6 to 10)
 MARKER_ROUNDS = 127
 
 
@@ -571,6 +571,7 @@ def share_added(timed: list[float], paired: list[float]) -> tuple[float, float |
 
 
 def interval(estimate: float, error: float | None) -> str:
+    """' (95% interval A to B)' of an estimate with its standard error, for a note; '' without one."""
     return "" if error is None else f" (95% interval {estimate - 1.96 * error:+.2%} to {estimate + 1.96 * error:+.2%})"
 
 
