@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +79,13 @@ class Streams(Protocol):
     def on_marker(self, marker_type: int,
                   handler: Callable[[str, int, str, bytes, int], None]) -> None:
         """Have markers of `marker_type` from other clusters go to `handler`, on the loop."""
+
+
+def _carried(known: set[_Partition], replicated: Set[_Partition], looked_at: set[_Partition],
+             seen: set[_Partition]) -> set[_Partition]:
+    """What a tick knows of a set of partitions: what it saw among those it looked at, and what it knew of
+    the others that still replicate."""
+    return ((known & replicated) - looked_at) | seen
 
 
 @dataclass(frozen=True)
@@ -178,8 +185,8 @@ class ReplicatedSubscriptions:
         # ten times a second for nothing)
         observed = await self._blocking(self._observe, looked_at) if looked_at else _Observed({}, {}, set())
         found = {(topic, partition) for topic, partition, _ in observed.marks}
-        self._with_subscriptions = ((self._with_subscriptions & partitions.keys()) - looked_at) | found
-        self._live = ((self._live & partitions.keys()) - looked_at) | observed.live
+        self._with_subscriptions = _carried(self._with_subscriptions, partitions.keys(), looked_at, found)
+        self._live = _carried(self._live, partitions.keys(), looked_at, observed.live)
         for key, remotes in partitions.items():
             if key in observed.ends:
                 self._send(key, self._controller(key).tick(observed.ends[key], remotes))

@@ -103,7 +103,10 @@ class SnapshotController:
 
     def may_start(self) -> bool:
         """Whether `tick` could start an attempt now: a frequency has passed since the last one started."""
-        return self._last_start_ms is None or self.clock() - self._last_start_ms >= self.frequency_ms
+        return self._due(self.clock())
+
+    def _due(self, now: int) -> bool:
+        return self._last_start_ms is None or now - self._last_start_ms >= self.frequency_ms
 
     def tick(self, end_offset: int, replicators: Mapping[str, bool]) -> Outgoing | None:
         """Abandons attempts older than the timeout, then starts one, at most one per frequency, if the
@@ -119,7 +122,7 @@ class SnapshotController:
         now = self._expire()
         if not replicators or not all(replicators.values()):
             return None  # a remote that cannot answer makes an attempt that can only time out
-        if self._last_start_ms is not None and now - self._last_start_ms < self.frequency_ms:
+        if not self._due(now):
             return None
         covered = self._last_position if self._last_position is not None else -1
         if end_offset - 1 <= covered:
