@@ -560,19 +560,27 @@ class Paired:
     cpu: list[float] = field(default_factory=list)
 
 
+def mean_and_error(values: list[float]) -> tuple[float, float | None]:
+    """The mean of per-pair figures and its standard error (None with a single pair)."""
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+
+
 def share_added(timed: list[float], paired: list[float]) -> tuple[float, float | None]:
     """The share of the timed rounds' seconds (or CPU seconds) that their paired rounds did without: 1 less the
     geometric mean of the per-pair ratios paired / timed (of seconds, the share of the throughput lost), and
     its standard error from the spread of the pairs' log ratios (None with a single pair)."""
-    logs = [math.log(p / t) for t, p in zip(timed, paired)]
-    kept = math.exp(statistics.fmean(logs))
-    error = kept * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else None
-    return 1 - kept, error
+    mean_log, log_error = mean_and_error([math.log(p / t) for t, p in zip(timed, paired)])
+    kept = math.exp(mean_log)
+    return 1 - kept, None if log_error is None else kept * log_error
 
 
-def interval(estimate: float, error: float | None) -> str:
-    """' (95% interval A to B)' of an estimate with its standard error, for a note; '' without one."""
-    return "" if error is None else f" (95% interval {estimate - 1.96 * error:+.2%} to {estimate + 1.96 * error:+.2%})"
+def interval(estimate: float, error: float | None, form: str = "{:+.2%}") -> str:
+    """' (95% interval A to B)' of an estimate with its standard error, each end written by `form`, for a
+    note; '' without an error."""
+    if error is None:
+        return ""
+    return f" (95% interval {form.format(estimate - 1.96 * error)} to {form.format(estimate + 1.96 * error)})"
 
 
 @pytest.mark.timeout(1200)  # (its 128 pairs take about 7 minutes, past pyproject's 300 s a test)
@@ -715,9 +723,7 @@ def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
     bench.seglog(MARKERS_CPU, f"snapshots every 1,000 ms, {TRICKLE_RATE} msg/s", messages=n, nbytes=n * VALUE_BYTES)
     bench.run(lambda: side(True), setup=before, teardown=after, rounds=TRICKLE_ROUNDS)
     # (pairs: a round with markers and the round without beside it)
-    added = [with_ - without for with_, without in zip(a_second[True], a_second[False])]
-    markers = statistics.fmean(added)
-    error = statistics.stdev(added) / math.sqrt(len(added)) if len(added) > 1 else None
+    markers, error = mean_and_error([with_ - without for with_, without in zip(a_second[True], a_second[False])])
     full_rate = full_rate_cpu["seconds_a_second"]
     share = markers / full_rate
     bench.record("markers_cpu_ms_a_second", round(markers * 1e3, 2))
@@ -728,8 +734,7 @@ def test_markers_cpu(bench, quiet_clusters, workers, trickle, full_rate_cpu):
     bench.record("cpu_ms_a_second", {"with": [round(x * 1e3, 2) for x in a_second[True]],
                                      "without": [round(x * 1e3, 2) for x in a_second[False]]})
     without = statistics.fmean(a_second[False])
-    ms_interval = "" if error is None else f" (95% interval {(markers - 1.96 * error) * 1e3:+.1f} to " \
-                                           f"{(markers + 1.96 * error) * 1e3:+.1f})"
+    ms_interval = interval(markers * 1e3, error and error * 1e3, "{:+.1f}")
     bench.note(f"the servers' CPU {markers * 1e3:+.2f} ms a second with markers{ms_interval}, {without * 1e3:.0f} ms "
                f"a second without; {share:+.2%} of their {full_rate:.2f} s a second at full rate"
                f"{interval(share, error and error / full_rate)}; snapshots a round {taken}; {machine_note(bench)}")
