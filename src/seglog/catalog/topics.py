@@ -88,13 +88,21 @@ class Catalog:
 
     @property
     def local_cluster(self) -> str | None:
-        """The cluster this data directory is (its first `seglog serve --cluster NAME`); None if never served."""
+        """The cluster this data directory is (the first `seglog serve --cluster NAME` that served); None before."""
         return self.metadata.local_cluster()
 
     def record_local_cluster(self, name: str) -> None:
         """Make `name` this data directory's cluster when it has none (`seglog serve --cluster NAME`);
         InvalidArgumentError naming both when it is another cluster already: a cluster's name never changes."""
         self.metadata.record_local_cluster(validate_part(name, kind="cluster name"))
+
+    def check_local_cluster(self, name: str) -> None:
+        """Refuse `name` as record_local_cluster would (InvalidArgumentError naming both when the data directory
+        is another cluster already), recording nothing: `seglog serve` checks before its ports open and records
+        only once they serve."""
+        recorded = self.local_cluster
+        if recorded is not None and recorded != validate_part(name, kind="cluster name"):
+            self.metadata.record_local_cluster(name)  # (refused, with the one message saying why; writes nothing)
 
     @property
     def configuration_store(self) -> str | None:

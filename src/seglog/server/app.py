@@ -16,10 +16,12 @@ import faulthandler
 import io
 import ipaddress
 import logging
+import os
 import signal
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -242,7 +244,7 @@ async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
         broker = await loop.run_in_executor(executor, lambda: Broker.open(options.data, clock=system_clock,
                                                                           background=True))
         try:  # refused before any port listens when the data directory is another cluster
-            await loop.run_in_executor(executor, broker.catalog.record_local_cluster, options.cluster)
+            await loop.run_in_executor(executor, broker.catalog.check_local_cluster, options.cluster)
             await _serve(options, broker, executor, ready, extension, *security)
         finally:
             await loop.run_in_executor(executor, broker.close)
@@ -282,8 +284,9 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     binaries: list[asyncio.Server] = []
     running: Extension | None = None
 
-    async def listen_binary(port: int, context: ssl.SSLContext | None) -> int:
-        server = await asyncio.start_server(on_connection, options.host, port, ssl=context)
+    async def listen_binary(option: str, port: int, context: ssl.SSLContext | None) -> int:
+        with _binding(option, options.host, port):
+            server = await asyncio.start_server(on_connection, options.host, port, ssl=context)
         binaries.append(server)
         return int(server.sockets[0].getsockname()[1])
 
@@ -303,26 +306,27 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             rest.grow_topic = running.grow_topic
             service.on_marker = running.marker_received
             service.on_append = running.appended
-        port = await listen_binary(options.port, main_tls)
+        port = await listen_binary("--port", options.port, main_tls)
         broker_url = f"{'pulsar+ssl' if main_tls else 'pulsar'}://{advertised}:{port}"
-        port = await _listen_http(http, options, options.http_port, main_tls)
+        port = await _listen_http(http, options, "--http-port", options.http_port, main_tls)
         http_url = f"{'https' if main_tls else 'http'}://{advertised}:{port}"
         listening = [broker_url, http_url]
         # LOOKUP's and the HTTP lookup's TLS URLs: the main ports' when they serve TLS only
         broker_url_tls, http_url_tls = (broker_url, http_url) if main_tls else ("", "")
         if options.tls_port is not None:
-            broker_url_tls = f"pulsar+ssl://{advertised}:{await listen_binary(options.tls_port, tls)}"
+            tls_port = await listen_binary("--tls-port", options.tls_port, tls)
+            broker_url_tls = f"pulsar+ssl://{advertised}:{tls_port}"
             listening.append(broker_url_tls)
         if options.https_port is not None:
-            http_url_tls = f"https://{advertised}:{await _listen_http(http, options, options.https_port, tls)}"
+            https_port = await _listen_http(http, options, "--https-port", options.https_port, tls)
+            http_url_tls = f"https://{advertised}:{https_port}"
             listening.append(http_url_tls)
         settings.broker_url, settings.broker_url_tls = broker_url, broker_url_tls
         rest.http_url, rest.http_url_tls = http_url, http_url_tls
         registered = {"serviceUrl": "" if main_tls else http_url, "serviceUrlTls": http_url_tls,
                       "brokerServiceUrl": "" if main_tls else broker_url, "brokerServiceUrlTls": broker_url_tls}
         urls = {key: url for key, url in registered.items() if url}
-        await loop.run_in_executor(executor, lambda: Admin(broker).clusters.create(options.cluster, urls,
-                                                                                   exist_ok=True))
+        await loop.run_in_executor(executor, _record_cluster, broker, options.cluster, urls)
         ready(tuple(listening))
         await stop.wait()
         logger.info("stopping: no new connections; answering what was received")
@@ -361,12 +365,34 @@ def _pending_tasks() -> str:
     return out.getvalue()
 
 
-async def _listen_http(runner: web.AppRunner, options: ServeOptions, port: int,
+async def _listen_http(runner: web.AppRunner, options: ServeOptions, option: str, port: int,
                        context: ssl.SSLContext | None) -> int:
-    """Serve the HTTP app on `port` too (https with `context`); the port it listens on (`port` 0: a free one)."""
+    """Serve the HTTP app on `port` (given as `option`) too (https with `context`); the port it listens on
+    (`port` 0: a free one)."""
     before = len(runner.addresses)  # the addresses of every site started, in order
-    await web.TCPSite(runner, options.host, port, ssl_context=context).start()
+    with _binding(option, options.host, port):
+        await web.TCPSite(runner, options.host, port, ssl_context=context).start()
     return int(runner.addresses[before][1])
+
+
+@contextmanager
+def _binding(option: str, host: str, port: int) -> Iterator[None]:
+    """Listening on `port` (given as `option`) inside; a port that cannot be bound (in use, not permitted) is
+    InvalidArgumentError naming the option and why."""
+    try:
+        yield
+    except OSError as error:
+        why = os.strerror(error.errno) if error.errno else str(error)
+        raise InvalidArgumentError(option, port, "a port free on this host (0 picks a free one)",
+                                   detail=f"{host}:{port}: {why}") from None
+
+
+def _record_cluster(broker: Broker, cluster: str, urls: dict[str, str]) -> None:
+    """Once every port listens: the data directory becomes cluster `cluster` (a start that failed before
+    records nothing, so a start with another name is not refused after it), registered with the URLs it
+    serves."""
+    broker.catalog.record_local_cluster(cluster)
+    Admin(broker).clusters.create(cluster, urls, exist_ok=True)
 
 
 def run(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
