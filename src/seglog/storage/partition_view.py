@@ -293,6 +293,9 @@ class PartitionView:
         return self.bases[i] if i >= 0 else None
 
     def earliest_offset(self) -> int:
+        """The first offset still stored: listed again first, as end_offset is, since the lifecycle rules of
+        this process or another may have deleted the oldest segments since the last listing."""
+        self.rescan()
         return self.bases[0] if self.bases else 0
 
     def end_offset(self) -> int:

@@ -124,9 +124,7 @@ class PartitionStore:
         return start_offset(self.view(name, partition), start)
 
     def earliest_offset(self, name: TopicName, partition: int) -> int:
-        view = self.view(name, partition)
-        view.rescan()
-        return view.earliest_offset()
+        return self.view(name, partition).earliest_offset()
 
     def end_offset(self, name: TopicName, partition: int) -> int:
         return self.view(name, partition).end_offset()
@@ -199,13 +197,16 @@ class PartitionStore:
             with writer.write_lock:
                 bases = [b for b in bases if b != writer.active.base_offset]
                 delete_segments(directory, bases)
-            return bases
-        refuse_symbolic_links(directory)
-        lock = WriterLock(directory / LOCK_FILE)
-        try:
-            delete_segments(directory, bases)
-        finally:
-            lock.release()
+        else:
+            refuse_symbolic_links(directory)
+            lock = WriterLock(directory / LOCK_FILE)
+            try:
+                delete_segments(directory, bases)
+            finally:
+                lock.release()
+        view = self._views.get(directory)
+        if view is not None:  # let go of their maps now: a reader from a deleted offset goes on at the earliest
+            view.rescan(force=True)
         return bases
 
     def lock_partition(self, name: TopicName, partition: int) -> WriterLock | None:
