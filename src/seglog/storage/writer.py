@@ -348,6 +348,8 @@ class PartitionWriter:
     def _open_segment(self, base_offset: int, *, reopen: bool, capacity: int | None = None) -> ActiveSegment:
         paths = SegmentPaths.of(self.directory, base_offset)
         size = paths.log.stat().st_size if reopen else 0
+        # Read before the files are mapped: sizing them sets the log's mtime to the wall clock's now.
+        last_write_ms = self._reopened_last_write(paths) if size else None
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
         try:
@@ -359,7 +361,7 @@ class PartitionWriter:
             raise
         if segment.index.count:  # reopened with batches: its age counts from the first one
             segment.created_ms = _format.read_header(segment.data, 0)[6]
-            segment.last_write_ms = self._reopened_last_write(paths)
+            segment.last_write_ms = last_write_ms
         return segment
 
     def _reopened_last_write(self, paths: SegmentPaths) -> int:
