@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from seglog.admin.api import Admin
 from seglog.broker import Broker
@@ -24,6 +25,12 @@ from seglog.server.rest.errors import RestError
 from seglog.server.service import BrokerService
 
 T = TypeVar("T")
+
+# Request bodies: JSON nested deeper than this is refused (Pulsar's bodies nest 3 deep at most; the decoder
+# recurses once a level, and a body nested thousands deep would exhaust the stack), and a body must arrive
+# within this long of its headers (a client announcing more than it sends would otherwise hold the request).
+MAX_JSON_DEPTH = 64
+REQUEST_BODY_TIMEOUT_S = 10.0
 
 Handler = Callable[[web.Request, "RestContext"], Awaitable[web.StreamResponse]]
 
@@ -97,17 +104,69 @@ def topic_of(request: web.Request) -> TopicName:
 
 
 async def json_body(request: web.Request, what: str, *, optional: bool = False) -> Any:
-    """The request's JSON body; 400 naming `what` was expected when it is not JSON (or missing, unless
-    `optional`: then None)."""
-    text = await request.text()
+    """The request's JSON body, UTF-8 (RFC 8259, whatever charset the request names, as Pulsar's Jackson
+    reads it); 400 naming `what` was expected when it is not UTF-8, not JSON, nested deeper than
+    MAX_JSON_DEPTH, or missing (unless `optional`: then None); 413 past the server's body size, 408 when it
+    has not all arrived within REQUEST_BODY_TIMEOUT_S."""
+    data = await _body(request, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RestError(400, f"the request body is not UTF-8 (byte {error.start} is "
+                             f"{data[error.start:error.start + 1].hex()}); expected {what} as JSON in UTF-8") from None
     if not text.strip():
         if optional:
             return None
         raise RestError(400, f"the request has no body; expected {what}")
     try:
-        return json.loads(text)
+        document = json.loads(text)
+    except RecursionError:  # (the decoder recurses once a level: far past MAX_JSON_DEPTH)
+        raise _too_deep(what) from None
     except ValueError as error:
         raise RestError(400, f"the request body is not JSON ({error}); expected {what}") from None
+    if not _nested_within(document, MAX_JSON_DEPTH):
+        raise _too_deep(what)
+    return document
+
+
+def _too_deep(what: str) -> RestError:
+    return RestError(400, f"the request body nests JSON arrays or objects more than {MAX_JSON_DEPTH} deep; "
+                          f"expected {what}")
+
+
+async def _body(request: web.Request, what: str) -> bytes:
+    """The request's body, whole; RestError 413 past the server's size limit, 408 when it has not all arrived
+    in time (a Content-Length larger than what is sent would hold the request for ever), 400 when it ends
+    early or its chunked encoding is malformed."""
+    try:
+        async with asyncio.timeout(REQUEST_BODY_TIMEOUT_S):
+            return await request.read()
+    except TimeoutError:
+        raise RestError(408, f"the request body did not arrive within {REQUEST_BODY_TIMEOUT_S:g} s (Content-Length "
+                             f"{request.content_length} announced); expected {what}") from None
+    except web.HTTPRequestEntityTooLarge:
+        raise RestError(413, f"the request body is larger than {request.client_max_size} bytes, the most this "
+                             f"server accepts; expected {what}") from None
+    except ConnectionResetError:  # (the client is gone: nobody reads this answer, and nothing failed here)
+        raise RestError(400, f"the connection closed before the request body (Content-Length "
+                             f"{request.content_length}) had arrived; expected {what}") from None
+    except HttpProcessingError as error:  # (a chunked body found malformed once the handler reads it)
+        raise RestError(400, f"the request body is malformed ({error.message}); expected {what}") from None
+
+
+def _nested_within(document: Any, limit: int) -> bool:
+    """Whether no array or object of `document` is nested more than `limit` deep (counted without recursing,
+    so a document deep enough to exhaust the stack is measured too)."""
+    stack = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return False
+                stack.append((child, depth + 1))
+    return True
 
 
 def query_flag(request: web.Request, name: str) -> bool:

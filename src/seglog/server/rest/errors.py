@@ -35,7 +35,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 class RestError(Exception):
     """A request refused with an HTTP status and a reason."""
 
-    def __init__(self, status: int, reason: str, cause: BaseException | None = None) -> None:
+    def __init__(self, status: int, reason: str, cause: SeglogError | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
@@ -71,14 +71,12 @@ def status_of(error: BaseException) -> int:
     return 500
 
 
-def error_body(error: BaseException) -> dict[str, Any]:
+def error_body(error: RestError | SeglogError | ServerFailure) -> dict[str, Any]:
     """{"reason": ...} plus what lets seglog's own client raise the same exception again."""
     if isinstance(error, RestError):
         return {**(error_body(error.cause) if error.cause is not None else {}), "reason": error.reason}
     if isinstance(error, ServerFailure):
         return {"reason": str(error)}
-    if not isinstance(error, SeglogError):
-        return {"reason": f"{type(error).__name__}: {error}"}
     body: dict[str, Any] = {"reason": str(error), "error": type(error).__name__}
     if isinstance(error, InvalidArgumentError):
         body.update(argument=error.argument, accepted=error.accepted, detail=error.detail)

@@ -19,6 +19,10 @@ from seglog.server.rest.errors import RestError, error_body, status_of
 
 logger = logging.getLogger("seglog.server")
 
+# The reason of a 500: what failed is in the server's log (with its traceback), never in the answer, which
+# would tell any client about the server's code.
+INTERNAL_ERROR = "the server failed to answer this request (an internal error, logged by the server)"
+
 
 # Open to anyone, with authentication on too: the health check (liveness only: it touches no data, unlike
 # Pulsar's, which writes to a topic and needs a superuser), /metrics (Pulsar's default,
@@ -96,10 +100,10 @@ async def dispatch(request: web.Request,
         reason = {404: f"{request.method} {request.path} is not served by seglog (see GET /admin/v2/openapi.json)",
                   405: f"{request.method} is not allowed on {request.path}"}.get(error.status, error.reason)
         return _error(error.status, RestError(error.status, reason))
-    except Exception as error:  # (answered 500; the server goes on)
+    except Exception:  # (answered 500 without what failed, which is logged; the server goes on)
         logger.exception("%s %s failed", request.method, request.path)
-        return _error(500, error)
+        return _error(500, RestError(500, INTERNAL_ERROR))
 
 
-def _error(status: int, error: BaseException) -> web.Response:
+def _error(status: int, error: RestError | SeglogError | ServerFailure) -> web.Response:
     return web.json_response(error_body(error), status=status)
