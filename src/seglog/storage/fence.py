@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from seglog.errors import TopicNotFoundError
-from seglog.storage.segment import map_file
+from seglog.storage.segment import close_map, map_file
 
 FENCE_FILE = ".fence"
 _LIVE = b"\0"
@@ -44,6 +44,14 @@ class TopicFence:
         """Raise TopicNotFoundError if the topic was deleted since this handle was made."""
         if self.buffer[0]:
             raise TopicNotFoundError(f"topic {self.name} was deleted")
+
+    def close(self) -> None:
+        """Let go of the map (the log closes): from here on the fence reads live, and a handle checked after
+        the close is refused by the closed log instead. A user that took `buffer` itself (an open producer's
+        send path, a consumer) keeps the page mapped until it lets go of it."""
+        self.buffer = memoryview(_LIVE)
+        close_map(self._map)
+        self._map = None  # unmapped when the last buffer into it is gone, if close_map could not yet
 
 
 def create_fence(topic_directory: Path) -> None:

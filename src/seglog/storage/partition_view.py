@@ -272,6 +272,12 @@ class PartitionView:
         for base in [base for base in self.views if base not in present]:
             del self.views[base]  # deleted: batches already returned keep their own map alive
 
+    def close(self) -> None:
+        """Let go of every segment's maps now (the log closes; its readers are closed first): the view and
+        its SegmentFacts refer to each other, so dropping the view alone would leave them to the cycle
+        collector."""
+        self.views.clear()
+
     def view(self, base: int) -> SegmentView:
         view = self.views.get(base)
         if view is None:

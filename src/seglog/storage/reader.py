@@ -240,9 +240,10 @@ class Reader:
         return view, position, batch_base, count
 
     def close(self) -> None:
-        """Stop reading. The segment maps belong to the log and are released when it closes; batches
-        returned stay valid after both."""
+        """Stop reading (the log closes its readers when it closes). The segment maps belong to the log and
+        are released when it closes; batches returned stay valid after both."""
         self._closed = True
+        self._last = self._verified = None  # they hold a segment's index, which keeps its maps
 
     def __enter__(self) -> Reader:
         return self

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ class PartitionStore:
         self.clock = clock
         self._fences: dict[str, TopicFence] = {}
         self._views: dict[Path, PartitionView] = {}
+        self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()  # closed with the store: they hold maps
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
         self._writer_users: dict[tuple[str, int], int] = {}  # this process's producers using each writer
         # open producers of each (topic, whether they route): a deletion names them all, a growth the routing
@@ -58,10 +60,13 @@ class PartitionStore:
         return self.topic_directory(name) / str(partition)
 
     def fence(self, name: TopicName) -> TopicFence:
-        """This process's map of the topic's fence (mapped again when the name is reused after a deletion)."""
+        """This process's map of the topic's fence (mapped again when the name is reused after a deletion).
+        Once the store is closed, a map for the caller alone, let go of with it: the store keeps none."""
         fence = self._fences.get(str(name))
         if fence is None or fence.deleted:
-            fence = self._fences[str(name)] = TopicFence(self.topic_directory(name), str(name))
+            fence = TopicFence(self.topic_directory(name), str(name))
+            if not self._closed:
+                self._fences[str(name)] = fence
         return fence
 
     def has_fence(self, name: TopicName) -> bool:
@@ -106,8 +111,12 @@ class PartitionStore:
         return view
 
     def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool) -> Reader:
-        return Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
-                      appended=self.append_signal(name, partition))
+        """A reader of the partition from `start`, closed when the store closes if not before."""
+        reader = Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
+                        appended=self.append_signal(name, partition))
+        with self._writers_lock:
+            self._readers.add(reader)
+        return reader
 
     def append_signal(self, name: TopicName, partition: int) -> AppendSignal:
         """The partition's append notification: this process's writer of it signals every append."""
@@ -259,8 +268,9 @@ class PartitionStore:
             writer.flush_pending()
 
     def close(self) -> None:
-        """Stop the linger thread, close every writer (their partitions are marked cleanly closed) and wake
-        every waiter (ClosedError)."""
+        """Stop the linger thread, close every writer (their partitions are marked cleanly closed), every
+        reader and view, let go of every fence, and wake every waiter (ClosedError): no map or descriptor of
+        the data directory is left to this store, whoever keeps it (batches already returned keep theirs)."""
         if self._closed:
             return
         self._closed = True
@@ -271,7 +281,15 @@ class PartitionStore:
             self._writers.clear()
             self._writer_users.clear()
             self._producers.clear()
+            readers = list(self._readers)
+        for reader in readers:
+            reader.close()
+        for view in self._views.values():
+            view.close()
         self._views.clear()
+        fences, self._fences = self._fences, {}
+        for fence in fences.values():
+            fence.close()
         with self._signals_lock:
             for signal in self._signals.values():
                 signal.close()
