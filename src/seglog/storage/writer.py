@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from seglog._core import _format
 from seglog._core._accumulator import Accumulator
@@ -34,13 +34,16 @@ from seglog.storage.notification import AppendSignal
 from seglog.storage.recovery import recover_partition
 from seglog.storage.segment import (
     CLEAN_MARKER,
+    INDEX_RESERVE,
     LOCK_FILE,
+    LOG_RESERVE,
+    SPARE_LOG_RESERVE,
+    Reserved,
     SegmentPaths,
     close_map,
     index_arrays,
     index_slots,
     list_segments,
-    map_file,
     newest_timestamp,
     refuse_symbolic_links,
     sync_directory,
@@ -50,34 +53,46 @@ from seglog.storage.segment import (
 logger = logging.getLogger(__name__)
 
 
-def map_segment(paths: SegmentPaths, capacity: int, slots: int) -> tuple[Mapping, Mapping, Mapping]:
-    """A segment's files mapped writable, pre-sized to `capacity` bytes of log and `slots` index entries:
-    (offset index, time index, log). Index files first: readers find segments by their .log, and must never
-    find one without its index. A failure (a full disk) unmaps what was mapped, so that its blocks are freed
-    with its files."""
-    maps: list[Mapping] = []
+def map_segment(paths: SegmentPaths, capacity: int, slots: int, *, spare: bool = False) -> SegmentFiles:
+    """A segment's files sized and mapped writable at `capacity` bytes of log and `slots` index entries, their
+    blocks allocated only a first step ahead of what they hold (Reserved; a spare's log a larger one). The
+    reserves are read at each call, so that bench/bench_append.py can compare whole segments allocated at
+    once. Index files first: readers find segments by their .log, and must never find one without its
+    index. A failure (a full disk) unmaps what was mapped, so that its blocks are freed with its files."""
+    made: list[Reserved] = []
     try:
-        for path, size, random_access in ((paths.index, slots * ENTRY_BYTES, True),
-                                          (paths.timeindex, slots * ENTRY_BYTES, True),
-                                          (paths.log, capacity, False)):
-            maps.append(map_file(path, writable=True, size=size, random_access=random_access))
+        for path, size, reserve in ((paths.index, slots * ENTRY_BYTES, INDEX_RESERVE),
+                                    (paths.timeindex, slots * ENTRY_BYTES, INDEX_RESERVE),
+                                    (paths.log, capacity, SPARE_LOG_RESERVE if spare else LOG_RESERVE)):
+            made.append(Reserved(path, size, reserve, random_access=path != paths.log))
     except BaseException:
-        for mapped in maps:
-            close_map(mapped)
+        for file in made:
+            close_map(file.mapping)
         raise
-    offsets_map, times_map, data = maps
-    return offsets_map, times_map, data
+    return SegmentFiles(*made)
+
+
+class SegmentFiles(NamedTuple):
+    """A segment's three files, mapped by its writer (map_segment)."""
+    offsets: Reserved
+    times: Reserved
+    log: Reserved
+
+    def rename_to(self, paths: SegmentPaths) -> None:
+        """Follow a rename of the files (SegmentPaths.rename_to): their allocations are extended by path."""
+        self.offsets.path, self.times.path, self.log.path = paths.index, paths.timeindex, paths.log
 
 
 class ActiveSegment:
-    """The segment that takes the writes: its log mapped writable and pre-sized, its index beside it.
+    """The segment that takes the writes: its log mapped writable, its index beside it, each allocated
+    ahead of the writer in steps (Reserved) and extended before an append that needs more.
 
-    Pre-allocated with posix_fallocate (cheap, and a full disk fails here rather than mid-append) and
-    prefaulted ahead of the writer by a C thread: bench/bench_page_faults.py measured the alternatives."""
+    The log is prefaulted ahead of the writer by a C thread (bench/bench_page_faults.py measured the
+    alternatives), as far as it is allocated: the thread is pointed at the new allocation after each
+    extension."""
 
-    def __init__(self, paths: SegmentPaths, base_offset: int, capacity: int,
-                 maps: tuple[Mapping, Mapping, Mapping], created_ms: int, prefaulter: Prefaulter,
-                 last_write_ms: int | None = None) -> None:
+    def __init__(self, paths: SegmentPaths, base_offset: int, capacity: int, files: SegmentFiles, created_ms: int,
+                 prefaulter: Prefaulter, last_write_ms: int | None = None) -> None:
         self.paths = paths
         self.base_offset = base_offset
         self.capacity = capacity
@@ -85,13 +100,14 @@ class ActiveSegment:
         # By the log's clock; written as the file's mtime when the segment is closed, for the lifecycle
         # rules measured from a segment's last write (Fluvio's retention_time, Pulsar's retention time).
         self.last_write_ms = last_write_ms
-        self._offsets_map, self._times_map, self.data = maps
-        self.index = IndexView(index_arrays(self._offsets_map), index_arrays(self._times_map), base_offset,
+        self._files = files
+        self.data = files.log.mapping
+        self.index = IndexView(index_arrays(files.offsets.mapping), index_arrays(files.times.mapping), base_offset,
                                writable=True)
         self._sealed_next_offset: int | None = None
         self._prefaulter = prefaulter
         self._name_synced = False  # the directory entry of a new or renamed segment, by the first sync
-        prefaulter.target(self.data, self.end_position)
+        prefaulter.target(files.log.allocated_view(), self.end_position)
 
     @property
     def end_position(self) -> int:
@@ -116,6 +132,14 @@ class ActiveSegment:
         return self.next_offset - self.base_offset
 
     def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
+        """Append records [start, stop) as one batch, the files extended first if it needs more of them
+        (OSError naming the file, a full disk say, before anything is written)."""
+        files = self._files
+        if files.log.ensure(self.end_position + source.size(start, stop)):
+            self._prefaulter.target(files.log.allocated_view(), self.end_position)
+        slots_end = (self.index.count + 1) * ENTRY_BYTES
+        if files.offsets.ensure(slots_end):
+            files.times.ensure(slots_end)  # same sizes, same steps
         source.append_to(self.data, self.index, self._prefaulter, base_offset, start, stop)
 
     def sync(self) -> None:
@@ -123,15 +147,19 @@ class ActiveSegment:
         if self.sealed:
             return
         self.data.flush()
-        self._offsets_map.flush()
-        self._times_map.flush()
+        self._files.offsets.mapping.flush()
+        self._files.times.mapping.flush()
         if not self._name_synced:  # a synced segment must not vanish with its directory entry (Kafka: flushDir)
             sync_directory(self.paths.log.parent)
             self._name_synced = True
 
     def close(self) -> None:
         """Trim the files to their contents and unmap: the log to its logical size, the index files to one
-        zero slot past the last entry (a reader probing for the next entry still reads inside the file)."""
+        zero slot past the last entry (a reader probing for the next entry still reads inside the file).
+
+        What the log loses is the reserve allocated after its last batch, which no reader touches: readers
+        touch published batches only, and a writer only ever opens a log that holds nothing else (a recovery
+        that loses published batches seals their segment in a new file, docs/FORMAT.md, Recovery)."""
         if self.sealed:
             return
         end, count = self.end_position, self.index.count
@@ -145,8 +173,8 @@ class ActiveSegment:
             os.utime(self.paths.log, ns=(self.last_write_ms * 1_000_000,) * 2, follow_symlinks=False)
 
     def _unmap(self) -> None:
-        close_map(self._offsets_map)
-        close_map(self._times_map)
+        close_map(self._files.offsets.mapping)
+        close_map(self._files.times.mapping)
         unmap_in_background(self.data, self._prefaulter)
 
     def abandon(self) -> None:
@@ -167,12 +195,12 @@ class SpareSegment:
         self.paths = SegmentPaths.spare(directory)
         self.capacity, self.slots = capacity, slots
         try:
-            self.maps = map_segment(self.paths, capacity, slots)
+            self.files = map_segment(self.paths, capacity, slots, spare=True)
         except OSError:
             self.paths.remove()
             raise
         self._prefaulter = prefaulter
-        prefaulter.prepare(self.maps[2])
+        prefaulter.prepare(self.files.log.allocated_view())
 
     def rename_to(self, paths: SegmentPaths) -> None:
         """Give the files `paths`' names, for the caller's new active segment (its maps go with them). If a
@@ -182,6 +210,7 @@ class SpareSegment:
         except OSError:
             self.discard()
             raise
+        self.files.rename_to(paths)
 
     def discard(self) -> None:
         self.abandon()
@@ -189,10 +218,9 @@ class SpareSegment:
 
     def abandon(self) -> None:
         """Unmap, leaving the files as they are."""
-        offsets_map, times_map, data = self.maps
-        close_map(offsets_map)
-        close_map(times_map)
-        unmap_in_background(data, self._prefaulter)
+        close_map(self.files.offsets.mapping)
+        close_map(self.files.times.mapping)
+        unmap_in_background(self.files.log.mapping, self._prefaulter)
 
 
 class SpareMaker:
@@ -353,8 +381,8 @@ class PartitionWriter:
         capacity = max(capacity or self.config.segment_size, size)
         slots = index_slots(capacity, self.config.segment_max_messages)
         try:
-            maps = map_segment(paths, capacity, slots)
-            segment = ActiveSegment(paths, base_offset, capacity, maps, self.clock(), self._prefaulter)
+            files = map_segment(paths, capacity, slots)
+            segment = ActiveSegment(paths, base_offset, capacity, files, self.clock(), self._prefaulter)
         except OSError:
             if not reopen:  # a full disk: no part of a segment that could not be made is left
                 paths.remove()
@@ -524,7 +552,7 @@ class PartitionWriter:
         paths = SegmentPaths.of(self.directory, base)
         spare = self._spares.take(paths) if sealed.message_count and capacity is None else None
         if spare is not None:
-            self.active = ActiveSegment(paths, base, spare.capacity, spare.maps, self.clock(), self._prefaulter)
+            self.active = ActiveSegment(paths, base, spare.capacity, spare.files, self.clock(), self._prefaulter)
         else:
             self.active = self._open_segment(base, reopen=sealed.message_count == 0, capacity=capacity)
         self._spares.rolled()
