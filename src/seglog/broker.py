@@ -10,13 +10,19 @@ Layout of a data directory:
     meta.sqlite                                      tenants, namespaces, topics and policies (catalog/metadata.py)
     topics/<tenant>/<namespace>/<topic>/<partition>/ segments: 00000000000000000000.log, .index, .timeindex
     subscriptions/<tenant>/<namespace>/<topic>/      cursors: <name>.cursor, <name>.lock (subscriptions/cursor_file.py)
-    trash/                                           topics being deleted (removed at the next open)"""
+    trash/                                           topics being deleted (removed at the next open)
+
+Creating and deleting a topic change the metadata and the files in one metadata transaction, and a crash can
+stop them halfway: every open finishes what it left (Broker._finish_topic_changes), so that each topic is
+whole or gone, and `seglog check` reports it meanwhile (storage.check.topic_leftovers)."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,7 @@ from seglog.catalog.config import BrokerConfig, TopicConfig
 from seglog.catalog.metadata import Metadata
 from seglog.catalog.topics import Catalog, TopicRef
 from seglog.clock import Clock
-from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError
+from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError, TopicNotFoundError
 from seglog.lifecycle.maintenance import Housekeeper, Maintenance, MaintenanceReport
 from seglog.lifecycle.quota import QuotaGuards
 from seglog.names import TopicName
@@ -34,6 +40,15 @@ from seglog.subscriptions.registry import Subscriptions
 
 MAX_PARTITIONS = 10_000
 METADATA_FILE = "meta.sqlite"  # its presence is what makes a directory a seglog data directory
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TopicCleanup:
+    """What an open finished of the topic creations and deletions a crash cut short (full names)."""
+    finished_deletions: list[str] = field(default_factory=list)
+    removed_directories: list[str] = field(default_factory=list)  # of topics that were never created or are gone
 
 
 class Broker:
@@ -52,29 +67,30 @@ class Broker:
         self.maintenance = maintenance
         self.quotas = quotas
         self.housekeeper = housekeeper
+        self.cleanup = TopicCleanup()  # what the open finished (Broker.open)
         self._closed = False
         self._close_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path, *, clock: Clock, background: bool, **broker_config: Any) -> Broker:
-        """Open (creating if needed) the data directory `path`. With `background`, partitions left by an
-        unclean stop that nobody writes now are recovered here, as Kafka does at log load, so every process
-        reads what the next writer keeps (readers that must not change files, background=False, apply the
-        same rule in memory: storage.partition_view.SegmentView), deletions a crash interrupted are
-        finished, and the housekeeper thread persists cursors and runs maintenance."""
+        """Open (creating if needed) the data directory `path`. Topic creations and deletions a crash cut
+        short are finished (see _finish_topic_changes; `cleanup` says what was). With `background`,
+        partitions left by an unclean stop that nobody writes now are recovered here, as Kafka does at log
+        load, so every process reads what the next writer keeps (readers that must not change files,
+        background=False, apply the same rule in memory: storage.partition_view.SegmentView), and the
+        housekeeper thread persists cursors and runs maintenance."""
         path.mkdir(parents=True, exist_ok=True)
         config = BrokerConfig.load(path, broker_config)
         store = PartitionStore(path, clock)
         store.empty_trash()
         catalog = Catalog(Metadata(path / METADATA_FILE), config)
-        if background:
-            recover_log(path)
         subscriptions = Subscriptions(path / "subscriptions", store, clock, verify_crc=config.verify_crc)
         maintenance = Maintenance(catalog, store, subscriptions, clock)
         broker = cls(path, config, clock, catalog, store, subscriptions, maintenance,
                      QuotaGuards(catalog, maintenance), None)
-        broker._prepare_topic_fences(finish_deletions=background)
+        broker.cleanup = broker._finish_topic_changes()
         if background:
+            recover_log(path)  # after the cleanup: no partition of a topic that is gone is recovered
             broker.housekeeper = Housekeeper(maintenance,
                                              cursor_persist_interval_ms=config.cursor_persist_interval,
                                              maintenance_interval_ms=config.maintenance_interval)
@@ -178,32 +194,66 @@ class Broker:
         users += [f"consumers of subscription {name!r}" for name in self.subscriptions.claim_all(ref, locks)]
         return users
 
-    def _prepare_topic_fences(self, *, finish_deletions: bool) -> None:
-        """Give every topic a fence (a data directory made before fences, a crash in create_topic), and
-        finish deletions a crash interrupted after the fence was set (unless this process changes nothing)."""
+    def _finish_topic_changes(self) -> TopicCleanup:
+        """Finish what a crash cut short in create_topic or delete_topic, at every open (background=False
+        too: its readers must see each topic whole or gone, and the name free again): a deletion whose fence
+        was set is finished; the directory of a topic the metadata does not list (a creation that never
+        committed, a deletion stopped after its commit) is removed; a topic without a fence (a data directory
+        made before fences) is given one. Deciding needs no lock; each change takes the metadata's write
+        lock and looks again, since another process may be making the same change or a creation."""
+        cleanup = TopicCleanup()
         metadata = self.catalog.metadata
-        names = metadata.list_topics()
-        if not all(self.store.has_fence(TopicName.parse(name)) for name in names):
-            with metadata.topics_held() as names:  # the write lock only when there is one to make
-                for name in names:
-                    if not self.store.has_fence(TopicName.parse(name)):
-                        self.store.create_fence(TopicName.parse(name))
-        if finish_deletions:
-            for name in names:
-                if self.store.is_deleted(TopicName.parse(name)):
-                    self._remove_topic(TopicName.parse(name))
+        for name in map(TopicName.parse, metadata.list_topics()):
+            if self.store.is_deleted(name):
+                logger.warning("%s: finishing the deletion of topic %s, which a crash cut short", self.path, name)
+                self._remove_topic(name)
+                cleanup.finished_deletions.append(str(name))
+        for name in self.store.unowned_topics(set(metadata.list_topics())):
+            trash = self.store.new_trash()
+            if self._remove_if_unowned(name, trash):
+                logger.warning("%s: removed %s, a directory of topic %s, which does not exist (a crash while it "
+                               "was created or deleted)", self.path, self.store.topic_directory(name), name)
+                cleanup.removed_directories.append(str(name))
+            shutil.rmtree(trash, ignore_errors=True)
+        if not all(self.store.has_fence(TopicName.parse(name)) for name in metadata.list_topics()):
+            with metadata.topics_held() as names:
+                for name in map(TopicName.parse, names):
+                    if not self.store.has_fence(name):
+                        self.store.create_fence(name)
+        return cleanup
 
     def _remove_topic(self, name: TopicName, *, keep_global_policies: bool = False) -> None:
-        """Move a topic's files to the trash and its row out of the metadata in one transaction, then delete
-        the files. A crash before the commit leaves the row: fenced, the deletion is finished at the next
-        open; only a crash between the renames and the commit leaves the topic, empty."""
+        """Delete a topic whose fence is set: its row, with its partitions and subscriptions moved to the
+        trash, in one transaction; then its directory, which holds the fence alone by then. The fence stays
+        set in place until the row is gone, so a crash before the commit leaves a deletion that the next open
+        finishes, and one after it a directory that no topic owns, which the next open removes."""
         trash = self.store.new_trash()
-        self.catalog.metadata.delete_topic(name, then=lambda: self._move_to_trash(name, trash),
-                                           keep_global_policies=keep_global_policies)
+        try:
+            self.catalog.metadata.delete_topic(
+                name, then=lambda: self.store.empty_topic(name, trash, *self._subscription_files(name)),
+                keep_global_policies=keep_global_policies)
+        except TopicNotFoundError:  # another process finished the deletion first (an open, seeing the fence set)
+            pass
+        self._remove_if_unowned(name, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
+    def _remove_if_unowned(self, name: TopicName, trash: Path) -> bool:
+        """Move the topic's files to `trash` if the metadata does not list it; whether it did. Under the write
+        lock: a creation makes its files inside its transaction, so none of them is taken from under it."""
+        metadata = self.catalog.metadata
+        with metadata.transaction():
+            try:
+                metadata.topic(name)
+            except TopicNotFoundError:
+                self._move_to_trash(name, trash)
+                return True
+        return False
+
     def _move_to_trash(self, name: TopicName, trash: Path) -> None:
-        self.store.move_to_trash(name, trash, ("subscriptions", self.subscriptions.directory(name)))
+        self.store.move_to_trash(name, trash, *self._subscription_files(name))
+
+    def _subscription_files(self, name: TopicName) -> tuple[tuple[str, Path]]:
+        return ("subscriptions", self.subscriptions.directory(name)),
 
     # lifetime
 

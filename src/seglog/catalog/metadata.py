@@ -606,6 +606,21 @@ class Metadata:
             self._db.close()
 
 
+def listed_topics(path: Path) -> list[str]:
+    """Every topic's name in the metadata file `path`, read without changing anything, not even the schema
+    (`seglog check`); MetadataError naming the file if SQLite cannot read it."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error as error:
+        raise MetadataError(str(path), str(error)) from error
+    try:
+        return [row[0] for row in db.execute("SELECT name FROM topics ORDER BY name")]
+    except sqlite3.Error as error:
+        raise MetadataError(str(path), str(error)) from error
+    finally:
+        db.close()
+
+
 # the columns written through _update_json that hold a shared entity, and its kind
 _SHARED_COLUMNS = {("tenants", "config"): "tenant", ("namespaces", "config"): "namespace",
                    ("clusters", "config"): "cluster"}

@@ -1,15 +1,19 @@
-"""`seglog repair`: run forced recovery on every partition of the data directory, then check what remains."""
+"""`seglog repair`: finish the topic creations and deletions a crash cut short, run forced recovery on every
+partition of the data directory, then check what remains."""
 
 from __future__ import annotations
 
 import click
 from rich.markup import escape
 
+from seglog.broker import Broker
 from seglog.cli.base import SeglogCommand
+from seglog.cli.check import topic_problems
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE
 from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
+from seglog.clock import system_clock
 from seglog.readable_size import readable_size
 from seglog.storage.check import repair_log
 
@@ -18,19 +22,28 @@ from seglog.storage.check import repair_log
 @pass_data
 @click.pass_context
 def repair(ctx: click.Context, data: DataDir) -> None:
-    """Repair the data directory: cut each partition back to its last committed batch, rebuild indexes that
-    do not match their log.
+    """Repair the data directory: finish what a crash left of a topic's creation or deletion, cut each
+    partition back to its last committed batch, rebuild indexes that do not match their log.
 
-    What a writer does when it opens a partition, applied to every partition without trusting clean-shutdown
-    markers; then the whole directory is checked as `seglog check` does. Damage inside a sealed (not the
-    last) segment cannot be cut without losing what follows it: it is listed and the exit code is 1.
-    A partition being written by a running process is refused (exit code 2).
+    The first is what every open of the data directory does; the rest what a writer does when it opens a
+    partition, applied to every partition without trusting clean-shutdown markers; then the whole directory
+    is checked as `seglog check` does. Damage inside a sealed (not the last) segment cannot be cut without
+    losing what follows it: it is listed and the exit code is 1. A partition being written by a running
+    process is refused (exit code 2).
     """
     path = data.require()
+    broker = Broker.open(path, clock=system_clock, background=False)  # the open finishes the topics' changes
+    broker.close()
     repaired = repair_log(path)
     report, _seconds = check_with_progress(path, label="verifying")
+    report.problems += topic_problems(path)
     remaining = list(dict.fromkeys([*repaired.damaged, *report.problems]))  # Problem is hashable: no duplicates
     console = out()
+    for name in broker.cleanup.finished_deletions:
+        console.print(f"Finished the deletion of topic {escape(name)}, which a crash cut short")
+    for name in broker.cleanup.removed_directories:
+        console.print(f"Removed the directory of topic {escape(name)}, which does not exist (a crash while it was "
+                      "created or deleted)")
     cut, rebuilt = repaired.cut_bytes, repaired.rebuilt_indexes
     console.print(f"Cut {cut:,} bytes ({readable_size(cut)}) after the last committed batches")
     console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")

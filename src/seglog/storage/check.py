@@ -5,15 +5,18 @@ log; nothing is changed (`seglog check` checks broker.conf too). repair: the rec
 opens a partition, applied to every partition and forced (clean shutdown markers are not trusted): newest
 segments cut back to their commit point, every index that disagrees with its log rebuilt. Damage inside a
 sealed segment cannot be repaired without losing what follows it; repair reports it. recover_log: the
-recovery `seglog.open` runs."""
+recovery `seglog.open` runs. topic_leftovers: what a crash in the middle of creating or deleting a topic
+left, which the next `seglog.open` (or `seglog repair`) finishes or removes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Collection, Iterator
 
-from seglog.errors import PartitionLockedError, SymbolicLinkError
+from seglog.errors import InvalidNameError, PartitionLockedError, SymbolicLinkError
+from seglog.names import TopicName
+from seglog.storage.fence import FENCE_FILE, fence_deleted
 from seglog.storage.lock import WriterLock, writer_locks
 from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
 from seglog.storage.segment import (
@@ -36,10 +39,12 @@ class Problem:
     path: str
     position: int
     reason: str
-    unit: str = "byte"  # what `position` counts: a byte of a segment or index, a line of broker.conf
+    # what `position` counts: a byte of a segment or index, a line of broker.conf; "" for a whole directory
+    unit: str = "byte"
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.unit} {self.position}: {self.reason}"
+        where = f" {self.unit} {self.position}:" if self.unit else ""
+        return f"{self.path}:{where} {self.reason}"
 
 
 @dataclass
@@ -55,6 +60,44 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+
+def topic_directory(data_directory: Path, name: TopicName) -> Path:
+    """Where a topic's files are: `<data>/topics/<tenant>/<namespace>/<topic>/`."""
+    return Path(data_directory).joinpath("topics", *name.path_parts())
+
+
+def unowned_topics(data_directory: Path, listed: Collection[str]) -> list[TopicName]:
+    """The topics that have a directory under `<data>/topics/` but are not in `listed` (the metadata's topic
+    names): what a creation that never committed, or a deletion cut short after its commit, left."""
+    root = Path(data_directory) / "topics"
+    unowned = []
+    for directory in sorted(root.glob("*/*/*")):
+        parts = directory.relative_to(root).parts
+        try:
+            name = TopicName.parse("/".join(parts))
+        except InvalidNameError:  # not a directory seglog made: left alone
+            continue
+        if directory.is_dir() and name.path_parts() == parts and str(name) not in listed:
+            unowned.append(name)
+    return unowned
+
+
+UNOWNED = ("a topic directory that no topic owns, left by a crash while the topic was created or deleted "
+           "(removed by the next `seglog.open` or `seglog repair`)")
+
+
+def topic_leftovers(data_directory: Path, listed: Collection[str]) -> list[Problem]:
+    """What a crash in the middle of creating or deleting a topic left: directories no topic in `listed` (the
+    metadata's topic names) owns, and listed topics whose fence says deleted (a deletion to finish)."""
+    problems = [Problem(str(topic_directory(data_directory, name)), 0, UNOWNED, unit="")
+                for name in unowned_topics(data_directory, listed)]
+    for name in listed:
+        directory = topic_directory(data_directory, TopicName.parse(name))
+        if fence_deleted(directory):
+            problems.append(Problem(str(directory / FENCE_FILE), 0, f"topic {name} was being deleted when a crash "
+                                    "stopped it (finished by the next `seglog.open` or `seglog repair`)", unit=""))
+    return problems
 
 
 def partition_directories(data_directory: Path) -> Iterator[Path]:

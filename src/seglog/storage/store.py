@@ -14,12 +14,13 @@ import threading
 import uuid
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from seglog.clock import Clock
 from seglog.errors import ClosedError
 from seglog.names import TopicName
-from seglog.storage.fence import TopicFence, create_fence, fence_deleted, has_fence, set_deleted
+from seglog.storage.check import topic_directory, unowned_topics
+from seglog.storage.fence import FENCE_FILE, TopicFence, create_fence, fence_deleted, has_fence, set_deleted
 from seglog.storage.linger import LingerFlusher
 from seglog.storage.lock import WriterLock
 from seglog.storage.notification import AppendSignal
@@ -51,7 +52,7 @@ class PartitionStore:
     # files and fences
 
     def topic_directory(self, name: TopicName) -> Path:
-        return self.path.joinpath("topics", *name.path_parts())
+        return topic_directory(self.path, name)
 
     def partition_directory(self, name: TopicName, partition: int) -> Path:
         """The partition's directory; TopicNotFoundError once the topic is deleted (its directories may be a
@@ -93,10 +94,20 @@ class PartitionStore:
     def move_to_trash(self, name: TopicName, trash: Path, *others: tuple[str, Path]) -> None:
         """Move the topic's directory, and the (kind, directory) pairs `others` of the layers above, into
         `trash` (atomic renames)."""
-        for kind, directory in (("topic", self.topic_directory(name)), *others):
-            if directory.exists():
-                trash.mkdir(parents=True, exist_ok=True)
-                directory.rename(trash / kind)
+        _move_into(trash, ("topic", self.topic_directory(name)), *others)
+
+    def empty_topic(self, name: TopicName, trash: Path, *others: tuple[str, Path]) -> None:
+        """Move everything of the topic's directory but its fence, and the (kind, directory) pairs `others`,
+        into `trash`: a deletion's step before its commit, which leaves the fence saying deleted where the
+        next open looks for it should the commit never come."""
+        directory = self.topic_directory(name)
+        moved = [(f"topic-{entry.name}", entry) for entry in sorted(directory.iterdir()) if entry.name != FENCE_FILE] \
+            if directory.is_dir() else []
+        _move_into(trash, *moved, *others)
+
+    def unowned_topics(self, listed: Collection[str]) -> list[TopicName]:
+        """The topics with a directory that `listed` (the metadata's topic names) lacks (storage.check)."""
+        return unowned_topics(self.path, listed)
 
     # reading
 
@@ -299,3 +310,10 @@ class PartitionStore:
         if self._closed:
             raise ClosedError(f"log {self.path} is closed")
 
+
+def _move_into(trash: Path, *entries: tuple[str, Path]) -> None:
+    """Rename each (name, path) of `entries` that exists to `trash/name` (made if needed)."""
+    for kind, path in entries:
+        if path.exists():
+            trash.mkdir(parents=True, exist_ok=True)
+            path.rename(trash / kind)
