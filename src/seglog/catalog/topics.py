@@ -42,12 +42,15 @@ class Catalog:
     """Tenants, namespaces, topics and policies of one data directory (`metadata`, SQLite), read as values.
 
     `policies_changed()` tells the listeners (the quota guards, the replication service) that policies, topic
-    settings, clusters or tenants changed, here or, as the housekeeper finds, in another process."""
+    settings, clusters or tenants changed, here or, as the housekeeper finds, in another process; given the
+    topic whose own policies or settings changed, it tells listeners that look per topic which one, so that
+    they look at that topic only (on_topic_policies_changed)."""
 
     def __init__(self, metadata: Metadata, config: BrokerConfig) -> None:
         self._metadata = metadata
         self.config = config
         self._listeners: list[Callable[[], None]] = []
+        self._topic_listeners: list[Callable[[TopicName | None], None]] = []
         self._created_listeners: list[Callable[[TopicRef], None]] = []
         self._configuration_store: str | None = None
         self._closed = False
@@ -126,10 +129,21 @@ class Catalog:
         return applied_replication(metadata.topic_policies(name), metadata.topic_global_policies(name),
                                    metadata.namespace_policies(name.namespace_name), local_cluster)
 
+    def topic_with_replication(self, name: TopicName,
+                               local_cluster: str) -> tuple[TopicRef, GlobalPolicies, frozenset[str]]:
+        """Topic `name` with its global policies and its replication set seen from `local_cluster`
+        (replication_clusters), for a look at the one topic that changed. TopicNotFoundError if there is none."""
+        metadata = self.metadata
+        ref = self._ref(metadata.topic(name))
+        global_ = metadata.topic_global_policies(name)
+        return ref, global_, applied_replication(metadata.topic_policies(name), global_,
+                                                 metadata.namespace_policies(name.namespace_name), local_cluster)
+
     def topics_with_replication(self, local_cluster: str) -> list[tuple[TopicRef, GlobalPolicies, frozenset[str]]]:
         """Every topic, sorted by name, with its global policies and its replication set seen from
         `local_cluster` (replication_clusters), read at once: a look over every topic (the replication
-        service's, every second) takes one query and one a namespace, not five a topic."""
+        service's, after a change that may reach any topic) takes one query and one a namespace, not five a
+        topic."""
         metadata = self.metadata
         namespaces: dict[str, Policies] = {}
         found = []
@@ -183,11 +197,18 @@ class Catalog:
             if not received.supersedes(metadata.topic_global_policies(name)):
                 return False
             metadata.set_topic_global_policies(name, received)
-        self.policies_changed()
+        self.policies_changed(name)
         return True
 
     def on_policies_changed(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every change of policies, settings, clusters or tenants, whatever it reached."""
         self._listeners.append(listener)
+
+    def on_topic_policies_changed(self, listener: Callable[[TopicName | None], None]) -> None:
+        """Call `listener` after every change policies_changed is told of, with the topic whose own policies
+        or settings changed, or None when the change may reach any topic (a namespace's, tenant's, cluster's
+        or the broker's, or one the caller does not name), in the changing thread."""
+        self._topic_listeners.append(listener)
 
     def on_topic_created(self, listener: Callable[[TopicRef], None]) -> None:
         """Call `listener` with each topic this process creates, in the creating thread, before the creation
@@ -199,9 +220,13 @@ class Catalog:
         for listener in self._created_listeners:
             listener(ref)
 
-    def policies_changed(self) -> None:
+    def policies_changed(self, topic: TopicName | None = None) -> None:
+        """Tell the listeners that policies changed: those of `topic` alone (its topic policies, global
+        policies or settings), or, with None, possibly any topic's."""
         for listener in self._listeners:
             listener()
+        for topic_listener in self._topic_listeners:
+            topic_listener(topic)
 
     def close(self) -> None:
         if not self._closed:

@@ -2,10 +2,14 @@
 
 For every topic partition and every cluster of the topic's applied replication set other than this one
 (Catalog.replication_clusters: the local topic policy, else the global one, else the namespace's clusters),
-one Replicator runs. The service looks again whenever a policy changes (Catalog.on_policies_changed) and
-every RECONCILE_S for topics created meanwhile, so changing a namespace's clusters starts or stops
-replication at once, without a restart. A cluster leaving a topic's set stops its replicators and deletes
-their cursor (`pulsar.repl.REMOTE`), which would otherwise hold the backlog forever, as Pulsar's broker does.
+one Replicator runs. The service looks again whenever a policy changes (Catalog.on_topic_policies_changed),
+so changing a namespace's clusters starts or stops replication at once, without a restart. A look costs what
+changed: a topic created here, or whose own policies changed, is looked at alone, and only a change that may
+reach any topic (a namespace's, a cluster's, or one the catalog is not told the topic of) looks at every
+topic. Every RECONCILE_S the service compares the topics' names with those it knows, to find the topics
+another process created or deleted (one query of the names, no policies read), and looks at those. A
+cluster leaving a topic's set stops its replicators and deletes their cursor (`pulsar.repl.REMOTE`), which
+would otherwise hold the backlog forever, as Pulsar's broker does.
 
 Where a new cursor starts (Pulsar's replicationStartAt = latest): at the end for a topic that existed when
 replication to that cluster began; at the start for a topic created since, whose cursors are made by the
@@ -24,6 +28,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
@@ -37,7 +42,7 @@ from seglog.broker import Broker
 from seglog.catalog.clusters import token_parameter
 from seglog.catalog.policies import GlobalPolicies
 from seglog.catalog.topics import TopicRef
-from seglog.errors import NotFoundError
+from seglog.errors import NotFoundError, TopicNotFoundError
 from seglog.names import TopicName
 from seglog.replication.client import RemoteCluster, RemoteConnection, RemoteProducer, RemoteUnavailable
 from seglog.replication.config_store import EtcdConfigurationStore
@@ -83,17 +88,22 @@ class ReplicationService:
                                    else ConfigurationSync(broker, local, configuration_sync_topic, self.appended,
                                                           self._grow_as_shared))
         self._executor = executor
-        self._replicators: dict[_Key, Replicator] = {}
+        # topic -> its replicators (by topic: a look at one topic touches its own only)
+        self._replicators: dict[str, dict[_Key, Replicator]] = {}
         # the same by partition, for the writers' threads (appended), which read it without a lock: each
         # partition's tuple is replaced, never changed in place
         self._partition_replicators: dict[tuple[str, int], tuple[Replicator, ...]] = {}
-        # (topic, remote) -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
-        self._cursors: dict[tuple[str, str], Subscription] = {}
+        # topic -> remote -> its cursor pulsar.repl.REMOTE, opened from the loop's pool or a creating thread
+        self._cursors: dict[str, dict[str, Subscription]] = {}
+        self._stale_cursors: list[Subscription] = []  # held of topics deleted since, to let go (_cursor)
         self._cursors_lock = threading.Lock()
         self._connections: dict[str, RemoteConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
-        self._known_topics: set[str] | None = None  # topics seen by the last look (None: none yet)
-        self._changed = asyncio.Event()
+        self._known_topics: set[str] | None = None  # topics the looks found (None: no look over all yet)
+        self._changed = asyncio.Event()  # set with what changed: _look_at_all, or topics in _changed_topics
+        self._look_at_all = True  # (the first look is over every topic)
+        self._changed_topics: set[str] = set()
+        self._unpushed: set[str] = set()  # topics whose global policies some remote has yet to take
         self._task: asyncio.Task[None] | None = None
         self._http: aiohttp.ClientSession | None = None
         self._stopped = False
@@ -113,12 +123,12 @@ class ReplicationService:
         self._loop_thread = threading.get_ident()
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HTTP_TIMEOUT_S))
 
-        def changed() -> None:  # (any thread)
+        def changed(topic: TopicName | None) -> None:  # (any thread)
             try:
-                loop.call_soon_threadsafe(self._changed.set)
+                loop.call_soon_threadsafe(self._note_change, None if topic is None else str(topic))
             except RuntimeError:
                 pass
-        self.broker.catalog.on_policies_changed(changed)
+        self.broker.catalog.on_topic_policies_changed(changed)
 
         def created(ref: TopicRef) -> None:  # (the creating thread, before the topic is written to)
             if self._stopped:
@@ -127,7 +137,7 @@ class ReplicationService:
                 self._cursors_for_new_topic(ref)
             except Exception:  # (the topic is made: its creator must not fail; the next look retries)
                 logger.exception("replication: making the cursors of the new topic %s failed", ref)
-            changed()
+            changed(ref.name)
         self.broker.catalog.on_topic_created(created)
         self._task = loop.create_task(self._run())
         self.subscriptions.start()
@@ -144,10 +154,12 @@ class ReplicationService:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for key in list(self._replicators):
+        for key in [key for replicators in list(self._replicators.values()) for key in replicators]:
             await self._stop_replicator(key)
         with self._cursors_lock:
-            cursors, self._cursors = list(self._cursors.values()), {}
+            cursors = [cursor for remotes in self._cursors.values() for cursor in remotes.values()]
+            cursors += self._stale_cursors
+            self._cursors, self._stale_cursors = {}, []
         for subscription in cursors:
             await self._blocking(self.broker.subscriptions.release, subscription)
         for connection in self._connections.values():
@@ -184,7 +196,7 @@ class ReplicationService:
     def send_marker(self, topic: str, partition: int, remote: str, marker_type: int, payload: bytes) -> bool:
         """Send a marker to `remote` on the partition's replication stream, after every message written so far
         (loop thread); False when no replicator of the partition goes there."""
-        replicator = self._replicators.get(_Key(topic, partition, remote))
+        replicator = self._replicators.get(topic, {}).get(_Key(topic, partition, remote))
         if replicator is None:
             return False
         replicator.send_marker(self.broker.store.end_offset(TopicName.parse(topic), partition), marker_type, payload)
@@ -252,22 +264,23 @@ class ReplicationService:
         """The topic's replicators stopped and their cursors let go inside; the look that follows starts
         them again."""
         async with self._reconciling:
-            for key in [k for k in self._replicators if k.topic == topic]:
+            for key in list(self._replicators.get(topic, {})):
                 await self._stop_replicator(key)
             with self._cursors_lock:
-                cursors = [self._cursors.pop(pair) for pair in list(self._cursors) if pair[0] == topic]
+                cursors = list(self._cursors.pop(topic, {}).values())
             for subscription in cursors:
                 await self._blocking(self.broker.subscriptions.release, subscription)
             try:
                 yield
             finally:
-                self._changed.set()
+                self._note_change(topic)
 
     def replicated_partitions(self) -> dict[tuple[str, int], dict[str, bool]]:
         """Every topic partition with replicators: remote cluster -> whether its replicator is connected."""
         partitions: dict[tuple[str, int], dict[str, bool]] = {}
-        for key, replicator in self._replicators.items():
-            partitions.setdefault((key.topic, key.partition), {})[key.remote] = replicator.stats.connected
+        for replicators in self._replicators.values():
+            for key, replicator in replicators.items():
+                partitions.setdefault((key.topic, key.partition), {})[key.remote] = replicator.stats.connected
         return partitions
 
     def replicated_subscriptions_stats(self) -> dict[str, int]:
@@ -285,8 +298,8 @@ class ReplicationService:
         """Per remote cluster, the outbound half of Pulsar's ReplicatorStats for the seglog topic `topic`
         (one partition, or all of them: rates summed, `connected` only if every one is, the largest delay)."""
         stats: dict[str, dict[str, Any]] = {}
-        for key, replicator in sorted(self._replicators.items(), key=lambda item: item[0].partition):
-            if key.topic != topic or partition is not None and key.partition != partition:
+        for key, replicator in sorted(self._replicators.get(topic, {}).items(), key=lambda item: item[0].partition):
+            if partition is not None and key.partition != partition:
                 continue
             replicator.count_expired()
             rate, throughput = replicator.stats.out.rates()
@@ -307,38 +320,78 @@ class ReplicationService:
             entry["replicationDelayInSeconds"] = max(entry["replicationDelayInSeconds"], replicator.delay_ms() // 1000)
         return stats
 
+    def _note_change(self, topic: str | None) -> None:
+        """(loop thread) Policies changed: those of `topic`, looked at alone, or with None any topic's."""
+        if topic is None:
+            self._look_at_all = True
+        else:
+            self._changed_topics.add(topic)
+        self._changed.set()
+
     async def _run(self) -> None:
+        next_scan = time.monotonic() + RECONCILE_S
         while True:
             self._changed.clear()
+            every, topics = self._look_at_all, self._changed_topics
+            self._look_at_all, self._changed_topics = False, set()
             try:
-                await self._reconcile()
-            except Exception:  # (one failed look never stops replication; the next one tries again)
+                if not every and time.monotonic() >= next_scan:
+                    # every RECONCILE_S, however often changes come: topics other processes made or deleted,
+                    # and global policies a remote has yet to take
+                    next_scan = time.monotonic() + RECONCILE_S
+                    topics |= await self._blocking(self._appeared_or_gone) | self._unpushed
+                if every:
+                    await self._look(None)
+                elif topics:
+                    await self._look(topics)
+            except Exception:  # (one failed look never stops replication; it is tried again after the wait)
                 logger.exception("replication: reconciling the replicators failed")
+                self._look_at_all |= every
+                self._changed_topics |= topics
             try:
-                await asyncio.wait_for(self._changed.wait(), RECONCILE_S)
+                await asyncio.wait_for(self._changed.wait(), max(0.0, next_scan - time.monotonic()))
             except TimeoutError:
                 pass
 
-    async def _reconcile(self) -> None:
+    def _appeared_or_gone(self) -> set[str]:
+        """The topics created or deleted since the looks last saw them: by another process, or here between a
+        look and the next (blocking: reads the topics' names, in one query)."""
+        assert self._known_topics is not None
+        return set(self.broker.catalog.topic_names()) ^ self._known_topics
+
+    async def _look(self, topics: set[str] | None) -> None:
+        """Run the replicators the policies ask for on `topics` (None: every topic), stop the others of theirs,
+        and send their global policies changed here where they have not gone yet."""
         async with self._reconciling:
-            wanted, new_topics, globals_ = await self._blocking(self._wanted)
-            await self._run_replicators(wanted, new_topics)
+            wanted, new_topics, globals_ = await self._blocking(self._wanted, topics)
+            await self._run_replicators(wanted, new_topics, topics)
         # (outside the lock: a remote that does not answer holds this up to HTTP_TIMEOUT_S, and a growth meanwhile)
+        unpushed = set()
         for name, policies, partitions, targets in globals_:
             for remote in targets:
-                await self._push_global_policies(remote, name, policies, partitions)
+                if not await self._push_global_policies(remote, name, policies, partitions):
+                    unpushed.add(name)
+        self._unpushed = unpushed if topics is None else (self._unpushed - topics) | unpushed
 
-    async def _run_replicators(self, wanted: dict[_Key, TopicRef], new_topics: set[str]) -> None:
-        """Stop the replicators not wanted (their cursors dropped), start those wanted that do not run."""
-        for key in [k for k in self._replicators if k not in wanted]:
+    async def _run_replicators(self, wanted: dict[_Key, TopicRef], new_topics: set[str],
+                               topics: set[str] | None) -> None:
+        """Of `topics` (None: all), stop the replicators not wanted (their cursors dropped), start those wanted
+        that do not run."""
+        looked_at = list(self._replicators) if topics is None else [t for t in topics if t in self._replicators]
+        # (and those of a topic of that name deleted since: made again, it gets replicators of its own)
+        for key in [key for topic in looked_at for key, replicator in self._replicators[topic].items()
+                    if key not in wanted or replicator.subscription.fence.deleted]:
             await self._stop_replicator(key)
         pairs = {(key.topic, key.remote) for key in wanted}
         with self._cursors_lock:
-            dropped = [(pair, self._cursors.pop(pair)) for pair in list(self._cursors) if pair not in pairs]
-        for (topic, _), subscription in dropped:
-            await self._blocking(self._drop_cursor, subscription, topic in (self._known_topics or ()))
+            with_cursors = list(self._cursors) if topics is None else [t for t in topics if t in self._cursors]
+            dropped = [(topic, remote) for topic in with_cursors for remote in self._cursors[topic]
+                       if (topic, remote) not in pairs]
+            cursors = [self._pop_cursor(topic, remote) for topic, remote in dropped]
+        for subscription in cursors:
+            await self._blocking(self._drop_cursor, subscription)
         for key, ref in wanted.items():
-            if key in self._replicators:
+            if key in self._replicators.get(key.topic, {}):
                 continue
             start = "earliest" if key.topic in new_topics else "latest"
             cursor = await self._blocking(self._cursor, key.topic, key.remote, start)
@@ -346,12 +399,35 @@ class ReplicationService:
                                     self._producer_factory(key, ref), self._executor, self.broker.clock,
                                     queue_size=self.broker.config.replication_producer_queue_size)
             replicator.start()
-            self._replicators[key] = replicator
+            self._replicators.setdefault(key.topic, {})[key] = replicator
             partition = (key.topic, key.partition)
             self._partition_replicators[partition] = self._partition_replicators.get(partition, ()) + (replicator,)
+        await self._release_stale_cursors()
+
+    async def _release_stale_cursors(self) -> None:
+        """Let go the cursors _cursor set aside whose replicators have stopped (those of topics this look did
+        not reach wait for a look at them)."""
+        with self._cursors_lock:
+            stopped = [cursor for cursor in self._stale_cursors
+                       if all(replicator.subscription is not cursor
+                              for replicator in self._replicators.get(str(cursor.ref.name), {}).values())]
+            self._stale_cursors = [cursor for cursor in self._stale_cursors if cursor not in stopped]
+        for cursor in stopped:
+            await self._blocking(self.broker.subscriptions.release, cursor)
+
+    def _pop_cursor(self, topic: str, remote: str) -> Subscription:
+        """Take the cursor of `topic` toward `remote` out of those held (under _cursors_lock)."""
+        remotes = self._cursors[topic]
+        cursor = remotes.pop(remote)
+        if not remotes:
+            del self._cursors[topic]
+        return cursor
 
     async def _stop_replicator(self, key: _Key) -> None:
-        replicator = self._replicators.pop(key)
+        replicators = self._replicators[key.topic]
+        replicator = replicators.pop(key)
+        if not replicators:
+            del self._replicators[key.topic]
         partition = (key.topic, key.partition)
         others = tuple(r for r in self._partition_replicators.get(partition, ()) if r is not replicator)
         if others:
@@ -364,40 +440,51 @@ class ReplicationService:
             logger.exception("replication: stopping the replicator of %s partition %d to %s failed", key.topic,
                              key.partition, key.remote)
 
-    def _wanted(self) -> tuple[dict[_Key, TopicRef], set[str], list[_Global]]:
-        """(the replicators the policies ask for, each with its topic; the topics not seen
-        by the previous look; the global policies changed here, with the clusters they go to). Blocking:
-        reads the catalog."""
+    def _wanted(self, topics: set[str] | None) -> tuple[dict[_Key, TopicRef], set[str], list[_Global]]:
+        """Of `topics` (None: every topic), (the replicators the policies ask for, each with its topic; the
+        topics the looks had not seen; the global policies changed here, with the clusters they go to).
+        Blocking: reads the catalog, at once for every topic, or topic by topic."""
         catalog = self.broker.catalog
-        topics = catalog.topics_with_replication(self.local)
-        names = {str(ref.name) for ref, _, _ in topics}
-        new_topics = set() if self._known_topics is None else names - self._known_topics
-        self._known_topics = names
+        if topics is None:
+            found = catalog.topics_with_replication(self.local)
+        else:
+            found = []
+            for name in sorted(topics):
+                try:
+                    found.append(catalog.topic_with_replication(TopicName.parse(name), self.local))
+                except TopicNotFoundError:  # (deleted: its replicators stop, its cursors are let go)
+                    pass
+        names = {str(ref.name) for ref, _, _ in found}
+        known = self._known_topics
+        new_topics = set() if known is None else names - known
+        self._known_topics = names if topics is None else ((known or set()) - topics) | names
         wanted: dict[_Key, TopicRef] = {}
         globals_: list[_Global] = []
-        for ref, stamped, clusters in topics:
+        for ref, stamped, clusters in found:
             name = str(ref.name)
             if stamped.origin == self.local:
                 # every cluster the topic may reach, those the new set leaves out included (they delete it)
                 reach = catalog.allowed_clusters(ref.name.namespace_name, self.local)
                 targets = (reach | (stamped.policies.replication_clusters or frozenset())) - {self.local}
                 globals_.append((name, stamped, ref.partitions, sorted(targets)))
-            remotes = clusters - {self.local}
-            if not remotes:
-                continue
-            for remote in remotes:
+            for remote in clusters - {self.local}:
                 for partition in range(ref.partitions):
                     wanted[_Key(name, partition, remote)] = ref
         return wanted, new_topics, globals_
 
     def _cursor(self, topic: str, remote: str, start: str) -> Subscription:
         """The replicator cursor of `topic` toward `remote`, opened (created at `start` if new) by whichever
-        thread comes first: the one that created the topic, or the service's look (blocking)."""
+        thread comes first: the one that created the topic, or the service's look (blocking). One held of a
+        topic of that name deleted since (nothing tells the service of a deletion, and a topic may be made
+        again before a look finds it gone) is set aside, for the look to let go once its replicator stopped."""
         with self._cursors_lock:
-            cursor = self._cursors.get((topic, remote))
-            if cursor is None:
-                cursor = self._cursors[(topic, remote)] = self.broker.subscriptions.open(
-                    self.broker.topic(topic), REPLICATOR_PREFIX + remote, "exclusive", start)
+            cursor = self._cursors.get(topic, {}).get(remote)
+            if cursor is None or cursor.fence.deleted:
+                if cursor is not None:
+                    self._stale_cursors.append(cursor)
+                cursor = self.broker.subscriptions.open(self.broker.topic(topic), REPLICATOR_PREFIX + remote,
+                                                        "exclusive", start)
+                self._cursors.setdefault(topic, {})[remote] = cursor
             return cursor
 
     def _cursors_for_new_topic(self, ref: TopicRef) -> None:
@@ -405,12 +492,12 @@ class ReplicationService:
         for remote in self.broker.catalog.replication_clusters(ref.name, self.local) - {self.local}:
             self._cursor(str(ref.name), remote, "earliest")
 
-    def _drop_cursor(self, subscription: Subscription, topic_exists: bool) -> None:
+    def _drop_cursor(self, subscription: Subscription) -> None:
         """A remote left the topic's replication set: its cursor goes (or is let go, with the topic)."""
-        if topic_exists:
-            self.broker.subscriptions.unsubscribe(subscription)
-        else:
+        if subscription.fence.deleted:
             self.broker.subscriptions.release(subscription)
+        else:
+            self.broker.subscriptions.unsubscribe(subscription)
 
     # the remote side
 
@@ -477,12 +564,13 @@ class ReplicationService:
             raise RemoteUnavailable(f"cluster {remote.name} has a non-partitioned topic {topic}, this cluster one "
                                     f"with {partitions} partitions: nothing is replicated until they match")
 
-    async def _push_global_policies(self, remote: str, topic: str, policies: GlobalPolicies, partitions: int) -> None:
-        """Send a topic's global policies, as changed here, to `remote` through its admin API, once per change
-        (retried at the next look when the remote cannot be reached; applying them twice changes nothing)."""
+    async def _push_global_policies(self, remote: str, topic: str, policies: GlobalPolicies, partitions: int) -> bool:
+        """Send a topic's global policies, as changed here, to `remote` through its admin API, once per change;
+        whether `remote` has them (False: it could not be reached, and the next periodic look tries again;
+        applying them twice changes nothing)."""
         stamp = (policies.updated_ms, policies.origin)
         if self._pushed.get((topic, remote)) == stamp:
-            return
+            return True
         try:
             cluster, service_url = await self._admin_endpoint(remote, f"sending the global policies of {topic}")
             path = f"/seglog/v1/topics/{quote(topic)}/global-policies"
@@ -492,8 +580,9 @@ class ReplicationService:
                 raise RemoteUnavailable(f"cluster {remote} refused the global policies of {topic}: {status} {text}")
         except RemoteUnavailable as error:
             logger.info("replication: global policies of %s to %s: %s; retrying", topic, remote, error)
-            return
+            return False
         self._pushed[(topic, remote)] = stamp
+        return True
 
     async def _admin_endpoint(self, remote: str, needed_for: str) -> tuple[RemoteCluster, str]:
         """The remote as registered and its admin API's URL; RemoteUnavailable, saying it is `needed_for`, when

@@ -1,0 +1,175 @@
+"""The work the replication service does per change does not grow with the number of topics (issue 26, item
+7): creating a topic, or changing one topic's policies, looks at that topic alone; a change that may reach
+every topic (a namespace's clusters) looks at all of them; the periodic look reads the topics' names only,
+and still finds a topic another process created. Counted on a real broker with 5,000 topics, in this
+process: the topics each look reads from the catalog. The remote is registered at a port nothing listens
+on: the replicators run, retrying their connections, which is all this needs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from seglog.admin.api import Admin
+from seglog.broker import Broker
+from seglog.catalog.policies import GlobalPolicies
+from seglog.catalog.topics import Catalog
+from seglog.clock import system_clock
+from seglog.replication.service import RECONCILE_S, ReplicationService
+
+TOPICS = 5_000
+GEO = "public/geo"
+WAIT_S = 20.0
+
+
+def _cluster_data(data, topics: int) -> None:
+    """Cluster east: remote west registered (unreachable), namespace GEO replicated to both, `topics` topics
+    in the default namespace (not replicated) and one in GEO."""
+    broker = Broker.open(data, clock=system_clock, background=False)
+    try:
+        broker.catalog.record_local_cluster("east")
+        admin = Admin(broker)
+        for name in ("east", "west"):
+            admin.clusters.create(name, {"serviceUrl": "http://127.0.0.1:1",
+                                         "brokerServiceUrl": "pulsar://127.0.0.1:1"})
+        admin.namespaces.create(GEO, clusters=["east", "west"])
+        for number in range(topics):
+            broker.create_topic(f"public/default/t{number}", 1, {})
+        broker.create_topic(f"{GEO}/first", 1, {})
+    finally:
+        broker.close()
+
+
+class Reads:
+    """The topics the catalog reads for the replication service's looks, counted by kind: `every` (a look
+    over every topic: each topic it returns), `one` (a look at one topic) and `names` (the periodic look's
+    names, each name counted)."""
+
+    def __init__(self, catalog: Catalog, monkeypatch) -> None:
+        self.counts: Counter[str] = Counter()
+        every, one, names = catalog.topics_with_replication, catalog.topic_with_replication, catalog.topic_names
+
+        def topics_with_replication(local):
+            found = every(local)
+            self.counts["every"] += len(found)
+            return found
+
+        def topic_with_replication(name, local):
+            self.counts["one"] += 1
+            return one(name, local)
+
+        def topic_names():
+            found = names()
+            self.counts["names"] += len(found)
+            return found
+
+        monkeypatch.setattr(catalog, "topics_with_replication", topics_with_replication)
+        monkeypatch.setattr(catalog, "topic_with_replication", topic_with_replication)
+        monkeypatch.setattr(catalog, "topic_names", topic_names)
+
+    def take(self) -> Counter[str]:
+        counts, self.counts = self.counts, Counter()
+        return counts
+
+
+def _replicated(service: ReplicationService) -> set[str]:
+    return {topic for topic, _ in service.replicated_partitions()}
+
+
+async def _until(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {WAIT_S} s"
+        await asyncio.sleep(0.01)
+
+
+def test_a_look_reads_the_topics_that_changed_not_every_topic(tmp_path, monkeypatch) -> None:
+    _cluster_data(tmp_path / "east", TOPICS)
+
+    async def run() -> dict[str, Counter[str]]:
+        broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+        reads = Reads(broker.catalog, monkeypatch)
+        seen: dict[str, Counter[str]] = {}
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(2) as executor:
+            service = ReplicationService(broker, "east", executor)
+            service.start()
+            try:
+                await _until(lambda: _replicated(service) == {f"{GEO}/first"}, "the first look runs GEO's")
+                seen["start"] = reads.take()
+
+                # a topic created here: its replicators start, and only it is read
+                await loop.run_in_executor(executor, broker.create_topic, f"{GEO}/second", 2, {})
+                await _until(lambda: f"{GEO}/second" in _replicated(service), "the new topic's replicators")
+                await asyncio.sleep(RECONCILE_S * 1.5)  # (and a periodic look after it, which finds nothing new)
+                seen["create"] = reads.take()
+
+                # one topic's policies: global ones from west (PUT .../global-policies) leaving west out stop
+                # its replicators
+                received = GlobalPolicies().changed("west", int(time.time() * 1000),
+                                                    replication_clusters=frozenset({"east"}))
+                outcome = await loop.run_in_executor(executor, Admin(broker).topics.receive_global_policies,
+                                                     f"{GEO}/first", received, 1)
+                assert outcome == "applied"
+                await _until(lambda: f"{GEO}/first" not in _replicated(service), "the first topic's stop")
+                seen["topic policy"] = reads.take()
+
+                # a topic another process created (no notification here): the periodic look finds it
+                other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+                try:
+                    await loop.run_in_executor(executor, other.create_topic, f"{GEO}/elsewhere", 1, {})
+                finally:
+                    other.close()
+                await _until(lambda: f"{GEO}/elsewhere" in _replicated(service), "the other process's topic")
+                seen["elsewhere"] = reads.take()
+
+                # a namespace's clusters: every topic is looked at
+                await loop.run_in_executor(executor, Admin(broker).namespaces.set_clusters, GEO, ["east"])
+                await _until(lambda: not _replicated(service), "every replicator's stop")
+                seen["namespace"] = reads.take()
+            finally:
+                await service.stop()
+        broker.close()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["start"]["every"] == TOPICS + 1 and seen["start"]["one"] == 0
+    assert seen["create"]["every"] == 0 and seen["create"]["one"] == 1, seen["create"]
+    assert seen["topic policy"]["every"] == 0 and seen["topic policy"]["one"] == 1, seen["topic policy"]
+    # (found by the periodic look, which read the names only: no topic's policies but the new one's)
+    assert seen["elsewhere"]["every"] == 0 and seen["elsewhere"]["one"] == 1, seen["elsewhere"]
+    assert seen["elsewhere"]["names"] >= TOPICS + 3
+    assert seen["namespace"]["every"] == TOPICS + 3, seen["namespace"]
+
+
+def test_a_topic_deleted_and_made_again_before_a_look_gets_cursors_and_replicators_of_its_own(tmp_path) -> None:
+    """(nothing tells the service of a deletion: the topic made again must not inherit the deleted one's
+    cursor, whose fence says deleted)"""
+    _cluster_data(tmp_path / "east", 0)
+    topic = f"{GEO}/first"
+
+    async def run() -> tuple[list[str], bool]:
+        broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(2) as executor:
+            service = ReplicationService(broker, "east", executor)
+            service.start()
+            try:
+                await _until(lambda: _replicated(service) == {topic}, "the first look runs its replicator")
+
+                def again() -> None:
+                    broker.delete_topic(topic, force=True)
+                    broker.create_topic(topic, 1, {})
+                await loop.run_in_executor(executor, again)
+                await asyncio.sleep(RECONCILE_S * 1.5)  # (a look at it, and a periodic one)
+                cursors = await loop.run_in_executor(executor, Admin(broker).topics.subscriptions, topic)
+                stats = service.replication_stats(topic, None)
+            finally:
+                await service.stop()
+        broker.close()
+        return cursors, "west" in stats
+
+    cursors, replicating = asyncio.run(run())
+    assert cursors == ["pulsar.repl.west"] and replicating
