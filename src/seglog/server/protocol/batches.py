@@ -21,13 +21,23 @@ from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
+from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.protocol.metadata import SEQUENCE_ID, entry_attributes, is_chunk
 
 _U32 = struct.Struct(">I")
 
 
 class BatchError(Exception):
-    """A SEND whose metadata or payload cannot be unpacked."""
+    """A SEND whose metadata or payload cannot be unpacked, or that is over the server's limits."""
+
+
+@dataclass(frozen=True)
+class UnpackLimits:
+    """What one SEND may unpack to: its payload inflated (a declared size over it is refused before anything
+    is inflated) and its messages (each costs the broker a few hundred bytes while its batch is written, so a
+    few MiB of empty messages would otherwise cost hundreds of MiB)."""
+    max_uncompressed_size: int = MAX_FRAME_SIZE  # the max message size
+    max_messages: int = 10_000
 
 
 @dataclass
@@ -69,8 +79,10 @@ def parse_metadata(data: bytes) -> api.MessageMetadata:
     return metadata
 
 
-def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: int = 0) -> Messages:
-    """The messages of a SEND whose CommandSend says `highest_sequence_id` (0 when it says none)."""
+def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: int = 0,
+           limits: UnpackLimits = UnpackLimits()) -> Messages:
+    """The messages of a SEND whose CommandSend says `highest_sequence_id` (0 when it says none); BatchError
+    if they cannot be unpacked or are over `limits`."""
     publish_time = metadata.publish_time
     out = Messages()
     if is_chunk(metadata):
@@ -78,7 +90,7 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
         out.attributes = entry_attributes(metadata, 1, highest_sequence_id)
         return out
     try:
-        data = decompress(metadata.compression, payload, metadata.uncompressed_size)
+        data = decompress(metadata.compression, payload, metadata.uncompressed_size, limits.max_uncompressed_size)
     except DecompressionError as error:
         raise BatchError(str(error)) from None
     if not metadata.HasField("num_messages_in_batch"):
@@ -86,6 +98,9 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
         out.attributes = entry_attributes(metadata, 1, highest_sequence_id)
         return out
     count = metadata.num_messages_in_batch
+    if count > limits.max_messages:
+        raise BatchError(f"the batch holds {count} messages, over the {limits.max_messages} a batch may hold on "
+                         "this server (--max-messages-per-batch)")
     position = 0
     for index in range(count):
         if len(data) - position < 4:
