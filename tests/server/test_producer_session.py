@@ -8,6 +8,9 @@ import asyncio
 
 from seglog.server.connection import WRITE_TRIP_SENDS, Connection, ProducerSession, QueuedSend
 from seglog.server.protocol.frames import Frame, FrameDecoder, Type, command
+from seglog.server.publish_buffer import PublishBuffer
+
+SEND_COST = 1000  # what each SEND of these tests holds of the publish buffer
 
 
 class FakeService:
@@ -32,6 +35,7 @@ class FakeConnection:
     def __init__(self) -> None:
         self.trips: list[list[int]] = []  # the sequence ids of each trip's SENDs
         self.written: list[bytes] = []
+        self.publish = PublishBuffer(10**9, 10**9).account()
 
     async def blocking(self, function, *args):
         if function == self.service.close_writer:
@@ -55,11 +59,13 @@ def test_a_long_run_of_sends_goes_in_trips_of_at_most_the_limit_each_answered_wh
         connection = FakeConnection()
         session = ProducerSession(connection, 7, FakeHandle())
         for sequence_id in range(count):  # (all waiting before the session's task first runs)
-            session.queue.put_nowait(QueuedSend(sequence_id, sequence_id, Frame(command(Type.SEND))))
+            connection.publish.hold(SEND_COST)
+            session.queue.put_nowait(QueuedSend(sequence_id, sequence_id, Frame(command(Type.SEND)), SEND_COST))
         await asyncio.wait_for(session.close(), 10)  # (writes and answers every SEND first)
         return connection
 
     connection = asyncio.run(run())
+    assert connection.publish.held == connection.publish.buffer.held == 0  # each SEND released once written
     assert [len(trip) for trip in connection.trips] == [WRITE_TRIP_SENDS] * 3 + [5]
     assert [s for trip in connection.trips for s in trip] == list(range(count))
     assert len(connection.written) == len(connection.trips)  # one write of receipts a trip

@@ -2,7 +2,12 @@
 
 Commands are handled in the order they arrive. Each producer has a task that writes its SENDs in the order
 received, up to WRITE_TRIP_SENDS per trip to the thread pool, and answers each with a SEND_RECEIPT (or
-SEND_ERROR) only once it is written: receipts go out in order per producer, as the client requires."""
+SEND_ERROR) only once it is written: receipts go out in order per producer, as the client requires.
+
+What one client costs the server is bounded: the connection stops reading while its SENDs not yet written are
+over its share of the publish buffer (publish_buffer.py), or while what it was sent waits unread past
+MAX_OUTPUT_BYTES; only complete commands count as activity for the keep-alive, and a connection that has not
+completed CONNECT by the first keep-alive tick is closed."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
 from seglog.server.protocol.frames import Frame, FrameDecoder, FrameError, Type, command, encode_command
 from seglog.server.protocol.message_ids import DUPLICATE_ID, UINT64_MINUS_ONE, message_id
 from seglog.server.protocol.metadata import replicator_origin, reserved_subscription
+from seglog.server.publish_buffer import send_cost
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
@@ -31,7 +37,10 @@ from seglog.subscriptions.subscription import Subscription
 logger = logging.getLogger("seglog.server")
 
 PROTOCOL_VERSION = 19  # the highest seglog speaks; CONNECTED answers min(this, the client's)
-SEND_QUEUE_LIMIT = 10_000  # SENDs waiting per producer before the connection stops reading (TCP back-pressure)
+# What was written to a client and waits unread, past which the connection stops reading its commands until
+# the client reads (a client that sends commands without reading the answers): more than one consumer read
+# (consumers.READ_MESSAGES) on top of the transport's high-water mark, so consuming alone never stops it.
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 # SENDs written in one trip to the thread pool, at most: their receipts go out when the trip ends, so a trip
 # of every SEND waiting (thousands of unbatched ones) held the first receipt back 100 ms and more, and a
 # producer with a window of messages in flight (a replicator's 1,000) waited for it with nothing to send
@@ -46,6 +55,7 @@ class QueuedSend:
     sequence_id: int
     highest_sequence_id: int
     frame: Frame
+    cost: int  # what holding it costs, as the publish buffer counts it
 
 
 _CLOSE = object()
@@ -56,7 +66,7 @@ class ProducerSession:
         self.connection = connection
         self.producer_id = producer_id
         self.handle = handle
-        self.queue: asyncio.Queue[Any] = asyncio.Queue(SEND_QUEUE_LIMIT)
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()  # (bounded in bytes by the connection's publish account)
         self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
         self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -72,6 +82,7 @@ class ProducerSession:
                 # for unbatched messages)
                 self.connection.write(b"".join(self.connection.answer_to_send(self.producer_id, send, result)
                                                for send, result in zip(sends, results)))
+                self.connection.publish.release(sum(send.cost for send in sends))
                 await self.connection.drain()
             if self.blocked is not None:
                 # As Pulsar's broker: no SEND_ERROR (the client would drop the whole connection) but the
@@ -97,7 +108,8 @@ class ProducerSession:
                 if self.handle.origin is not None and metadata.HasField("marker_type"):
                     results.append(self.connection.service.marker(self.handle, metadata, frame.payload or b""))
                     continue
-                messages = unpack(metadata, frame.payload or b"", send.highest_sequence_id)
+                messages = unpack(metadata, frame.payload or b"", send.highest_sequence_id,
+                                  self.connection.service.settings.unpack_limits)
             except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
                 results.append(ServerFailure(api.ChecksumError, str(error)))
                 continue
@@ -116,6 +128,10 @@ class ProducerSession:
         if not self.task.done():
             await self.queue.put(_CLOSE)
             await self.task
+        while not self.queue.empty():  # left unwritten (a backlog quota closed the producer): the client resends
+            item = self.queue.get_nowait()
+            if item is not _CLOSE:
+                self.connection.publish.release(item.cost)
         service = self.connection.service
         service.release_producer(self.handle.target, self.handle.name)
         await self.connection.blocking(service.close_writer, self.handle)
@@ -132,6 +148,7 @@ class Connection:
         self.executor = executor
         self.keepalive_s = keepalive_s
         self.peer = writer.get_extra_info("peername")
+        self.publish = service.publish_buffer.account()  # the bytes of its SENDs not yet written
         self.connected = False
         self.producers: dict[int, ProducerSession] = {}
         self.waiting_producers: dict[int, asyncio.Task[None]] = {}  # WaitForExclusive, until they are admitted
@@ -141,7 +158,9 @@ class Connection:
         self.consumers: dict[int, ConsumerSession] = {}
         # readers' non-durable subscriptions between a SEEK and the reader's SUBSCRIBE that follows it
         self.parked_readers: dict[tuple[tuple[str, int], str], Subscription] = {}
-        self._received = False  # anything received since the last keep-alive tick
+        # consumers read for this connection one at a time (ConsumerSession._turn)
+        self.dispatching = asyncio.Lock()
+        self._received = False  # a command received since the last keep-alive tick
         self._ping_pending = False
         self._closing = False
 
@@ -158,15 +177,19 @@ class Connection:
                 data = await self.reader.read(READ_SIZE)
                 if not data:
                     break
-                self._received = True
-                self._ping_pending = False
                 for item in decoder.feed(data):
                     if isinstance(item, FrameError):
                         logger.warning("%s: closing the connection: %s", self.peer, item)
                         return
+                    self._received = True  # (a command: bytes that complete none are no sign of life)
+                    self._ping_pending = False
                     await self._handle(item)
                     if self._closing:
                         break
+                if self.publish.over:
+                    await self.publish.room()
+                if self.writer.transport.get_write_buffer_size() > MAX_OUTPUT_BYTES:
+                    await self.drain()
         except (ConnectionError, asyncio.IncompleteReadError) as error:
             logger.info("%s: connection lost: %s", self.peer, error)
         finally:
@@ -209,19 +232,26 @@ class Connection:
                 logger.exception("%s: closing consumer %s", self.peer, session.name)
 
     async def _keepalive(self) -> None:
-        """PING a silent client; close the connection if it stays silent for another interval."""
+        """PING a silent client; close the connection if it stays silent for another interval, or if it has
+        not completed CONNECT by the first tick (as Pulsar's broker does)."""
         while True:
             await asyncio.sleep(self.keepalive_s)
+            if not self.connected:
+                self._abort(f"no CONNECT in {self.keepalive_s}s")
+                return
             if self._received:
                 self._received = False
                 continue
             if self._ping_pending:
-                logger.info("%s: no answer to PING in %ss: closing", self.peer, self.keepalive_s)
-                self.stop_reading()
-                self.writer.transport.abort()
+                self._abort(f"no answer to PING in {self.keepalive_s}s")
                 return
             self._ping_pending = True
             self.send(command(Type.PING))
+
+    def _abort(self, reason: str) -> None:
+        logger.info("%s: %s: closing", self.peer, reason)
+        self.stop_reading()
+        self.writer.transport.abort()
 
     # output
 
@@ -232,6 +262,11 @@ class Connection:
     def write(self, data: bytes) -> None:
         if not self.writer.is_closing():
             self.writer.write(data)
+
+    def output_backlogged(self) -> bool:
+        """Whether what was written waits in the transport past its high-water mark (drain() would wait)."""
+        transport = self.writer.transport
+        return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
 
     async def drain(self) -> None:
         try:
@@ -458,7 +493,9 @@ class Connection:
                            request.producer_id)
             self._closing = True
             return
-        await session.queue.put(QueuedSend(request.sequence_id, request.highest_sequence_id, frame))
+        cost = send_cost(frame.metadata, frame.payload)
+        self.publish.hold(cost)
+        session.queue.put_nowait(QueuedSend(request.sequence_id, request.highest_sequence_id, frame, cost))
 
     async def _close_producer(self, request: api.CommandCloseProducer) -> None:
         waiting = self.waiting_producers.pop(request.producer_id, None)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +36,9 @@ logger = logging.getLogger("seglog.server")
 
 POLL_START_S = 0.005
 POLL_MAX_S = 0.1
+# messages one read gives a consumer at most (and ConsumerState.max_read_bytes of stored batches), whatever
+# its permits: a read becomes frames in memory before they are written (Pulsar reads 100 entries at most)
+READ_MESSAGES = 1000
 
 SUBSCRIPTION_TYPES = {
     api.CommandSubscribe.Exclusive: "exclusive",
@@ -55,13 +59,13 @@ class ConsumerSession:
         self.name = name
         self.loop = asyncio.get_running_loop()
         self.wake = asyncio.Event()
+        self._stopped = asyncio.Event()  # stop() was called
         # permits start at 0: nothing is sent before the client's first FLOW; a consumer of one partition of a
         # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
         self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
                                    partitions=frozenset({target.partition}) if target.partitioned else None,
                                    hash_ranges=hash_ranges)
         self.subscription: Subscription | None = None
-        self.closed = False
         self.task: asyncio.Task | None = None
         self._signal_event = LoopWake(self.loop, self.wake)
         # the partition the ids of messages sent carry: that of a partitioned topic's partition, else none
@@ -70,6 +74,10 @@ class ConsumerSession:
         # this consumer's task uses it, one delivery at a time)
         self._message = command(Type.MESSAGE, consumer_id=consumer_id, message_id=message_id(0, self.id_partition),
                                 redelivery_count=0)
+
+    @property
+    def closed(self) -> bool:
+        return self._stopped.is_set()
 
     def start(self, subscription: Subscription) -> None:
         self.subscription = subscription
@@ -83,17 +91,19 @@ class ConsumerSession:
         delay = POLL_START_S
         while not self.closed:
             self.wake.clear()
+            if not await self._turn():
+                return
             try:
                 frames = await self.connection.blocking(self._take)
+                if not self.closed:  # (else what _take gave goes back to the subscription as the consumer detaches)
+                    self.connection.write(frames)
             except Exception as error:  # (the topic was deleted, the broker closed: the client re-subscribes)
                 logger.info("%s: consumer %s of %s: %s", self.connection.peer, self.name, self.target.ref, error)
                 self.loop.create_task(self.connection.close_consumer_by_server(self))
                 return
-            if self.closed:
-                return  # what _take gave goes back to the subscription when the consumer detaches
+            finally:
+                self.connection.dispatching.release()
             if frames:
-                self.connection.write(frames)
-                await self.connection.drain()
                 delay = POLL_START_S
                 continue
             if not self.state.permits:
@@ -104,12 +114,38 @@ class ConsumerSession:
             except TimeoutError:
                 delay = min(delay * 2, POLL_MAX_S)
 
+    async def _turn(self) -> bool:
+        """Wait for this consumer's turn to read: one read at a time per connection, and only once what was
+        written before has drained to the socket, so that a client that does not read holds one read's
+        frames of the server's memory, not more. False if the consumer was stopped meanwhile."""
+        dispatching = self.connection.dispatching
+        if dispatching.locked():
+            if not await self._unless_stopped(dispatching.acquire()):
+                return False
+        else:
+            await dispatching.acquire()
+        if self.connection.output_backlogged() and not await self._unless_stopped(self.connection.drain()):
+            dispatching.release()
+            return False
+        return True
+
+    async def _unless_stopped(self, wait: Coroutine[Any, Any, object]) -> bool:
+        """Wait for `wait`, unless this consumer is stopped first (then `wait` is cancelled): whether it
+        completed. Waits that depend on the client (its reading the socket) must not hold up stop()."""
+        task = self.loop.create_task(wait)
+        stopped = self.loop.create_task(self._stopped.wait())
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        task.cancel()  # (nothing if it completed)
+        await asyncio.wait((task,))
+        return not task.cancelled()
+
     def _take(self) -> bytes:
-        """In the thread pool: the next messages dispatch gives this consumer (at most its permits), as
-        MESSAGE frames."""
+        """In the thread pool: the next messages dispatch gives this consumer (at most its permits and one
+        read's worth), as MESSAGE frames."""
         subscription = self.subscription
         assert subscription is not None
-        pieces = subscription.next_delivery(self.state, None)
+        pieces = subscription.next_delivery(self.state, READ_MESSAGES)
         frames = []
         for piece in pieces:
             for message in piece.messages():
@@ -168,7 +204,7 @@ class ConsumerSession:
 
     async def stop(self) -> None:
         """Stop sending (the task finishes what it is doing first, so nothing dispatch gave is lost)."""
-        self.closed = True
+        self._stopped.set()
         self.wake.set()
         if self.task is not None and not self.task.done() and self.task is not asyncio.current_task():
             await self.task

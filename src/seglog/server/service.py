@@ -24,7 +24,7 @@ from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
 from seglog.server.producers import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.batches import Messages
+from seglog.server.protocol.batches import Messages, UnpackLimits
 from seglog.server.protocol.message_ids import offset_of, signed
 from seglog.server.protocol.metadata import (
     LOCAL_ONLY,
@@ -35,6 +35,7 @@ from seglog.server.protocol.metadata import (
     replication_key,
     replicator_origin,
 )
+from seglog.server.publish_buffer import PublishBuffer
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
 from seglog.subscriptions.dispatch import ConsumerState
@@ -108,6 +109,16 @@ class Settings:
     broker_url: str  # pulsar://host:port, what LOOKUP answers
     max_message_size: int
     broker_url_tls: str = ""  # pulsar+ssl://host:port when the binary port serves TLS
+    max_messages_per_batch: int = UnpackLimits.max_messages  # messages one SEND may carry
+    # bytes of SENDs received and not yet written, in all and per connection, before connections stop reading
+    max_publish_buffer: int = 256 * 1024 * 1024
+    max_connection_publish_buffer: int = 16 * 1024 * 1024
+
+    @property
+    def unpack_limits(self) -> UnpackLimits:
+        """What a SEND may unpack to: a payload inflated to at most the max message size, and at most
+        max_messages_per_batch messages."""
+        return UnpackLimits(self.max_message_size, self.max_messages_per_batch)
 
 
 @dataclass
@@ -115,6 +126,7 @@ class BrokerService:
     broker: Broker
     settings: Settings
     producers: ProducerRegistry = field(init=False)
+    publish_buffer: PublishBuffer = field(init=False)
     deduplication: Deduplication = field(init=False)
     # subscribing and leaving, one at a time (a subscription's last consumer leaving releases it)
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -137,6 +149,8 @@ class BrokerService:
 
     def __post_init__(self) -> None:
         self.producers = ProducerRegistry(self.settings.cluster)
+        self.publish_buffer = PublishBuffer(self.settings.max_publish_buffer,
+                                            self.settings.max_connection_publish_buffer)
         self.deduplication = Deduplication(self.broker.store)
 
     # lookups (blocking)

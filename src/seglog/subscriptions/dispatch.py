@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from seglog._core._format import HEADER_BYTES, read_header
 from seglog._core._mapping import Mapping
 from seglog._core._messages import Message, batch_attributes, messages_from_batch
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
     from seglog.subscriptions.redelivery import Redeliveries
 
 
+_BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
+MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
+
+
 @dataclass
 class Piece:
     """Messages of one stored batch handed to one consumer: `offsets` ascending, all inside the batch."""
@@ -64,6 +69,12 @@ class Piece:
     def with_offsets(self, offsets: np.ndarray) -> Piece:
         """The same stored batch, other messages of it."""
         return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
+
+    @property
+    def stored_bytes(self) -> int:
+        """What these messages take of their stored batch: its bytes, shared evenly among its messages."""
+        body_length = read_header(self.data, self.position)[_BODY_LENGTH]
+        return (HEADER_BYTES + body_length) * len(self.offsets) // self.count
 
     @property
     def contiguous(self) -> bool:
@@ -132,6 +143,10 @@ class ConsumerState:
     # stored batches are given whole, the last past max_messages (a geo-replicator sends each as one entry,
     # as Pulsar's does; cut to fit, a producer's batch would arrive as several)
     whole_batches: bool = False
+    # what one read gives it at most, in bytes of stored batches (the first batch is given however large): a
+    # consumer that copies what it is given (into frames, Python messages) costs memory in proportion to one
+    # read, whatever its permits or max_messages
+    max_read_bytes: int | None = MAX_READ_BYTES
 
     def covers(self, partition: int) -> bool:
         return self.partitions is None or partition in self.partitions
@@ -248,7 +263,8 @@ class Dispatcher:
         partitions = self.partitions_for(consumer)
         for i in range(len(partitions)):
             partition = partitions[(self.next_partition + i) % len(partitions)]
-            pieces = self._share(consumer, self._take(partition, max_messages, consumer.whole_batches))
+            pieces = self._share(consumer, self._take(partition, max_messages, consumer.whole_batches,
+                                                      consumer.max_read_bytes))
             if pieces:
                 self.next_partition = (self.next_partition + i + 1) % max(len(partitions), 1)
                 return pieces
@@ -258,13 +274,14 @@ class Dispatcher:
         """What of the pieces read for `consumer` it gets: all of them, but for key_shared."""
         return pieces
 
-    def _take(self, partition: int, max_messages: int | None, whole_batches: bool = False) -> list[Piece]:
+    def _take(self, partition: int, max_messages: int | None, whole_batches: bool = False,
+              max_bytes: int | None = None) -> list[Piece]:
         """Redeliveries due on the partition, else its next messages: with `max_messages`, stored batches in
         turn up to that many messages (one a piece: for a topic of unbatched messages, taking them one call
         each cost more than the rest of dispatch; with `whole_batches`, the last one whole), without, the next
-        stored batch's."""
+        stored batch's; with `max_bytes`, no further batch once the pieces taken reach that many bytes."""
         if self.redeliveries.waiting(partition):
-            redelivered = self._take_redeliveries(partition, max_messages)
+            redelivered = self._take_redeliveries(partition, max_messages, max_bytes)
             if redelivered:
                 return redelivered
         acks = self.cursor.acks(partition)
@@ -292,19 +309,31 @@ class Dispatcher:
             if acks.high > offset:  # acknowledged messages in range: leave them out
                 offsets = offsets[acks.unacked_mask(offset, base + stop)]
             if len(offsets):
-                pieces.append(Piece(partition, view, position, base, count, offsets))
+                piece = Piece(partition, view, position, base, count, offsets)
+                pieces.append(piece)
                 if room is None:
                     break
                 room -= len(offsets)
+                if max_bytes is not None:
+                    max_bytes -= piece.stored_bytes
+                    if max_bytes <= 0:
+                        break
         return pieces
 
-    def _take_redeliveries(self, partition: int, max_messages: int | None) -> list[Piece]:
+    def _take_redeliveries(self, partition: int, max_messages: int | None, max_bytes: int | None) -> list[Piece]:
+        """Redeliveries due on the partition, up to `max_messages` and `max_bytes` as _take counts them."""
         pieces: list[Piece] = []
         reader = self.readers[partition]
-        for offset in self.redeliveries.take(partition, max_messages):
+        offsets = self.redeliveries.take(partition, max_messages)
+        for index, offset in enumerate(offsets):
             if pieces and pieces[-1].base <= offset < pieces[-1].base + pieces[-1].count:
                 pieces[-1].offsets = np.append(pieces[-1].offsets, offset)
                 continue
+            if max_bytes is not None and pieces:
+                max_bytes -= pieces[-1].stored_bytes
+                if max_bytes <= 0:
+                    self.redeliveries.put_back(partition, offsets[index:])
+                    break
             try:
                 located = reader.locate(offset)
             except OffsetOutOfRangeError:

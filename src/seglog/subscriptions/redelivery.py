@@ -102,6 +102,10 @@ class Redeliveries:
         waiting.redeliver = set(offsets[cut:])
         return offsets[:cut]
 
+    def put_back(self, partition: int, offsets: list[int]) -> None:
+        """Offsets `take` gave that are not delivered after all: waiting again, their counts unchanged."""
+        self.partitions[partition].redeliver.update(offsets)
+
     def clear(self, partition: int | None = None) -> None:
         """Forget the redeliveries and negative acks of a partition, or of all (a rewind or a seek)."""
         for waiting in self.partitions if partition is None else [self.partitions[partition]]:

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from seglog.clock import Clock
     from seglog.storage.store import PartitionStore
 
+# A consumer's outstanding FLOW permits at most: a client grants what its receiver queue has room for (a
+# thousand by default), so only a client that grants without bound reaches it; what dispatch reads at once
+# is bounded anyway (ConsumerState.max_read_bytes), this keeps the count itself sane
+MAX_PERMITS = 1_000_000
+
 
 class Subscription:
     """One subscription of a topic, consumed in this process, shared by its consumers. Every method that
@@ -116,9 +121,10 @@ class Subscription:
             return self.dispatcher.next_deliveries(consumer, max_messages)
 
     def flow(self, consumer: ConsumerState, permits: int) -> None:
-        """A remote consumer grants `permits` more messages (Pulsar's FLOW)."""
+        """A remote consumer grants `permits` more messages (Pulsar's FLOW), its outstanding permits capped at
+        MAX_PERMITS."""
         with self.mutex:
-            consumer.permits = (consumer.permits or 0) + permits
+            consumer.permits = min((consumer.permits or 0) + permits, MAX_PERMITS)
 
     def redeliver(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
         """Deliver again what `consumer` was given and did not acknowledge: the offsets of `given` per

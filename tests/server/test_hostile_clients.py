@@ -1,0 +1,234 @@
+"""What one careless or hostile client can cost `seglog serve`: bounded memory, no connection held for ever.
+
+Raw sockets make what the real client never sends (partial frames, unbounded permits, decompression bombs, a
+flood of SENDs whose receipts are never read); the server's anonymous memory (RssAnon: mapped segments do
+not count) is sampled while it happens, and what the client was owed still arrives once it behaves."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import cramjam
+import pytest
+
+from helpers_server import RawConnection, start_server  # pulsar: skips without the test extra
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_send
+
+MiB = 1024 * 1024
+TOPIC = "persistent://public/default/hostile"
+KEEPALIVE_S = 0.5
+
+
+def rss_anon(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no RssAnon in /proc/{pid}/status")
+
+
+class AnonPeak:
+    """Samples a process's RssAnon every few ms from a thread while the block runs: `growth` is the largest
+    rise over what it was at the start."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.growth = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> AnonPeak:
+        self._baseline = rss_anon(self.pid)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.growth = max(self.growth, rss_anon(self.pid) - self._baseline)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def quick_keepalive(tmp_path):
+    running = start_server(tmp_path / "data", "--keepalive", str(KEEPALIVE_S))
+    yield running
+    running.stop()
+
+
+def closed_within(connection: socket.socket, seconds: float, trickle: bytes) -> float | None:
+    """Send `trickle` a byte every 50 ms until the server closes the connection: how long that took, or None
+    if it was still open after `seconds`."""
+    started = time.monotonic()
+    for byte in trickle:
+        try:
+            connection.sendall(bytes([byte]))
+            connection.settimeout(0.05)
+            if connection.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            pass
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+        if time.monotonic() - started > seconds:
+            return None
+    raise AssertionError("the trickle ran out before the time did")
+
+
+def test_a_connection_that_never_completes_connect_is_closed_at_the_first_keepalive_tick(quick_keepalive):
+    connection = socket.create_connection(("127.0.0.1", quick_keepalive.port), timeout=10)
+    try:
+        # a frame header announcing 1 MiB, then its bytes one at a time: bytes arrive, no command completes
+        took = closed_within(connection, 8 * KEEPALIVE_S, struct.pack(">II", MiB, MiB - 4) + bytes(1000))
+    finally:
+        connection.close()
+    assert took is not None, f"still open after {8 * KEEPALIVE_S}s of trickled bytes"
+    assert took < 3 * KEEPALIVE_S
+
+
+def test_a_connected_client_that_trickles_a_frame_without_answering_pings_is_closed(quick_keepalive):
+    raw = RawConnection(quick_keepalive.port)
+    try:
+        raw.connect()
+        took = closed_within(raw.socket, 8 * KEEPALIVE_S, struct.pack(">II", MiB, MiB - 4) + bytes(1000))
+    finally:
+        raw.close()
+    assert took is not None, f"still open after {8 * KEEPALIVE_S}s of trickled bytes"
+    assert took < 4 * KEEPALIVE_S  # a PING at the first silent tick, closed at the next
+
+
+def raw_producer(server, topic: str = TOPIC) -> RawConnection:
+    raw = RawConnection(server.port)
+    raw.connect()
+    raw.send(encode_command(command(Type.PRODUCER, topic=topic, producer_id=1, request_id=1)))
+    answer = raw.receive()
+    assert answer.type == Type.PRODUCER_SUCCESS, answer
+    return raw
+
+
+def metadata(sequence_id: int, **fields) -> bytes:
+    return api.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1_700_000_000_000,
+                               **fields).SerializeToString()
+
+
+def zlib_bomb(size: int) -> bytes:
+    compressor = zlib.compressobj(9)
+    chunk = bytes(MiB)
+    return b"".join([*(compressor.compress(chunk) for _ in range(size // MiB)), compressor.flush()])
+
+
+def zstd_bomb(size: int) -> bytes:
+    compressor = cramjam.zstd.Compressor()
+    chunk = bytes(MiB)
+    for _ in range(size // MiB):
+        compressor.compress(chunk)
+    return bytes(compressor.finish())
+
+
+@pytest.mark.parametrize(("compression", "bomb"), [(api.ZLIB, zlib_bomb), (api.ZSTD, zstd_bomb)],
+                         ids=["ZLIB", "ZSTD"])
+def test_a_decompression_bomb_is_refused_without_inflating_it(server, compression, bomb):
+    payload = bomb(256 * MiB)
+    assert len(payload) < 300 * 1024
+    raw = raw_producer(server)
+    try:
+        raw.send(encode_send(1, 0, 1, metadata(0), b"warm-up"))
+        assert raw.receive().type == Type.SEND_RECEIPT
+        with AnonPeak(server.process.pid) as peak:
+            raw.send(encode_send(1, 1, 1, metadata(1, compression=compression, uncompressed_size=1000), payload))
+            answer = raw.receive()
+            # declared over the max message size: refused before anything is inflated
+            raw.send(encode_send(1, 2, 1, metadata(2, compression=compression, uncompressed_size=256 * MiB),
+                                 payload))
+            over = raw.receive()
+        raw.send(encode_send(1, 3, 1, metadata(3), b"after"))
+        after = raw.receive()
+    finally:
+        raw.close()
+    assert answer.type == Type.SEND_ERROR and answer.send_error.error == api.ChecksumError, answer
+    assert "the 1000 bytes its metadata gives" in answer.send_error.message
+    assert over.type == Type.SEND_ERROR and over.send_error.error == api.ChecksumError, over
+    assert f"declares {256 * MiB} bytes uncompressed, over the {5 * MiB}" in over.send_error.message
+    assert after.type == Type.SEND_RECEIPT and after.send_receipt.sequence_id == 3  # the producer goes on
+    assert peak.growth < 16 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+
+
+def test_a_batch_of_more_messages_than_the_limit_is_refused_clearly_and_costs_little(server):
+    single = api.SingleMessageMetadata(payload_size=0).SerializeToString()
+    item = struct.pack(">I", len(single)) + single
+    count = (5 * MiB - 10 * 1024) // len(item)  # about 870,000 empty messages in one frame
+    raw = raw_producer(server)
+    try:
+        raw.send(encode_send(1, 0, 1, metadata(0), b"warm-up"))
+        assert raw.receive().type == Type.SEND_RECEIPT
+        with AnonPeak(server.process.pid) as peak:
+            raw.send(encode_send(1, 1, count, metadata(1, num_messages_in_batch=count), item * count))
+            answer = raw.receive()
+    finally:
+        raw.close()
+    assert answer.type == Type.SEND_ERROR and answer.send_error.error == api.ChecksumError, answer
+    assert f"the batch holds {count} messages, over the 10000 a batch may hold" in answer.send_error.message
+    assert peak.growth < 24 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+
+
+def test_a_flood_of_sends_whose_receipts_are_not_read_is_held_in_bounded_memory(server):
+    count, value = 12_000, bytes(8 * 1024)  # about 100 MB of unbatched SENDs
+    raw = raw_producer(server)
+    frames = [encode_send(1, i, 1, metadata(i), value) for i in range(count)]
+    try:
+        raw.send(encode_send(1, count, 1, metadata(count), b"warm-up"))
+        assert raw.receive().type == Type.SEND_RECEIPT
+        with AnonPeak(server.process.pid) as peak:
+            sender = threading.Thread(target=raw.send, args=(b"".join(frames),), daemon=True)
+            sender.start()  # (blocks while the server does not read: receipts are read only below)
+            time.sleep(2)
+        receipts = [raw.receive(30) for _ in range(count)]
+        sender.join(30)
+    finally:
+        raw.close()
+    assert [r.send_receipt.sequence_id for r in receipts] == list(range(count))
+    assert [r.send_receipt.message_id.entry_id for r in receipts] == list(range(1, count + 1))
+    assert peak.growth < 32 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+
+
+def test_a_consumer_granting_every_permit_and_never_reading_costs_one_read(server, tmp_path):
+    count, value = 6_400, bytes(10 * 1024)  # a backlog of 64 MiB
+    client = server.client()
+    producer = client.create_producer(TOPIC, batching_enabled=False, max_pending_messages=count)
+    for i in range(count):
+        producer.send_async(value[:-8] + struct.pack(">Q", i), None)
+    producer.flush()
+    raw = RawConnection(server.port)
+    try:
+        raw.connect()
+        raw.send(encode_command(command(Type.SUBSCRIBE, topic=TOPIC, subscription="greedy", sub_type=0,
+                                        consumer_id=1, request_id=2, initial_position=api.CommandSubscribe.Earliest)))
+        assert raw.receive().type == Type.SUCCESS
+        with AnonPeak(server.process.pid) as peak:
+            raw.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=2**32 - 1)))
+            time.sleep(3)  # the server takes what it may, and waits for the socket to drain
+        received = _messages(raw, count)
+    finally:
+        raw.close()
+    assert [struct.unpack(">Q", payload[-8:])[0] for payload in received] == list(range(count))
+    assert peak.growth < 16 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+
+
+def _messages(raw: RawConnection, count: int) -> list[bytes]:
+    """The payloads of the next `count` MESSAGE frames, read as a client would (each within 10 s)."""
+    decoder = FrameDecoder()
+    payloads: list[bytes] = []
+    raw.socket.settimeout(10)
+    while len(payloads) < count:
+        data = raw.socket.recv(1 << 20)
+        if not data:
+            raise ConnectionError(f"closed after {len(payloads)} messages")
+        payloads += [frame.payload for frame in decoder.feed(data) if frame.command.type == Type.MESSAGE]
+    return payloads
