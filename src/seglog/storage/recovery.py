@@ -12,21 +12,26 @@ from pathlib import Path
 
 from seglog.storage.segment import (
     CLEAN_MARKER,
+    Commit,
     SegmentPaths,
     close_map,
     committed,
+    copy_prefix,
     index_file_matches_log,
     last_batch_matches,
     list_segments,
+    make_empty_segment,
     map_file,
     newest_timestamp,
     read_index_files,
+    sync_directory,
     truncate_file,
     write_index_files,
-    zero_range,
 )
 
 logger = logging.getLogger(__name__)
+
+RECOVERED_SUFFIX = ".recovered"  # <base>.log.recovered: a log's committed batches, before _seal_lost renames them
 
 
 @dataclass
@@ -51,6 +56,9 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
     clean = (directory / CLEAN_MARKER).exists()
     report = RecoveryReport(clean=clean and trust_clean)
     SegmentPaths.spare(directory).remove()  # a spare segment a crash left is no part of the partition
+    for name in os.listdir(directory):  # nor a copy a crash left before _seal_lost renamed it into place
+        if name.endswith(RECOVERED_SUFFIX):
+            (directory / name).unlink(missing_ok=True)
     bases = list_segments(directory)
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
@@ -67,7 +75,12 @@ def recover_partition(directory: Path, *, trust_clean: bool = True) -> RecoveryR
 
 
 def _recover_newest(paths: SegmentPaths, base: int, clean: bool, report: RecoveryReport) -> None:
-    """Cut the newest segment back to its commit point and make its index say exactly that."""
+    """Cut the newest segment back to its commit point and make its index say exactly that.
+
+    What is cut past the published batches (an unfinished append, the reserve allocated ahead of the
+    writer) no reader ever touched: the file is truncated. Published batches the log lost (damage, a power
+    loss) may be mapped by readers in other processes, and cutting pages from under a map makes its next
+    touch a SIGBUS: that file is left whole to them, and the kept batches go to a new one (_seal_lost)."""
     offsets, times = read_index_files(paths)
     data = map_file(paths.log, writable=False)
     try:
@@ -82,17 +95,37 @@ def _recover_newest(paths: SegmentPaths, base: int, clean: bool, report: Recover
         report.lost.append((str(paths.log), commit.scan.stop_position, reason))
         logger.error("%s: acknowledged batches lost: %s", paths.log, reason)
     if size > cut:
-        # Damaged batches that the index published may be mapped by readers in other processes: zero
-        # them rather than cut the file from under them. Everything after is no reader's business.
-        kept = max(cut, min(commit.published_end, size))
-        zero_range(paths.log, cut, kept)
-        truncate_file(paths.log, kept)
+        if commit.published_end > cut:
+            _seal_lost(paths, commit)
+        else:
+            truncate_file(paths.log, cut)
         report.truncated_bytes += size - cut
         logger.warning("%s: cut %d bytes after the last committed batch at byte %d (%s)", paths.log,
                     size - cut, cut, commit.scan.reason if commit.damaged else "an unfinished append")
     if not commit.agrees:
         write_index_files(paths, base, commit.entries(), commit.count + 1)
         report.rebuilt_indexes += 1
+    if commit.count and commit.published_end > cut:
+        make_empty_segment(paths.log.parent, int(commit.scan.next_offsets[commit.count - 1]))
+
+
+def _seal_lost(paths: SegmentPaths, commit: Commit) -> None:
+    """Replace a log that lost published batches by a copy of its committed batches, renamed over it: the
+    old file stays whole under every map of it. Its last write becomes the newest timestamp it holds, as
+    after any recovery (mark_recovered).
+
+    The next segment then starts at the commit point (make_empty_segment, by the caller after the index is
+    rewritten), so that new batches go to a file no reader has mapped: a reader that mapped this one before
+    the recovery reads its committed batches there, and finds the next segment as it finds any other. A
+    segment that kept no batch cannot end there (the next would have its name): its next writer writes
+    into the copy, an empty file."""
+    staging = paths.log.with_name(paths.log.name + RECOVERED_SUFFIX)
+    copy_prefix(paths.log, staging, commit.end_position)
+    if commit.count:
+        newest = int(commit.scan.max_timestamps[commit.count - 1])
+        os.utime(staging, ns=(newest * 1_000_000,) * 2, follow_symlinks=False)
+    os.replace(staging, paths.log)
+    sync_directory(paths.log.parent)
 
 
 def _reindex_sealed(paths: SegmentPaths, base: int, report: RecoveryReport) -> None:

@@ -509,16 +509,31 @@ def _read_int64s(path: Path) -> np.ndarray:
         return np.fromfile(file, dtype=np.int64)
 
 
-def zero_range(path: Path, start: int, end: int) -> None:
-    """Overwrite [start, end) of a file with zeros, keeping its size: a reader in another process may
-    have those pages mapped, and cutting them off would make its next touch a SIGBUS."""
-    fd = open_no_follow(path, os.O_WRONLY)
-    try:
-        chunk = bytes(min(end - start, 1 << 20))
-        while start < end:
-            start += os.pwrite(fd, chunk[:end - start], start)
-    finally:
-        os.close(fd)
+def copy_prefix(source: Path, target: Path, length: int) -> None:
+    """Write the first `length` bytes of `source` to a new file `target`, synced to disk: it is about to
+    replace `source`, whose pages stay with the maps of it."""
+    with os.fdopen(open_no_follow(source, os.O_RDONLY), "rb") as reader, \
+            os.fdopen(open_no_follow(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as writer:
+        copied = 0
+        while copied < length:
+            step = os.copy_file_range(reader.fileno(), writer.fileno(), length - copied, copied, copied)
+            if step == 0:
+                raise OSError(errno.EIO, f"{source} ended at byte {copied}, before byte {length}", str(source))
+            copied += step
+        os.fsync(writer.fileno())
+
+
+def make_empty_segment(directory: Path, base_offset: int) -> None:
+    """A segment that holds nothing yet, its files as a writer that closed it unwritten leaves them: the
+    index files (one zero slot each) first, then the .log, which readers find segments by."""
+    paths = SegmentPaths.of(directory, base_offset)
+    for path, size in ((paths.index, ENTRY_BYTES), (paths.timeindex, ENTRY_BYTES), (paths.log, 0)):
+        fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+    sync_directory(directory)
 
 
 def in_memory_index(scan: ScanResult, base_offset: int) -> IndexView:
