@@ -178,24 +178,60 @@ def test_a_batch_of_more_messages_than_the_limit_is_refused_clearly_and_costs_li
     assert peak.growth < 24 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
 
 
-def test_a_flood_of_sends_whose_receipts_are_not_read_is_held_in_bounded_memory(server):
-    count, value = 12_000, bytes(8 * 1024)  # about 100 MB of unbatched SENDs
-    raw = raw_producer(server)
-    frames = [encode_send(1, i, 1, metadata(i), value) for i in range(count)]
+def flood(raw: RawConnection, count: int, receipts: list[api.BaseCommand]) -> None:
+    """Send `count` unbatched 8 KiB SENDs at once, and read their receipts only once all are sent."""
+    raw.send(b"".join(encode_send(1, i, 1, metadata(i), bytes(8 * 1024)) for i in range(count)))
+    receipts.extend(raw.receive(30) for _ in range(count))
+
+
+@pytest.mark.parametrize(("options", "connections", "bound"), [
+    ((), 1, 32 * MiB),  # a connection's share, 16 MiB by default
+    (("--max-publish-buffer", "8MiB", "--max-connection-publish-buffer", "64MiB"), 2, 24 * MiB),  # the whole
+], ids=["connection", "server"])
+def test_a_flood_of_sends_whose_receipts_are_not_read_is_held_in_bounded_memory(tmp_path, options, connections,
+                                                                                  bound):
+    count = 12_000  # about 100 MB of unbatched SENDs a connection
+    server = start_server(tmp_path / "data", *options)
+    raws = [raw_producer(server, f"{TOPIC}-{i}") for i in range(connections)]
     try:
-        raw.send(encode_send(1, count, 1, metadata(count), b"warm-up"))
-        assert raw.receive().type == Type.SEND_RECEIPT
+        for raw in raws:
+            raw.send(encode_send(1, count, 1, metadata(count), b"warm-up"))
+            assert raw.receive().type == Type.SEND_RECEIPT
+        receipts: list[list[api.BaseCommand]] = [[] for _ in raws]
         with AnonPeak(server.process.pid) as peak:
-            sender = threading.Thread(target=raw.send, args=(b"".join(frames),), daemon=True)
-            sender.start()  # (blocks while the server does not read: receipts are read only below)
-            time.sleep(2)
-        receipts = [raw.receive(30) for _ in range(count)]
-        sender.join(30)
+            floods = [threading.Thread(target=flood, args=(raw, count, out), daemon=True)
+                      for raw, out in zip(raws, receipts)]
+            for thread in floods:
+                thread.start()
+            for thread in floods:
+                thread.join(120)
+    finally:
+        for raw in raws:
+            raw.close()
+        server.stop()
+    for out in receipts:
+        assert [r.send_receipt.sequence_id for r in out] == list(range(count))
+        assert [r.send_receipt.message_id.entry_id for r in out] == list(range(1, count + 1))
+    assert peak.growth < bound, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+
+
+def test_the_limit_on_messages_per_batch_is_a_setting(tmp_path):
+    single = api.SingleMessageMetadata(payload_size=1).SerializeToString()
+    item = struct.pack(">I", len(single)) + single + b"x"
+    server = start_server(tmp_path / "data", "--max-messages-per-batch", "100")
+    raw = raw_producer(server)
+    try:
+        answers = []
+        for sequence_id, count in enumerate((100, 101)):
+            raw.send(encode_send(1, sequence_id, count, metadata(sequence_id, num_messages_in_batch=count),
+                                 item * count))
+            answers.append(raw.receive())
     finally:
         raw.close()
-    assert [r.send_receipt.sequence_id for r in receipts] == list(range(count))
-    assert [r.send_receipt.message_id.entry_id for r in receipts] == list(range(1, count + 1))
-    assert peak.growth < 32 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
+        server.stop()
+    assert answers[0].type == Type.SEND_RECEIPT
+    assert answers[1].type == Type.SEND_ERROR and answers[1].send_error.error == api.ChecksumError
+    assert "the batch holds 101 messages, over the 100 a batch may hold" in answers[1].send_error.message
 
 
 def test_a_consumer_granting_every_permit_and_never_reading_costs_one_read(server, tmp_path):

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from seglog.catalog.config import TopicConfig
+from seglog.errors import InvalidArgumentError
 from seglog.names import NamespaceName, TopicName, validate_part
 from seglog.units import parse_size
 
@@ -47,3 +48,13 @@ def cluster_list(ctx: click.Context, param: click.Parameter, given: str | None) 
     if not all(clusters):
         raise click.BadParameter(f"{given!r} is not a comma-separated list of cluster names", ctx, param)
     return clusters
+
+
+def byte_size(ctx: click.Context, param: click.Parameter, given: str | None) -> int | None:
+    """An option's size ('256MiB', '16 MiB', '1048576') in bytes; None when not given."""
+    if given is None:
+        return None
+    try:
+        return parse_size(given, argument=param.opts[0])
+    except InvalidArgumentError as error:
+        raise click.BadParameter(str(error), ctx, param) from None

@@ -13,6 +13,7 @@ import click
 
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.options import byte_size
 
 
 def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str, ...]:
@@ -75,6 +76,15 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=click.IntRange(1024, 1 << 30),
               metavar="BYTES", help="The largest message (frame) accepted, as Pulsar's maxMessageSize; clients "
                                     "learn it on connecting and chunk larger messages when chunking is on.")
+@click.option("--max-messages-per-batch", default=10_000, show_default=True, type=click.IntRange(1),
+              help="The most messages one SEND may carry; a larger batch is refused (ChecksumError) before it is "
+                   "unpacked, as each message costs the server memory while its batch is written.")
+@click.option("--max-publish-buffer", default="256MiB", show_default=True, callback=byte_size, metavar="SIZE",
+              help="Bytes of SENDs received and not yet written, in all, past which every connection stops "
+                   "reading until writes catch up (Pulsar's maxMessagePublishBufferSizeInMB).")
+@click.option("--max-connection-publish-buffer", default="16MiB", show_default=True, callback=byte_size,
+              metavar="SIZE", help="The same, per connection (Pulsar's maxPendingPublishRequestsPerConnection, "
+                                   "in bytes).")
 @click.option("--configuration-store", default=None, metavar="etcd://HOST:PORT[,HOST:PORT]",
               help="Share clusters, tenants, namespaces and partitioned topics with the other clusters that use "
                    "this etcd (Pulsar's configurationMetadataStoreUrl; docs/REPLICATION.md, Configuration "
@@ -93,7 +103,8 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
           tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
-          max_message_size: int, configuration_store: str | None, configuration_sync_topic: str | None,
+          max_message_size: int, max_messages_per_batch: int, max_publish_buffer: int,
+          max_connection_publish_buffer: int, configuration_store: str | None, configuration_sync_topic: str | None,
           log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
 
@@ -129,7 +140,9 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
                            auth_tls=auth_tls, superuser_roles=superuser_roles, anonymous_role=anonymous_user_role,
                            tls_cert_file=tls_cert_file, tls_key_file=tls_key_file, tls_port=tls_port,
                            https_port=https_port, tls_trust_certs_file=tls_trust_certs_file,
-                           tls_require_trusted_client_cert=tls_require_trusted_client_cert)
+                           tls_require_trusted_client_cert=tls_require_trusted_client_cert,
+                           max_messages_per_batch=max_messages_per_batch, max_publish_buffer=max_publish_buffer,
+                           max_connection_publish_buffer=max_connection_publish_buffer)
 
     def ready(urls: tuple[str, ...]) -> None:
         click.echo(" ".join(urls))

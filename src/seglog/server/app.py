@@ -36,6 +36,7 @@ from seglog.names import validate_part
 from seglog.server.auth import AuthConfig, Authority, read_secret_key
 from seglog.server.connection import Connection
 from seglog.server.htpasswd import Htpasswd
+from seglog.server.protocol.batches import UnpackLimits
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
 from seglog.server.service import BrokerService, Settings
@@ -113,6 +114,9 @@ class ServeOptions:
     https_port: int | None = None  # admin REST and HTTP lookup over TLS beside `http_port` (0: a free port)
     tls_trust_certs_file: Path | None = None  # CAs that sign clients' certificates, verified when presented
     tls_require_trusted_client_cert: bool = False  # TLS clients without a trusted certificate are refused
+    max_messages_per_batch: int = UnpackLimits.max_messages
+    max_publish_buffer: int = Settings.max_publish_buffer  # bytes of SENDs not yet written, in all
+    max_connection_publish_buffer: int = Settings.max_connection_publish_buffer  # the same, per connection
 
     @property
     def tls_beside(self) -> bool:
@@ -262,7 +266,10 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
         loop.add_signal_handler(signum, stop.set)
     connections: set[Connection] = set()
     tasks: set[asyncio.Task[None]] = set()
-    settings = Settings(options.cluster, "", options.max_message_size)
+    settings = Settings(options.cluster, "", options.max_message_size,
+                        max_messages_per_batch=options.max_messages_per_batch,
+                        max_publish_buffer=options.max_publish_buffer,
+                        max_connection_publish_buffer=options.max_connection_publish_buffer)
     service = BrokerService(broker, settings)
     authority = Authority(auth, Admin(broker), broker.clock)
 
