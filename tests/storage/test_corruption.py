@@ -450,21 +450,32 @@ def test_repair_cuts_a_torn_tail(data: Path, kind: str) -> None:
     active = logs_of(data)[-1]
     before = walk_batches(active)
     expected_end = tear(active, kind)
-    sound_end = max((b.end for b in before if b.next_offset <= expected_end), default=0)
-    torn_size = active.stat().st_size
+    sound = [b for b in before if b.next_offset <= expected_end]
+    sound_end = sound[-1].end if sound else 0
+    torn = active.stat()
 
     repaired = repair_log(data)
-    cut, damaged = repaired.cut_bytes, repaired.damaged
 
-    assert damaged == []
-    assert cut == torn_size - sound_end
-    # Nothing is left after the sound batches but zeros where the index had named a batch (a reader in
-    # another process may have it mapped: cutting the file under it would be a SIGBUS).
-    kept = sound_end if kind != "cut_in_body" else torn_size
-    assert active.stat().st_size == kept
-    assert active.read_bytes()[sound_end:] == bytes(kept - sound_end)
+    assert repaired.damaged == []
+    assert repaired.cut_bytes == torn.st_size - sound_end
+    # The log holds its sound batches and nothing after them, however it was torn.
+    assert active.stat().st_size == sound_end
+    assert walk_batches(active) == sound
+    # After a clean close the log is authoritative: whatever follows its sound batches is damage, reported.
+    assert [(Path(p.path), p.position) for p in repaired.lost] == [(active, sound_end)]
+    if kind == "cut_in_body":
+        # The index had published the batch cut short, which a reader in another process may map: recovery
+        # wrote the sound batches to a new file renamed over the log, leaving the old one whole to its maps
+        # (cutting the file under one would be a SIGBUS), and new batches go to the next segment, which
+        # starts at the commit point, empty: no reader mapped it.
+        assert active.stat().st_ino != torn.st_ino
+        assert [p.name for p in logs_of(data)[-2:]] == [active.name, f"{expected_end:020d}.log"]
+        assert logs_of(data)[-1].stat().st_size == 0
+    else:  # only bytes the index never published were cut: the file was truncated, no reader touched them
+        assert active.stat().st_ino == torn.st_ino
+        assert logs_of(data)[-1] == active
     assert check_log(data).ok
-    assert spawn_call(read_everything, str(data)) == expected_end
+    assert spawn_call(read_everything, str(data)) == expected_end  # every sound message, nothing past the cut
     reopen_writer_and_append(data, expected_end)
     assert_healthy(data)
 
