@@ -128,7 +128,7 @@ class Broker:
         config = self.config.topic_defaults.restored(record.config).updated(changes)
         given = {key: getattr(config, key) for key in {**record.config, **changes}}
         self.catalog.metadata.set_topic_config(topic_name, given)
-        self.catalog.policies_changed()
+        self.catalog.policies_changed(topic_name)
         self.store.reconfigure(topic_name, config)
         return config
 

@@ -21,6 +21,7 @@ from seglog.errors import (
     TopicNotFoundError,
     UnusableClusterError,
 )
+from seglog.names import TopicName
 
 LOCAL = "here"
 
@@ -299,26 +300,32 @@ def test_before_the_first_serve_the_checks_that_need_the_local_cluster_are_skipp
 # --- listeners -------------------------------------------------------------------------------------------------
 
 def test_every_change_tells_the_listeners_at_once_and_a_refused_one_does_not(broker, admin) -> None:
-    changes: list[int] = []
-    broker.catalog.on_policies_changed(lambda: changes.append(1))
+    """naming the topic when the change is to one topic's own policies, None when it may reach any"""
+    changes: list[TopicName | None] = []
+    broker.catalog.on_topic_policies_changed(changes.append)
     admin.topics.create("t")
+    t = TopicName.parse("t")
     steps = [
-        lambda: admin.clusters.create("far", urls("far")),
-        lambda: admin.clusters.update("far", urls("far2")),
-        lambda: admin.tenants.create("acme", ["here", "east"]),
-        lambda: admin.tenants.update("acme", ["here", "east", "west"]),
-        lambda: admin.namespaces.create("acme/ns", clusters=["here"]),
-        lambda: admin.namespaces.set_allowed_clusters("public/default", ["here", "east"]),
-        lambda: admin.namespaces.set_clusters("public/default", ["here", "east"]),
-        lambda: admin.topics.set_replication_clusters("t", ["here"]),
-        lambda: admin.topics.set_replication_clusters("t", ["east"], is_global=True),
-        lambda: admin.topics.remove_replication_clusters("t"),
-        lambda: admin.topics.remove_replication_clusters("t", is_global=True),
-        lambda: admin.clusters.delete("far"),
+        (lambda: admin.clusters.create("far", urls("far")), None),
+        (lambda: admin.clusters.update("far", urls("far2")), None),
+        (lambda: admin.tenants.create("acme", ["here", "east"]), None),
+        (lambda: admin.tenants.update("acme", ["here", "east", "west"]), None),
+        (lambda: admin.namespaces.create("acme/ns", clusters=["here"]), None),
+        (lambda: admin.namespaces.set_allowed_clusters("public/default", ["here", "east"]), None),
+        (lambda: admin.namespaces.set_clusters("public/default", ["here", "east"]), None),
+        (lambda: admin.namespaces.set_retention("public/default", size="1G", time="1h"), None),
+        (lambda: admin.topics.set_replication_clusters("t", ["here"]), t),
+        (lambda: admin.topics.set_replication_clusters("t", ["east"], is_global=True), t),
+        (lambda: admin.topics.remove_replication_clusters("t"), t),
+        (lambda: admin.topics.remove_replication_clusters("t", is_global=True), t),
+        (lambda: admin.topics.set_retention("t", size="1G", time="1h"), t),
+        (lambda: broker.set_topic_config("t", {"retention_time": "2h"}), t),
+        (lambda: admin.clusters.delete("far"), None),
     ]
-    for count, step in enumerate(steps, 1):
+    for step, named in steps:
         step()
-        assert len(changes) == count
+        assert changes[-1] == named
+    assert len(changes) == len(steps)
     with pytest.raises(UnusableClusterError):
         admin.namespaces.set_clusters("acme/ns", ["nope"])
     assert len(changes) == len(steps)

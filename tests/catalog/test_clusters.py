@@ -154,8 +154,8 @@ def test_a_received_global_policy_applies_once_and_never_over_a_newer_one(broker
     admin.namespaces.set_clusters("public/default", ["r1", "r2"])
     admin.topics.create("t")
     topic = TopicName.parse("t")
-    changes = []
-    broker.catalog.on_policies_changed(lambda: changes.append(1))
+    changes: list[TopicName | None] = []
+    broker.catalog.on_topic_policies_changed(changes.append)
     received = GlobalPolicies(Policies(replication_clusters=frozenset({"r2"})), clock() + 10, "r2")
     assert broker.catalog.apply_global_topic_policies(topic, received)
     assert broker.catalog.global_topic_policies(topic) == received
@@ -163,7 +163,7 @@ def test_a_received_global_policy_applies_once_and_never_over_a_newer_one(broker
     assert not broker.catalog.apply_global_topic_policies(topic, received)  # the same copy again
     stale = GlobalPolicies(Policies(replication_clusters=frozenset({"r1"})), clock() + 5, "r2")
     assert not broker.catalog.apply_global_topic_policies(topic, stale)
-    assert changes == [1]
+    assert changes == [topic]
     admin.topics.remove_replication_clusters("t", is_global=True)  # the removal keeps a newer stamp
     assert not broker.catalog.apply_global_topic_policies(topic, received)
     assert admin.topics.get_replication_clusters("t", is_global=True) is None

@@ -1,5 +1,5 @@
 """The work the replication service does per change does not grow with the number of topics (issue 26, item
-7): creating a topic, or changing one topic's policies, looks at that topic alone; a change that may reach
+7): creating a topic, or changing one topic's policies or settings, looks at that topic alone; a change that may reach
 every topic (a namespace's clusters) looks at all of them; the periodic look reads the topics' names only,
 and still finds a topic another process created. Counted on a real broker with 5,000 topics, in this
 process: the topics each look reads from the catalog. The remote is registered at a port nothing listens
@@ -22,6 +22,7 @@ from seglog.replication.service import RECONCILE_S, ReplicationService
 TOPICS = 5_000
 GEO = "public/geo"
 WAIT_S = 20.0
+IDLE_S = 3.0  # three of the housekeeper's rounds (cursor_persist_interval: 1 s)
 
 
 def _cluster_data(data, topics: int) -> None:
@@ -116,6 +117,17 @@ def test_a_look_reads_the_topics_that_changed_not_every_topic(tmp_path, monkeypa
                 await _until(lambda: f"{GEO}/first" not in _replicated(service), "the first topic's stop")
                 seen["topic policy"] = reads.take()
 
+                # one topic's own policies and settings, through the admin API and the broker: that topic alone
+                admin = Admin(broker)
+                await loop.run_in_executor(executor, lambda: admin.topics.set_retention(f"{GEO}/second", size="1G",
+                                                                                        time="1h"))
+                await loop.run_in_executor(executor, broker.set_topic_config, f"{GEO}/second",
+                                           {"retention_time": "2h"})
+                await loop.run_in_executor(executor, admin.topics.set_replication_clusters, f"{GEO}/second",
+                                           ["east"])
+                await _until(lambda: f"{GEO}/second" not in _replicated(service), "the second topic's stop")
+                seen["topic admin"] = reads.take()
+
                 # a topic another process created (no notification here): the periodic look finds it
                 other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
                 try:
@@ -138,6 +150,7 @@ def test_a_look_reads_the_topics_that_changed_not_every_topic(tmp_path, monkeypa
     assert seen["start"]["every"] == TOPICS + 1 and seen["start"]["one"] == 0
     assert seen["create"]["every"] == 0 and seen["create"]["one"] == 1, seen["create"]
     assert seen["topic policy"]["every"] == 0 and seen["topic policy"]["one"] == 1, seen["topic policy"]
+    assert seen["topic admin"]["every"] == 0 and 1 <= seen["topic admin"]["one"] <= 3, seen["topic admin"]
     # (found by the periodic look, which read the names only: no topic's policies but the new one's)
     assert seen["elsewhere"]["every"] == 0 and seen["elsewhere"]["one"] == 1, seen["elsewhere"]
     assert seen["elsewhere"]["names"] >= TOPICS + 3
@@ -173,3 +186,39 @@ def test_a_topic_deleted_and_made_again_before_a_look_gets_cursors_and_replicato
 
     cursors, replicating = asyncio.run(run())
     assert cursors == ["pulsar.repl.west"] and replicating
+
+
+def test_the_housekeeper_tells_of_changes_only_when_another_process_made_some(tmp_path, monkeypatch) -> None:
+    """(it used to say "policies may have changed" every second, and every topic was looked at each time)"""
+    _cluster_data(tmp_path / "east", TOPICS)
+
+    async def run() -> dict[str, Counter[str]]:
+        broker = Broker.open(tmp_path / "east", clock=system_clock, background=True)  # with the housekeeper
+        reads = Reads(broker.catalog, monkeypatch)
+        seen: dict[str, Counter[str]] = {}
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(2) as executor:
+            service = ReplicationService(broker, "east", executor)
+            service.start()
+            try:
+                await _until(lambda: _replicated(service) == {f"{GEO}/first"}, "the first look runs GEO's")
+                await asyncio.sleep(IDLE_S)  # (the housekeeper's first round may still see the opening's changes)
+                reads.take()
+                await asyncio.sleep(IDLE_S)
+                seen["idle"] = reads.take()
+
+                other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+                try:
+                    await loop.run_in_executor(executor, Admin(other).namespaces.set_clusters, GEO, ["east"])
+                finally:
+                    other.close()
+                await _until(lambda: not _replicated(service), "every replicator's stop")
+                seen["elsewhere"] = reads.take()
+            finally:
+                await service.stop()
+        broker.close()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["idle"]["every"] == 0, seen["idle"]
+    assert seen["elsewhere"]["every"] >= TOPICS + 1, seen["elsewhere"]

@@ -204,7 +204,11 @@ class PolicyLevel:
 
     def _update(self, name: str, **changes: Any) -> None:
         self._write(name, replace(self._read(name), **changes))
-        self._broker.catalog.policies_changed()
+        self._changed(name)
+
+    def _changed(self, name: str) -> None:
+        """Tell the catalog's listeners that the policies of `name` changed."""
+        raise NotImplementedError
 
     def set_retention(self, name: str, *, size: Any, time: Any) -> None:
         """Retention of acknowledged messages: size ('10G', bytes as int, -1 no limit, 0) and time ('3h',
@@ -410,6 +414,9 @@ class Namespaces(PolicyLevel):
 
     def _write(self, name: str, policies: Policies) -> None:
         self._broker.catalog.metadata.set_namespace_policies(NamespaceName.parse(name), policies)
+
+    def _changed(self, name: str) -> None:
+        self._broker.catalog.policies_changed()  # (any topic of the namespace may follow them)
 
 
 class Topics(PolicyLevel):
@@ -658,7 +665,7 @@ class Topics(PolicyLevel):
                 metadata.set_topic_global_policies(name, stamped)
             else:
                 metadata.set_topic_policies(name, replace(local_policies, replication_clusters=given))
-        catalog.policies_changed()
+        catalog.policies_changed(name)
 
     def get_replication_clusters(self, topic: str, *, applied: bool = False,
                                  is_global: bool = False) -> list[str] | None:
@@ -691,7 +698,7 @@ class Topics(PolicyLevel):
                 metadata.set_topic_global_policies(name, stamped)
             else:
                 metadata.set_topic_policies(name, replace(local_policies, replication_clusters=None))
-        catalog.policies_changed()
+        catalog.policies_changed(name)
 
     def receive_global_policies(self, topic: str, received: GlobalPolicies, partitions: int) -> str:
         """Global policies another cluster replicated for `topic`, which had `partitions` there (Pulsar's
@@ -753,6 +760,9 @@ class Topics(PolicyLevel):
 
     def _write(self, name: str, policies: Policies) -> None:
         self._broker.catalog.metadata.set_topic_policies(TopicName.parse(name), policies)
+
+    def _changed(self, name: str) -> None:
+        self._broker.catalog.policies_changed(TopicName.parse(name))
 
 
 ACTIONS = ("produce", "consume")  # what a namespace permission may grant, in the order they are listed

@@ -108,6 +108,7 @@ class Metadata:
         self._shared_listeners: list[SharedListener] = []
         self._touched: dict[tuple[str, str], None] = {}  # the shared entities the transaction changed, in order
         self._applying = threading.local()  # .active: this thread applies changes that came from the store
+        self._data_version: int | None = None  # SQLite's, when changed_elsewhere last looked
         try:
             self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
@@ -600,6 +601,15 @@ class Metadata:
         permissions = self._db.execute("SELECT role, actions FROM permissions WHERE namespace = ? ORDER BY role",
                                        (key,)).fetchall()
         return {"policies": json.loads(row[0]), "permissions": {role: json.loads(a) for role, a in permissions}}
+
+    def changed_elsewhere(self) -> bool:
+        """Whether another process (another connection) committed a change since the last call; True at the
+        first. SQLite's data_version counts those commits, and not this connection's own, which their
+        callers tell the catalog's listeners of."""
+        with self._access():
+            version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        changed, self._data_version = version != self._data_version, version
+        return changed
 
     def close(self) -> None:
         with self._access():

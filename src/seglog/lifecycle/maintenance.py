@@ -184,7 +184,8 @@ class Housekeeper:
         while not self._stop.wait(self._persist_interval):
             try:
                 maintenance.subscriptions.persist_dirty()
-                maintenance.catalog.policies_changed()  # another process may have changed them
+                if maintenance.catalog.metadata.changed_elsewhere():  # (by another process: nothing told us)
+                    maintenance.catalog.policies_changed()
                 if time.monotonic() >= next_pass:
                     maintenance.run_pass()
                     next_pass = time.monotonic() + self._pass_interval

@@ -30,6 +30,7 @@ from seglog.catalog.topics import Catalog, TopicRef
 from seglog.errors import ProducerBlockedQuotaExceededError, ProducerSendTimeoutError
 from seglog.lifecycle.backlog import partition_backlog
 from seglog.lifecycle.maintenance import Maintenance
+from seglog.names import TopicName
 from seglog.subscriptions.subscription import reading
 from seglog.units import format_duration, format_size
 
@@ -200,7 +201,7 @@ class QuotaGuards:
         self._maintenance = maintenance
         self._guards: dict[str, QuotaGuard] = {}
         self._lock = threading.Lock()
-        catalog.on_policies_changed(self.refresh)
+        catalog.on_topic_policies_changed(self.refresh)
 
     def guard(self, ref: TopicRef) -> QuotaGuard:
         """The topic's guard (made again when the topic grew)."""
@@ -212,10 +213,11 @@ class QuotaGuards:
         guard.refresh()
         return guard
 
-    def refresh(self) -> None:
-        """Policies or topic settings changed (here, or seen from another process): re-arm the quotas."""
+    def refresh(self, topic: TopicName | None = None) -> None:
+        """Policies or topic settings changed (here, or seen from another process): re-arm the quotas, of
+        `topic` alone when the change was to its own."""
         with self._lock:
-            guards = list(self._guards.items())
+            guards = [(name, guard) for name, guard in self._guards.items() if topic is None or name == str(topic)]
         for name, guard in guards:
             if guard.fence.deleted:  # by another process
                 self.forget(name)
