@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from seglog.topic import Topic
 
 RECEIVER_QUEUE_SIZE = 1000  # messages one receive() prefetches, as Pulsar's receiverQueueSize
+_CLOSED = b"\1"  # the fence of a closed consumer: set, so that ack() takes the slow path, which says closed
 _consumer_numbers = count()
 
 
@@ -54,7 +55,7 @@ class Consumer:
                  negative_ack_redelivery_delay: Any) -> None:
         self.topic = topic
         self._registry = registry
-        self._fence = topic.fence.buffer  # tested on every ack: one byte, no call
+        self._fence = topic.fence.lend(self._let_go)  # tested on every ack: one byte, no call
         self.subscription = subscription
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
         ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
@@ -146,7 +147,7 @@ class Consumer:
         """Acknowledge a Message, a MessageId, a RecordBatch from receive_batch, or offsets (an int, a
         numpy or pyarrow array) of `partition` (default 0)."""
         if self._fence[0]:
-            self.topic.fence.check()
+            self._check_open()
         kind = type(target)
         if kind is Message or kind is MessageId:  # the per-message path: no isinstance chain
             self._ack_one(target.partition, target.offset)
@@ -245,9 +246,8 @@ class Consumer:
         the next consumer). The subscription's state is persisted when its last consumer leaves."""
         if self._closed:
             return
-        self._closed = True
+        self._let_go()
         self.subscription.detach(self.state)
-        self._prefetched.clear()
         if not self.subscription.consumers:
             self._registry.release(self.subscription)
 
@@ -255,9 +255,17 @@ class Consumer:
         """Delete the subscription (refused while other consumers are attached): its backlog no longer
         keeps messages."""
         self._check_open()
-        self._closed = True
+        self._let_go()
         self.subscription.detach(self.state)
         self._registry.unsubscribe(self.subscription)
+
+    def _let_go(self) -> None:
+        """Refuse every call from now on, and hold nothing of the data directory: neither the fence's map
+        nor messages taken and not returned (their buffers point into the segments' maps). The consumer
+        closes, or the log does (the fence calls this), which closed the subscriptions first."""
+        self._closed = True
+        self._fence = _CLOSED
+        self._prefetched.clear()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -65,7 +65,7 @@ class Producer(SendPath):
         self._closed = False
         opening = _partitions_to_open(partitions, self._partitions)
         store.producer_opened(topic.topic_name)
-        self._init_send_path(self._accumulators, self.batch_size, topic.fence.buffer)
+        self._init_send_path(self._accumulators, self.batch_size, topic.fence.lend(self._let_go))
         try:
             for partition in opening:
                 self._writer(partition)
@@ -168,12 +168,17 @@ class Producer(SendPath):
         if not self._closed:
             if not self.topic.fence.deleted:  # a deleted topic's queued messages are dropped, not written
                 self.flush()
-            self._closed = True
-            self._init_send_path([], self.batch_size, _CLOSED)
+            self._let_go()
             for partition, writer in enumerate(self._writers):
                 if writer is not None:
                     self._store.release_writer(self.topic.topic_name, partition, self.topic.fence)
             self._store.producer_closed(self.topic.topic_name, self.topic.fence)
+
+    def _let_go(self) -> None:
+        """Refuse every call from now on, and let go of the fence's map that send() tests. The producer
+        closes, or the log does (the fence calls this): the log closed its writers first."""
+        self._closed = True
+        self._init_send_path([], self.batch_size, _CLOSED)
 
     def _fenced(self) -> None:
         self.topic.fence.check()

@@ -30,25 +30,38 @@ def open_files(under: Path) -> set[str]:
     return {target for target in targets if target.startswith(prefix)}
 
 
-def test_close_releases_every_map_and_descriptor_while_the_log_and_its_handles_are_kept(tmp_path):
+@pytest.fixture
+def no_cycle_collector():
+    """Nothing is left to the cycle collector: what the close must release is still there when it runs."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def test_close_releases_every_map_and_descriptor_while_the_log_and_its_handles_are_kept(tmp_path,
+                                                                                        no_cycle_collector):
     data = tmp_path / "data"
     log = seglog.open(data, background=False)
     topics = [log.create_topic(name, partitions=2, segment_size="1 MiB") for name in ("a", "b", "acme/ns/c")]
-    readers = []
+    readers, producers, consumers = [], [], []
     for topic in topics:
-        with topic.producer() as producer:
-            for i in range(2000):
-                producer.send(b"x" * 600, key=str(i))
+        producer = topic.producer()
+        for i in range(2000):
+            producer.send(b"x" * 600, key=str(i))
+        producer.flush()
+        producers.append(producer)  # left open: its send path tests the fence's map
         readers.append(topic.reader("earliest", partition=1))  # left open: the log closes it
         assert readers[-1].read_batch() is not None
-        consumer = topic.subscribe("s", initial_position="earliest")
-        consumer.ack(consumer.receive(timeout=5))
-        consumer.close()
-    # A closed Consumer sits in a reference cycle holding its topic's fence byte (consumer.py), which only the
-    # cycle collector frees: collected here, before the close, so that what the close must release is left.
-    del consumer
-    gc.collect()
+        closed = topic.subscribe("closed", initial_position="earliest")
+        closed.ack(closed.receive(timeout=5))
+        closed.close()
+        kept = topic.subscribe("open", initial_position="earliest")
+        kept.ack(kept.receive(timeout=5))  # left open, holding the messages receive() took after this one
+        consumers += [closed, kept]
     log.run_maintenance()
+    ends = [topic.end_offset(p) for topic in topics for p in (0, 1)]
     mapped = mapped_files(data)
     assert {Path(path).name for path in mapped} >= {".fence", "00000000000000000000.log"}  # it sees maps
 
@@ -61,3 +74,38 @@ def test_close_releases_every_map_and_descriptor_while_the_log_and_its_handles_a
             reader.read_batch()
         with pytest.raises(seglog.errors.ClosedError):
             topic.reader("earliest")
+    for producer in producers:  # closed with the log: nothing written after it, closing again changes nothing
+        with pytest.raises(seglog.errors.ClosedError):
+            producer.send(b"late")
+        with pytest.raises(seglog.errors.ClosedError):
+            producer.send_batch([b"late"])
+        producer.close()
+    for consumer in consumers:
+        with pytest.raises(seglog.errors.ClosedError):
+            consumer.receive(timeout=0)
+        with pytest.raises(seglog.errors.ClosedError):
+            consumer.ack(0)
+        consumer.close()
+    assert mapped_files(data) == set()
+    assert open_files(data) == set()
+    with seglog.open(data, background=False) as log:  # nothing was written after the close
+        assert [log.topic(topic.name).end_offset(p) for topic in topics for p in (0, 1)] == ends
+
+
+def test_close_releases_the_fence_of_a_deleted_topic_its_old_handles_hold(tmp_path, no_cycle_collector):
+    data = tmp_path / "data"
+    log = seglog.open(data, background=False)
+    old = log.create_topic("t").producer()
+    old.send(b"before")
+    log.delete_topic("t", force=True)  # the old producer is fenced, and keeps the deleted topic's fence
+    with pytest.raises(seglog.errors.TopicNotFoundError):
+        old.send(b"deleted")
+    new = log.create_topic("t").producer()
+    new.send(b"after")
+    new.flush()
+    assert [Path(path).name for path in mapped_files(data)].count(".fence (deleted)") == 1
+
+    log.close()
+
+    assert mapped_files(data) == set()
+    assert open_files(data) == set()

@@ -11,6 +11,8 @@ check is one memory read. A recreated topic gets a new file, so handles of the o
 from __future__ import annotations
 
 import os
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 from seglog.errors import TopicNotFoundError
@@ -35,6 +37,9 @@ class TopicFence:
             raise TopicNotFoundError(f"topic {name} does not exist")
         # One byte, read-only: hot paths (send, ack) test `buffer[0]` and call check() only when it is set.
         self.buffer = memoryview(self._map)
+        # the users that took `buffer` themselves (lend), told when the log closes; a user collected meanwhile
+        # drops out by itself
+        self._borrowers: set[weakref.WeakMethod] = set()
 
     @property
     def deleted(self) -> bool:
@@ -45,13 +50,27 @@ class TopicFence:
         if self.buffer[0]:
             raise TopicNotFoundError(f"topic {self.name} was deleted")
 
+    def lend(self, on_close: Callable[[], None]) -> memoryview:
+        """`buffer`, for a user that tests it on its hot path with no call (a producer's send, a consumer's
+        ack). `on_close`, a method of the user (held weakly: the fence does not keep the user alive), is
+        called when the log closes: it must drop the buffer, and whatever else of the data directory the user
+        holds, since the log's close leaves no map to a user that lives on."""
+        self._borrowers.add(weakref.WeakMethod(on_close, self._borrowers.discard))
+        return self.buffer
+
     def close(self) -> None:
-        """Let go of the map (the log closes): from here on the fence reads live, and a handle checked after
-        the close is refused by the closed log instead. A user that took `buffer` itself (an open producer's
-        send path, a consumer) keeps the page mapped until it lets go of it."""
+        """Let go of the map (the log closes): every user that borrowed the buffer is told to drop it first,
+        and from here on the fence reads live, so a handle checked after the close is refused by the closed
+        log instead. The page is unmapped at once, or when the last buffer into it is gone if a caller
+        still holds one (a user that took it without lend)."""
+        borrowers, self._borrowers = self._borrowers, set()
+        for borrower in borrowers:
+            on_close = borrower()
+            if on_close is not None:
+                on_close()
         self.buffer = memoryview(_LIVE)
         close_map(self._map)
-        self._map = None  # unmapped when the last buffer into it is gone, if close_map could not yet
+        self._map = None
 
 
 def create_fence(topic_directory: Path) -> None:

@@ -37,6 +37,8 @@ class PartitionStore:
         self.path = path
         self.clock = clock
         self._fences: dict[str, TopicFence] = {}
+        # the fences of deleted topics a new fence replaced: handles made before the deletion still hold them
+        self._replaced_fences: weakref.WeakSet[TopicFence] = weakref.WeakSet()
         self._views: dict[Path, PartitionView] = {}
         self._readers: weakref.WeakSet[Reader] = weakref.WeakSet()  # closed with the store: they hold maps
         self._writers: dict[tuple[str, int], PartitionWriter] = {}
@@ -63,11 +65,14 @@ class PartitionStore:
     def fence(self, name: TopicName) -> TopicFence:
         """This process's map of the topic's fence (mapped again when the name is reused after a deletion).
         Once the store is closed, a map for the caller alone, let go of with it: the store keeps none."""
-        fence = self._fences.get(str(name))
-        if fence is None or fence.deleted:
-            fence = TopicFence(self.topic_directory(name), str(name))
-            if not self._closed:
-                self._fences[str(name)] = fence
+        known = self._fences.get(str(name))
+        if known is not None and not known.deleted:
+            return known
+        fence = TopicFence(self.topic_directory(name), str(name))
+        if not self._closed:
+            if known is not None:
+                self._replaced_fences.add(known)
+            self._fences[str(name)] = fence
         return fence
 
     def has_fence(self, name: TopicName) -> bool:
@@ -298,8 +303,10 @@ class PartitionStore:
         for view in self._views.values():
             view.close()
         self._views.clear()
-        fences, self._fences = self._fences, {}
-        for fence in fences.values():
+        fences = [*self._fences.values(), *self._replaced_fences]
+        self._fences.clear()
+        self._replaced_fences.clear()
+        for fence in fences:
             fence.close()
         with self._signals_lock:
             for signal in self._signals.values():
