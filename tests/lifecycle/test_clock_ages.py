@@ -77,3 +77,29 @@ def test_a_segment_recovered_by_open_ages_from_its_newest_message(tmp_path, cloc
             producer.send_batch([b"second"])
         log.run_maintenance()
         assert segments(topic) == [1]
+
+
+def active_last_writes(topic):
+    """The active segment's last write as internal_stats and explain_retention show it."""
+    stats_row = topic.internal_stats()["partitions"]["0"]["segments"][-1]
+    explained = topic.explain_retention()["partitions"]["0"][-1]
+    assert stats_row["active"] and explained["rule"] == "active"
+    return stats_row["lastWriteMs"], explained["lastWriteMs"]
+
+
+def test_the_active_segment_shows_its_last_write_by_the_clock(tmp_path, clock):
+    """The active segment's log is written through a map, so its mtime is the wall clock's: stats and
+    explain show its last write by the log's clock, in the writing process and in one that only reads."""
+    data = tmp_path / "data"
+    with seglog.open(data, clock=clock) as log:
+        topic = log.create_topic("t", retention_time="1h")
+        with topic.producer(partitions=[0]) as producer:
+            assert active_last_writes(topic) == (0, 0)  # its files are made, nothing is written yet
+            producer.send_batch([b"first"])
+            clock.advance(hours=3)
+            producer.send_batch([b"second"])
+            written_at = clock()
+            clock.advance(minutes=5)
+            assert active_last_writes(topic) == (written_at, written_at)
+            with seglog.open(data, clock=clock, background=False) as reading:
+                assert active_last_writes(reading.topic("t")) == (written_at, written_at)

@@ -2,7 +2,14 @@
 
 A maintenance pass looks at every segment of every partition, so the facts are cheap to gather: a sealed
 segment never changes, and its row is read once (three stats and a 32-byte read of its time index, with
-no mapping) and cached until it is deleted; only the active segment is looked at again on every pass."""
+no mapping) and cached until it is deleted; only the active segment is looked at again on every pass.
+
+Every last write is by the log's clock, never the wall clock (a ManualClock's ages are the clock's): a
+sealed segment's is its log's mtime, which the writer sets to the clock's time of its last write when it
+seals it (recovery to the newest timestamp it holds). The active segment's file is written through a map,
+so its mtime is the wall clock's: its last write is the newest timestamp it holds, stamped by the writer's
+clock (the rule recovery follows after a crash, and Kafka's time retention), in any process; 0 while it
+holds none."""
 
 from __future__ import annotations
 
@@ -80,7 +87,7 @@ class SegmentFacts:
         active.refresh()
         index = active.index
         active_row = np.array([[bases[-1], index.next_offset, index.end_position + 2 * ENTRY_BYTES * index.count,
-                                index.end_position, _mtime_ms(active.paths.log),
+                                index.end_position, index.max_timestamp if index.count else 0,
                                 index.max_timestamp if index.count else UNKNOWN_TIMESTAMP]], dtype=np.int64)
         columns = np.concatenate((self._sealed_columns(bases), active_row.T), axis=1)
         return SegmentTable(*columns)
@@ -134,10 +141,6 @@ def _last_time_entry(path: Path) -> int:
     if tail[1] == 0 or tail[3] != 0:
         raise ValueError(f"{path}: not trimmed after its last entry")
     return int(tail[0])
-
-
-def _mtime_ms(path: Path) -> int:
-    return os.stat(path).st_mtime_ns // 1_000_000
 
 
 def first_offset_at_or_after(view: PartitionView, table: SegmentTable, timestamp: int) -> int:
