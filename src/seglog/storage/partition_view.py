@@ -63,6 +63,7 @@ class SegmentView:
         self.base_offset = base_offset
         self.next_base = next_base
         self.data: Mapping | None = None
+        self._log_inode: int | None = None  # of the log as mapped
         self.index: IndexView
         self._file_index: IndexView | None = None
         self._index_identity: tuple | None = None  # (inode, size) of both index files as mapped
@@ -76,10 +77,16 @@ class SegmentView:
             self.settle(next_base)
 
     def _map_data(self) -> None:
+        # The inode first: a log replaced between the look and the map is seen as replaced, and mapped again.
+        self._log_inode = os.stat(self.paths.log).st_ino
         self.data = map_file(self.paths.log, writable=False)
         self.populated_end = 0  # pages below this are faulted in (see batch_at)
 
     def _map_index(self) -> None:
+        # A recovery that lost published batches renames a copy of the kept ones over the log (and rewrites
+        # the index, which is how the view comes here): the old map holds the old file's bytes.
+        if os.stat(self.paths.log).st_ino != self._log_inode:
+            self._map_data()
         self._index_identity = self._current_identity()
         self._file_index = self._open_file_index() if self._index_identity is not None else None
         self._recovered_from = None
@@ -101,8 +108,11 @@ class SegmentView:
         return IndexView(offsets, times, self.base_offset) if len(offsets) == len(times) else None
 
     def _committed_index(self) -> IndexView:
-        """The commit rule in memory, from the same input the next writer's recovery will read."""
-        self._ensure_mapped(os.path.getsize(self.paths.log))
+        """The commit rule in memory, from the same input the next writer's recovery will read. The scan reads
+        the whole map, so the map must be the file's size: a map taken before a recovery cut the file (then
+        stopped short of marking it clean) reaches past its end, where a touch is a SIGBUS."""
+        if self.data is None or len(self.data) != os.path.getsize(self.paths.log):
+            self._map_data()
         commit = committed(self.data, self.base_offset, *read_index_files(self.paths))
         return in_memory_index(commit.entries(), self.base_offset)
 
