@@ -10,50 +10,26 @@ import socket
 import struct
 import threading
 import time
-import zlib
-from pathlib import Path
 
-import cramjam
 import pytest
+from helpers_hostile import (
+    TOPIC,
+    AnonPeak,
+    MiB,
+    _messages,
+    closed_within,
+    flood,
+    metadata,
+    raw_producer,
+    zlib_bomb,
+    zstd_bomb,
+)
 
 from helpers_server import RawConnection, start_server  # pulsar: skips without the test extra
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_send
+from seglog.server.protocol.frames import Type, command, encode_command, encode_send
 
-MiB = 1024 * 1024
-TOPIC = "persistent://public/default/hostile"
 KEEPALIVE_S = 0.5
-
-
-def rss_anon(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no RssAnon in /proc/{pid}/status")
-
-
-class AnonPeak:
-    """Samples a process's RssAnon every few ms from a thread while the block runs: `growth` is the largest
-    rise over what it was at the start."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.growth = 0
-        self._stop = threading.Event()
-
-    def __enter__(self) -> AnonPeak:
-        self._baseline = rss_anon(self.pid)
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.005):
-            self.growth = max(self.growth, rss_anon(self.pid) - self._baseline)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 @pytest.fixture
@@ -61,25 +37,6 @@ def quick_keepalive(tmp_path):
     running = start_server(tmp_path / "data", "--keepalive", str(KEEPALIVE_S))
     yield running
     running.stop()
-
-
-def closed_within(connection: socket.socket, seconds: float, trickle: bytes) -> float | None:
-    """Send `trickle` a byte every 50 ms until the server closes the connection: how long that took, or None
-    if it was still open after `seconds`."""
-    started = time.monotonic()
-    for byte in trickle:
-        try:
-            connection.sendall(bytes([byte]))
-            connection.settimeout(0.05)
-            if connection.recv(65536) == b"":
-                return time.monotonic() - started
-        except TimeoutError:
-            pass
-        except (ConnectionResetError, BrokenPipeError):
-            return time.monotonic() - started
-        if time.monotonic() - started > seconds:
-            return None
-    raise AssertionError("the trickle ran out before the time did")
 
 
 def test_a_connection_that_never_completes_connect_is_closed_at_the_first_keepalive_tick(quick_keepalive):
@@ -102,34 +59,6 @@ def test_a_connected_client_that_trickles_a_frame_without_answering_pings_is_clo
         raw.close()
     assert took is not None, f"still open after {8 * KEEPALIVE_S}s of trickled bytes"
     assert took < 4 * KEEPALIVE_S  # a PING at the first silent tick, closed at the next
-
-
-def raw_producer(server, topic: str = TOPIC) -> RawConnection:
-    raw = RawConnection(server.port)
-    raw.connect()
-    raw.send(encode_command(command(Type.PRODUCER, topic=topic, producer_id=1, request_id=1)))
-    answer = raw.receive()
-    assert answer.type == Type.PRODUCER_SUCCESS, answer
-    return raw
-
-
-def metadata(sequence_id: int, **fields) -> bytes:
-    return api.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1_700_000_000_000,
-                               **fields).SerializeToString()
-
-
-def zlib_bomb(size: int) -> bytes:
-    compressor = zlib.compressobj(9)
-    chunk = bytes(MiB)
-    return b"".join([*(compressor.compress(chunk) for _ in range(size // MiB)), compressor.flush()])
-
-
-def zstd_bomb(size: int) -> bytes:
-    compressor = cramjam.zstd.Compressor()
-    chunk = bytes(MiB)
-    for _ in range(size // MiB):
-        compressor.compress(chunk)
-    return bytes(compressor.finish())
 
 
 @pytest.mark.parametrize(("compression", "bomb"), [(api.ZLIB, zlib_bomb), (api.ZSTD, zstd_bomb)],
@@ -176,12 +105,6 @@ def test_a_batch_of_more_messages_than_the_limit_is_refused_clearly_and_costs_li
     assert answer.type == Type.SEND_ERROR and answer.send_error.error == api.ChecksumError, answer
     assert f"the batch holds {count} messages, over the 10000 a batch may hold" in answer.send_error.message
     assert peak.growth < 24 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
-
-
-def flood(raw: RawConnection, count: int, receipts: list[api.BaseCommand]) -> None:
-    """Send `count` unbatched 8 KiB SENDs at once, and read their receipts only once all are sent."""
-    raw.send(b"".join(encode_send(1, i, 1, metadata(i), bytes(8 * 1024)) for i in range(count)))
-    receipts.extend(raw.receive(30) for _ in range(count))
 
 
 @pytest.mark.parametrize(("options", "connections", "bound"), [
@@ -255,16 +178,3 @@ def test_a_consumer_granting_every_permit_and_never_reading_costs_one_read(serve
         raw.close()
     assert [struct.unpack(">Q", payload[-8:])[0] for payload in received] == list(range(count))
     assert peak.growth < 16 * MiB, f"RssAnon grew {peak.growth / MiB:.0f} MiB"
-
-
-def _messages(raw: RawConnection, count: int) -> list[bytes]:
-    """The payloads of the next `count` MESSAGE frames, read as a client would (each within 10 s)."""
-    decoder = FrameDecoder()
-    payloads: list[bytes] = []
-    raw.socket.settimeout(10)
-    while len(payloads) < count:
-        data = raw.socket.recv(1 << 20)
-        if not data:
-            raise ConnectionError(f"closed after {len(payloads)} messages")
-        payloads += [frame.payload for frame in decoder.feed(data) if frame.command.type == Type.MESSAGE]
-    return payloads
