@@ -173,11 +173,11 @@ def backlog_messages(broker: Broker, ref: TopicRef, prefix: str) -> dict[str, in
 
 def consumer_states(broker: Broker, ref: TopicRef, subscription: str) -> list[dict[str, Any]]:
     """The consumers attached to a subscription in this process: name, the permits granted and not used
-    (None for an in-process consumer, which asks for what it wants), and the messages delivered and not
-    acknowledged."""
+    (None for an in-process consumer, which asks for what it wants), the messages delivered and not known
+    to be acknowledged, and whether dispatch holds it at its most unacknowledged messages."""
     live = broker.subscriptions.live(ref, subscription)
     if live is None:
         return []
     with reading(live):
-        return [{"name": c.name, "permits": c.permits, "unacked": sum(len(p.offsets) for p in c.pending)}
-                for c in live.consumers]
+        return [{"name": c.name, "permits": c.permits, "unacked": c.pending_messages,
+                 "blocked": c.blocked_on_unacked} for c in live.consumers]

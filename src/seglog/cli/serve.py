@@ -79,6 +79,9 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.option("--max-messages-per-batch", default=10_000, show_default=True, type=click.IntRange(1),
               help="The most messages one SEND may carry; a larger batch is refused (ChecksumError) before it is "
                    "unpacked, as each message costs the server memory while its batch is written.")
+@click.option("--max-unacked-messages-per-consumer", default=50_000, show_default=True, type=click.IntRange(0),
+              help="Messages a consumer may hold unacknowledged before it is sent no more until it acknowledges "
+                   "some (Pulsar's maxUnackedMessagesPerConsumer); 0: no bound.")
 @click.option("--max-publish-buffer", default="256MiB", show_default=True, callback=byte_size, metavar="SIZE",
               help="Bytes of SENDs received and not yet written, in all, past which every connection stops "
                    "reading until writes catch up (Pulsar's maxMessagePublishBufferSizeInMB).")
@@ -103,7 +106,8 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
           superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
           tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
-          max_message_size: int, max_messages_per_batch: int, max_publish_buffer: int,
+          max_message_size: int, max_messages_per_batch: int, max_unacked_messages_per_consumer: int,
+          max_publish_buffer: int,
           max_connection_publish_buffer: int, configuration_store: str | None, configuration_sync_topic: str | None,
           log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
@@ -141,7 +145,9 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
                            tls_cert_file=tls_cert_file, tls_key_file=tls_key_file, tls_port=tls_port,
                            https_port=https_port, tls_trust_certs_file=tls_trust_certs_file,
                            tls_require_trusted_client_cert=tls_require_trusted_client_cert,
-                           max_messages_per_batch=max_messages_per_batch, max_publish_buffer=max_publish_buffer,
+                           max_messages_per_batch=max_messages_per_batch,
+                           max_unacked_messages_per_consumer=max_unacked_messages_per_consumer,
+                           max_publish_buffer=max_publish_buffer,
                            max_connection_publish_buffer=max_connection_publish_buffer)
 
     def ready(urls: tuple[str, ...]) -> None:

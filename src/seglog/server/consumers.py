@@ -64,7 +64,8 @@ class ConsumerSession:
         # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
         self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
                                    partitions=frozenset({target.partition}) if target.partitioned else None,
-                                   hash_ranges=hash_ranges)
+                                   hash_ranges=hash_ranges,
+                                   max_unacked=connection.service.settings.max_unacked_messages_per_consumer or None)
         self.subscription: Subscription | None = None
         self.task: asyncio.Task | None = None
         self._signal_event = LoopWake(self.loop, self.wake)

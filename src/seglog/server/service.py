@@ -110,6 +110,8 @@ class Settings:
     max_message_size: int
     broker_url_tls: str = ""  # pulsar+ssl://host:port when the binary port serves TLS
     max_messages_per_batch: int = UnpackLimits.max_messages  # messages one SEND may carry
+    # messages a consumer may hold unacknowledged before it is given no more (Pulsar's default); 0: no bound
+    max_unacked_messages_per_consumer: int = 50_000
     # bytes of SENDs received and not yet written, in all and per connection, before connections stop reading
     max_publish_buffer: int = 256 * 1024 * 1024
     max_connection_publish_buffer: int = 16 * 1024 * 1024

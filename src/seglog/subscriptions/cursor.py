@@ -23,6 +23,12 @@ from seglog.storage.lock import WriterLock
 from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor, save
 
 
+def unacknowledged(acks: AckSet, offsets: np.ndarray) -> np.ndarray:
+    """Those of `offsets` (ascending, not empty) that `acks` has not acknowledged."""
+    first = int(offsets[0])
+    return offsets[acks.unacked_mask(first, int(offsets[-1]) + 1)[offsets - first]]
+
+
 class Cursor:
     """A subscription's acknowledgements and their file. `dirty` says whether they changed since they were
     last persisted; a consumer's per-message ack (which changes the AckSet itself) sets it too."""

@@ -28,6 +28,7 @@ from seglog._core._messages import Message, batch_attributes, messages_from_batc
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
 from seglog.storage.partition_view import SegmentView
+from seglog.subscriptions.cursor import unacknowledged
 from seglog.subscriptions.key_shared import (
     HashRanges,
     HashRing,
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
 
 _BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
+# how long a consumer held at its max_unacked waits before its pending messages are counted again (by the
+# log's clock): counting costs a look at each, and the consumer's acks may free none
+UNACKED_RECOUNT_MS = 1000
 
 
 @dataclass
@@ -126,7 +130,10 @@ class ConsumerState:
     ack_timeout_ms: int | None
     on_forget: Callable[[int | None], None]
     disconnect: Callable[[], None]
-    pending: deque[Pending] = field(default_factory=deque)  # delivered, not yet known to be acknowledged
+    # delivered, not yet known to be acknowledged, and how many messages that is (changed through hold,
+    # release_head and keep_pending, which keep the two agreeing)
+    pending: deque[Pending] = field(default_factory=deque)
+    pending_messages: int = 0
     queue: deque[Piece] = field(default_factory=deque)      # key_shared: routed to this consumer by others
     # key_shared, a consumer that joined others: per partition, the read position when it joined, until
     # everything before it is acknowledged; meanwhile its messages from there on are held
@@ -147,6 +154,28 @@ class ConsumerState:
     # consumer that copies what it is given (into frames, Python messages) costs memory in proportion to one
     # read, whatever its permits or max_messages
     max_read_bytes: int | None = MAX_READ_BYTES
+    # a consumer on a connection: the most messages it may hold unacknowledged before dispatch gives it no
+    # more until it acknowledges some (Pulsar's maxUnackedMessagesPerConsumer); None: no bound
+    max_unacked: int | None = None
+    # held at max_unacked: when its pending messages are counted again (Dispatcher._may_give)
+    recount_at: int | None = None
+
+    @property
+    def blocked_on_unacked(self) -> bool:
+        return self.recount_at is not None
+
+    def hold(self, pending: Pending) -> None:
+        self.pending.append(pending)
+        self.pending_messages += len(pending.offsets)
+
+    def release_head(self) -> Pending:
+        head = self.pending.popleft()
+        self.pending_messages -= len(head.offsets)
+        return head
+
+    def keep_pending(self, kept: abc.Iterable[Pending]) -> None:
+        self.pending = deque(kept)
+        self.pending_messages = sum(len(p.offsets) for p in self.pending)
 
     def covers(self, partition: int) -> bool:
         return self.partitions is None or partition in self.partitions
@@ -160,12 +189,12 @@ class ConsumerState:
     def forget(self, partition: int | None = None) -> None:
         """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
         if partition is None:
-            self.pending.clear()
+            self.keep_pending(())
             self.queue.clear()
             self.held.clear()
             self.joined_at = None
         else:
-            self.pending = deque(p for p in self.pending if p.partition != partition)
+            self.keep_pending(p for p in self.pending if p.partition != partition)
             self.queue = deque(p for p in self.queue if p.partition != partition)
             self.held = deque(p for p in self.held if p.partition != partition)
             if self.joined_at is not None:
@@ -243,6 +272,11 @@ class Dispatcher:
         return given
 
     def _give(self, consumer: ConsumerState, max_messages: int | None, now: int) -> list[Piece]:
+        if consumer.max_unacked is not None:
+            if not self._may_give(consumer, now):
+                return []
+            room = consumer.max_unacked - consumer.pending_messages
+            max_messages = room if max_messages is None else min(max_messages, room)
         if consumer.permits is not None:
             if consumer.permits <= 0:
                 return []
@@ -252,8 +286,33 @@ class Dispatcher:
             consumer.permits -= sum(len(piece.offsets) for piece in pieces)
         deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
         for piece in pieces:
-            consumer.pending.append(Pending(deadline, piece.partition, piece.offsets))
+            consumer.hold(Pending(deadline, piece.partition, piece.offsets))
         return pieces
+
+    def _may_give(self, consumer: ConsumerState, now: int) -> bool:
+        """Whether a consumer with a max_unacked may be given more. At the bound, the messages it was given
+        are counted again, those acknowledged meanwhile dropped (acknowledged out of order, they stay in
+        `pending` until the subscription's mark-delete passes them); held still at the bound, it is given
+        nothing, and counted again UNACKED_RECOUNT_MS later or once its pending messages go below it."""
+        assert consumer.max_unacked is not None
+        if consumer.pending_messages < consumer.max_unacked:
+            consumer.recount_at = None
+            return True
+        if consumer.recount_at is not None and now < consumer.recount_at:
+            return False
+        self._drop_acknowledged(consumer)
+        held = consumer.pending_messages >= consumer.max_unacked
+        consumer.recount_at = now + UNACKED_RECOUNT_MS if held else None
+        return not held
+
+    def _drop_acknowledged(self, consumer: ConsumerState) -> None:
+        """Leave out of what `consumer` holds pending the messages acknowledged since it was given them."""
+        kept = []
+        for pending in consumer.pending:
+            offsets = unacknowledged(self.cursor.acks(pending.partition), pending.offsets)
+            if len(offsets):
+                kept.append(Pending(pending.deadline_ms, pending.partition, offsets))
+        consumer.keep_pending(kept)
 
     def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         return self._dispatch_to(consumer, max_messages)
@@ -351,7 +410,7 @@ class Dispatcher:
         if given is None:
             for pending in consumer.pending:
                 self.redeliveries.add(pending.partition, pending.offsets)
-            consumer.pending.clear()
+            consumer.keep_pending(())
             return
         for partition, offsets in given.items():
             self.redeliveries.add(partition, offsets)
@@ -363,7 +422,7 @@ class Dispatcher:
                                       pending.offsets[~np.isin(pending.offsets, offsets)])
                 if len(pending.offsets):
                     kept.append(pending)
-            consumer.pending = kept
+            consumer.keep_pending(kept)
 
     # read positions
 
@@ -501,9 +560,7 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
             acks = self.cursor.acks(partition)
             live = []
             for piece in pieces:  # (the acknowledged ones left out, as Redeliveries.add leaves them out)
-                first = int(piece.offsets[0])
-                mask = acks.unacked_mask(first, int(piece.offsets[-1]) + 1)[piece.offsets - first]
-                live.append(piece.with_offsets(piece.offsets[mask]))
+                live.append(piece.with_offsets(unacknowledged(acks, piece.offsets)))
             mine, unowned = route_by_ranges(self.consumers_of(partition), joined,
                                             [p for p in live if len(p.offsets)])
             joined.queue.extend(mine)

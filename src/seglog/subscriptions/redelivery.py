@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from seglog.subscriptions.cursor import unacknowledged
+
 if TYPE_CHECKING:
     from seglog.clock import Clock
     from seglog.subscriptions.cursor import Cursor
@@ -44,11 +46,10 @@ class Redeliveries:
 
     def add(self, partition: int, offsets: np.ndarray) -> None:
         """Deliver the messages at `offsets` again, those not acknowledged meanwhile."""
-        acks = self.cursor.acks(partition)
         if not len(offsets):
             return
-        first, last = int(offsets.min()), int(offsets.max()) + 1
-        unacked = offsets[acks.unacked_mask(first, last)[offsets - first]].tolist()
+        acks = self.cursor.acks(partition)
+        unacked = unacknowledged(acks, np.sort(offsets)).tolist()
         waiting = self.partitions[partition]
         waiting.redeliver.update(unacked)
         counts = waiting.counts
@@ -77,14 +78,13 @@ class Redeliveries:
         """Drop what the consumers were given and have acknowledged since from their pending lists; what
         is past its ack timeout, and the negative acks due by `now`, go to redelivery."""
         for consumer in consumers:
-            pending = consumer.pending
-            while pending:
-                head = pending[0]
+            while consumer.pending:
+                head = consumer.pending[0]
                 acks = self.cursor.acks(head.partition)
                 if acks.floor > int(head.offsets[-1]):
-                    pending.popleft()  # acknowledged
+                    consumer.release_head()  # acknowledged
                 elif head.deadline_ms is not None and head.deadline_ms <= now:
-                    pending.popleft()
+                    consumer.release_head()
                     self.add(head.partition, head.offsets)
                 else:
                     break

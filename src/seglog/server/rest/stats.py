@@ -33,9 +33,9 @@ def _publisher(name: str) -> dict[str, Any]:
 def _consumer(state: dict[str, Any]) -> dict[str, Any]:
     return {"consumerName": state["name"], "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgRateRedeliver": 0.0,
             "availablePermits": state["permits"] or 0, "unackedMessages": state["unacked"],
-            "blockedConsumerOnUnackedMsgs": False, "address": None, "connectedSince": None, "clientVersion": None,
-            "msgOutCounter": 0, "bytesOutCounter": 0, "lastAckedTimestamp": 0, "lastConsumedTimestamp": 0,
-            "metadata": {}}
+            "blockedConsumerOnUnackedMsgs": state["blocked"], "address": None, "connectedSince": None,
+            "clientVersion": None, "msgOutCounter": 0, "bytesOutCounter": 0, "lastAckedTimestamp": 0,
+            "lastConsumedTimestamp": 0, "metadata": {}}
 
 
 def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, Any],
