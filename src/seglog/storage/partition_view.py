@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -250,13 +251,17 @@ class PartitionView:
     readers, so a segment is mapped, faulted in and validated once per process, not once per reader.
 
     At most MAX_OPEN_SEGMENTS segments stay mapped, the least recently used are let go: reading a partition
-    of 10,000 segments from start to end would otherwise keep 30,000 maps (vm.max_map_count is 65,530)."""
+    of 10,000 segments from start to end would otherwise keep 30,000 maps (vm.max_map_count is 65,530).
+
+    Thread-safe: the listing and the segments' views change under a lock (readers in the thread pool and
+    the lifecycle's deletions rescan the same view at once)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.bases: list[int] = []
         self.views: OrderedDict[int, SegmentView] = OrderedDict()
         self._listed_mtime_ns: int | None = None  # the directory's mtime when its listing can be trusted
+        self._lock = threading.RLock()
         self.facts = SegmentFacts(self)  # the segments as rows of arrays, sealed ones read once
         self.rescan()
 
@@ -272,31 +277,34 @@ class PartitionView:
             mtime = None
         if mtime is not None and mtime == self._listed_mtime_ns and not force:
             return
-        listed_at = time.time_ns()
-        bases = list_segments(self.directory)
-        if bases != self.bases:  # the same list object while unchanged lets SegmentFacts reuse its arrays
-            self.bases = bases
-        settled = mtime is not None and listed_at - mtime > MTIME_SETTLED_NS
-        self._listed_mtime_ns = mtime if settled else None
-        present = set(self.bases)
-        for base in [base for base in self.views if base not in present]:
-            del self.views[base]  # deleted: batches already returned keep their own map alive
+        with self._lock:
+            listed_at = time.time_ns()
+            bases = list_segments(self.directory)
+            if bases != self.bases:  # the same list object while unchanged lets SegmentFacts reuse its arrays
+                self.bases = bases
+            settled = mtime is not None and listed_at - mtime > MTIME_SETTLED_NS
+            self._listed_mtime_ns = mtime if settled else None
+            present = set(self.bases)
+            for base in [base for base in self.views if base not in present]:
+                del self.views[base]  # deleted: batches already returned keep their own map alive
 
     def close(self) -> None:
         """Let go of every segment's maps now (the log closes; its readers are closed first): the view and
         its SegmentFacts refer to each other, so dropping the view alone would leave them to the cycle
         collector."""
-        self.views.clear()
+        with self._lock:
+            self.views.clear()
 
     def view(self, base: int) -> SegmentView:
-        view = self.views.get(base)
-        if view is None:
-            view = self.views[base] = SegmentView(self.directory, base, self.next_base(base))
-            if len(self.views) > MAX_OPEN_SEGMENTS:
-                self.views.popitem(last=False)  # a reader still on it keeps its own reference
-        else:
-            self.views.move_to_end(base)
-        return view
+        with self._lock:
+            view = self.views.get(base)
+            if view is None:
+                view = self.views[base] = SegmentView(self.directory, base, self.next_base(base))
+                if len(self.views) > MAX_OPEN_SEGMENTS:
+                    self.views.popitem(last=False)  # a reader still on it keeps its own reference
+            else:
+                self.views.move_to_end(base)
+            return view
 
     def next_base(self, base: int) -> int | None:
         """The base offset of the segment after `base`, or None if `base` is the newest."""
