@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from seglog.admin.api import Admin
 from seglog.broker import Broker
@@ -86,64 +89,81 @@ async def _until(condition, what: str) -> None:
         await asyncio.sleep(0.01)
 
 
+@dataclass
+class East:
+    """Cluster east's broker with its replication service running, and the catalog's reads counted."""
+    broker: Broker
+    reads: Reads
+    service: ReplicationService
+    executor: ThreadPoolExecutor
+
+    async def call(self, function, *args):
+        """`function(*args)` in the thread pool, as the server calls the admin API."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+
+
+@asynccontextmanager
+async def _east(data, monkeypatch, *, background: bool) -> AsyncIterator[East]:
+    """East opened on `data` (with the housekeeper if `background`), once the service's first look started
+    GEO's replicator; closed after the block."""
+    broker = Broker.open(data, clock=system_clock, background=background)
+    reads = Reads(broker.catalog, monkeypatch)
+    with ThreadPoolExecutor(2) as executor:
+        service = ReplicationService(broker, "east", executor)
+        service.start()
+        try:
+            await _until(lambda: _replicated(service) == {f"{GEO}/first"}, "the first look runs GEO's")
+            yield East(broker, reads, service, executor)
+        finally:
+            await service.stop()
+    broker.close()
+
+
 def test_a_look_reads_the_topics_that_changed_not_every_topic(tmp_path, monkeypatch) -> None:
     _cluster_data(tmp_path / "east", TOPICS)
 
     async def run() -> dict[str, Counter[str]]:
-        broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
-        reads = Reads(broker.catalog, monkeypatch)
         seen: dict[str, Counter[str]] = {}
-        loop = asyncio.get_running_loop()
-        with ThreadPoolExecutor(2) as executor:
-            service = ReplicationService(broker, "east", executor)
-            service.start()
+        async with _east(tmp_path / "east", monkeypatch, background=False) as east:
+            broker, reads, service = east.broker, east.reads, east.service
+            seen["start"] = reads.take()
+
+            # a topic created here: its replicators start, and only it is read
+            await east.call(broker.create_topic, f"{GEO}/second", 2, {})
+            await _until(lambda: f"{GEO}/second" in _replicated(service), "the new topic's replicators")
+            await asyncio.sleep(RECONCILE_S * 1.5)  # (and a periodic look after it, which finds nothing new)
+            seen["create"] = reads.take()
+
+            # one topic's policies: global ones from west (PUT .../global-policies) leaving west out stop its
+            # replicators
+            received = GlobalPolicies().changed("west", int(time.time() * 1000),
+                                                replication_clusters=frozenset({"east"}))
+            outcome = await east.call(Admin(broker).topics.receive_global_policies, f"{GEO}/first", received, 1)
+            assert outcome == "applied"
+            await _until(lambda: f"{GEO}/first" not in _replicated(service), "the first topic's stop")
+            seen["topic policy"] = reads.take()
+
+            # one topic's own policies and settings, through the admin API and the broker: that topic alone
+            admin = Admin(broker)
+            await east.call(lambda: admin.topics.set_retention(f"{GEO}/second", size="1G", time="1h"))
+            await east.call(broker.set_topic_config, f"{GEO}/second", {"retention_time": "2h"})
+            await east.call(admin.topics.set_replication_clusters, f"{GEO}/second", ["east"])
+            await _until(lambda: f"{GEO}/second" not in _replicated(service), "the second topic's stop")
+            seen["topic admin"] = reads.take()
+
+            # a topic another process created (no notification here): the periodic look finds it
+            other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
             try:
-                await _until(lambda: _replicated(service) == {f"{GEO}/first"}, "the first look runs GEO's")
-                seen["start"] = reads.take()
-
-                # a topic created here: its replicators start, and only it is read
-                await loop.run_in_executor(executor, broker.create_topic, f"{GEO}/second", 2, {})
-                await _until(lambda: f"{GEO}/second" in _replicated(service), "the new topic's replicators")
-                await asyncio.sleep(RECONCILE_S * 1.5)  # (and a periodic look after it, which finds nothing new)
-                seen["create"] = reads.take()
-
-                # one topic's policies: global ones from west (PUT .../global-policies) leaving west out stop
-                # its replicators
-                received = GlobalPolicies().changed("west", int(time.time() * 1000),
-                                                    replication_clusters=frozenset({"east"}))
-                outcome = await loop.run_in_executor(executor, Admin(broker).topics.receive_global_policies,
-                                                     f"{GEO}/first", received, 1)
-                assert outcome == "applied"
-                await _until(lambda: f"{GEO}/first" not in _replicated(service), "the first topic's stop")
-                seen["topic policy"] = reads.take()
-
-                # one topic's own policies and settings, through the admin API and the broker: that topic alone
-                admin = Admin(broker)
-                await loop.run_in_executor(executor, lambda: admin.topics.set_retention(f"{GEO}/second", size="1G",
-                                                                                        time="1h"))
-                await loop.run_in_executor(executor, broker.set_topic_config, f"{GEO}/second",
-                                           {"retention_time": "2h"})
-                await loop.run_in_executor(executor, admin.topics.set_replication_clusters, f"{GEO}/second",
-                                           ["east"])
-                await _until(lambda: f"{GEO}/second" not in _replicated(service), "the second topic's stop")
-                seen["topic admin"] = reads.take()
-
-                # a topic another process created (no notification here): the periodic look finds it
-                other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
-                try:
-                    await loop.run_in_executor(executor, other.create_topic, f"{GEO}/elsewhere", 1, {})
-                finally:
-                    other.close()
-                await _until(lambda: f"{GEO}/elsewhere" in _replicated(service), "the other process's topic")
-                seen["elsewhere"] = reads.take()
-
-                # a namespace's clusters: every topic is looked at
-                await loop.run_in_executor(executor, Admin(broker).namespaces.set_clusters, GEO, ["east"])
-                await _until(lambda: not _replicated(service), "every replicator's stop")
-                seen["namespace"] = reads.take()
+                await east.call(other.create_topic, f"{GEO}/elsewhere", 1, {})
             finally:
-                await service.stop()
-        broker.close()
+                other.close()
+            await _until(lambda: f"{GEO}/elsewhere" in _replicated(service), "the other process's topic")
+            seen["elsewhere"] = reads.take()
+
+            # a namespace's clusters: every topic is looked at
+            await east.call(Admin(broker).namespaces.set_clusters, GEO, ["east"])
+            await _until(lambda: not _replicated(service), "every replicator's stop")
+            seen["namespace"] = reads.take()
         return seen
 
     seen = asyncio.run(run())
@@ -193,30 +213,20 @@ def test_the_housekeeper_tells_of_changes_only_when_another_process_made_some(tm
     _cluster_data(tmp_path / "east", TOPICS)
 
     async def run() -> dict[str, Counter[str]]:
-        broker = Broker.open(tmp_path / "east", clock=system_clock, background=True)  # with the housekeeper
-        reads = Reads(broker.catalog, monkeypatch)
         seen: dict[str, Counter[str]] = {}
-        loop = asyncio.get_running_loop()
-        with ThreadPoolExecutor(2) as executor:
-            service = ReplicationService(broker, "east", executor)
-            service.start()
-            try:
-                await _until(lambda: _replicated(service) == {f"{GEO}/first"}, "the first look runs GEO's")
-                await asyncio.sleep(IDLE_S)  # (the housekeeper's first round may still see the opening's changes)
-                reads.take()
-                await asyncio.sleep(IDLE_S)
-                seen["idle"] = reads.take()
+        async with _east(tmp_path / "east", monkeypatch, background=True) as east:
+            await asyncio.sleep(IDLE_S)  # (the housekeeper's first round may still see the opening's changes)
+            east.reads.take()
+            await asyncio.sleep(IDLE_S)
+            seen["idle"] = east.reads.take()
 
-                other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
-                try:
-                    await loop.run_in_executor(executor, Admin(other).namespaces.set_clusters, GEO, ["east"])
-                finally:
-                    other.close()
-                await _until(lambda: not _replicated(service), "every replicator's stop")
-                seen["elsewhere"] = reads.take()
+            other = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+            try:
+                await east.call(Admin(other).namespaces.set_clusters, GEO, ["east"])
             finally:
-                await service.stop()
-        broker.close()
+                other.close()
+            await _until(lambda: not _replicated(east.service), "every replicator's stop")
+            seen["elsewhere"] = east.reads.take()
         return seen
 
     seen = asyncio.run(run())
