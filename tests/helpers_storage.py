@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,6 +259,30 @@ def python_command(code: str, *args: str) -> list[str]:
     """A `python -c` command line whose code can import this module."""
     prefix = f"import sys; sys.path.insert(0, {HELPERS_DIR!r})\n"
     return [sys.executable, "-c", prefix + code, *args]
+
+
+@contextlib.contextmanager
+def paused_reader(code: str, *args: str) -> Iterator[subprocess.Popen]:
+    """A child running `code` (a reader that maps the log, then waits for a line on stdin before it reads
+    on), with text pipes; killed by its pid if still running after the block. `resume` it."""
+    reader = subprocess.Popen(python_command(code, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        yield reader
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+
+
+def resume(reader: subprocess.Popen) -> str:
+    """Let a paused_reader read on; what it printed from then on, once it exited. AssertionError naming the
+    signal if it died (SIGBUS: a touch of a page its map has past the end of the file)."""
+    reader.stdin.write("go\n")
+    reader.stdin.flush()
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, f"the reader died: {describe_exit(reader.returncode)}: {err[-2000:]}"
+    return out
 
 
 @contextlib.contextmanager

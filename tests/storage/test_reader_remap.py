@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import seglog
+from helpers_storage import flip_byte, paused_reader, resume
 from seglog.storage.segment import CLEAN_MARKER, SegmentPaths, list_segments
 
 LOOPS = 20
@@ -58,21 +59,13 @@ def write_and_die(data: Path, values: list[str]) -> SegmentPaths:
     return SegmentPaths.of(directory, 0)
 
 
-def flip(path: Path, position: int) -> None:
-    with open(path, "r+b") as file:
-        file.seek(position)
-        byte = file.read(1)[0]
-        file.seek(position)
-        file.write(bytes([byte ^ 0xFF]))
-
-
 def test_a_view_maps_again_a_log_that_recovery_replaced(tmp_path):
     data = tmp_path / "data"
     paths = write_and_die(data, [f"lost-{i}" for i in range(10)])
     with seglog.open(data, background=False) as reading:  # changes nothing: follows the commit rule in memory
         topic = reading.topic("t")
         assert topic.end_offset() == 10  # the view maps the segment
-        flip(paths.log, 8)  # bit rot in the CRC of the only batch: recovery keeps nothing of the segment
+        flip_byte(paths.log, 8)  # bit rot in the CRC of the only batch: recovery keeps nothing of the segment
         inode = paths.log.stat().st_ino
         with seglog.open(data) as writing:  # recovers: an empty copy renamed over the log, which takes the writes
             assert writing.topic("t").end_offset() == 0
@@ -90,24 +83,14 @@ def run_cut_under_the_map(data: Path) -> None:
     # that reads the next header there touches a page past the end of the file.
     paths = write_and_die(data, ["v" * 4016])
     assert paths.log.stat().st_size == 1 << 20  # sized whole while active
-    flip(paths.timeindex, 0)  # a damaged index entry: the recovery rewrites the index files
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(data)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True)
-    try:
+    flip_byte(paths.timeindex, 0)  # a damaged index entry: the recovery rewrites the index files
+    with paused_reader(READER, str(data)) as reader:
         assert reader.stdout.readline().split() == ["1"]
         recovery = subprocess.run([sys.executable, "-c", RECOVERER, str(data)], env=ENV, capture_output=True)
         assert recovery.returncode == -9, recovery.stderr.decode()[-2000:]
         assert paths.log.stat().st_size == 4096  # cut to its published batch
         assert not (paths.log.parent / CLEAN_MARKER).exists()  # killed before marking it clean
-        reader.stdin.write("go\n")
-        reader.stdin.flush()
-        out, err = reader.communicate(timeout=60)
-    finally:
-        if reader.poll() is None:
-            reader.kill()
-            reader.wait()
-    assert reader.returncode == 0, f"reader died with {reader.returncode} (-7 is SIGBUS): {err[-2000:]}"
-    assert out.split() == ["1", "4016"]
+        assert resume(reader).split() == ["1", "4016"]
 
 
 @pytest.mark.parametrize("attempt", range(LOOPS))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import seglog
+from helpers_storage import flip_byte, paused_reader, resume
 from seglog.storage.check import check_log
 from seglog.storage.segment import CLEAN_MARKER, SegmentPaths, list_segments
 
@@ -67,20 +68,13 @@ def run_once(data: Path) -> None:
     log_file = SegmentPaths.of(directory, 0).log
     assert not (directory / CLEAN_MARKER).exists()
 
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(data)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True)
-    try:
+    with paused_reader(READER, str(data)) as reader:
         count, read_digest = reader.stdout.readline().split()
         assert int(count) == 100 + BIG
         # Bit rot in the CRC of the last published batch, after the reader read it: recovery must cut the
         # batch, whose values the reader still holds.
         offsets = (directory / f"{0:020d}.index").read_bytes()
-        crc_of_last = int.from_bytes(offsets[8:16], "little") + 8
-        with open(log_file, "r+b") as file:
-            file.seek(crc_of_last)
-            byte = file.read(1)
-            file.seek(crc_of_last)
-            file.write(bytes([byte[0] ^ 0xFF]))
+        flip_byte(log_file, int.from_bytes(offsets[8:16], "little") + 8)
 
         with seglog.open(data) as log:  # this process recovers, appends a little and closes cleanly
             topic = log.topic(TOPIC)
@@ -89,15 +83,7 @@ def run_once(data: Path) -> None:
                 assert producer.send_batch([b"after"]) == (0, 100)
         assert (directory / CLEAN_MARKER).exists()
 
-        reader.stdin.write("go\n")
-        reader.stdin.flush()
-        out, err = reader.communicate(timeout=60)
-    finally:
-        if reader.poll() is None:
-            reader.kill()
-            reader.wait()
-    assert reader.returncode == 0, f"reader died with {reader.returncode} (-7 is SIGBUS): {err[-2000:]}"
-    digest, count = out.split()
+        digest, count = resume(reader).split()
     assert digest == read_digest  # every byte of the batches it holds is still there, as it read them
     assert int(count) == 101  # the reader, still open, follows the recovered partition: 100 kept, 1 new
     assert check_log(data).ok
