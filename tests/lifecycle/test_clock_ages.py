@@ -26,6 +26,19 @@ def reopen_and_roll(topic, clock):
     assert segments(topic) == [0, 1]
 
 
+def written_and_killed(data, clock) -> None:
+    """A topic (segments rolled after an hour, retention an hour) with one message, left as a SIGKILL leaves
+    it: no clean-shutdown marker, and a wall-clock mtime on its log; two hours later by the clock."""
+    with seglog.open(data, clock=clock) as log:
+        topic = log.create_topic("t", segment_roll_time="1h", retention_time="1h")
+        with topic.producer() as producer:
+            producer.send_batch([b"first"])
+        directory = topic.partition_directory(0)
+    (directory / ".clean-shutdown").unlink()
+    os.utime(directory / f"{0:020d}.log")
+    clock.advance(hours=2)
+
+
 def test_a_reopened_segment_sealed_later_is_deleted_by_time_retention(log, clock):
     topic = log.create_topic("t", segment_roll_time="1h", retention_time="1h")
     written_at = clock()
@@ -41,14 +54,7 @@ def test_a_segment_reopened_after_an_unclean_stop_ages_from_its_newest_message(t
     """After a crash the clean close set no mtime: the newest timestamp the segment holds is its last
     write, by the clock that stamped it."""
     data = tmp_path / "data"
-    with seglog.open(data, clock=clock) as log:
-        topic = log.create_topic("t", segment_roll_time="1h", retention_time="1h")
-        with topic.producer() as producer:
-            producer.send_batch([b"first"])
-        directory = topic.partition_directory(0)
-    (directory / ".clean-shutdown").unlink()  # as a SIGKILL leaves it
-    os.utime(directory / f"{0:020d}.log")  # and a wall-clock mtime
-    clock.advance(hours=2)
+    written_and_killed(data, clock)
     with seglog.open(data, clock=clock, background=False) as log:
         topic = log.topic("t")
         with topic.producer() as producer:
@@ -61,14 +67,7 @@ def test_a_segment_reopened_after_an_unclean_stop_ages_from_its_newest_message(t
 @pytest.mark.parametrize("background", [True, False])
 def test_a_segment_recovered_by_open_ages_from_its_newest_message(tmp_path, clock, background):
     data = tmp_path / "data"
-    with seglog.open(data, clock=clock) as log:
-        topic = log.create_topic("t", segment_roll_time="1h", retention_time="1h")
-        with topic.producer() as producer:
-            producer.send_batch([b"first"])
-        directory = topic.partition_directory(0)
-    (directory / ".clean-shutdown").unlink()
-    os.utime(directory / f"{0:020d}.log")
-    clock.advance(hours=2)
+    written_and_killed(data, clock)
     with seglog.open(data, clock=clock, background=background) as log:  # recovers it, or leaves it
         pass
     with seglog.open(data, clock=clock) as log:
