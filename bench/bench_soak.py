@@ -86,7 +86,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_processes import Process, ProducerWorker, _spawn, start_cluster
+from server_processes import Process, ProducerWorker, spawn, start_cluster
+from worker_commands import serve_commands
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "tests" / "server"))  # helpers_hostile, for this file run as a worker
@@ -195,6 +196,9 @@ def value(producer: int, seq: int) -> bytes:
 #   {"op": "drain"}          -> {"ok": true}   slow and stalled consumers go at full speed
 #   {"op": "finish", "out": path} -> {"ok": true}   consumers stopped; receipts and deliveries written to `path`
 #   {"op": "close"} (or end of input) -> the client closed, the process exits
+
+
+WORKER_OPS = {"clients": ("subscribe", "start", "stop-producing", "drain", "finish"), "hostile": ("start", "stop")}
 
 
 class ClientsWorker:
@@ -338,22 +342,6 @@ class ClientsWorker:
             self.client.close()
 
 
-def serve_commands(worker: Any) -> None:
-    """Answer the commands of stdin until "close" or the end of input (the parent stops us by pid otherwise)."""
-    for line in sys.stdin:
-        request = json.loads(line)
-        op = request.pop("op")
-        if op == "close":
-            break
-        try:
-            answer = getattr(worker, op.replace("-", "_"))(**request)
-        except Exception as error:  # the parent fails the test with it
-            answer = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    worker.close()
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The hostile clients' process: `python bench_soak.py hostile`, the same protocol:
 #   {"op": "start", "port": p, "topics": {...}, "pauses": {...}, "seconds": s, ...} -> {"ok": true}
@@ -494,7 +482,7 @@ class SoakProcess(ProducerWorker):
     answer, stop by its pid)."""
 
     def __init__(self, logs: Path, role: str, number: int) -> None:
-        started = _spawn(f"soak {role} worker {number}", [sys.executable, str(Path(__file__).resolve()), role],
+        started = spawn(f"soak {role} worker {number}", [sys.executable, str(Path(__file__).resolve()), role],
                          logs / f"soak-{role}-{number}.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         Process.__init__(self, started.name, started.popen, started.log)
 
@@ -812,5 +800,8 @@ def test_soak(bench, scale, scratch, logs):
         grew = {key: v for key, v in flat.items() if not v["flat"]}
         assert not grew, {key: (v["after_warmup_max"], v["last_half_max"], v["allowed"]) for key, v in grew.items()}
 
+
+
 if __name__ == "__main__":
-    serve_commands({"clients": ClientsWorker, "hostile": HostileWorker}[sys.argv[1]]())
+    role = sys.argv[1]
+    serve_commands({"clients": ClientsWorker, "hostile": HostileWorker}[role](), WORKER_OPS[role])

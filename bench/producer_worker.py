@@ -24,14 +24,13 @@ bounded (RECEIPT_TIMEOUT_S)."""
 
 from __future__ import annotations
 
-import json
 import os
 import struct
-import sys
 import threading
 import time
 
 import pulsar
+from worker_commands import serve_commands
 
 RECEIPT_TIMEOUT_S = 120.0
 # Messages a producer may have waiting for receipts before send_async blocks: ten batches of 1,000 in
@@ -125,28 +124,5 @@ def _receipts(n: int):
     return done, state, on_receipt
 
 
-def main() -> None:
-    # The answers go to the real stdout; the client's ConsoleLogger writes to file descriptor 1, which from
-    # here on is stderr (the worker's log), so a warning of the client never reaches the answers.
-    answers = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    worker = Worker()
-    try:
-        for line in sys.stdin:
-            request = json.loads(line)
-            op = request.pop("op")
-            if op == "close":
-                break
-            try:
-                answer = getattr(worker, op)(**request) if op in ("open", "produce", "paced") else \
-                    {"ok": False, "error": f"unknown op {op!r}"}
-            except Exception as error:  # (reported to the benchmark, which fails the round)
-                answer = {"ok": False, "error": repr(error)}
-            answers.write(json.dumps(answer) + "\n")
-            answers.flush()
-    finally:
-        worker.close()
-
-
 if __name__ == "__main__":
-    main()
+    serve_commands(Worker(), ("open", "produce", "paced"))

@@ -71,7 +71,7 @@ class Process:
                     stream.close()
 
 
-def _spawn(name: str, argv: list[str], log: Path, *, stdout: int | None = None, stdin: int | None = None,
+def spawn(name: str, argv: list[str], log: Path, *, stdout: int | None = None, stdin: int | None = None,
            text: bool = False) -> Process:
     """Start a process with its stderr (and, without `stdout`, its stdout too) in the file `log`."""
     with log.open("wb") as err:
@@ -99,7 +99,7 @@ def start_seglog(data: Path, logs: Path) -> tuple[Process, str]:
 def start_cluster(name: str, data: Path, logs: Path, log_name: str | None = None) -> tuple[Process, str, str]:
     """`seglog serve --cluster NAME` on a data directory, free ports; (the process, its pulsar:// URL, its
     http:// URL)."""
-    process = _spawn("seglog serve", [sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
+    process = spawn("seglog serve", [sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
                                       name, "--port", "0", "--http-port", "0"],
                      logs / (log_name or f"seglog-serve-{name}.log"), stdout=subprocess.PIPE)
     pulsar_url, http_url = _first_line(process).split()[:2]
@@ -108,7 +108,7 @@ def start_cluster(name: str, data: Path, logs: Path, log_name: str | None = None
 
 def start_stub(logs: Path) -> tuple[Process, str]:
     """The do-nothing broker of stub_broker.py; (the process, its pulsar:// URL)."""
-    process = _spawn("stub broker", [sys.executable, str(HERE / "stub_broker.py"), "--port", "0"],
+    process = spawn("stub broker", [sys.executable, str(HERE / "stub_broker.py"), "--port", "0"],
                      logs / "stub-broker.log", stdout=subprocess.PIPE)
     return process, _first_line(process).split()[0]
 
@@ -134,7 +134,7 @@ def start_nats(store: Path, logs: Path) -> tuple[Process, str]:
     """nats-server with JetStream (file storage under `store`) on a random port; (the process, nats:// URL)."""
     _require("nats-server", "nats", "apt-get install nats-server; pip install nats-py")
     store.mkdir(parents=True, exist_ok=True)
-    process = _spawn("nats-server", ["nats-server", "--addr", "127.0.0.1", "--port", "-1",
+    process = spawn("nats-server", ["nats-server", "--addr", "127.0.0.1", "--port", "-1",
                                      "--jetstream", "--store_dir", str(store), "--ports_file_dir", str(store)],
                      logs / "nats-server.log")
     ports_file = store / f"nats-server_{process.pid}.ports"
@@ -156,7 +156,7 @@ def start_redis(directory: Path, logs: Path) -> tuple[Process, int]:
     _require("redis-server", "redis", "apt-get install redis-server; pip install redis")
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    process = _spawn("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir",
+    process = spawn("redis-server", ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir",
                                       str(directory), "--save", "", "--appendonly", "yes", "--appendfsync", "no",
                                       "--daemonize", "no"],
                      logs / "redis-server.log")
@@ -180,7 +180,7 @@ class ProducerWorker(Process):
     """A producer_worker.py process: a pulsar-client producer in a process of its own."""
 
     def __init__(self, logs: Path, number: int) -> None:
-        started = _spawn(f"producer worker {number}", [sys.executable, str(HERE / "producer_worker.py")],
+        started = spawn(f"producer worker {number}", [sys.executable, str(HERE / "producer_worker.py")],
                          logs / f"producer-{number}.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         super().__init__(started.name, started.popen, started.log)
 
