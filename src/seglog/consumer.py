@@ -55,7 +55,7 @@ class Consumer:
                  negative_ack_redelivery_delay: Any) -> None:
         self.topic = topic
         self._registry = registry
-        self._fence = topic.fence.lend(self._let_go)  # tested on every ack: one byte, no call
+        self._fence: memoryview | bytes = topic.fence.lend(self._let_go)  # tested on every ack: one byte, no call
         self.subscription = subscription
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
         ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
