@@ -140,6 +140,7 @@ cdef class Prefaulter:
             raise MemoryError("could not start the prefault thread")
 
     def target(self, mapping, size_t start=0) -> None:
+        self._check_running()
         cdef uint8_t[::1] view = mapping
         with nogil:
             seglog_prefaulter_target(self.native, &view[0], view.shape[0], start)
@@ -148,6 +149,7 @@ cdef class Prefaulter:
             self.spare = None  # the spare became the active mapping
 
     def prepare(self, mapping) -> None:
+        self._check_running()
         cdef uint8_t[::1] view = mapping
         with nogil:
             seglog_prefaulter_spare(self.native, &view[0], view.shape[0])
@@ -158,6 +160,7 @@ cdef class Prefaulter:
         faulted-in pages takes milliseconds that a roll or a close need not wait for. The thread stops faulting
         it in first, without this call waiting for a step in it to end. BufferError, while another buffer
         points into it: then the thread has left it, and nothing is unmapped."""
+        self._check_running()
         cdef uint8_t[::1] view = mapping
         cdef uint8_t *base = &view[0]
         view = None
@@ -172,6 +175,20 @@ cdef class Prefaulter:
                 seglog_prefaulter_release(self.native, base)
             raise
         seglog_prefaulter_unmap(self.native, <void *><uintptr_t>address, length)
+
+    def close(self) -> None:
+        """Stop the thread once it has unmapped every map handed to it (its writer closes: nothing of the
+        writer's files stays mapped after its close returns). Nothing may be handed to it after."""
+        if self.native != NULL:
+            with nogil:
+                seglog_prefaulter_free(self.native)
+            self.native = NULL
+        self.mapping = None
+        self.spare = None
+
+    def _check_running(self) -> None:
+        if self.native == NULL:
+            raise RuntimeError("the prefault thread was stopped (Prefaulter.close)")
 
     def __dealloc__(self):
         if self.native != NULL:

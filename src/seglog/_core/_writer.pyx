@@ -265,7 +265,8 @@ cdef class BatchSource:
                          (<const BatchHeader *>(<uint8_t *>view.buf + position)).max_timestamp)
         finally:
             PyBuffer_Release(&view)
-        seglog_prefaulter_advance(prefaulter.native, position + length)
+        if prefaulter.native != NULL:  # (NULL once closed: a writer never appends after its close)
+            seglog_prefaulter_advance(prefaulter.native, position + length)
 
     cdef Py_ssize_t _encode_into(self, Py_buffer *view, Py_ssize_t position, int64_t base_offset, Py_ssize_t start,
                                  Py_ssize_t stop) except -1:

@@ -595,6 +595,7 @@ class PartitionWriter:
             finally:
                 self.active.close()
                 self._spares.close()
+                self._prefaulter.close()  # (after the maps it was handed are unmapped)
                 (self.directory / CLEAN_MARKER).touch()
                 self._lock.release()
                 self.closed = True
@@ -606,5 +607,6 @@ class PartitionWriter:
             self.accumulator.discard(self.end_offset)
             self.active.abandon()
             self._spares.close(abandon=True)
+            self._prefaulter.close()
             self._lock.release()
             self.closed = True
