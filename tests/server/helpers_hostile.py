@@ -114,7 +114,7 @@ def flood(raw: RawConnection, count: int, receipts: list[api.BaseCommand]) -> No
     receipts.extend(raw.receive(30) for _ in range(count))
 
 
-def _messages(raw: RawConnection, count: int) -> list[bytes]:
+def message_payloads(raw: RawConnection, count: int) -> list[bytes]:
     """The payloads of the next `count` MESSAGE frames, read as a client would (each within 10 s)."""
     decoder = FrameDecoder()
     payloads: list[bytes] = []

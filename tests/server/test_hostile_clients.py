@@ -16,9 +16,9 @@ from helpers_hostile import (
     TOPIC,
     AnonPeak,
     MiB,
-    _messages,
     closed_within,
     flood,
+    message_payloads,
     metadata,
     raw_producer,
     zlib_bomb,
@@ -173,7 +173,7 @@ def test_a_consumer_granting_every_permit_and_never_reading_costs_one_read(serve
         with AnonPeak(server.process.pid) as peak:
             raw.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=2**32 - 1)))
             time.sleep(3)  # the server takes what it may, and waits for the socket to drain
-        received = _messages(raw, count)
+        received = message_payloads(raw, count)
     finally:
         raw.close()
     assert [struct.unpack(">Q", payload[-8:])[0] for payload in received] == list(range(count))
