@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from seglog.admin.api import Admin
-from seglog.broker import Broker
+from seglog.broker import METADATA_FILE, Broker
 from seglog.clock import system_clock
 from seglog.errors import InvalidArgumentError, ServerRunningError
 from seglog.names import validate_part
@@ -40,6 +40,7 @@ from seglog.server.protocol.batches import UnpackLimits
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
 from seglog.server.service import BrokerService, Settings
+from seglog.storage.data_directory import make_data_directory
 from seglog.storage.lock import WriterLock
 
 logger = logging.getLogger("seglog.server")
@@ -223,7 +224,7 @@ def _check_tls_options(options: ServeOptions) -> None:
 
 
 def lock_data_directory(data: Path) -> WriterLock:
-    data.mkdir(parents=True, exist_ok=True)
+    make_data_directory(data, METADATA_FILE)
 
     def busy(path: str, pid: int | None) -> Exception:
         holder = f"process {pid}" if pid else "another process"
