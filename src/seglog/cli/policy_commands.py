@@ -114,7 +114,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     @group.command(name="set-backlog-quota", short_help="Limit the backlog by size or by age.",
                    help=f"Set a backlog quota of the {noun}: a limit on the backlog of each topic's slowest "
                         "subscription, of one --type.\n\n--type destination_storage takes --limit, "
-                        "--type message_age takes --limitTime.")
+                        "--type message_age takes --limitTime. Both may be given, as pulsar-admin takes them: the "
+                        "quota of --type enforces its own limit only, and the note on stderr says so.")
     @name_argument
     @click.option("--limit", "-l", metavar="SIZE",
                   help="For --type destination_storage: the backlog size limit, '2G', '500 MiB', bytes as an int.")
@@ -130,13 +131,19 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     def set_backlog_quota(ctx: click.Context, data: DataDir, name: str, limit: str | None, limit_time: str | None,
                           policy: str, quota_type: str) -> None:
         name = level.parse_name(name)
-        _check_quota_limit(ctx, quota_type, limit, limit_time)
+        unused = _check_quota_limit(ctx, quota_type, limit, limit_time)
+        if unused == "limit":
+            limit = None
+        elif unused == "limit_time":
+            limit_time = None
         with data.admin() as admin:
             level.admin(admin).set_backlog_quota(name, limit=limit, limit_time=limit_time, policy=policy,
                                                type=quota_type)
         quota = BacklogQuota.parse(type=quota_type, limit=limit, limit_time=limit_time, policy=policy)
         shown = format_size(quota.limit) if quota_type == "destination_storage" else format_duration(quota.limit)
         out().print(f"[green]Set backlog quota[/] {quota_type} of {name}: limit {shown}, policy {policy}")
+        if unused is not None:
+            _say_unenforced(ctx, name, quota_type, unused, policy)
 
     @group.command(name="remove-backlog-quota", short_help="Remove the backlog quota of one --type.",
                    help=f"Remove a backlog quota of the {noun}: {level.fallback}.")
@@ -147,8 +154,13 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     def remove_backlog_quota(data: DataDir, name: str, quota_type: str) -> None:
         name = level.parse_name(name)
         with data.admin() as admin:
-            level.admin(admin).remove_backlog_quota(name, type=quota_type)
-        out().print(f"[green]Removed backlog quota[/] {quota_type} of {name}")
+            policies = level.admin(admin)
+            had = quota_type in policies.get_backlog_quotas(name)
+            policies.remove_backlog_quota(name, type=quota_type)  # (refuses an unknown --type)
+        if had:
+            out().print(f"[green]Removed backlog quota[/] {quota_type} of {name}")
+        else:  # exit 0 as pulsar-admin, which removes nothing silently; this says so
+            err().print(f"Nothing removed: {name} has no backlog quota {quota_type} of its own", soft_wrap=True)
 
     @group.command(name="set-message-ttl", short_help="Acknowledge messages unacknowledged for longer than "
                                                       "--messageTTL.",
@@ -167,16 +179,38 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
         out().print(f"[green]Set message TTL[/] of {name}: {shown}")
 
 
-def _check_quota_limit(ctx: click.Context, quota_type: str, limit: str | None, limit_time: str | None) -> None:
-    """The limit option a --type takes, named as on the command line (the library names its arguments)."""
+def _check_quota_limit(ctx: click.Context, quota_type: str, limit: str | None, limit_time: str | None) -> str | None:
+    """The limit option a --type takes, named as on the command line (the library names its arguments).
+
+    Both limits given is accepted, as pulsar-admin accepts it (it sends one BacklogQuota of --type with both, and
+    the broker enforces the limit of that type only): the other limit is checked as its own type would check it,
+    and its parameter name is returned (`limit` or `limit_time`) so that it is left out; None when it is not
+    given."""
     if quota_type not in QUOTA_TYPES:
-        return  # refused by the library, with the accepted types
+        return None  # refused by the library, with the accepted types
     options = {param.name: param for param in ctx.command.params}
     wanted, other = ("limit", "limit_time") if quota_type == "destination_storage" else ("limit_time", "limit")
     given = {"limit": limit, "limit_time": limit_time}
     example = "a size such as '2G'" if wanted == "limit" else "seconds as an int, or a duration such as '1h'"
     takes = f"--type {quota_type} takes {options[wanted].opts[0]}: {example}"
-    if given[other] is not None:
-        raise UsageProblem(f"Invalid value for {options[other].get_error_hint(ctx)}: {takes}", ctx)
     if given[wanted] is None:
+        if given[other] is not None:
+            raise UsageProblem(f"Invalid value for {options[other].get_error_hint(ctx)}: {takes}", ctx)
         raise UsageProblem(f"Missing option {options[wanted].get_error_hint(ctx)}: {takes}", ctx)
+    if given[other] is None:
+        return None
+    other_type = QUOTA_TYPES[0] if other == "limit" else QUOTA_TYPES[1]
+    BacklogQuota.parse(type=other_type, limit=limit if other == "limit" else None,
+                       limit_time=limit_time if other == "limit_time" else None, policy=QUOTA_POLICIES[0])
+    return other
+
+
+def _say_unenforced(ctx: click.Context, name: str, quota_type: str, unused: str, policy: str) -> None:
+    """A note on stderr: the limit given beside the one of --type is not enforced by that quota, and the command
+    that sets it as a quota of its own type."""
+    flag = next(param for param in ctx.command.params if param.name == unused).opts[0]
+    value = ctx.params[unused]
+    other_type, what = (QUOTA_TYPES[0], "size") if unused == "limit" else (QUOTA_TYPES[1], "age")
+    err().print(f"Note: a {quota_type} quota enforces its own limit only: {flag} {value} is not applied. To limit "
+                f"the backlog's {what} too: {ctx.command_path} {name} --type {other_type} {flag} '{value}' "
+                f"--policy {policy}", soft_wrap=True)

@@ -358,7 +358,16 @@ class RemoteTopics(RemotePolicyLevel):
         self._http.call("POST", f"{self._seglog(topic)}/settings", topic_config)
 
     def stats(self, topic: str) -> dict[str, Any]:
-        return self._http.call("GET", f"{self._seglog(topic)}/stats")
+        """seglog's stats, with the `replication` section of Pulsar's TopicStats (the server's replicators)."""
+        stats = self._http.call("GET", f"{self._seglog(topic)}/stats")
+        pulsar = self._partitioned_stats(topic, per_partition=False) if len(stats["partitions"]) > 1 else \
+            self._http.call("GET", f"{self._base(topic)}/stats")
+        stats["replication"] = pulsar["replication"]
+        return stats
+
+    def _partitioned_stats(self, topic: str, *, per_partition: bool) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._base(topic)}/partitioned-stats",
+                               params={"perPartition": str(per_partition).lower()})
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
         return self._http.call("GET", f"{self._seglog(topic)}/internal-stats")

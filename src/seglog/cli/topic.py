@@ -196,9 +196,13 @@ def _policy_rows(policies: dict[str, Any]) -> list[tuple[str, str]]:
 @click.argument("name")
 @pass_data
 def stats(data: DataDir, name: str) -> None:
-    """Topic stats as JSON, as pulsar-admin topics stats: storage, backlog per subscription, quotas."""
+    """Topic stats as JSON, as pulsar-admin topics stats: storage, backlog per subscription, quotas, and
+    `replication`: per remote cluster, what the server's replicators do (with --url; empty on a data
+    directory, where no replicator runs)."""
     with data.admin() as admin:
-        print_json(admin.topics.stats(name))
+        stats = admin.topics.stats(name)
+    stats.setdefault("replication", {})
+    print_json(stats)
 
 
 @topic.command(name="internal-stats")
