@@ -13,6 +13,7 @@ from seglog.consumer import Consumer
 from seglog.names import TopicName
 from seglog.producer import Producer
 from seglog.storage.reader import Reader
+from seglog.subscriptions.registry import parse_subscription_type
 
 if TYPE_CHECKING:
     from seglog.catalog.policies import EffectivePolicies
@@ -71,11 +72,13 @@ class Topic:
         """A consumer of the durable subscription `name` (created at `initial_position`, 'latest' or
         'earliest', if it does not exist). subscription_type: 'exclusive' (one consumer), 'failover' (one
         active consumer per partition), 'shared' (messages spread over the consumers), 'key_shared' (each
-        key's messages to one consumer). ack_timeout: seconds after which an unacknowledged message is
-        redelivered (None: never); negative_ack_redelivery_delay: seconds before a negatively acknowledged
-        message is redelivered (Pulsar's default, 60). Both are measured by the log's clock."""
+        key's messages to one consumer), in any case and as Pulsar spells them ('Shared', 'Key_Shared').
+        ack_timeout: seconds after which an unacknowledged message is redelivered (None: never);
+        negative_ack_redelivery_delay: seconds before a negatively acknowledged message is redelivered
+        (Pulsar's default, 60). Both are measured by the log's clock."""
         # Partitions added since this handle was made (log.update_partitions): a subscription spans them all.
         self.fence.check()
+        subscription_type = parse_subscription_type(subscription_type)
         self.ref = self._broker.topic(self.ref.name)
         registry = self._broker.subscriptions
         new = name not in self.subscriptions()

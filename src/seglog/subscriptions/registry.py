@@ -32,6 +32,21 @@ if TYPE_CHECKING:
     from seglog.storage.store import PartitionStore
 
 
+SUBSCRIPTION_TYPES_ACCEPTED = ("exclusive, failover, shared or key_shared, in any case (Pulsar's Exclusive, "
+                               "Failover, Shared, Key_Shared; KeyShared too)")
+
+
+def parse_subscription_type(value: object) -> str:
+    """The subscription type `value` names, as seglog spells it (one of SUBSCRIPTION_TYPES): any case, with or
+    without the underscore, so that Pulsar's spellings (Shared, Key_Shared) are taken as its clients write them."""
+    if isinstance(value, str):
+        folded = value.lower().replace("_", "")
+        for subscription_type in SUBSCRIPTION_TYPES:
+            if folded == subscription_type.replace("_", ""):
+                return subscription_type
+    raise InvalidArgumentError("subscription_type", value, SUBSCRIPTION_TYPES_ACCEPTED)
+
+
 class Subscriptions:
     """The subscriptions of a log: their files, and those this process consumes."""
 
@@ -57,8 +72,7 @@ class Subscriptions:
         """This process's Subscription `name` of the topic, created (at `initial_position`) if new."""
         self.store.fence(ref.name).check()
         validate_subscription_name(name)
-        if subscription_type not in SUBSCRIPTION_TYPES:
-            raise InvalidArgumentError("subscription_type", subscription_type, ", ".join(map(repr, SUBSCRIPTION_TYPES)))
+        subscription_type = parse_subscription_type(subscription_type)
         if initial_position not in ("earliest", "latest"):
             raise InvalidArgumentError("initial_position", initial_position, "'earliest' or 'latest'")
         with self._lock:
