@@ -531,7 +531,7 @@ MARKERS = "replication: snapshot markers' cost, batches of 1,000"
 NO_REPLICATED_SUBSCRIPTION = "no replicated subscription"
 # rounds of the markers' test beside the warm-up: 128 pairs of a round with markers and one without, 64 of each
 # order. A pair's log ratio spreads 3.5-4.5%, so the estimate's standard error is 0.30-0.39%: a cost of 0.46%
-# (seven runs pooled, 95% interval +0.15% to +0.77%: README) reads over 1% in one run of 12 to 28 (with 64
+# (seven runs pooled, 95% interval +0.15% to +0.77%: bench/RESULTS.md) reads over 1% in one run of 12 to 28 (with 64
 # pairs, one in 6 to 10)
 MARKER_ROUNDS = 127
 

@@ -1,5 +1,5 @@
-"""seglog runs without Numba: it is not a dependency (README, Performance: the batch kernels did not earn a
-place, and stay in bench/ for the benchmarks only)."""
+"""seglog runs without Numba: it is not a dependency (bench/RESULTS.md, "Lookups, acks and the lifecycle pass":
+the batch kernels did not earn a place, and stay in bench/ for the benchmarks only)."""
 
 import subprocess
 import sys

@@ -18,7 +18,7 @@ Durations follow Rust's humantime, which Fluvio uses: one or more ``<number><uni
 caller names (seconds for pulsar-admin's ``--messageTTL 120``; milliseconds only where the setting's name
 says so, as ``linger_ms``); where the caller names none, a bare number other than 0 is refused, because
 tools differ (Kafka's ``retention.ms`` is milliseconds, pulsar-admin's ``--time`` seconds, Fluvio asks for
-a unit) and guessing would be off by a factor of 1000. README.md, "Units", has the table of which is which.
+a unit) and guessing would be off by a factor of 1000. docs/GUIDE.md, "Units", has the table of which is which.
 
 Numbers may have a decimal part (``1.5K``, ``1.5h``) as long as the result is a whole number of bytes or
 milliseconds; nothing is rounded. Results are at most 2**63 - 1, the largest value a Kafka ``long``
