@@ -185,6 +185,7 @@ def check_log(data_directory: Path, progress: Callable[[int], None] | None = Non
 @dataclass
 class RepairReport:
     cut_bytes: int = 0
+    unused_bytes: int = 0  # of cut_bytes, space allocated ahead of a writer and never written (zeros)
     rebuilt_indexes: int = 0
     damaged: list[Problem] = field(default_factory=list)  # damage left in sealed segments: reads stop there
     lost: list[Problem] = field(default_factory=list)     # acknowledged batches gone before the repair, now cut
@@ -205,6 +206,7 @@ def repair_log(data_directory: Path) -> RepairReport:
             report = recover_partition(directory, trust_clean=False)
             mark_recovered(directory)
             repaired.cut_bytes += report.truncated_bytes
+            repaired.unused_bytes += report.unused_bytes
             repaired.rebuilt_indexes += report.rebuilt_indexes
             repaired.damaged += [Problem(*d) for d in report.damaged]
             repaired.lost += [Problem(*d) for d in report.lost]

@@ -10,6 +10,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from seglog._core._mapping import Mapping
+from seglog.readable_size import readable_size
 from seglog.storage.segment import (
     CLEAN_MARKER,
     Commit,
@@ -31,6 +35,7 @@ from seglog.storage.segment import (
 
 logger = logging.getLogger(__name__)
 
+UNUSED_SPACE_BLOCK = 1 << 20  # bytes of zeros taken as the start of space allocated ahead of a writer
 RECOVERED_SUFFIX = ".recovered"  # <base>.log.recovered: a log's committed batches, before _seal_lost renames them
 
 
@@ -38,7 +43,8 @@ RECOVERED_SUFFIX = ".recovered"  # <base>.log.recovered: a log's committed batch
 class RecoveryReport:
     """What recovering a partition found and repaired."""
     clean: bool = False  # the last writer closed the partition cleanly
-    truncated_bytes: int = 0
+    truncated_bytes: int = 0  # cut after the commit point: written bytes, then unused_bytes
+    unused_bytes: int = 0  # of them, space allocated ahead of the writer and never written (zeros)
     rebuilt_indexes: int = 0
     damaged: list[tuple[str, int, str]] = field(default_factory=list)  # (file, position, reason) in sealed segments
     lost: list[tuple[str, int, str]] = field(default_factory=list)  # acknowledged batches the newest segment lost
@@ -85,10 +91,12 @@ def _recover_newest(paths: SegmentPaths, base: int, clean: bool, report: Recover
     data = map_file(paths.log, writable=False)
     try:
         commit = committed(data, base, offsets, times, clean=clean)
+        written_end = _written_end(data, commit.end_position)
     finally:
         close_map(data)
     size = paths.log.stat().st_size
     cut = commit.end_position
+    lost_messages = _lost_messages(commit, offsets, base)
     if commit.damaged:
         reason = (f"{commit.scan.reason} at byte {commit.scan.stop_position}; the index names "
                   f"{commit.published} batches, the log holds {commit.scan.count} soundly")
@@ -99,14 +107,63 @@ def _recover_newest(paths: SegmentPaths, base: int, clean: bool, report: Recover
             _seal_lost(paths, commit)
         else:
             truncate_file(paths.log, cut)
+        written, unused = max(0, min(written_end, size) - cut), size - max(written_end, cut)
         report.truncated_bytes += size - cut
-        logger.warning("%s: cut %d bytes after the last committed batch at byte %d (%s)", paths.log,
-                    size - cut, cut, commit.scan.reason if commit.damaged else "an unfinished append")
+        report.unused_bytes += unused
+        level = logging.INFO if not written and not commit.damaged else logging.WARNING
+        logger.log(level, "%s: cut %d bytes (%s) after the last committed batch at byte %d: %s; messages lost: %s",
+                   paths.log, size - cut, readable_size(size - cut), cut, _what_was_cut(commit, written, unused),
+                   _lost_wording(commit, lost_messages))
     if not commit.agrees:
         write_index_files(paths, base, commit.entries(), commit.count + 1)
         report.rebuilt_indexes += 1
     if commit.count and commit.published_end > cut:
         make_empty_segment(paths.log.parent, int(commit.scan.next_offsets[commit.count - 1]))
+
+
+def _written_end(data: Mapping | None, start: int) -> int:
+    """Where the bytes a writer wrote after `start` end: the byte after the last non-zero one before the first
+    all-zero block of UNUSED_SPACE_BLOCK bytes, which is space allocated ahead of the writer that it never
+    reached (fallocate reads as zeros). Read only to say what a cut removed: an unfinished batch holding a
+    whole block of zeros would be counted as unused from there on, which changes no byte kept."""
+    end = start
+    if data is None:
+        return end
+    with memoryview(data) as view:
+        for position in range(start, len(view), UNUSED_SPACE_BLOCK):
+            nonzero = np.flatnonzero(np.frombuffer(view[position:position + UNUSED_SPACE_BLOCK].tobytes(), np.uint8))
+            if not nonzero.size:
+                break
+            end = position + int(nonzero[-1]) + 1
+    return end
+
+
+def _lost_messages(commit: Commit, offsets: np.ndarray | None, base: int) -> tuple[int, int] | None:
+    """The offsets [first, end) of the published messages the log no longer holds, None when the index does
+    not say (it is missing, or names no more batches than the log holds)."""
+    if offsets is None or commit.published is None or commit.published <= commit.count:
+        return None
+    kept_end = int(commit.scan.next_offsets[commit.count - 1]) if commit.count else base
+    return kept_end, int(offsets[commit.published - 1, 0])
+
+
+def _what_was_cut(commit: Commit, written: int, unused: int) -> str:
+    parts = []
+    if written:
+        parts.append(f"{written} bytes of batches lost to damage ({commit.scan.reason})" if commit.damaged else
+                     f"{written} bytes of an unfinished append (never acknowledged)")
+    if unused:
+        parts.append(f"{unused} bytes of space allocated ahead of the writer and never written (zeros)")
+    return " and ".join(parts)
+
+
+def _lost_wording(commit: Commit, lost: tuple[int, int] | None) -> str:
+    if not commit.damaged:
+        return "none"
+    if lost is None:
+        return "unknown (the index does not say how many were acknowledged)"
+    first, end = lost
+    return f"{end - first} (offsets {first} to {end - 1})"
 
 
 def _seal_lost(paths: SegmentPaths, commit: Commit) -> None:
