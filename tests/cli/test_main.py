@@ -37,13 +37,15 @@ def test_the_commands() -> None:
                              "reset-cursor", "skip", "subscriptions", "unsubscribe",
                              "get-replicated-subscription-status", "set-replicated-subscription-status"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
+                             ("create-partitioned-topic",), ("get-partitioned-topic-metadata",),
+                             ("list-partitioned-topics",),
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
                              ("get-replication-clusters",), ("remove-replication-clusters",),
                              ("set-replication-clusters",), *[(c,) for c in policy_commands + subscription_commands]])
     namespace_commands = sorted(["clear-backlog", "create", "delete", "list", "grant-permission", "permissions",
                                  "revoke-permission", "get-auto-topic-creation", "remove-auto-topic-creation",
                                  "set-auto-topic-creation", "get-clusters", "set-clusters", "get-allowed-clusters",
-                                 "set-allowed-clusters", *policy_commands])
+                                 "set-allowed-clusters", "policies", *policy_commands])
     assert sorted(all_commands()) == [(), ("bench",), ("check",), ("clusters",), ("clusters", "create"),
                                       ("clusters", "delete"), ("clusters", "get"), ("clusters", "list"),
                                       ("clusters", "update"), ("consume",), ("demo",), ("maintenance",),

@@ -21,13 +21,15 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert "Created topic public/default/events with 3 partitions" in result.output
     run(runner, data, "topic", "create", "acme/billing/invoices")
 
-    assert run(runner, data, "topic", "list").output == "acme/billing/invoices\npublic/default/events\n"  # a pipe
+    assert run(runner, data, "topic", "list").output == (  # a pipe: pulsar-admin's names, partitions each
+        "persistent://acme/billing/invoices\n" + "".join(f"persistent://public/default/events-partition-{p}\n"
+                                                         for p in range(3)))
     listed = in_a_terminal(runner, data, "topic", "list")
     assert ["NAME", "PARTITIONS", "RETENTION", "TIME", "SEGMENT", "SIZE", "TIMESTAMP", "TYPE"] == (
         listed.splitlines()[0].split())
     rows = [line.split() for line in listed.splitlines()[1:]]
-    assert rows == [["acme/billing/invoices", "1", "-", "1", "GiB", "create_time"],
-                    ["public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
+    assert rows == [["persistent://acme/billing/invoices", "1", "-", "1", "GiB", "create_time"],
+                    ["persistent://public/default/events", "3", "-", "64", "MiB", "log_append_time"]]
 
     as_json = json.loads(run(runner, data, "topic", "list", "--json").output)
     assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segmentSize": 64 << 20,
@@ -56,11 +58,12 @@ def test_topic_list_never_cuts_a_name(runner: CliRunner, data: Path) -> None:
     run(runner, data, "namespaces", "create", "a-tenant-with-a-long-name/a-namespace-with-a-long-name")
     run(runner, data, "topic", "create", name, "--retention-time", "1d 2h 3m 4s")
     listed = in_a_terminal(runner, data, "topic", "list", columns=40)
-    assert listed.splitlines()[1].split() == [name, "1", "1day", "2h", "3m", "4s", "1", "GiB", "create_time"]
+    assert listed.splitlines()[1].split() == [f"persistent://{name}", "1", "1day", "2h", "3m", "4s", "1", "GiB",
+                                              "create_time"]
     assert "…" not in listed
     described = in_a_terminal(runner, data, "topic", "describe", name, columns=40)
     assert f"Topic {name}" in one_line(described) and "…" not in described
-    assert run(runner, data, "topic", "list").output == f"{name}\n"
+    assert run(runner, data, "topic", "list").output == f"persistent://{name}\n"
 
 
 def test_sizes_shown_are_all_in_binary_units(runner: CliRunner, data: Path) -> None:
@@ -96,11 +99,11 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
             None, None)
 
     listed = in_a_terminal(runner, data, "topics", "list")  # pulsar-admin's plural
-    rows = {line.split()[0]: line for line in listed.splitlines()[1:]}
+    rows = {line.split()[0].removeprefix("persistent://"): line for line in listed.splitlines()[1:]}
     assert rows.keys() == {"public/default/kept", "public/default/off", "public/default/weekly"}
     assert " 1day 2h 3m 4s " in rows["public/default/kept"]
     assert " 7days " in rows["public/default/weekly"]
-    assert rows["public/default/off"].split()[:3] == ["public/default/off", "1", "-"]
+    assert rows["public/default/off"].split()[:3] == ["persistent://public/default/off", "1", "-"]
     as_json = {t["name"]: t for t in json.loads(run(runner, data, "topics", "list", "--json").output)}
     assert as_json["public/default/kept"]["retentionTimeMs"] == 93_784_000
     assert as_json["public/default/kept"]["maxPartitionSize"] == 10**10
@@ -122,8 +125,11 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
         assert policies == log.topic("kept").stats()["policies"]
 
 
-def test_topics_is_the_topic_group_under_pulsar_admins_name(runner: CliRunner, data: Path) -> None:
-    assert main.commands["topics"] is main.commands["topic"]
+def test_topics_is_the_group_and_topic_a_hidden_alias_of_it(runner: CliRunner, data: Path) -> None:
+    assert main.commands["topics"].commands is main.commands["topic"].commands
+    assert main.commands["topic"].hidden and not main.commands["topics"].hidden
+    listed = [line.split()[0] for line in run(runner, None, "--help").output.splitlines() if line.startswith("  ")]
+    assert "topics" in listed and "topic" not in listed
     assert "Created topic public/default/t" in run(runner, data, "topics", "create", "t").output
     assert run(runner, data, "topics", "describe", "t", "--json").output == (
         run(runner, data, "topic", "describe", "t", "--json").output)
@@ -293,3 +299,26 @@ def test_stats_internal_is_internal_stats(runner: CliRunner, data: Path) -> None
     assert run(runner, data, "topics", "stats-internal", "t").output == (
         run(runner, data, "topics", "internal-stats", "t").output)
 
+
+
+def test_explain_fits_80_columns_in_a_pipe(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topics", "create", "t", "--segment-size", "1 KiB", "--retention-time", "1h")
+    run(runner, data, "produce", "t", input="".join(f"message number {i} with some padding\n" for i in range(60)))
+    narrow = runner.invoke(main, ["--data", str(data), "topics", "explain", "t"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    lines = narrow.stdout.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines)
+    assert "…" not in narrow.stdout and "time 1h not yet reached" in one_line(narrow.stdout)
+    assert one_line(narrow.stdout).startswith("Partition 0, segment at offset 0 (")
+    wide = in_a_terminal(runner, data, "topics", "explain", "t", columns=250)
+    assert wide.splitlines()[0].split()[:3] == ["PARTITION", "BASE", "OFFSET"]
+
+
+def test_create_partitioned_topic_and_its_metadata(runner: CliRunner, data: Path) -> None:
+    result = run(runner, data, "topics", "create-partitioned-topic", "p", "-p", "4")
+    assert "Created partitioned topic public/default/p with 4 partitions" in result.output
+    assert json.loads(run(runner, data, "topics", "get-partitioned-topic-metadata", "p").stdout) == {"partitions": 4}
+    assert "Missing option '--partitions'" in run(runner, data, "topics", "create-partitioned-topic", "q",
+                                                  code=2).output
+    assert "public/default/nope does not exist" in run(runner, data, "topics", "get-partitioned-topic-metadata",
+                                                       "nope", code=2).output

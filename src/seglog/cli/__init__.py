@@ -3,13 +3,13 @@
     seglog [--data DIR] demo | bench | produce | consume | check | repair
     seglog [--data DIR] serve --cluster NAME [--port 6650] [--http-port 8080] [--auth-token-secret-key FILE ...]
     seglog tokens create-secret-key|create
-    seglog [--data DIR] topic create|list|describe|update|delete
+    seglog [--data DIR] topics create|list|describe|update|delete|create-partitioned-topic|list-partitioned-topics
     seglog [--data DIR] clusters create|update|get|list|delete
     seglog [--data DIR] tenants create|list|delete
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
     seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
     seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
-    seglog --url http://HOST:PORT clusters|tenants|namespaces|topic|topics|maintenance|metrics ...   (on a seglog serve)
+    seglog --url http://HOST:PORT clusters|tenants|namespaces|topics|maintenance|metrics ...   (on a seglog serve)
 
 --data may also follow the command. One module per command group; errors.py and base.py turn library errors
 into clean messages and exit codes."""
@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from seglog import __version__
+from seglog.cli.auth_options import auth_options
 from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
 from seglog.cli.check import check
@@ -36,7 +37,7 @@ from seglog.cli.repair import repair
 from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
 from seglog.cli.tokens import tokens
-from seglog.cli.topic import topic
+from seglog.cli.topic import topic, topic_alias
 
 __all__ = ["main"]
 
@@ -48,9 +49,10 @@ __all__ = ["main"]
                    f"./{DEFAULT_DATA}.")
 @click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
               help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
-                   "(clusters, tenants, namespaces, topic(s), maintenance, metrics; not with --data). A server with "
-                   "authentication takes the token in $SEGLOG_TOKEN; an https:// one whose CA the system does not "
+                   "(clusters, tenants, namespaces, topics, maintenance, metrics; not with --data). A server with "
+                   "authentication takes a token (--token); an https:// one whose CA the system does not "
                    "trust, the CA's certificate file in $SEGLOG_TLS_TRUST_CERTS.")
+@auth_options
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
 @click.pass_context
 def main(ctx: click.Context, data: Path, url: str | None) -> None:
@@ -59,7 +61,7 @@ def main(ctx: click.Context, data: Path, url: str | None) -> None:
     \b
     Examples:
       seglog demo
-      seglog --data ./d topic create events --partitions 4 --segment-size '64 MiB'
+      seglog --data ./d topics create events --partitions 4 --segment-size '64 MiB'
       printf 'a\\nb\\n' | seglog --data ./d produce events --key user-1
       seglog --data ./d consume events --partition 0 --format json --follow
       seglog --data ./d check
@@ -87,4 +89,4 @@ def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
 for command in (demo, bench, topic, produce, consume, check, repair, clusters, tenants, namespaces, maintenance,
                 metrics, serve, tokens):
     main.add_command(command)
-main.add_command(topic, name="topics")  # pulsar-admin's plural; the same group
+main.add_command(topic_alias)  # `seglog topic`: hidden, the same commands (older scripts)

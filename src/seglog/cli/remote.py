@@ -13,9 +13,10 @@ Arguments are checked here as the local API checks them (the same parsers), befo
 refusals come back as the exceptions the local API raises: its error bodies name the exception's class, and
 for an invalid argument the argument, value and what is accepted (server/rest/errors.py).
 
-A server with authentication needs a token: $SEGLOG_TOKEN (sent as `Authorization: Bearer <token>`); an
-https:// server whose certificate is not signed by a CA the system trusts needs that CA's certificate file:
-$SEGLOG_TLS_TRUST_CERTS (Pulsar's tlsTrustCertsFilePath)."""
+A server with authentication needs a token: `seglog --url URL --token TOKEN`, pulsar-admin's `--auth-params`,
+or $SEGLOG_TOKEN (auth_options.py), sent as `Authorization: Bearer <token>`; a refusal for want of one (401, 403)
+says how to give it and exits with 1. An https:// server whose certificate is not signed by a CA the system
+trusts needs that CA's certificate file: $SEGLOG_TLS_TRUST_CERTS (Pulsar's tlsTrustCertsFilePath)."""
 
 from __future__ import annotations
 
@@ -33,12 +34,12 @@ import httpx
 from seglog import errors
 from seglog.catalog.clusters import check_cluster_data, cluster_names
 from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
+from seglog.cli.auth_options import TOKEN_ENV_VAR, given_token
 from seglog.cli.errors import EXIT_FAILURE, CliError
 from seglog.lifecycle.maintenance import MaintenanceReport
 from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
 
 TIMEOUT_S = 60.0
-TOKEN_ENV_VAR = "SEGLOG_TOKEN"
 TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
@@ -102,12 +103,34 @@ def _namespace_path(namespace: str) -> str:
     return f"{_part(name.tenant)}/{_part(name.namespace)}"
 
 
+def _names_an_error(response: httpx.Response) -> bool:
+    """Whether the refusal's body names one of the local API's exceptions (not an authorization refusal)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and (body.get("error") in _ERRORS or body.get("error") in _ARGUMENT_ERRORS)
+
+
+def _unauthorized(response: httpx.Response) -> CliError:
+    """A 401 or 403 as one line: the server's reason, and how to give a token."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    reason = body.get("reason") if isinstance(body, dict) else None
+    what = "needs a token" if response.status_code == 401 else "refused this token's role"
+    return CliError(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a token "
+                    f"of a role allowed to with --token TOKEN, --auth-params token:TOKEN|file:///PATH or "
+                    f"${TOKEN_ENV_VAR}", EXIT_FAILURE)
+
+
 class Http:
     """Requests to one server; each answer's JSON, or the refusal raised as the local API would raise it."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
-        token, trusted = os.environ.get(TOKEN_ENV_VAR), os.environ.get(TRUST_ENV_VAR)
+        token, trusted = given_token(), os.environ.get(TRUST_ENV_VAR)
         self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S, verify=_trust(trusted) if trusted else True,
                                    headers={"Authorization": f"Bearer {token.strip()}"} if token else None)
 
@@ -119,6 +142,8 @@ class Http:
                                            headers={"Content-Type": "application/json"})
         except httpx.HTTPError as error:
             raise CliError(f"cannot reach the seglog server at {self.url}: {error}", EXIT_FAILURE) from None
+        if response.status_code == 401 or (response.status_code == 403 and not _names_an_error(response)):
+            raise _unauthorized(response)  # (a 403 naming seglog's error is a refusal of the request itself)
         if response.status_code >= 400:
             raise _refusal(response)
         if raw:

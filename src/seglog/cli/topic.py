@@ -1,35 +1,47 @@
-"""`seglog topic create|list|describe|delete|stats|internal-stats|explain`: managing the topics of a data
-directory (also `seglog topics`, pulsar-admin's plural), a topic's own policies (policy_commands.py) and its
-replication clusters."""
+"""`seglog topics create|list|describe|delete|stats|internal-stats|explain|...`: managing the topics of a data
+directory or server, with pulsar-admin's group name (`seglog topic` is a hidden alias that older scripts use),
+a topic's own policies (policy_commands.py) and its replication clusters."""
 
 from __future__ import annotations
 
+import textwrap
 from datetime import datetime, timezone
 from typing import Any
 
 import click
+from rich.measure import Measurement
 from rich.table import Table
 
 from seglog.catalog.config import ADMIN_NAMES, TopicConfig
 from seglog.cli.base import AdminGroup
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
-from seglog.cli.options import cluster_list, topic_name, topic_settings
-from seglog.cli.output import out, print_json, print_unclipped
+from seglog.cli.options import cluster_list, namespace_name, topic_name, topic_settings
+from seglog.cli.output import out, print_json, print_names, print_unclipped
 from seglog.cli.policy_commands import PolicyScope, add_policy_commands
 from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
+from seglog.errors import NotFoundError
 from seglog.log import MAX_PARTITIONS
 from seglog.readable_size import readable_size
 from seglog.units import format_duration
 
+_UNLIMITED_WIDTH = 1 << 20  # a table's natural width is measured without a limit
+PERSISTENT = "persistent://"  # Pulsar's domain of a topic's full name, as pulsar-admin lists them
 
-@click.group(cls=AdminGroup)
+@click.group(name="topics", cls=AdminGroup)
 def topic() -> None:
-    """Create, list, describe and delete topics.
+    """Create, list, describe and delete topics; their stats, policies and subscriptions (pulsar-admin topics).
 
-    NAME is 'topic' (in public/default) or 'tenant/namespace/topic', as in Pulsar.
+    NAME is 'topic' (in public/default), 'tenant/namespace/topic' or 'persistent://tenant/namespace/topic', as
+    in Pulsar.
     """
+
+
+# `seglog topic ...`, the group's first name: hidden from the help, kept for the scripts that use it (the
+# commands are the same objects: one dictionary for both groups)
+topic_alias = AdminGroup(name="topic", commands=topic.commands, hidden=True,
+                         help="The same commands as `seglog topics` (pulsar-admin's name), under their older name.")
 
 
 @topic.command()
@@ -82,33 +94,91 @@ def update_partitioned_topic(data: DataDir, name: str, partitions: int) -> None:
 
 
 @topic.command(name="list")
+@click.argument("namespace", metavar="[TENANT/NAMESPACE]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the topics and their settings as JSON.")
 @pass_data
-def list_topics(data: DataDir, as_json: bool) -> None:
-    """List the topics with their partitions and main settings; when stdout is not a terminal (a pipe, a
-    file), only their names, one a line.
+def list_topics(data: DataDir, namespace: str | None, as_json: bool) -> None:
+    """List the topics of TENANT/NAMESPACE (of every namespace without it) with their partitions and main
+    settings; when stdout is not a terminal (a pipe, a file), as pulsar-admin topics list prints them: one
+    persistent:// name a line, a partitioned topic as its partitions' NAME-partition-N names.
 
     RETENTION TIME is the topic's own --retention-time, '-' when it has none (the retention policies of its
     namespace and of the data directory still apply to acknowledged messages). Names are never cut: the
     table is as wide as the longest name needs.
     """
-    with data.admin() as admin:
-        topics = admin.topics.list_with_settings()
+    topics = _topics_of(data, namespace)
     if as_json:
         print_json(topics)
         return
-    if not out().is_terminal:  # for scripts: `for t in $(seglog topic list)`, as pulsar-admin topics list
+    if not out().is_terminal:  # for scripts: `for t in $(seglog topics list ns)`, as pulsar-admin topics list
         for t in topics:
-            click.echo(t["name"])
+            for partition_name in _partition_names(t):
+                click.echo(partition_name)
         return
     table = Table("NAME", "PARTITIONS", "RETENTION TIME", "SEGMENT SIZE", "TIMESTAMP TYPE", box=None,
                   header_style="bold")
     for t in topics:
         config = _config(t)
         retention = config.retention_time
-        table.add_row(t["name"], str(t["partitions"]), "-" if retention is None else format_duration(retention),
-                      readable_size(config.segment_size), config.timestamp_type)
+        table.add_row(f"{PERSISTENT}{t['name']}", str(t["partitions"]),
+                      "-" if retention is None else format_duration(retention), readable_size(config.segment_size),
+                      config.timestamp_type)
     print_unclipped(table)
+
+
+@topic.command(name="list-partitioned-topics", short_help="List a namespace's partitioned topics.")
+@click.argument("namespace", metavar="TENANT/NAMESPACE")
+@click.option("--json", "as_json", is_flag=True, help="Print the names as a JSON list.")
+@pass_data
+def list_partitioned_topics(data: DataDir, namespace: str, as_json: bool) -> None:
+    """List the topics of TENANT/NAMESPACE that have more than one partition (Pulsar's partitioned topics), one
+    persistent:// name a line, as pulsar-admin topics list-partitioned-topics."""
+    print_names([f"{PERSISTENT}{t['name']}" for t in _topics_of(data, namespace) if t["partitions"] > 1], as_json)
+
+
+@topic.command(name="create-partitioned-topic", short_help="Create a topic of --partitions partitions.")
+@click.argument("name")
+@click.option("--partitions", "-p", type=click.IntRange(1, MAX_PARTITIONS), required=True, metavar="N",
+              help="Number of partitions.")
+@pass_data
+def create_partitioned_topic(data: DataDir, name: str, partitions: int) -> None:
+    """Create topic NAME with N partitions and the data directory's default settings, as pulsar-admin topics
+    create-partitioned-topic (`seglog topics create NAME -p N` takes settings too)."""
+    full_name = topic_name(name)
+    with data.admin(create=True) as admin:
+        admin.topics.create(full_name, partitions)
+    out().print(f"[green]Created partitioned topic[/] {full_name} with {partitions} partition"
+                f"{'s' if partitions > 1 else ''}")
+
+
+@topic.command(name="get-partitioned-topic-metadata", short_help="Print {\"partitions\": N} (0: not partitioned).")
+@click.argument("name")
+@pass_data
+def get_partitioned_topic_metadata(data: DataDir, name: str) -> None:
+    """Print topic NAME's partition count as pulsar-admin topics get-partitioned-topic-metadata prints it:
+    {"partitions": N}, 0 for a topic of one partition (a non-partitioned topic in Pulsar)."""
+    with data.admin() as admin:
+        partitions = admin.topics.describe(topic_name(name))["partitions"]
+    print_json({"partitions": partitions if partitions > 1 else 0})
+
+
+def _topics_of(data: DataDir, namespace: str | None) -> list[dict[str, Any]]:
+    """The topics with their settings (admin list_with_settings), of `namespace` only when given (which must
+    exist)."""
+    if namespace is not None:
+        namespace = namespace_name(namespace)
+    with data.admin() as admin:
+        if namespace is not None and namespace not in admin.namespaces.list(namespace.split("/")[0]):
+            raise NotFoundError(f"namespace {namespace} does not exist")
+        topics = admin.topics.list_with_settings()
+    return [t for t in topics if namespace is None or t["name"].startswith(f"{namespace}/")]
+
+
+def _partition_names(topic: dict[str, Any]) -> list[str]:
+    """A listed topic as Pulsar's topic list names it: itself, or each of its partitions when it has several."""
+    if topic["partitions"] == 1:
+        return [f"{PERSISTENT}{topic['name']}"]
+    return [f"{PERSISTENT}{topic['name']}-partition-{p}" for p in range(topic["partitions"])]
 
 
 @topic.command()
@@ -223,22 +293,38 @@ topic.add_command(internal_stats, name="stats-internal")  # pulsar-admin's name
 @pass_data
 def explain(data: DataDir, name: str, as_json: bool) -> None:
     """Why disk is not freed: for each segment, the rule that keeps it, or the rule that deletes it next
-    and when."""
+    and when. A table when it fits the terminal's width (else, and in a pipe narrower than the table, one
+    wrapped paragraph a segment)."""
     with data.admin() as admin:
         explained = admin.topics.explain_retention(name)
     if as_json:
         print_json(explained)
         return
+    now = explained["nowMs"]
+    rows = [(partition, str(fate["baseOffset"]), readable_size(fate["size"]),
+             "delete" if fate["deletedNextPass"] else "keep", fate["rule"], _deleted_when(fate["deletedAtMs"], now),
+             fate["reason"]) for partition, fates in explained["partitions"].items() for fate in fates]
     table = Table("PARTITION", "BASE OFFSET", "SIZE", "NEXT PASS", "RULE", "DELETED AT", "WHY", box=None,
                   header_style="bold")
-    now = explained["nowMs"]
-    for partition, fates in explained["partitions"].items():
-        for fate in fates:
-            at = fate["deletedAtMs"]
-            when = "-" if at is None else ("now" if at <= now else f"in {format_duration(at - now)}")
-            table.add_row(partition, str(fate["baseOffset"]), readable_size(fate["size"]),
-                          "delete" if fate["deletedNextPass"] else "keep", fate["rule"], when, fate["reason"])
-    out().print(table)
+    for row in rows:
+        table.add_row(*row)
+    console = out()
+    if Measurement.get(console, console.options.update_width(_UNLIMITED_WIDTH), table).maximum <= console.width:
+        console.print(table)  # (every cell whole at this width)
+        return
+    for partition, base, size, next_pass, rule, when, why in rows:
+        text = (f"Partition {partition}, segment at offset {base} ({size}): {next_pass} on the next pass; "
+                f"rule {rule}, deleted {when if when != '-' else 'never by it'}. {why}")
+        click.echo(textwrap.fill(text, width=max(console.width, 40), subsequent_indent="  "))
+
+
+def _deleted_when(at_ms: int | None, now_ms: int) -> str:
+    """When a segment goes, to the second (rounded up: it is not gone before)."""
+    if at_ms is None:
+        return "-"
+    if at_ms <= now_ms:
+        return "now"
+    return f"in {format_duration(-(-(at_ms - now_ms) // 1000) * 1000)}"
 
 
 add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda admin: admin.topics,
