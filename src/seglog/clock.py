@@ -20,7 +20,8 @@ def system_clock() -> int:
 class ManualClock:
     """A clock that moves only when told to: `clock.advance(days=7)`.
 
-    Thread safe; starts at `start_ms` (default 2024-01-01T00:00:00Z, so timestamps look like real ones)."""
+    Thread safe (advance and set hold a lock); a clock belongs to its process. Starts at `start_ms`
+    (default 2024-01-01T00:00:00Z, so timestamps look like real ones)."""
 
     def __init__(self, start_ms: int = 1_704_067_200_000) -> None:
         self._now = int(start_ms)

@@ -48,7 +48,12 @@ class _Prefetched:
 
 class Consumer:
     """One consumer of a subscription. Close it (or use it as a context manager) to hand what it received
-    and did not acknowledge back to the subscription."""
+    and did not acknowledge back to the subscription.
+
+    Thread safety: `ack`, `ack_cumulative` and `negative_ack` may be called from any thread; `receive`,
+    `receive_batch` and `seek` from one thread at a time (for several receiving threads, one consumer each
+    on a shared or key_shared subscription). One process consumes a subscription at a time: a consumer in
+    another process gets ConsumerBusyError."""
 
     def __init__(self, topic: Topic, subscription: Subscription, registry: Subscriptions, *,
                  subscription_type: str, consumer_name: str | None, ack_timeout: Any,

@@ -19,7 +19,12 @@ __all__ = ["MAX_PARTITIONS", "METADATA_FILE", "Log", "is_data_directory", "open"
 
 
 class Log:
-    """An open data directory. Use as a context manager, or call close()."""
+    """An open data directory. Use as a context manager, or call close().
+
+    Thread safety: one Log may be shared by every thread of a process (changes to topics and policies are
+    metadata transactions under a lock); close it once, when the other threads are done. Any number of
+    processes may open the same data directory at once, each with its own Log; do not use one in a child
+    made by fork, which would share the parent's locks (docs/THREADS.md)."""
 
     def __init__(self, path: str | Path, *, clock: Clock | None = None, background: bool = True,
                  **broker_config: Any) -> None:
@@ -28,9 +33,11 @@ class Log:
         make_data_directory(Path(path), METADATA_FILE)
         self._broker = Broker.open(Path(path), clock=clock or system_clock, background=background, **broker_config)
         self.admin = Admin(self._broker)
+        """The admin API: clusters, tenants, namespaces and topics, as pulsar-admin has them."""
 
     @property
     def path(self) -> Path:
+        """The data directory."""
         return self._broker.path
 
     @property
@@ -40,6 +47,7 @@ class Log:
 
     @property
     def clock(self) -> Clock:
+        """The clock every age-dependent decision reads (the one given to open, else the wall clock)."""
         return self._broker.clock
 
     def __repr__(self) -> str:

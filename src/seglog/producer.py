@@ -39,7 +39,11 @@ class Producer(SendPath):
 
     A partition's writer, and so its writer lock, is taken with the producer's first message for it (a
     PartitionLockedError then if another process writes it), so producers in several processes can share
-    a topic by partition. `partitions=[...]` takes those partitions' writers at once instead."""
+    a topic by partition. `partitions=[...]` takes those partitions' writers at once instead.
+
+    Thread safety: one producer may be shared by any number of threads of its process: however `send`,
+    `send_batch` and `flush` interleave, every message is stored once, at the MessageId its call returned.
+    A producer cannot cross processes; each process makes its own, for partitions no other process writes."""
 
     def __init__(self, topic: Topic, store: PartitionStore, quota_guard: QuotaGuard, *,
                  batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],

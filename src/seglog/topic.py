@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 
 
 class Topic:
-    """Handle to one topic of an open log (cheap; get it from `log.topic(name)` or `log.create_topic`)."""
+    """Handle to one topic of an open log (cheap; get it from `log.topic(name)` or `log.create_topic`).
+
+    Thread safety: a handle may be shared by the threads of a process. Another process gets its own from
+    its own Log; a topic created, grown or deleted in one process is seen by the others."""
 
     def __init__(self, broker: Broker, ref: TopicRef) -> None:
         self._broker = broker
@@ -30,14 +33,17 @@ class Topic:
 
     @property
     def topic_name(self) -> TopicName:
+        """The full name, parsed into tenant, namespace and topic."""
         return self.ref.name
 
     @property
     def partitions(self) -> int:
+        """The number of partitions, as this handle knows it (log.update_partitions returns a new handle)."""
         return self.ref.partitions
 
     @property
     def config(self) -> TopicConfig:
+        """The topic's settings: its own, else the broker's defaults."""
         return self.ref.config
 
     @property
@@ -49,6 +55,7 @@ class Topic:
         return f"Topic({self.name!r}, partitions={self.partitions})"
 
     def partition_directory(self, partition: int) -> Path:
+        """The directory of the partition's segment files (TopicNotFoundError once the topic is deleted)."""
         self.fence.check()  # a deleted topic's directories may be a new topic's of the same name
         return self._broker.store.partition_directory(self.ref.name, self.ref.check_partition(partition))
 

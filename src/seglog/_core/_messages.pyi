@@ -4,7 +4,9 @@ from typing import ClassVar
 from seglog._core._buffer import BufferLike
 
 class MessageId:
-    """Where a message is stored: its partition and offset. Ordered, hashable, comparable to a tuple."""
+    """Where a message is stored: its partition and offset. Ordered, hashable, comparable to a tuple.
+
+    Immutable: shared freely by threads, and pickled (a copy) to another process."""
 
     def __init__(self, partition: int, offset: int) -> None: ...
     @property
@@ -21,7 +23,10 @@ class MessageId:
     def __ge__(self, other: MessageId | tuple[int, ...], /) -> bool: ...
 
 class Message:
-    """One message read from a partition."""
+    """One message read from a partition: its own copy of the key and value, not a view of the segment.
+
+    Its attributes are read-only (and `properties`, a dict, is the message's own: read it, do not change
+    it), so a message may be shared by threads; it is pickled (a copy) to another process."""
 
     @property
     def partition(self) -> int: ...

@@ -57,7 +57,12 @@ if TYPE_CHECKING:
 
 
 class Admin:
-    """The admin API of an open log: `clusters`, `tenants`, `namespaces` and `topics`."""
+    """The admin API of an open log: `clusters`, `tenants`, `namespaces` and `topics`.
+
+    Thread safety: it and its four parts may be shared by the threads of a process: each change is one
+    metadata transaction. Every process's admin API reads and changes the same metadata, so a change made
+    in one process is seen by the others; a subscription that another process consumes is left to it
+    (acknowledgements and cursor resets of it return False)."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -83,7 +88,8 @@ class Admin:
 
 class Clusters:
     """The clusters a data directory knows (Pulsar's ClusterData by name): the clusters tenants may use and
-    namespaces and topics replicate to. `seglog serve --cluster NAME` registers its own."""
+    namespaces and topics replicate to. `seglog serve --cluster NAME` registers its own.
+    `log.admin.clusters`; shared by threads and processes as Admin is."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
@@ -98,6 +104,7 @@ class Clusters:
         self._broker.catalog.policies_changed()
 
     def list(self) -> list[str]:
+        """The names of the registered clusters."""
         return self._broker.catalog.metadata.clusters()
 
     def get(self, name: str) -> dict[str, Any]:
@@ -127,6 +134,9 @@ class Clusters:
 
 
 class Tenants:
+    """The tenants (Pulsar's TenantInfo: allowed clusters and admin roles). `log.admin.tenants`; shared by
+    threads and processes as Admin is."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
@@ -178,6 +188,7 @@ class Tenants:
         return config
 
     def list(self) -> list[str]:
+        """The names of the tenants."""
         return self._broker.catalog.metadata.tenants()
 
     def get(self, name: str) -> dict[str, Any]:
@@ -274,6 +285,9 @@ class PolicyLevel:
 
 
 class Namespaces(PolicyLevel):
+    """The namespaces ('tenant/namespace'): their clusters, permissions and policies, which their topics
+    inherit. `log.admin.namespaces`; shared by threads and processes as Admin is."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
@@ -420,6 +434,9 @@ class Namespaces(PolicyLevel):
 
 
 class Topics(PolicyLevel):
+    """The topics: their settings, policies, stats, subscriptions and replication clusters.
+    `log.admin.topics`; shared by threads and processes as Admin is."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 

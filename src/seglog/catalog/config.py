@@ -89,7 +89,8 @@ def _fsync(value: Any) -> str:
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """The settings of a topic. Sizes in bytes, durations in ms, None for off / no limit."""
+    """The settings of a topic. Sizes in bytes, durations in ms, None for off / no limit.
+    Immutable (a frozen dataclass): shared freely by threads."""
     segment_size: int = GiB
     segment_roll_time: int | None = None
     segment_max_messages: int | None = None
@@ -221,7 +222,8 @@ class BrokerConfig:
     """Settings of an opened data directory: the defaults of its topics, its readers and its policies.
 
     The policy defaults carry Pulsar's broker.conf names in snake case. seglog keeps acknowledged data 7
-    days by default (Kafka's and Fluvio's period), not Pulsar's 0/0: see docs/LIFECYCLE.md, Retention."""
+    days by default (Kafka's and Fluvio's period), not Pulsar's 0/0: see docs/LIFECYCLE.md, Retention.
+    Immutable (a frozen dataclass): shared freely by threads."""
     topic_defaults: TopicConfig = TopicConfig()
     verify_crc: bool = True
     default_retention_time_minutes: int = WEEK_MINUTES

@@ -32,7 +32,8 @@ TOPIC_TYPES = ("non-partitioned", "partitioned")  # Pulsar's TopicType, as allow
 class Retention:
     """How long acknowledged messages are kept: time in ms and size in bytes, -1 for no limit, 0 for none.
 
-    Both limits always exist. 0/0 keeps nothing; with both > 0 whichever is reached first deletes."""
+    Both limits always exist. 0/0 keeps nothing; with both > 0 whichever is reached first deletes.
+    Immutable (a frozen dataclass): shared freely by threads."""
     time_ms: int
     size_bytes: int
 
@@ -78,7 +79,7 @@ class BacklogQuota:
     """A limit on the backlog of a topic's slowest subscription, and what happens at it.
 
     `limit` is bytes for `destination_storage`, ms of age of the oldest unacknowledged message for
-    `message_age`."""
+    `message_age`. Immutable (a frozen dataclass): shared freely by threads."""
     type: str
     limit: int
     policy: str
@@ -289,7 +290,8 @@ class InForce:
 
 @dataclass(frozen=True)
 class EffectivePolicies:
-    """Every policy in force for one topic."""
+    """Every policy in force for one topic, each with the level that set it.
+    Immutable (a frozen dataclass): shared freely by threads."""
     retention: InForce
     message_ttl_ms: InForce  # value 0: no TTL
     backlog_quotas: Mapping[str, InForce]  # by type; only the types that have a quota

@@ -36,7 +36,7 @@ EVICTION_TARGET = 0.9  # consumer_backlog_eviction brings a size backlog down to
 
 @dataclass
 class MaintenanceReport:
-    """What one pass did."""
+    """What one pass did: a plain value, the caller's own."""
     deleted_segments: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, base)
     freed_bytes: int = 0
     expired: int = 0   # messages acknowledged by message TTL

@@ -26,7 +26,8 @@ _ITERATION_CHUNK = 1024
 
 
 class BatchInfo(NamedTuple):
-    """A stored batch as Reader.batch_infos gives it: where it is and the attributes its writer gave."""
+    """A stored batch as Reader.batch_infos gives it: where it is and the attributes its writer gave.
+    Immutable: shared freely."""
     base_offset: int
     record_count: int
     attributes: Mapping[str, str]  # read-only; empty when the batch has none
@@ -38,7 +39,12 @@ class Reader:
     Use `read_batch()` for pyarrow RecordBatches over the log's own memory (zero copy), or iterate for
     Message objects. A reader sees messages as soon as the writer publishes them, in any process. Waiting
     with a timeout, it is woken by `appended`, the partition's append notification, when this process
-    writes the partition, and polls for appends by other processes (seglog._wait)."""
+    writes the partition, and polls for appends by other processes (seglog._wait).
+
+    Thread safety: a reader keeps its position, so it is used by one thread at a time; give each thread its
+    own (the readers of a partition share its mapped segments). Readers may run in any number of processes
+    while another process writes. A RecordBatch it returns is immutable and may be read by any thread; it
+    keeps its segment's map alive, so it stays valid after the reader or the log is closed."""
 
     def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True,
                  fence: TopicFence, appended: AppendSignal | None = None) -> None:
