@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from seglog.catalog.policies import MB, MINUTE_MS, Retention
 from seglog.lifecycle.backlog import backlog_count, partition_backlog
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
@@ -47,11 +48,25 @@ def replicated(broker: Broker, cursor: PartitionCursor) -> bool:
     return cursor.replicated and broker.config.enable_replicated_subscriptions
 
 
+def shown_retention(retention: Retention) -> dict[str, int]:
+    """A retention as stats, explain_retention and the applied retention show it: Pulsar's RetentionPolicies
+    (retentionTimeInMinutes, retentionSizeInMB), whole numbers of its units. A topic's retention_time /
+    max_partition_size acting as its retention need not be ('10 GB' is 9536.74 MB): Pulsar's figure is then
+    rounded up (Retention.to_admin, never down to 0, which would mean keep nothing) and the exact one is given
+    beside it, retentionTimeInMs or retentionSizeInBytes."""
+    shown = retention.to_admin()
+    if retention.time_ms > 0 and retention.time_ms % MINUTE_MS:
+        shown["retentionTimeInMs"] = retention.time_ms
+    if retention.size_bytes > 0 and retention.size_bytes % MB:
+        shown["retentionSizeInBytes"] = retention.size_bytes
+    return shown
+
+
 def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     policies = broker.catalog.policies(ref)
     retention = policies.retention
     quotas = {t: {**q.value.to_admin(), "level": q.level} for t, q in policies.backlog_quotas.items()}
-    return {"retention": {**retention.value.to_admin(), "level": retention.level},
+    return {"retention": {**shown_retention(retention.value), "level": retention.level},
             "messageTTLInSeconds": {"value": policies.message_ttl_ms.value // 1000,
                                     "level": policies.message_ttl_ms.level},
             "backlogQuotas": quotas}

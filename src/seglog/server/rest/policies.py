@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from seglog.admin.api import PolicyLevel
+from seglog.admin.stats import shown_retention
 from seglog.catalog.policies import MB, MINUTE_MS, QUOTA_TYPES, SECOND_MS, Retention
 from seglog.server.rest.base import (
     RestContext,
@@ -183,7 +184,7 @@ def _applied(ctx: RestContext, topic: str, policy: str) -> Any:
     """The value in force on a topic (topic, else namespace, else broker), in Pulsar's JSON."""
     policies = ctx.broker.catalog.policies(ctx.broker.topic(topic))
     if policy == "retention":
-        return policies.retention.value.to_admin()
+        return shown_retention(policies.retention.value)
     if policy == "message_ttl":
         return policies.message_ttl_ms.value // SECOND_MS
     if policy == "deduplication":
