@@ -1,17 +1,34 @@
 """Command and group classes every seglog command uses: library errors become clean CLI errors, click's own
-usage errors are shown in the same style, and every command takes `--data DIR` after its name too."""
+usage errors are shown in the same style, Ctrl-C exits 130 (errors.py has the exit codes), and every command
+takes `--data DIR` after its name too."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from seglog.cli.datadir import DataDir, data_option
-from seglog.cli.errors import CliError, as_usage_problem, from_library, from_os_error
+from seglog.cli.errors import CliError, Interrupted, as_usage_problem, from_library, from_os_error
 from seglog.errors import SeglogError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@contextmanager
+def ctrl_c_exits_130() -> Iterator[None]:
+    """Ctrl-C inside: exit code 130 with a line on stderr, as a shell reports a command it stopped (click
+    alone says "Aborted!" and exits 1); so does Ctrl-C at a confirmation prompt, which click turns into Abort."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    except click.Abort as abort:
+        if isinstance(abort.__context__, KeyboardInterrupt) or isinstance(abort.__cause__, KeyboardInterrupt):
+            raise Interrupted() from None
+        raise
 
 
 class SeglogCommand(click.Command):
@@ -35,9 +52,12 @@ class SeglogCommand(click.Command):
             raise CliError(f"`{ctx.command_path}` works on a data directory, not on a server: give --data DIR "
                            f"instead of --url {data.url}")
         try:
-            return super().invoke(ctx)
+            with ctrl_c_exits_130():
+                return super().invoke(ctx)
+        except click.UsageError as error:  # a command's own check of its options: shown as click's are
+            raise as_usage_problem(error, ctx) from None
         except SeglogError as error:
-            raise from_library(error, ctx) from error
+            raise from_library(error, ctx, None if data is None or data.url is not None else data.path) from error
         except OSError as error:
             converted = from_os_error(error)
             if converted is error:
@@ -54,6 +74,10 @@ class AdminCommand(SeglogCommand):
 class SeglogGroup(click.Group):
     command_class = SeglogCommand
     group_class = type  # subgroups are SeglogGroups too
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with ctrl_c_exits_130():
+            return super().invoke(ctx)
 
 
 class AdminGroup(SeglogGroup):

@@ -13,8 +13,8 @@ from click.core import ParameterSource
 from seglog._wait import wait_until
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.errors import UsageProblem
-from seglog.cli.message_format import FORMATS, FORMATTERS
+from seglog.cli.errors import EXIT_INTERRUPTED, UsageProblem
+from seglog.cli.message_format import PRINTED_FORMATS, MessagePrinter
 from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
 from seglog.cli.output import err, message_count
 from seglog.subscriptions.cursor_file import SUBSCRIPTION_TYPES
@@ -22,8 +22,6 @@ from seglog.topic import Topic
 
 CHUNK = 1024  # messages printed at a time: output flows while a long backlog is read
 NEW_SUBSCRIPTION_POSITIONS = ("earliest", "latest")
-
-
 def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) -> Any:
     """What Reader accepts as start: 'earliest', 'latest', an offset, or {'timestamp': ms}."""
     if from_timestamp is not None:
@@ -31,7 +29,12 @@ def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) 
             raise UsageProblem("--start and --from-timestamp cannot be used together", ctx)
         return {"timestamp": from_timestamp}
     text = start.strip()
-    return int(text) if text.lstrip("-").isdigit() else text  # the reader refuses anything else, with --start
+    if text in NEW_SUBSCRIPTION_POSITIONS:
+        return text
+    if not text.isdigit():
+        raise UsageProblem(f"Invalid value for '--start' / '-s': '{start}'; accepted: earliest, latest or an "
+                           "offset (an int >= 0); to start at a time, --from-timestamp MS", ctx)
+    return int(text)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -88,10 +91,11 @@ def _say_what_is_past_the_end(ctx: click.Context, topic: Topic, readers: Partiti
 @click.option("--count", "-n", type=click.IntRange(min=0), metavar="N", help="Stop after N messages.")
 @click.option("--follow", "-f", is_flag=True,
               help="At the end, wait for new messages until Ctrl-C (or until --count messages were printed).")
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="value", show_default=True,
-              help="value: the value as UTF-8 text (bad bytes replaced); json: one JSON object per line with "
-                   "partition, offset, timestamp, event_time, key, value, properties (key and value as UTF-8 "
-                   "text, else base64, as key_encoding and value_encoding say).")
+@click.option("--format", "output_format", type=click.Choice(PRINTED_FORMATS), default="value", show_default=True,
+              help="value: the value as UTF-8 text (to a terminal, what is not printable text as \\x escapes; to "
+                   "a pipe, bad bytes replaced); json: one JSON object per line with partition, offset, "
+                   "timestamp, event_time, key, value, properties (key and value as UTF-8 text, else base64, "
+                   "as key_encoding and value_encoding say); raw: the value's bytes as stored, one a line.")
 @pass_data
 @click.pass_context
 def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None, start: str,
@@ -101,11 +105,12 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
     from --start to the end; or, with --subscription, those the subscription has not acknowledged yet,
     acknowledging each once printed.
 
-    Values containing newlines are printed as they are; use --format json for an unambiguous stream.
+    Values containing newlines are printed as they are; use --format json for an unambiguous stream. Ctrl-C
+    (with --follow: after the messages being printed) exits with 130.
     """
     _check_subscription_options(ctx, subscription, start)
     position = _start_position(ctx, start, from_timestamp) if subscription is None else start
-    show = FORMATTERS[output_format]
+    printer = MessagePrinter(output_format)
     printed = 0
     with data.open() as log:
         handle = log.topic(topic)
@@ -127,7 +132,7 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
                             else source.take(wanted))
                 if messages is True or not messages:
                     break
-                click.echo("\n".join(map(show, messages)))
+                printer.print(messages)
                 source.printed(messages)
                 printed += len(messages)
         finally:
@@ -136,3 +141,4 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
             source.close()
         if stopping.is_set():
             err().print(f"[dim]Stopped after {message_count(printed)}.[/]")
+            ctx.exit(EXIT_INTERRUPTED)

@@ -1,26 +1,49 @@
 """How the CLI reports failures: one red line on stderr (after the usage line for bad input), an exit code,
-never a traceback. Library errors keep their own message; the option they concern is named as on the
-command line ('--segment-size', not 'segment_size').
+never a traceback or a Python repr. Library errors keep their own words, but the option they concern is named
+as on the command line ('--segment-size', not 'segment_size'), with the value as it was typed.
 
-Exit codes: 0 success, 1 damage found (check, repair, a corrupt batch met while reading, a metadata file
-SQLite cannot use) or an operating system error (permission denied, disk full: shown with the file), 2 bad
-usage or a refused request (invalid value, unknown topic, partition locked by another process, no data
-directory)."""
+Exit codes, the same for every command (docs/CLI.md, Exit codes):
+
+- 0: done.
+- 1: the command was right but failed: damage found (check, repair, a corrupt batch met while reading), a
+  name that exists already, something in use or locked by another process, a port in use, an operating
+  system error (permission denied, disk full: shown with the file), a server that cannot be reached.
+- 2: the command line is wrong: click's usage errors, a value not accepted, a name that names nothing (no
+  such topic, tenant, namespace, subscription or data directory).
+- 130: interrupted by Ctrl-C (SIGINT), 128 + the signal's number as a shell reports it."""
 
 from __future__ import annotations
 
 import errno
+import re
+from pathlib import Path
 
 import click
 from click.exceptions import NoArgsIsHelpError
 from rich.console import Console
 from rich.text import Text
 
-from seglog.errors import ConfigFileError, CorruptLogError, InvalidArgumentError, MetadataError, SeglogError
+from seglog.cli.options import SIZE_METAVAR, SIZE_UNITS, typed_text
+from seglog.cli.serve_record import recorded_server
+from seglog.errors import (
+    ConfigFileError,
+    CorruptLogError,
+    InvalidArgumentError,
+    MetadataError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    PartitionLockedError,
+    SeglogError,
+    TopicNotFoundError,
+)
 
 EXIT_FAILURE = 1
 EXIT_DAMAGE = EXIT_FAILURE
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Library errors that mean the command line named something that is not there: usage errors.
+_NAMES_NOTHING = (TopicNotFoundError, NotFoundError, OffsetOutOfRangeError)
 
 # Library argument names that are not simply the parameter's name with '_' for ' ': the parameters they may be
 # (a command has one of them), or that together make the value (retention: --size and --time).
@@ -42,6 +65,18 @@ _PARAMETER_ALIASES = {
     "authenticationParameters": ("auth_parameters",),
 }
 
+# The Python API's words in library messages, and what a command line user types instead.
+# A message that says already which units a size is in (parse_size's accepted, Pulsar's MB of retention).
+_UNITS_SAID = re.compile(r"binary|decimal|1 MB = ")
+
+# A library argument named in words ('message TTL'), which the message keeps, not in Python ('segment_size',
+# 'serviceUrl'), which the option's name replaces.
+_IN_WORDS = re.compile(r"[a-z]+( [A-Za-z]+)*")
+
+_API_WORDS = {
+    "delete with force=True (seglog topic delete --force)": "delete with --force",
+}
+
 
 def show_error(message: str) -> None:
     """Print `message` as an error on stderr ('Error: ' in bold red), unwrapped so paths stay whole."""
@@ -58,6 +93,19 @@ class CliError(click.ClickException):
 
     def show(self, file: object = None) -> None:
         show_error(self.format_message())
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C (SIGINT): one line saying so (and what the command left, when it says), exit code 130."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str = "the command was stopped before it finished") -> None:
+        super().__init__(message)
+
+    def show(self, file: object = None) -> None:
+        console = Console(stderr=True, highlight=False, soft_wrap=True)
+        console.print(Text.assemble(("Interrupted: ", "bold yellow"), (self.format_message(), "yellow")))
 
 
 class UsageProblem(click.UsageError):
@@ -80,27 +128,93 @@ def as_usage_problem(error: click.UsageError, ctx: click.Context) -> click.Usage
     return problem
 
 
-def from_library(error: SeglogError, ctx: click.Context) -> click.ClickException:
-    """The CLI form of a library error raised while running the command of `ctx`."""
+def from_library(error: SeglogError, ctx: click.Context, data: Path | None = None) -> click.ClickException:
+    """The CLI form of a library error raised while running the command of `ctx` on the data directory
+    `data` (None: on a server, or none)."""
     if isinstance(error, ConfigFileError):  # the file's fault, not the command line's: no usage line
-        return CliError(str(error), EXIT_USAGE)
+        return CliError(str(error), EXIT_FAILURE)
     if isinstance(error, InvalidArgumentError):
-        params = _parameters_for(ctx, error.argument)
-        if params:
-            hint = " and ".join(param.get_error_hint(ctx) for param in params)
-            return UsageProblem(f"Invalid value for {hint}: {error}", ctx)
-        return UsageProblem(str(error), ctx)
+        return _invalid_value(error, ctx)
+    if isinstance(error, _NAMES_NOTHING):
+        return CliError(in_cli_words(str(error)), EXIT_USAGE)
     if isinstance(error, CorruptLogError):
         return CliError(f"{error} (run `seglog check` for a full report, `seglog repair` to fix what can be)",
                         EXIT_DAMAGE)
     if isinstance(error, MetadataError):
         return CliError(str(error), EXIT_DAMAGE)
-    return CliError(str(error), EXIT_USAGE)
+    if isinstance(error, PartitionLockedError) and data is not None:
+        return CliError(_locked(error, data), EXIT_FAILURE)
+    return CliError(in_cli_words(str(error)), EXIT_FAILURE)
+
+
+def in_cli_words(message: str) -> str:
+    """A library message with the Python API's words (`force=True`) replaced by the command line's."""
+    for api, cli in _API_WORDS.items():
+        message = message.replace(api, cli)
+    return message
+
+
+def _invalid_value(error: InvalidArgumentError, ctx: click.Context) -> click.UsageError:
+    """'Invalid value for '--option': VALUE: why; accepted: what', VALUE as typed and never a Python repr."""
+    params = _parameters_for(ctx, error.argument)
+    reason = f": {error.detail}" if error.detail else ""
+    if not params:
+        return UsageProblem(in_cli_words(f"invalid {error.argument} {shown(error.value)}{reason}; accepted: "
+                                         f"{error.accepted}"), ctx)
+    hint = " and ".join(param.get_error_hint(ctx) for param in params)
+    value = _typed(ctx, params[0]) if len(params) == 1 else None
+    named = f"invalid {error.argument} " if _IN_WORDS.fullmatch(error.argument) else ""
+    message = (f"Invalid value for {hint}: {named}{value or shown(error.value)}{reason}; accepted: "
+               f"{error.accepted}")
+    if any(param.metavar == SIZE_METAVAR for param in params) and not _UNITS_SAID.search(message):
+        message += f" ({SIZE_UNITS})"
+    return UsageProblem(in_cli_words(message), ctx)
+
+
+def _typed(ctx: click.Context, param: click.Parameter) -> str | None:
+    """What was typed for `param`, quoted, when it is known."""
+    typed = typed_text(ctx, param)
+    return None if typed is None else f"'{typed}'"
+
+
+def shown(value: object) -> str:
+    """A value in an error message as a user would write it: 'text', 12, a,b (a list), key=value, ..."""
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, bytes):
+        return f"'{value.decode('utf-8', errors='backslashreplace')}'"
+    if isinstance(value, dict):
+        return ", ".join(f"{key}={_bare(item)}" for key, item in value.items()) or "nothing"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(_bare(item) for item in value) or "nothing"
+    if value is None:
+        return "nothing"
+    return str(value)
+
+
+def _bare(value: object) -> str:
+    """An item of a list or dict: as shown, without quotes."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    return value if isinstance(value, str) else shown(value)
 
 
 def _parameters_for(ctx: click.Context, argument: str) -> list[click.Parameter]:
     names = _PARAMETER_ALIASES.get(argument, (argument.replace(" ", "_"),))
     return [param for param in ctx.command.params if param.name in names]
+
+
+def _locked(error: PartitionLockedError, data: Path) -> str:
+    """The writer-lock refusal; when the holder is the `seglog serve` of this data directory, it says so and
+    where to produce instead."""
+    server = recorded_server(data)
+    if server is None or server.pid != error.holder_pid:
+        return str(error)
+    return (f"`seglog serve` (process {server.pid}) serves the data directory {data} and writes its partitions: "
+            f"produce through it, at {server.broker_url} (any Pulsar client), or stop it first; seglog allows "
+            f"one writing process per partition (writer lock {error.lock_path})")
 
 
 def from_os_error(error: OSError) -> click.ClickException | OSError:

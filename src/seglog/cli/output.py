@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 _UNLIMITED_WIDTH = 1 << 20
 
@@ -51,3 +52,43 @@ def print_unclipped(table: Table) -> None:
     if needed > console.width:
         console = Console(highlight=False, soft_wrap=True, width=needed)
     console.print(table)
+
+
+def print_table(table: Table) -> None:
+    """Print `table` on stdout: drawn in a terminal wide enough for it, else (a pipe, a file, a narrow
+    terminal) as plain columns of text, which nothing cuts: a cell shown in part would be a wrong figure."""
+    console = out()
+    needed = Measurement.get(console, console.options.update_width(_UNLIMITED_WIDTH), table).maximum
+    if console.is_terminal and needed <= console.width:
+        console.print(table)
+        return
+    click.echo("\n".join(plain_columns(table)))
+
+
+def plain_columns(table: Table) -> list[str]:
+    """The lines of `table` as plain text: its title, a header line, a line per row (a blank line after the
+    end of a section), its caption; each column as wide as its widest cell, justified as in the table."""
+    columns = [[_plain(column.header), *map(_plain, column.cells)] for column in table.columns]
+    widths = [max(map(len, cells)) for cells in columns]
+    right = [column.justify == "right" for column in table.columns]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.rjust(width) if justify else cell.ljust(width)
+                         for cell, width, justify in zip(cells, widths, right)).rstrip()
+
+    lines = [_plain(table.title)] if table.title else []
+    lines.append(line([cells[0] for cells in columns]))
+    for index, row in enumerate(table.rows):
+        lines.append(line([cells[index + 1] for cells in columns]))
+        if row.end_section and index + 1 < len(table.rows):
+            lines.append("")
+    if table.caption:
+        lines.append(_plain(table.caption))
+    return lines
+
+
+def _plain(cell: Any) -> str:
+    """A cell's text without its markup or styles."""
+    if isinstance(cell, Text):
+        return cell.plain
+    return Text.from_markup(cell).plain if isinstance(cell, str) else str(cell)

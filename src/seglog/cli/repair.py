@@ -29,7 +29,7 @@ def repair(ctx: click.Context, data: DataDir) -> None:
     partition, applied to every partition without trusting clean-shutdown markers; then the whole directory
     is checked as `seglog check` does. Damage inside a sealed (not the last) segment cannot be cut without
     losing what follows it: it is listed and the exit code is 1. A partition being written by a running
-    process is refused (exit code 2).
+    process is refused (exit code 1).
     """
     path = data.require()
     broker = Broker.open(path, clock=system_clock, background=False)  # the open finishes the topics' changes

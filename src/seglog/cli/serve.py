@@ -13,7 +13,7 @@ import click
 
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.options import byte_size
+from seglog.cli.options import SIZE_METAVAR, SIZE_UNITS, byte_size
 
 
 def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str, ...]:
@@ -82,12 +82,13 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.option("--max-unacked-messages-per-consumer", default=50_000, show_default=True, type=click.IntRange(0),
               help="Messages a consumer may hold unacknowledged before it is sent no more until it acknowledges "
                    "some (Pulsar's maxUnackedMessagesPerConsumer); 0: no bound.")
-@click.option("--max-publish-buffer", default="256MiB", show_default=True, callback=byte_size, metavar="SIZE",
+@click.option("--max-publish-buffer", default="256MiB", show_default=True, callback=byte_size,
+              metavar=SIZE_METAVAR,
               help="Bytes of SENDs received and not yet written, in all, past which every connection stops "
-                   "reading until writes catch up (Pulsar's maxMessagePublishBufferSizeInMB).")
+                   f"reading until writes catch up (Pulsar's maxMessagePublishBufferSizeInMB). {SIZE_UNITS}.")
 @click.option("--max-connection-publish-buffer", default="16MiB", show_default=True, callback=byte_size,
-              metavar="SIZE", help="The same, per connection (Pulsar's maxPendingPublishRequestsPerConnection, "
-                                   "in bytes).")
+              metavar=SIZE_METAVAR, help="The same, per connection (Pulsar's "
+                                         "maxPendingPublishRequestsPerConnection, in bytes).")
 @click.option("--configuration-store", default=None, metavar="etcd://HOST:PORT[,HOST:PORT]",
               help="Share clusters, tenants, namespaces and partitioned topics with the other clusters that use "
                    "this etcd (Pulsar's configurationMetadataStoreUrl; docs/REPLICATION.md, Configuration "

@@ -35,6 +35,7 @@ from seglog.topic import Topic
 
 CHUNK = 65536
 ROUNDS = 3
+WRITES_PER_ROUND = 2  # send_batch and send(), each writing `messages` new messages to the topic
 WRITE = "write"
 READ = "read"
 
