@@ -153,9 +153,9 @@ def test_seglog_url_with_a_token(secured):
     assert json.loads(run("tenants", "list", "--json", token=create_token(key, "admin")).output) == \
         ["acme", "globex", "public"]
     refused = run("tenants", "list")
-    assert refused.exit_code == 2 and "authentication required" in refused.output
+    assert refused.exit_code == 1 and "authentication required" in refused.output
     refused = run("tenants", "list", token=create_token(key, "acme-admin"))
-    assert refused.exit_code == 2 and "superusers only" in refused.output
+    assert refused.exit_code == 1 and "superusers only" in refused.output
     granted = run("namespaces", "grant-permission", "acme/ns", "--role", "cli", "--actions", "consume",
                   token=create_token(key, "acme-admin"))
     assert granted.exit_code == 0 and "Granted consume on acme/ns to role cli" in granted.output
