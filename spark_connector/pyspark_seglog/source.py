@@ -9,7 +9,13 @@ from pyspark_seglog.options import SinkOptions, SourceOptions
 
 
 class SeglogDataSource(DataSource):
-    """format("seglog"): a topic of a seglog data directory (options: see pyspark_seglog.options)."""
+    """format("seglog"): a topic of a seglog data directory (options: see pyspark_seglog.options).
+
+    Thread safety: Spark pickles the source to its executors, whose Python workers open the data directory
+    themselves, read only (background=False), so the driver and its executors share one machine or file system.
+    A write's tasks stage their rows and the driver publishes them through a producer, which holds the writer
+    locks of the partitions it writes: no other process may write them meanwhile.
+    """
 
     @classmethod
     def name(cls) -> str:
