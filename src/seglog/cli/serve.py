@@ -1,11 +1,17 @@
 """`seglog serve`: a broker that speaks Pulsar's binary protocol, so Pulsar clients produce to the data
 directory (docs/SERVER.md). The first line on stdout names every port: `pulsar://HOST:PORT http://HOST:PORT`,
 then `pulsar+ssl://HOST:PORT` and `https://HOST:PORT` for --tls-port and --https-port (with a certificate
-and neither of them, the first two are `pulsar+ssl://` and `https://`)."""
+and neither of them, the first two are `pulsar+ssl://` and `https://`).
+
+At the default log level it logs a ready line (the URLs) and a stopped line to stderr; while it serves,
+`serve.json` in the data directory records its pid and URLs (serve_record.py), so that a command refused by
+the writer lock of a partition it writes says to produce through it. A port that cannot be bound exits with
+1, naming the option that sets it."""
 
 from __future__ import annotations
 
 import logging
+import os
 from functools import partial
 from pathlib import Path
 
@@ -13,7 +19,14 @@ import click
 
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
+from seglog.cli.errors import EXIT_FAILURE, CliError
 from seglog.cli.options import SIZE_METAVAR, SIZE_UNITS, byte_size
+from seglog.cli.serve_record import write_record
+from seglog.errors import InvalidArgumentError
+
+DEFAULT_CLUSTER = "standalone"  # Pulsar standalone's cluster name
+PORT_OPTIONS = ("--port", "--http-port", "--tls-port", "--https-port")
+lifecycle = logging.getLogger("seglog.serve")  # the ready and stopped lines
 
 
 def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str, ...]:
@@ -27,7 +40,9 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 
 
 @click.command(cls=SeglogCommand)
-@click.option("--cluster", required=True, help="This cluster's name (Pulsar's --cluster; names generated producers).")
+@click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
+              help="This cluster's name (Pulsar's --cluster; names generated producers). A data directory keeps "
+                   "the name it was first served with: serving it as another is refused.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind. Another than loopback needs an authentication provider "
                    "(--auth-token-secret-key, --auth-basic-file, --auth-tls) or --allow-unauthenticated.")
@@ -100,7 +115,8 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
                    "Not with --configuration-store.")
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="What the server logs to stderr (INFO: connections, producers and consumers closed by it).")
+              help="What the server logs to stderr (INFO: connections, producers and consumers closed by it); "
+                   "the ready and stopped lines show at every level but ERROR.")
 @pass_data
 def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
           allow_unauthenticated: bool, secret_key: Path | None, auth_basic_file: Path | None, auth_tls: bool,
@@ -115,7 +131,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
 
     \b
     Examples:
-      seglog --data ./d serve --cluster standalone --port 0 --http-port 0
+      seglog --data ./d serve --port 0 --http-port 0
       seglog tokens create-secret-key --output secret.key
       seglog --data ./d serve --cluster standalone --host 0.0.0.0 \\
           --auth-token-secret-key secret.key --superuser-roles admin \\
@@ -139,7 +155,9 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
     if configuration_sync_topic is not None:
         parse_sync_topic(configuration_sync_topic)
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.getLevelName(log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lifecycle.setLevel(logging.INFO if level <= logging.WARNING else level)
     options = ServeOptions(data.path, cluster, host, port, http_port, advertised_address, allow_unauthenticated,
                            keepalive, max_message_size, auth_secret_key=secret_key, auth_basic_file=auth_basic_file,
                            auth_tls=auth_tls, superuser_roles=superuser_roles, anonymous_role=anonymous_user_role,
@@ -151,8 +169,33 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
                            max_publish_buffer=max_publish_buffer,
                            max_connection_publish_buffer=max_connection_publish_buffer)
 
-    def ready(urls: tuple[str, ...]) -> None:
-        click.echo(" ".join(urls))
+    records: list[Path] = []
 
-    run(options, ready, partial(ReplicationService, configuration_store=configuration_store,
-                                configuration_sync_topic=configuration_sync_topic))
+    def ready(urls: tuple[str, ...]) -> None:
+        records.append(write_record(data.path, urls))  # before the URLs: whoever reads them finds it
+        click.echo(" ".join(urls))
+        lifecycle.info("ready: serving %s as cluster %s on %s", data.path, cluster, " ".join(urls))
+
+    try:
+        run(options, ready, partial(ReplicationService, configuration_store=configuration_store,
+                                    configuration_sync_topic=configuration_sync_topic))
+    except InvalidArgumentError as error:
+        refused = _port_refused(error, host)
+        if refused is None:
+            raise
+        raise refused from None
+    finally:
+        for record in records:  # only the one this server wrote: a second server refused leaves the first's
+            record.unlink(missing_ok=True)
+    lifecycle.info("stopped: every message received was written; %s is closed", data.path)
+
+
+def _port_refused(error: InvalidArgumentError, host: str) -> CliError | None:
+    """A port the operating system refused to listen on (in use, not permitted) as one line naming the
+    option to change; exit code 1: the command line is right, the port is not free now."""
+    cause = error.__context__
+    if error.argument not in PORT_OPTIONS or not isinstance(cause, OSError):
+        return None
+    why = os.strerror(cause.errno) if cause.errno else "refused"  # (asyncio's own text shows a tuple)
+    return CliError(f"cannot listen on {host}:{error.value} ({error.argument}): {why}; give "
+                    f"{error.argument} another port, or {error.argument} 0 for a free one", EXIT_FAILURE)
