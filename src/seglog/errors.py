@@ -5,6 +5,11 @@ the value given and what is accepted. Storage errors name the file and the byte 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
+SHOWN_ITEMS = 5  # of a list or a dict given as a value, those an error message shows before '...'
+
 
 class SeglogError(Exception):
     """Base class of every error seglog raises."""
@@ -21,7 +26,31 @@ class InvalidArgumentError(SeglogError, ValueError):
         self.accepted = accepted
         self.detail = detail
         reason = f": {detail}" if detail else ""
-        super().__init__(f"invalid {argument} {value!r}{reason}; accepted: {accepted}")
+        super().__init__(f"invalid {argument} {shown_value(value)}{reason}; accepted: {accepted}")
+
+
+def shown_value(value: object) -> str:
+    """A value as an error message shows it, in words rather than as Python prints it: a str quoted, a path
+    as its str quoted, a list, tuple or set as 'a list of 0, 9', a dict as its 'key: value' pairs."""
+    if isinstance(value, os.PathLike):
+        return repr(os.fspath(value))
+    if isinstance(value, Mapping):
+        pairs = [f"{key if isinstance(key, str) else shown_value(key)}: {shown_value(item)}"
+                 for key, item in value.items()]
+        return _listed(pairs) if pairs else f"an empty {type(value).__name__}"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        kind = type(value).__name__
+        if not value:
+            return f"an empty {kind}"
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} of {_listed([shown_value(item) for item in items])}"
+    return repr(value)
+
+
+def _listed(items: list[str]) -> str:
+    if len(items) <= SHOWN_ITEMS:
+        return ", ".join(items)
+    return f"{', '.join(items[:SHOWN_ITEMS])}, ... ({len(items)} in all)"
 
 
 class ConfigFileError(InvalidArgumentError):

@@ -347,7 +347,7 @@ def start_offset(view: PartitionView, start: Any) -> int:
     if is_offset(start):
         return start
     raise InvalidArgumentError("start", start, f"'earliest', 'latest', an offset (an int from 0 to {MAX_OFFSET}) "
-                               "or {'timestamp': ms since the epoch}")
+                               "or a dict whose 'timestamp' is ms since the epoch")
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -80,7 +80,7 @@ def decode(data: bytes, path: Path) -> CursorRecord:
         raise corrupt(len(body), "CRC32C mismatch")
     magic, version, type_code, created_ms, count = _HEADER.unpack_from(body, 0)
     if magic != MAGIC or version not in _PARTITION or type_code >= len(SUBSCRIPTION_TYPES):
-        raise corrupt(0, f"unknown magic, version or type ({magic!r}, {version}, {type_code})")
+        raise corrupt(0, f"unknown magic, version or type: magic {magic.hex()}, version {version}, type {type_code}")
     record = CursorRecord(SUBSCRIPTION_TYPES[type_code], created_ms)
     entry = _PARTITION[version]
     position = _HEADER.size

@@ -548,9 +548,10 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
             if consumer.hash_ranges is not None and other.hash_ranges is not None:
                 clash = ranges_overlap(consumer.hash_ranges, other.hash_ranges)
                 if clash is not None:
-                    raise ConsumerBusyError(f"{self.described}: hash range {list(clash[0])} of consumer "
-                                            f"{consumer.name!r} overlaps range {list(clash[1])} of consumer "
-                                            f"{other.name!r}")
+                    (start, end), (other_start, other_end) = clash
+                    raise ConsumerBusyError(f"{self.described}: hash range {start} to {end} of consumer "
+                                            f"{consumer.name!r} overlaps range {other_start} to {other_end} of "
+                                            f"consumer {other.name!r}")
 
     def _route_unowned(self, joined: ConsumerState) -> None:
         """Messages no range held may be the new consumer's now (those acknowledged meanwhile dropped)."""
