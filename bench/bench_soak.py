@@ -25,7 +25,7 @@ each one pulsar.Client (its C++ core is threaded) with 25 producers and 25 consu
   rise and fall (sampled every 5 s from the topics' stats: the per-minute maximum is in the summary).
 
 The hostile clients, in one more process (`python bench_soak.py hostile`), raw sockets through the helpers of
-tests/server/helpers_hostile.py (those of test_hostile_clients.py), each a thread looping until the producers
+tests/helpers/helpers_hostile.py (those of test_hostile_clients.py), each a thread looping until the producers
 stop, bounded in count and time:
 - two connections trickling a frame (a header announcing 1 MiB, then a byte every 50 ms), one before CONNECT,
   one after; the server must close each within 4 keep-alive intervals (30 s each by default), then again;
@@ -90,7 +90,7 @@ from server_processes import Process, ProducerWorker, spawn, start_cluster
 from worker_commands import serve_commands
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parent / "tests" / "server"))  # helpers_hostile, for this file run as a worker
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))  # helpers_hostile, for this file run as a worker
 
 from helpers_hostile import (  # noqa: E402
     closed_within,
@@ -101,7 +101,6 @@ from helpers_hostile import (  # noqa: E402
     zlib_bomb,
     zstd_bomb,
 )
-
 from helpers_server import RawConnection, rest  # noqa: E402  (its pulsar import skips without the test extra)
 from seglog.server.protocol import pulsar_api_pb2 as api  # noqa: E402
 from seglog.server.protocol.frames import Type, command, encode_command, encode_send  # noqa: E402

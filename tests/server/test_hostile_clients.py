@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+
 from helpers_hostile import (
     TOPIC,
     AnonPeak,
@@ -24,7 +25,6 @@ from helpers_hostile import (
     zlib_bomb,
     zstd_bomb,
 )
-
 from helpers_server import RawConnection, start_server  # pulsar: skips without the test extra
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import Type, command, encode_command, encode_send

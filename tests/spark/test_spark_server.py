@@ -9,7 +9,7 @@ import time
 from pyspark.sql import functions as F  # noqa: N812 (Spark's convention)
 
 import seglog
-from server.helpers_server import pulsar, start_server  # tests/server's helpers (tests/ is on the path)
+from helpers_server import pulsar, start_server  # pulsar: skips without the test extra
 
 from .test_spark_read import read
 from .test_spark_write import write

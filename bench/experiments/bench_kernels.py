@@ -37,7 +37,7 @@ The batch lookups of many targets in one segment index (`lookup_*_many`, for sna
 bench_lookup.py, next to NumPy's searchsorted.
 
 Rows without a target are for information: the ratios (in the summary and the JSON) are the finding.
-With --benchmark-disable (CI) the sizes shrink to 200 segments, 10 positions, 4 partitions of 5 segments.
+With --benchmark-disable the sizes shrink to 200 segments, 10 positions, 4 partitions of 5 segments.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from seglog.lifecycle.backlog import bytes_from
 from seglog.storage.partition_view import MTIME_SETTLED_NS
 from seglog.storage.segment_table import first_offset_at_or_after
 
-pytest.importorskip("numba")  # the `test` extra: seglog itself does not depend on it
-import numba_kernels as kernels  # noqa: E402 (bench/ is on the path, as for conftest.py)
+pytest.importorskip("numba")  # `pip install numba` (README.md beside this file): seglog does not depend on it
+import numba_kernels as kernels  # noqa: E402 (this folder is on the path: pytest puts it there)
 
 BACKLOG = "kernels: backlog bytes of 100 subscriptions, 10,000 segments"
 START = "kernels: a start timestamp across 64 partitions"

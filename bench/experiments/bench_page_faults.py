@@ -37,8 +37,8 @@ check that the segment really holds the payload afterwards, because the
 touch-based prefaulters write into the file.
 
 Run from the repo root (about a minute):
-    python -m pytest bench/bench_page_faults.py --benchmark-only -p no:cacheprovider
-With --benchmark-disable (CI) every body runs once, untimed, as a smoke test
+    python -m pytest bench/experiments/bench_page_faults.py --benchmark-only -p no:cacheprovider
+With --benchmark-disable every body runs once, untimed, as a smoke test
 (still checks the payload; ~8 s, since the sizes stay at 256 MiB).
 
 Caveat for VMs: when the guest touches a physical page the host has not

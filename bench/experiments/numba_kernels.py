@@ -9,7 +9,8 @@ arrays are one memory map per segment, so a kernel over many segments first need
 to 0.8x-1.2x the same batch done in NumPy (tens of microseconds a call), and the lookups of many targets
 in one index to 0.8x-1.3x np.searchsorted with random targets, 0.3x-0.45x with sorted ones. Meanwhile a
 fresh process pays 0.6-1.4 s (cache warm) to 1.3-2.5 s (compiling) before its first kernel result. Numba
-is in the `test` extra for these files. Compiled on first use and cached on disk (`NUMBA_CACHE_DIR`)."""
+is in no extra: `pip install numba` to run these files (README.md beside them). Compiled on first use and
+cached on disk (`NUMBA_CACHE_DIR`)."""
 
 from __future__ import annotations
 
