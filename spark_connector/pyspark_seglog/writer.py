@@ -114,9 +114,10 @@ def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journ
             topic = log.topic(topic_name)
         except TopicNotFoundError:
             topic = log.create_topic(topic_name)
-        # The producer holds every partition's writer lock from here on: nothing else appends meanwhile,
-        # so what this publishing sends lies right after the end offsets noted.
-        with topic.producer() as producer:
+        # The producer takes every partition's writer lock here, before the end offsets are noted (a producer
+        # takes a partition's lock with its first message unless told which partitions it writes): nothing
+        # else appends meanwhile, so what this publishing sends lies right after the end offsets noted.
+        with topic.producer(partitions=range(topic.partitions)) as producer:
             resumed = _AlreadyPublished(topic, journal.begin(batch_id, topic) if journal else {})
             for index, batch in enumerate(batches):
                 for rows, partition in routed(batch, index, topic.partitions):
