@@ -19,6 +19,7 @@ from helpers_cli import one_line, run
 import seglog
 from seglog.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 
+ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 60.0
 # Python leaves SIGINT ignored if the test process was started with it ignored (a background job): restore it.
@@ -142,3 +143,9 @@ def test_ctrl_c_of_demo_exits_130_saying_what_it_left_and_how_to_remove_it(tmp_p
     assert f"seglog --data {data} topics delete demo" in message and f"rm -r {data}" in message
     assert "Traceback" not in err
 
+
+def test_the_exit_codes_are_documented() -> None:
+    text = (ROOT / "docs" / "CLI.md").read_text()
+    section = text[text.index("## Exit codes"):]
+    for code in (0, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED):
+        assert f"| {code} |" in section
