@@ -19,7 +19,7 @@ SPARK_SCHEMA = ("topic string, partition int, offset long, timestamp timestamp, 
                 "properties map<string,string>")
 READ_SCHEMA = ("struct<topic:string,partition:int,offset:bigint,timestamp:timestamp,key:binary,value:binary,"
                "properties:map<string,string>>")  # SPARK_SCHEMA as Spark's StructType.simpleString() says it
-ROWS = pa.schema([
+_ROW_FIELDS: list[pa.Field] = [  # a list of Fields: each pa.field() call is typed by its own type
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
@@ -27,7 +27,8 @@ ROWS = pa.schema([
     pa.field("key", pa.binary()),
     pa.field("value", pa.binary()),
     pa.field("properties", pa.map_(pa.string(), pa.string())),
-])
+]
+ROWS = pa.schema(_ROW_FIELDS)
 
 
 def spark_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
 from pyspark_seglog.options import SourceOptions
@@ -26,5 +26,5 @@ class SeglogBatchReader(DataSourceReader):
             return plan(topic, options.topic, start_offsets(topic, options), end_offsets(topic, options.ending),
                         options)
 
-    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition)

@@ -48,9 +48,10 @@ def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBa
     return StagedFile(task, path)
 
 
-def staged_batches(messages: Iterable[StagedFile | None]) -> Iterator[pa.RecordBatch]:
-    """The committed attempts' rows, in task order (Spark passes None for a task that failed)."""
-    for message in sorted((m for m in messages if m is not None), key=lambda m: m.task):
+def staged_batches(messages: Iterable[WriterCommitMessage | None]) -> Iterator[pa.RecordBatch]:
+    """The committed attempts' rows, in task order (Spark passes None for a task that failed; the others
+    are the StagedFiles the tasks' write() returned)."""
+    for message in sorted((m for m in messages if isinstance(m, StagedFile)), key=lambda m: m.task):
         with pa.memory_map(message.path) as source:
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
@@ -64,7 +64,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return plan(log.topic(self.options.topic), self.options.topic, self._offsets_in(start),
                         self._offsets_in(end), self.options)
 
-    def read(self, partition: OffsetRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition)
 
     def commit(self, end: dict) -> None:

@@ -15,26 +15,28 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from hashlib import sha256
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from pyspark_seglog.offset_ranges import open_log
 from pyspark_seglog.options import SinkOptions, lowered
 from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
 
-STAGED = pa.schema([
+_STAGED_FIELDS: list[pa.Field] = [  # a list of Fields: each pa.field() call is typed by its own type
     pa.field("value", pa.binary()),
     pa.field("key", pa.binary()),
     pa.field("partition", pa.int32()),
     pa.field("timestamp", pa.int64()),  # ms since the epoch
     pa.field("properties", pa.map_(pa.string(), pa.string())),
-])
+]
+STAGED = pa.schema(_STAGED_FIELDS)
 SINK_STATE_DIRECTORY = "spark-sinks"
 _ACCEPTED = {
     "value": "binary or string",
@@ -75,12 +77,12 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
     value = batch.column("value")
     if "partition" in names:
         given = batch.column("partition").cast(pa.int64())
-        outside = pc.sum(pc.or_(pc.less(given, 0), pc.greater_equal(given, partitions))).as_py() or 0
+        outside = pc.or_(pc.less(given, pa.scalar(0)), pc.greater_equal(given, pa.scalar(partitions))).true_count
         if outside:
             raise InvalidArgumentError("partition column", f"{outside} values outside 0..{partitions - 1}",
                                        f"partitions of the topic, from 0 to {partitions - 1}, or null")
     if "properties" in names and batch.column("properties").null_count != n:
-        properties = batch.column("properties")
+        properties = cast(pa.MapArray, batch.column("properties"))  # check_columns() took only a map
         first, last = properties.offsets[0].as_py(), properties.offsets[-1].as_py()
         items = properties.items.slice(first, last - first)  # the values of these rows' entries
         if items.null_count:
@@ -88,9 +90,11 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
                                        _ACCEPTED["properties"] + " without null values")
 
     def column(name: str, arrow_type: pa.DataType) -> pa.Array:
-        return batch.column(name).cast(arrow_type) if name in names else pa.nulls(n, arrow_type)
+        if name in names:
+            return batch.column(name).cast(arrow_type)
+        return pa.nulls(n, arrow_type)  # type: ignore[call-overload]  # pyarrow-stubs: nulls() of any DataType
 
-    timestamp = pa.nulls(n, pa.int64())
+    timestamp: pa.Array = pa.nulls(n, pa.int64())
     if "timestamp" in names:  # Spark's µs, in the session's zone, as ms since the epoch
         stamps = batch.column("timestamp")
         timestamp = stamps.cast(pa.timestamp("ms", tz=stamps.type.tz), safe=False).cast(pa.int64())
@@ -187,7 +191,8 @@ class _AlreadyPublished:
 def _equal(left: pa.Array, right: pa.Array) -> pa.Array:
     """Row by row: both null, or equal."""
     both_null = pc.and_(pc.is_null(left), pc.is_null(right))
-    return pc.or_(pc.fill_null(pc.equal(left, right), False), both_null)
+    # pyarrow-stubs type fill_null's result as the join of the array and the Python fill value: object
+    return pc.or_(pc.fill_null(pc.equal(left, right), False), both_null)  # type: ignore[call-overload, type-var]
 
 
 def topic_partitions(options: SinkOptions) -> int:
@@ -202,9 +207,23 @@ def topic_partitions(options: SinkOptions) -> int:
 
 def stage_task(directory: str, partitions: int, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
     """A task's rows, checked and staged in a file of this attempt's own."""
-    context = TaskContext.get()
+    context = _task_context()
     return stage(directory, context.partitionId(), context.attemptNumber(),
                  (staged_rows(batch, partitions) for batch in iterator), STAGED)
+
+
+def _task_context() -> TaskContext:
+    """The context of the Spark task running a writer's write(): Spark runs it nowhere else."""
+    context = TaskContext.get()
+    assert context is not None, "a sink's write() runs in a Spark task"
+    return context
+
+
+def _micro_batch_id() -> int:
+    """The id of the micro-batch a streaming sink's task writes: Spark sets it on every such task."""
+    batch_id = _task_context().getLocalProperty("streaming.sql.batchId")
+    assert batch_id is not None, "a streaming sink's write() runs in a micro-batch's task"
+    return int(batch_id)
 
 
 def _send(producer, rows: pa.RecordBatch, partition: int, now: int) -> None:
@@ -214,7 +233,7 @@ def _send(producer, rows: pa.RecordBatch, partition: int, now: int) -> None:
     producer.send_batch(rows.column("value"), partition=partition,
                         keys=keys if keys.null_count != len(keys) else None,
                         timestamps=None if timestamps.null_count == len(timestamps)
-                        else pc.fill_null(timestamps, now),
+                        else pc.fill_null(timestamps, now),  # type: ignore[type-var]  # as in _equal()
                         properties=properties if properties.null_count != len(properties) else None)
 
 
@@ -226,16 +245,17 @@ class SeglogWriter(DataSourceArrowWriter):
         self.partitions = topic_partitions(options)
         self.directory = new_write(options.path)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+    # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
         return stage_task(self.directory, self.partitions, iterator)
 
-    def commit(self, messages: list[StagedFile | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
             publish(self.options.path, self.options.topic, staged_batches(messages))
         finally:
             remove(self.directory)
 
-    def abort(self, messages: list[StagedFile | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         remove(self.directory)
 
 
@@ -247,12 +267,12 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
         self.sink_id = sink_id
         self.partitions = topic_partitions(options)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        batch_id = int(TaskContext.get().getLocalProperty("streaming.sql.batchId"))
-        return stage_task(micro_batch_directory(self.options.path, self.sink_id, batch_id), self.partitions,
+    # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
+        return stage_task(micro_batch_directory(self.options.path, self.sink_id, _micro_batch_id()), self.partitions,
                           iterator)
 
-    def commit(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         journal = _SinkJournal(self.options.path, self.sink_id)
         try:
             if batchId > journal.last_batch_id():
@@ -260,11 +280,11 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
         finally:
             self.abort(messages, batchId)
 
-    def abort(self, messages: list[StagedFile | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         remove(micro_batch_directory(self.options.path, self.sink_id, batchId))
 
 
-def sink_id(options: dict[str, str]) -> str:
+def sink_id(options: Mapping[str, str]) -> str:
     """The identity of a streaming query writing to seglog: the id Spark keeps in its checkpoint's
     metadata file (a checkpoint deleted and made again is a new query), else the checkpoint's path."""
     from seglog.errors import InvalidArgumentError
