@@ -57,5 +57,5 @@ def test_start_is_refused_in_the_command_lines_words(runner: CliRunner, data: Pa
     for start in ("soon", "-5"):
         message = one_line(run(runner, data, "consume", "t", "--start", start, code=2).output)
         assert f"Invalid value for '--start' / '-s': '{start}'" in message, message
-        assert "earliest, latest or an offset" in message and "--from-timestamp" in message
+        assert "'earliest', 'latest', an offset (an int from 0 to" in message and "--from-timestamp" in message
         assert "{" not in message and "timestamp':" not in message

@@ -32,8 +32,8 @@ def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) 
     if text in NEW_SUBSCRIPTION_POSITIONS:
         return text
     if not text.isdigit():
-        raise UsageProblem(f"Invalid value for '--start' / '-s': '{start}'; accepted: earliest, latest or an "
-                           "offset (an int >= 0); to start at a time, --from-timestamp MS", ctx)
+        raise UsageProblem(f"Invalid value for '--start' / '-s': '{start}'; accepted: 'earliest', 'latest', an "
+                           f"offset (an int from 0 to {2**63 - 1}), or --from-timestamp MS to start at a time", ctx)
     return int(text)
 
 
