@@ -40,7 +40,7 @@ def test_namespaces_refusals(runner: CliRunner, data: Path) -> None:
 
     run(runner, data, "namespaces", "create", "public/ns")
     assert "Error: namespace public/ns already exists" in one_line(
-        run(runner, data, "namespaces", "create", "public/ns", code=2).output)
+        run(runner, data, "namespaces", "create", "public/ns", code=1).output)
     assert "Error: tenant acme does not exist; create it first" in one_line(
         run(runner, data, "namespaces", "create", "acme/billing", code=2).output)
     assert "Error: tenant acme does not exist" in run(runner, data, "namespaces", "list", "acme", code=2).output
@@ -51,7 +51,7 @@ def test_namespaces_refusals(runner: CliRunner, data: Path) -> None:
     assert "Error: namespace public/nope does not exist" in run(
         runner, data, "namespaces", "delete", "public/nope", code=2).output
     run(runner, data, "topic", "create", "public/ns/t")
-    message = one_line(run(runner, data, "namespaces", "delete", "public/ns", code=2).output)
+    message = one_line(run(runner, data, "namespaces", "delete", "public/ns", code=1).output)
     assert "Error: namespace public/ns still has topics: public/ns/t; delete them first" in message
     for command in (["get-retention"], ["set-retention", "--size", "1G", "--time", "1h"], ["get-backlog-quotas"],
                     ["set-message-ttl", "--messageTTL", "60"], ["get-message-ttl"], ["remove-message-ttl"],

@@ -63,7 +63,6 @@ def test_subscription_commands_as_pulsar_admin_has_them(runner: CliRunner, data:
     (["skip", "t", "-s", "s", "-n", "0"], "Invalid value for '--count' / '-n'"),
     (["skip", "t", "-s", "s"], "Missing option '--count' / '-n'"),
     (["expire-messages", "t", "-s", "s", "-t", "-5"], "Invalid value for '--expireTime' / '-t'"),
-    (["create-subscription", "t", "-s", "s"], "subscription s of public/default/t already exists"),
     (["create-subscription", "t", "-s", "x", "-m", "5:0"], "public/default/t has partitions 0 to 0"),
     (["create-subscription", "t", "-s", "x", "-m", "soon"], "'soon' is not PARTITION:OFFSET"),
     (["clear-backlog", "t", "-s", "nope"], "Invalid value for '--subscription' / '-s'"),
@@ -82,13 +81,22 @@ def test_subscription_commands_refuse_bad_input_and_change_nothing(runner: CliRu
     assert run(runner, data, "topics", "subscriptions", "t").output == "s\n"
 
 
+def test_creating_an_existing_subscription_fails_and_changes_nothing(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topic", "create", "t")
+    run(runner, data, "produce", "t", input="a\nb\n")
+    run(runner, data, "topics", "create-subscription", "t", "-s", "s", "-m", "0:1")
+    result = run(runner, data, "topics", "create-subscription", "t", "-s", "s", code=1)  # a runtime failure
+    assert "subscription s of public/default/t already exists" in one_line(result.output)
+    assert floors(data, "s") == [1]
+
+
 def test_a_consumed_subscription_is_not_changed_or_deleted_even_with_force(runner: CliRunner, data: Path) -> None:
     run(runner, data, "topic", "create", "t")
     run(runner, data, "produce", "t", input="a\nb\n")
     with seglog.open(data) as log, log.topic("t").subscribe("s", initial_position="earliest"):
         for command in (["unsubscribe", "t", "-s", "s"], ["unsubscribe", "t", "-s", "s", "-f"],
                         ["skip", "t", "-s", "s", "-n", "1"], ["reset-cursor", "t", "-s", "s", "-m", "0:1"]):
-            result = run(runner, data, "topics", *command, code=2)
+            result = run(runner, data, "topics", *command, code=1)
             assert "subscription s of public/default/t is consumed by another process" in one_line(result.output)
     assert floors(data, "s") == [0]
     run(runner, data, "topics", "unsubscribe", "t", "-s", "s")

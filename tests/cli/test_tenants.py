@@ -37,13 +37,13 @@ def test_tenants_refusals(runner: CliRunner, data: Path) -> None:
     assert not data.exists()
 
     run(runner, data, "tenants", "create", "acme")
-    assert "Error: tenant acme already exists" in run(runner, data, "tenants", "create", "acme", code=2).output
+    assert "Error: tenant acme already exists" in run(runner, data, "tenants", "create", "acme", code=1).output
     assert "Error: tenant nope does not exist" in run(runner, data, "tenants", "delete", "nope", code=2).output
     message = one_line(run(runner, data, "tenants", "delete", "public", code=2).output)
     assert "Invalid value for 'NAME'" in message and "a tenant other than 'public'" in message
     with seglog.open(data) as log:
         log.admin.namespaces.create("acme/billing")
-    message = one_line(run(runner, data, "tenants", "delete", "acme", code=2).output)
+    message = one_line(run(runner, data, "tenants", "delete", "acme", code=1).output)
     assert "Error: tenant acme still has namespaces: acme/billing; delete them first" in message
     assert "Traceback" not in message
     assert run(runner, data, "tenants", "list").stdout == "acme\npublic\n"

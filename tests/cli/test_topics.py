@@ -190,7 +190,7 @@ def test_topic_name_is_checked_by_the_library(runner: CliRunner, data: Path) -> 
 
 def test_topic_errors_on_existing_and_missing_topics(runner: CliRunner, data: Path) -> None:
     run(runner, data, "topic", "create", "t")
-    assert "already exists" in run(runner, data, "topic", "create", "t", code=2).output
+    assert "already exists" in run(runner, data, "topic", "create", "t", code=1).output
     for command in (["topic", "describe", "nope"], ["topic", "delete", "nope"], ["consume", "nope"],
                     ["produce", "nope", "--value", "x"]):
         result = run(runner, data, *command, code=2)
