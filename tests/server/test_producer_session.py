@@ -1,4 +1,4 @@
-"""A producer's SENDs on their way to the thread pool (server/connection.py's ProducerSession), with a fake
+"""A producer's SENDs on their way to the thread pool (server/producers.py's ProducerSession), with a fake
 connection that records each trip: at most WRITE_TRIP_SENDS a trip, in the order received, each trip's
 receipts written when it ends (so receipts of a long run of SENDs flow back while the rest are written)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from seglog.server.connection import WRITE_TRIP_SENDS, Connection, ProducerSession, QueuedSend
+from seglog.server.producers import WRITE_TRIP_SENDS, ProducerSession, QueuedSend
 from seglog.server.protocol.frames import Frame, FrameDecoder, Type, command
 from seglog.server.publish_buffer import PublishBuffer
 
@@ -29,7 +29,6 @@ class FakeConnection:
     """What ProducerSession uses of its connection: trips to the thread pool (SENDs answered with offsets,
     not written), writes and drains."""
 
-    answer_to_send = staticmethod(Connection.answer_to_send)
     service = FakeService()
 
     def __init__(self) -> None:
@@ -57,7 +56,7 @@ def test_a_long_run_of_sends_goes_in_trips_of_at_most_the_limit_each_answered_wh
 
     async def run() -> FakeConnection:
         connection = FakeConnection()
-        session = ProducerSession(connection, 7, FakeHandle())
+        session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)  # (no quota here)
         for sequence_id in range(count):  # (all waiting before the session's task first runs)
             connection.publish.hold(SEND_COST)
             session.queue.put_nowait(QueuedSend(sequence_id, sequence_id, Frame(command(Type.SEND)), SEND_COST))

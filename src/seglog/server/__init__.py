@@ -3,7 +3,9 @@ clients produce to a seglog data directory (docs/SERVER.md).
 
 Layer: beside the in-process API (log, topic, producer, consumer), above admin; built on the Broker's
 services, never on the in-process classes. `protocol/` is pure (frames, commands, batches, message ids);
-`connection.py` is a client connection's state on asyncio; `service.py` maps commands to the Broker;
+`connection.py` is a client connection's state on asyncio, handing each command to its handler (its
+producers' to `producers.py`, who may produce across connections being `producer_access.py`'s, its
+consumers' deliveries to `consumers.py`); `service.py` maps commands to the Broker;
 `errors.py` maps seglog's exceptions to Pulsar's error codes; `auth.py` authenticates and authorizes
 clients; `app.py` runs `seglog serve`."""
 

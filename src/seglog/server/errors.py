@@ -4,6 +4,10 @@ ServiceNotReady and PersistenceError make it retry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 from seglog.errors import (
     ClosedError,
     ConsumerBusyError,
@@ -48,3 +52,25 @@ def server_error(error: BaseException) -> ServerFailure:
         if isinstance(error, kind):
             return ServerFailure(code, str(error))
     return ServerFailure(api.UnknownError, f"{type(error).__name__}: {error}")
+
+
+@dataclass
+class Attempt:
+    """How the handling of a request went: `failure` is what it was refused with and answered, if it was."""
+    failure: ServerFailure | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+
+@contextmanager
+def answering_failures(answer: Callable[[ServerFailure], None]) -> Iterator[Attempt]:
+    """Handle a request in the `with` block: an exception there is answered, `answer(failure)` with it as a
+    ServerFailure (server_error), instead of raised; the Attempt yielded says whether it was."""
+    attempt = Attempt()
+    try:
+        yield attempt
+    except Exception as error:  # (answered)
+        attempt.failure = server_error(error)
+        answer(attempt.failure)

@@ -1,128 +1,295 @@
-"""Who produces to each topic partition over the wire: producer names (unique per partition) and Pulsar's
-access modes (docs/SERVER.md, "Producer access modes").
+"""A connection's producers (PRODUCER .. CLOSE_PRODUCER): who may produce is producer_access.py's to say,
+across connections; here, each admitted producer's session and its SENDs.
 
-- Shared: any number of producers, unless one has the partition exclusively (then ProducerBusy).
-- Exclusive: the only producer, refused with ProducerFenced while any other is connected.
-- WaitForExclusive: the only producer, once every other has left; until then it waits in line (the
-  client is told with PRODUCER_SUCCESS `producer_ready=false`).
-- ExclusiveWithFencing: the only producer at once; the producers connected are fenced (closed by the server,
-  and refused with ProducerFenced when they try again), and those waiting are refused.
-
-Used from the event loop's thread only."""
+Each producer has a task that writes its SENDs in the order received, up to WRITE_TRIP_SENDS per trip to the
+thread pool, and answers each with a SEND_RECEIPT (or SEND_ERROR) only once it is written: receipts go out in
+order per producer, as the client requires. A WaitForExclusive producer waits in line in a task of its own
+until it is admitted; a producer the server closed (fenced, or refused by a backlog quota) has its SENDs still
+in flight dropped, until the client creates it again."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from itertools import count
+import functools
+import logging
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
-from seglog.server.errors import ServerFailure
+from seglog.server import auth
+from seglog.server.errors import Attempt, ServerFailure, server_error
+from seglog.server.features import check_producer_features
+from seglog.server.producer_access import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
+from seglog.server.protocol.frames import NO_REQUEST, Frame, Type, command, encode_command
+from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
+from seglog.server.protocol.metadata import replicator_origin
+from seglog.server.publish_buffer import PublishAccount, send_cost
+from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 
-SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING = (
-    api.Shared, api.Exclusive, api.WaitForExclusive, api.ExclusiveWithFencing)
+logger = logging.getLogger("seglog.server")
+
+# SENDs written in one trip to the thread pool, at most: their receipts go out when the trip ends, so a trip
+# of every SEND waiting (thousands of unbatched ones) held the first receipt back 100 ms and more, and a
+# producer with a window of messages in flight (a replicator's 1,000) waited for it with nothing to send
+WRITE_TRIP_SENDS = 64
+T = TypeVar("T")
 
 
-@dataclass(eq=False)
-class Waiter:
-    """A WaitForExclusive producer in line: `granted` resolves when it has the partition alone (or fails
-    with the ServerFailure that refuses it)."""
-    name: str
-    fence: Callable[[], None]
-    granted: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+class ProducerConnection(Protocol):
+    """What a connection's producers use of it (connection.Connection)."""
+    service: BrokerService
+    publish: PublishAccount  # the bytes of its SENDs not yet written
+    peer: Any
+
+    async def blocking(self, function: Callable[..., T], *args: Any) -> T: ...
+    def send(self, base: api.BaseCommand) -> None: ...
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def reply_error(self, request_id: int, failure: ServerFailure) -> None: ...
+    def answering_failures(self, request_id: int) -> AbstractContextManager[Attempt]: ...
+    async def authorize(self, name: str, actions: tuple[str, ...], doing: str) -> None: ...
+    def close_after_this_command(self) -> None: ...
 
 
 @dataclass
-class _Partition:
-    producers: dict[str, Callable[[], None]] = field(default_factory=dict)  # name -> how to fence it
-    exclusive: str | None = None  # the producer that has the partition alone
-    waiting: deque[Waiter] = field(default_factory=deque)
+class QueuedSend:
+    """A SEND waiting for its producer's next trip to the thread pool."""
+    sequence_id: int
+    highest_sequence_id: int
+    frame: Frame
+    cost: int  # what holding it costs, as the publish buffer counts it
 
 
-class ProducerRegistry:
-    """The producers of each topic partition (keyed by whatever names the partition; `described` in
-    errors), with their access modes."""
+_CLOSE = object()
 
-    def __init__(self, cluster: str) -> None:
-        self._cluster = cluster
-        self._partitions: dict[tuple[str, int], _Partition] = {}
-        self._generated = count()
 
-    def claim(self, key: tuple[str, int], described: str, requested: str | None, mode: int,
-              fence: Callable[[], None]) -> str | Waiter:
-        """Admit a producer named `requested` (a unique name is made for None) in access `mode`: its name,
-        or a Waiter for a WaitForExclusive producer that must wait. `fence()` closes the producer if a later
-        ExclusiveWithFencing producer takes the partition. ServerFailure (ProducerBusy, ProducerFenced) if it
-        may not produce."""
-        state = self._partitions.setdefault(key, _Partition())
-        name = requested or self._generate(state)
-        if name in state.producers or any(w.name == name for w in state.waiting):
-            raise ServerFailure(api.ProducerBusy, f"producer {name!r} is already connected to topic {described}")
-        if mode == SHARED:
-            if state.exclusive is not None:
-                raise ServerFailure(api.ProducerBusy, f"topic {described} has an exclusive producer "
-                                                      f"({state.exclusive!r})")
-        elif mode == EXCLUSIVE:
-            if state.producers:
-                raise ServerFailure(api.ProducerFenced, f"topic {described} has other producers "
-                                                        f"({', '.join(sorted(state.producers))}); an Exclusive "
-                                                        "producer must be the only one")
-            state.exclusive = name
-        elif mode == WAIT_FOR_EXCLUSIVE:
-            if state.producers:
-                waiter = Waiter(name, fence)
-                state.waiting.append(waiter)
-                return waiter
-            state.exclusive = name
-        elif mode == EXCLUSIVE_WITH_FENCING:
-            self._fence_all(state, described, name)
-            state.exclusive = name
-        else:
-            raise ServerFailure(api.NotAllowedError, f"producer access mode {mode} is not one of Shared (0), "
-                                                     "Exclusive (1), WaitForExclusive (2), ExclusiveWithFencing (3)")
-        state.producers[name] = fence
-        return name
+def answer_to_send(producer_id: int, send: QueuedSend, result: int | ServerFailure | None) -> bytes:
+    """The answer to a SEND, encoded: its receipt (the offset it was written at, or None for a duplicate,
+    acknowledged with id (-1, -1) as Pulsar's broker does), or its failure."""
+    if isinstance(result, ServerFailure):
+        return encode_command(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
+                                      error=result.code, message=str(result)))
+    return encode_command(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
+                                  highest_sequence_id=send.highest_sequence_id,
+                                  message_id=DUPLICATE_ID if result is None else message_id(result)))
 
-    def release(self, key: tuple[str, int], name: str) -> None:
-        """A producer left (or a Waiter gave up): the first in line gets the partition once it is free."""
-        state = self._partitions.get(key)
-        if state is None:
-            return
-        state.producers.pop(name, None)
-        if state.exclusive == name:
-            state.exclusive = None
-        state.waiting = deque(w for w in state.waiting if w.name != name)
-        while not state.producers and state.waiting:
-            waiter = state.waiting.popleft()
-            if waiter.granted.done():  # (cancelled: the client closed or went away)
-                continue
-            state.producers[waiter.name] = waiter.fence
-            state.exclusive = waiter.name
-            waiter.granted.set_result(None)
-        if not state.producers and not state.waiting:
-            del self._partitions[key]
 
-    def names_by_partition(self, topic: str) -> dict[int, list[str]]:
-        """The names of the producers connected to each partition of `topic` (the first part of the keys
-        claim was given), sorted; partitions without producers are left out."""
-        return {partition: sorted(state.producers) for (name, partition), state in sorted(self._partitions.items())
-                if name == topic and state.producers}
+class ProducerSession:
+    """One admitted producer: its SENDs in order, written by its task. `close_by_server(session)` is started
+    when a backlog quota refuses a send."""
 
-    def _fence_all(self, state: _Partition, described: str, fencer: str) -> None:
-        fenced = list(state.producers.values())
-        state.producers.clear()
-        for waiter in state.waiting:
-            if not waiter.granted.done():
-                waiter.granted.set_exception(ServerFailure(
-                    api.ProducerFenced, f"producer {fencer!r} took topic {described} with ExclusiveWithFencing"))
-        state.waiting.clear()
-        for fence in fenced:
-            fence()
+    def __init__(self, connection: ProducerConnection, producer_id: int, handle: ProducerHandle,
+                 close_by_server: Callable[[ProducerSession], Coroutine[Any, Any, None]]) -> None:
+        self.connection = connection
+        self.producer_id = producer_id
+        self.handle = handle
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()  # (bounded in bytes by the connection's publish account)
+        self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
+        self._close_by_server = close_by_server
+        self.task = asyncio.get_running_loop().create_task(self._run())
 
-    def _generate(self, state: _Partition) -> str:
+    async def _run(self) -> None:
         while True:
-            name = f"{self._cluster}-{next(self._generated)}"
-            if name not in state.producers:
-                return name
+            items = [await self.queue.get()]
+            while not self.queue.empty() and len(items) < WRITE_TRIP_SENDS:
+                items.append(self.queue.get_nowait())
+            sends = [item for item in items if item is not _CLOSE]
+            if sends:
+                results = await self.connection.blocking(self._write, sends)
+                # (one write for all the answers: one each was a system call, and a loopback delivery, a message
+                # for unbatched messages)
+                self.connection.write(b"".join(answer_to_send(self.producer_id, send, result)
+                                               for send, result in zip(sends, results)))
+                self.connection.publish.release(sum(send.cost for send in sends))
+                await self.connection.drain()
+            if self.blocked is not None:
+                # As Pulsar's broker: no SEND_ERROR (the client would drop the whole connection) but the
+                # producer closed; the client re-creates it, is refused with the quota's error while the quota
+                # holds, and resends what was not receipted once it clears.
+                logger.info("%s: closing producer %s: %s", self.connection.peer, self.handle.name, self.blocked)
+                asyncio.get_running_loop().create_task(self._close_by_server(self))
+                return
+            if len(sends) != len(items):
+                return
+
+    def _write(self, sends: list[QueuedSend]) -> list[int | ServerFailure | None]:
+        """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer. A
+        send a backlog quota refuses, and those after it, are not written and not answered (self.blocked)."""
+        results: list[int | ServerFailure | None] = []
+        service = self.connection.service
+        for send in sends:
+            frame = send.frame
+            if not frame.checksum_ok:
+                results.append(ServerFailure(api.ChecksumError, "the message's CRC32C does not match"))
+                continue
+            try:
+                metadata = parse_metadata(frame.metadata or b"")
+                if self.handle.origin is not None and metadata.HasField("marker_type"):
+                    results.append(service.marker(self.handle, metadata, frame.payload or b""))
+                    continue
+                messages = unpack(metadata, frame.payload or b"", send.highest_sequence_id,
+                                  service.settings.unpack_limits)
+            except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
+                results.append(ServerFailure(api.ChecksumError, str(error)))
+                continue
+            try:
+                results.append(service.append(self.handle, messages, send.sequence_id))
+            except QuotaRefusal as refusal:
+                self.blocked = refusal
+                return results
+            except Exception as error:  # (answered to the client, which reconnects and resends)
+                logger.warning("write to %s failed: %s", self.handle.target.ref, error)
+                results.append(server_error(error))
+        return results
+
+    async def close(self) -> None:
+        """Write what was received, answer it, then let the writer go."""
+        if not self.task.done():
+            await self.queue.put(_CLOSE)
+            await self.task
+        while not self.queue.empty():  # left unwritten (a backlog quota closed the producer): the client resends
+            item = self.queue.get_nowait()
+            if item is not _CLOSE:
+                self.connection.publish.release(item.cost)
+        service = self.connection.service
+        service.release_producer(self.handle.target, self.handle.name)
+        await self.connection.blocking(service.close_writer, self.handle)
+
+
+class ConnectionProducers:
+    """The producers of one connection, by the client's producer id: PRODUCER, SEND and CLOSE_PRODUCER."""
+
+    def __init__(self, connection: ProducerConnection) -> None:
+        self.connection = connection
+        self.sessions: dict[int, ProducerSession] = {}
+        self.waiting: dict[int, asyncio.Task[None]] = {}  # WaitForExclusive, until they are admitted
+        # producers the server closed (fenced, or refused by a backlog quota): their SENDs still in flight are
+        # dropped, not a reason to drop the connection, until the client creates the producer again
+        self.closed: set[int] = set()
+
+    async def open(self, request: api.CommandProducer) -> None:
+        """PRODUCER: admit the producer (or put it in line), then open its partition's writer."""
+        producer_id = request.producer_id
+        existing = self.sessions.get(producer_id)
+        if existing is not None:  # the client asks again (its first answer was late): the same producer
+            self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
+                                         producer_name=existing.handle.name,
+                                         last_sequence_id=existing.handle.last_sequence_id))
+            return
+        if producer_id in self.waiting:  # still in line: the client is waiting for it already
+            return
+        self.closed.discard(producer_id)
+        service = self.connection.service
+        with self.connection.answering_failures(request.request_id) as attempt:
+            await self.connection.authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
+            check_producer_features(request)
+            target: Target | None = await self.connection.blocking(
+                functools.partial(service.resolve, request.topic, True,
+                                  replicator=replicator_origin(request.producer_name or "") is not None))
+            assert target is not None  # created when missing
+            await self.connection.blocking(service.check_quota, target)
+            claim = service.claim_producer(target, request.producer_name or None, request.producer_access_mode,
+                                           lambda: self._fence(producer_id))
+        if attempt.failed:
+            return
+        if isinstance(claim, Waiter):
+            self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
+                                         producer_name=claim.name, last_sequence_id=-1, producer_ready=False))
+            task = asyncio.get_running_loop().create_task(self._wait_for_exclusive(request, target, claim))
+            self.waiting[producer_id] = task
+            return
+        await self._admit(request, target, claim)
+
+    async def _wait_for_exclusive(self, request: api.CommandProducer, target: Target, waiter: Waiter) -> None:
+        """A WaitForExclusive producer: once the others left, it is opened and the client told again."""
+        try:
+            await waiter.granted
+        except asyncio.CancelledError:  # the client closed it, or went away
+            self.connection.service.release_producer(target, waiter.name)
+            raise
+        except ServerFailure as refusal:  # fenced while waiting
+            self.connection.reply_error(request.request_id, refusal)
+            return
+        finally:
+            self.waiting.pop(request.producer_id, None)
+        await self._admit(request, target, waiter.name)
+
+    async def _admit(self, request: api.CommandProducer, target: Target, name: str) -> None:
+        service = self.connection.service
+        with self.connection.answering_failures(request.request_id) as attempt:
+            try:
+                handle = await self.connection.blocking(service.open_writer, target, name,
+                                                        _address(self.connection.peer))
+            except Exception:
+                service.release_producer(target, name)
+                raise
+        if attempt.failed:
+            return
+        self.sessions[request.producer_id] = ProducerSession(self.connection, request.producer_id, handle,
+                                                             self.close_by_server)
+        self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
+                                     last_sequence_id=handle.last_sequence_id))
+
+    def _fence(self, producer_id: int) -> None:
+        """An ExclusiveWithFencing producer took this producer's partition: close it (loop thread)."""
+        session = self.sessions.get(producer_id)
+        if session is not None:
+            asyncio.get_running_loop().create_task(self.close_by_server(session))
+
+    async def close_by_server(self, session: ProducerSession) -> None:
+        """Close a producer from the server's side (fenced, or refused by a backlog quota): the client is told
+        with CLOSE_PRODUCER, creates it again, and learns there whether it may still produce."""
+        if self.sessions.get(session.producer_id) is not session:
+            return
+        del self.sessions[session.producer_id]
+        self.closed.add(session.producer_id)
+        try:
+            await session.close()
+        except Exception:  # (the client is told either way)
+            logger.exception("%s: closing producer %s", self.connection.peer, session.handle.name)
+        self.connection.send(command(Type.CLOSE_PRODUCER, producer_id=session.producer_id, request_id=NO_REQUEST))
+
+    async def send(self, request: api.CommandSend, frame: Frame) -> None:
+        """SEND: queue it for its producer's task, holding its cost of the publish buffer until written."""
+        session = self.sessions.get(request.producer_id)
+        if session is None and request.producer_id in self.closed:
+            return  # sent before the client learnt that the server closed the producer: it resends them
+        if session is None:
+            # Java's broker closes the connection too: the client reconnects and re-creates its producers.
+            logger.warning("%s: SEND for producer %d, which is not open here: closing", self.connection.peer,
+                           request.producer_id)
+            self.connection.close_after_this_command()
+            return
+        cost = send_cost(frame.metadata, frame.payload)
+        self.connection.publish.hold(cost)
+        session.queue.put_nowait(QueuedSend(request.sequence_id, request.highest_sequence_id, frame, cost))
+
+    async def close(self, request: api.CommandCloseProducer) -> None:
+        """CLOSE_PRODUCER: write and answer what it sent, then let it go (or take it out of line)."""
+        waiting = self.waiting.pop(request.producer_id, None)
+        if waiting is not None:
+            waiting.cancel()
+        self.closed.discard(request.producer_id)
+        session = self.sessions.pop(request.producer_id, None)
+        if session is not None:
+            await session.close()
+        self.connection.send(command(Type.SUCCESS, request_id=request.request_id))
+
+    async def close_all(self) -> None:
+        """The connection ends: those in line leave it, each open producer's SENDs are written and answered."""
+        for waiting in self.waiting.values():
+            waiting.cancel()
+        sessions, self.sessions = list(self.sessions.values()), {}
+        for session in sessions:
+            try:
+                await session.close()
+            except Exception:  # (the others still close)
+                logger.exception("%s: closing producer %s", self.connection.peer, session.handle.name)
+
+
+def _address(peer: object) -> str:
+    """A peer as `host:port` (stats' address fields)."""
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")

@@ -22,7 +22,7 @@ from seglog.names import TopicName
 from seglog.rates import RateMeter, iso_time
 from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
-from seglog.server.producers import ProducerRegistry, Waiter
+from seglog.server.producer_access import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages, UnpackLimits
 from seglog.server.protocol.message_ids import offset_of, signed

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from seglog._core._format import crc32c
 from seglog._core._pulsar_wire import payload_frame, send_command, send_receipts
 from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.message_ids import UINT64_MINUS_ONE
 
 MAGIC_CRC32C = 0x0E01
 MAGIC_BROKER_ENTRY_METADATA = 0x0E02
@@ -155,6 +156,9 @@ def encode_payload_command(command: api.BaseCommand, metadata: bytes, payload: b
 def encode_send(producer_id: int, sequence_id: int, num_messages: int, metadata: bytes, payload: bytes) -> bytes:
     """A SEND of `num_messages` messages (its CommandSend has only these fields), with the CRC32C block."""
     return payload_frame(send_command(producer_id, sequence_id, num_messages), metadata, payload)
+
+
+NO_REQUEST = UINT64_MINUS_ONE  # the request id of a command the server starts (-1, as Java's broker sends)
 
 
 def command(kind: int, **fields: object) -> api.BaseCommand:
