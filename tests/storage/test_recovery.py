@@ -30,6 +30,7 @@ from helpers_storage import (
 from seglog.errors import CorruptLogError, IndexMismatchError
 from seglog.storage import segment
 from seglog.storage.check import check_log, repair_log
+from seglog.storage.recovery import recover_partition
 
 TOPIC = "acme/ops/recovery"
 CLEAN_MARKER = ".clean-shutdown"
@@ -272,3 +273,15 @@ data, name = sys.argv[1:3]
 with seglog.open(data) as log, log.topic(name).producer() as producer:
     assert producer.send_batch(values_for(100, 10)).offset == 100
 """
+
+
+def test_a_clean_partition_whose_newest_segment_files_are_empty_reopens(tmp_path: Path) -> None:
+    """A segment whose log and index files are all empty holds no batch: recovery of a clean partition finds
+    nothing to check in it (it took the missing index rows for an index: a ValueError)."""
+    paths = segment.SegmentPaths.of(tmp_path, 0)
+    for path in (paths.log, paths.index, paths.timeindex):
+        path.write_bytes(b"")
+    (tmp_path / CLEAN_MARKER).touch()
+    report = recover_partition(tmp_path)
+    assert report.clean
+    assert paths.log.stat().st_size == 0

@@ -101,8 +101,11 @@ def _arrow_column(array: pa.Array | pa.ChunkedArray, argument: str, allow_null: 
     n = len(array)
     _, offsets_buffer, data_buffer = array.buffers()
     offset_type = np.int32 if array.type == pa.binary() else np.int64
-    offsets = np.frombuffer(offsets_buffer, dtype=offset_type, count=array.offset + n + 1)[array.offset:]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    # numpy's stubs take only the built-in buffers before Python 3.12 (no PEP 688 protocol)
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type,  # type: ignore[call-overload]
+                            count=array.offset + n + 1)[array.offset:]
+    data = (np.frombuffer(data_buffer, dtype=np.uint8)  # type: ignore[call-overload]  # (as offsets)
+            if data_buffer is not None else np.zeros(0, np.uint8))
     validity = None
     if array.null_count:
         if not allow_null:

@@ -187,8 +187,7 @@ class SegmentView:
         end = self.index.end_position
         if end >= size:
             return None
-        self._ensure_mapped(size)
-        status = _format.verify_batch(self.data, end, size)
+        status = _format.verify_batch(self._mapped(size), end, size)
         reason = _format.SCAN_REASONS[status] if status != ScanStatus.SCAN_END else "batch out of sequence"
         return CorruptLogError(str(self.paths.log), end, reason)
 
@@ -196,24 +195,33 @@ class SegmentView:
         if self.data is None or len(self.data) < end:
             self._map_data()
 
+    def _mapped(self, end: int) -> Mapping:
+        """The log's map, reaching `end` (bytes [0, end) of the log are known to be written)."""
+        self._ensure_mapped(end)
+        assert self.data is not None, f"{self.paths.log} is empty, not {end} bytes long"
+        return self.data
+
     def batch_at(self, entry: int, *, verify_crc: bool = False) -> tuple[int, int, int, int]:
         """(position, end, base_offset, count) of indexed batch `entry`, its header checked against the
         entry and, with `verify_crc`, its CRC32C (CorruptLogError if the log is damaged there,
         IndexMismatchError if the index is)."""
         base, next_offset, start, end = self.index.entry(entry)
-        self._ensure_mapped(end)
-        status = _format.check_entry(self.data, start, end, base, next_offset - base, verify_crc)
+        data = self._mapped(end)
+        status = _format.check_entry(data, start, end, base, next_offset - base, verify_crc)
         if status != _format.ENTRY_SOUND:
             raise self._entry_error(entry, status)
         if end > self.populated_end:  # first touch: the pages of a window of published batches in one call
             self.populated_end = max(end, min(self.index.end_position, start + _POPULATE_WINDOW))
-            _format.populate_read(self.data, start, self.populated_end)
+            _format.populate_read(data, start, self.populated_end)
         return start, end, base, next_offset - base
 
     def batch_timestamps(self, position: int, count: int) -> np.ndarray:
         """The timestamp column of the `count`-message batch at `position`, over the map (no copy)."""
-        column = _format.batch_layout(self.data, position)["timestamps"]
-        return np.frombuffer(self.data, dtype=np.int64, count=count, offset=position + column)
+        data = self._mapped(position + _format.HEADER_BYTES)  # (batch_at() took the map)
+        column = _format.batch_layout(data, position)["timestamps"]
+        # numpy's stubs take only the built-in buffers before Python 3.12 (no PEP 688 protocol)
+        return np.frombuffer(data, dtype=np.int64, count=count,  # type: ignore[call-overload]
+                             offset=position + column)
 
     def timestamp_of(self, offset: int) -> int:
         """The timestamp of the message at `offset` (which must be in this segment)."""

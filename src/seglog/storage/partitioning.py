@@ -25,11 +25,13 @@ def split_by_key(partitions: int, key_column: Column, values: Any, keys: Any, ti
     targets = key_partitions(key_column, partitions)
     for partition in np.unique(targets):
         chosen = np.flatnonzero(targets == partition)
-        yield int(partition), tuple(None if part is None else _take(part, chosen)
-                                    for part in (values, keys, timestamps, properties))
+        yield int(partition), (_take(values, chosen), _take(keys, chosen), _take(timestamps, chosen),
+                               _take(properties, chosen))
 
 
 def _take(data: Any, chosen: np.ndarray) -> Any:
+    if data is None:
+        return None
     if isinstance(data, (pa.Array, pa.ChunkedArray)):
         return data.take(pa.array(chosen))
     if isinstance(data, np.ndarray):

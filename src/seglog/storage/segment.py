@@ -282,7 +282,9 @@ def truncate_file(path: Path, size: int) -> None:
 def index_arrays(mapped: Mapping | None) -> np.ndarray:
     if mapped is None:
         return np.zeros((0, 2), dtype=np.int64)
-    return np.frombuffer(mapped, dtype=np.int64, count=len(mapped) // ENTRY_BYTES * 2).reshape(-1, 2)
+    # numpy's stubs take only the built-in buffers before Python 3.12 (no PEP 688 protocol)
+    return np.frombuffer(mapped, dtype=np.int64,  # type: ignore[call-overload]
+                         count=len(mapped) // ENTRY_BYTES * 2).reshape(-1, 2)
 
 
 @dataclass
@@ -315,9 +317,10 @@ def scan_log(data: Mapping | None, base_offset: int, *, verify_crc: bool, slots:
         return ScanResult(empty, empty, empty, 0, ScanStatus.SCAN_END)
     end = len(data) if end is None else end
     capacity = slots if slots is not None else max(1, (end - start) // MIN_BATCH_BYTES + 1)
-    arrays = [np.zeros(capacity, dtype=np.int64) for _ in range(3)]
-    count, stop, status, _ = _format.scan_batches(data, start, end, base_offset, verify_crc, *arrays)
-    return ScanResult(*(a[:count] for a in arrays), stop, status)
+    next_offsets, end_positions, max_timestamps = (np.zeros(capacity, dtype=np.int64) for _ in range(3))
+    count, stop, status, _ = _format.scan_batches(data, start, end, base_offset, verify_crc, next_offsets,
+                                                  end_positions, max_timestamps)
+    return ScanResult(next_offsets[:count], end_positions[:count], max_timestamps[:count], stop, status)
 
 
 def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, slots: int) -> None:
@@ -334,7 +337,7 @@ def write_index_files(paths: SegmentPaths, base_offset: int, scan: ScanResult, s
         entries[:scan.count, 1] = columns[1]
         entries[:scan.count, 0] = columns[0]
         del entries
-        mapped.close()
+        close_map(mapped)
         os.replace(staging, path)
 
 
@@ -440,7 +443,8 @@ def committed(data: Mapping | None, base_offset: int, offsets: np.ndarray | None
     scan = scan_log(data, base_offset, verify_crc=True)
     size = 0 if data is None else len(data)
     published = _plausible_count(offsets, times, base_offset, size)
-    if published is None:  # no index to go by (missing, or damaged past belief): the log decides
+    if offsets is None or times is None or published is None:  # no index to go by (missing, or damaged past
+        # belief): the log decides
         return Commit(scan, size, None, 0, False, clean)
     published_end = int(offsets[published - 1, 1]) if published else 0
     count = scan.count if clean else min(published, scan.count)
@@ -466,6 +470,8 @@ def last_batch_matches(paths: SegmentPaths, base_offset: int) -> bool:
     if not index_file_matches_log(paths, base_offset, None):
         return False
     offsets, times = read_index_files(paths)
+    if offsets is None or times is None:  # empty index files: no batch to check
+        return True
     view = IndexView(offsets, times, base_offset)
     if view.count == 0:
         return True
@@ -500,7 +506,9 @@ def read_index_files(paths: SegmentPaths) -> tuple[np.ndarray, np.ndarray] | tup
 def newest_timestamp(paths: SegmentPaths) -> int | None:
     """The largest timestamp a segment's time index holds (None when it holds none)."""
     _, times = read_index_files(paths)
-    written = times[times[:, 1] != 0] if times is not None else ()
+    if times is None:
+        return None
+    written = times[times[:, 1] != 0]
     return int(written[-1, 0]) if len(written) else None
 
 

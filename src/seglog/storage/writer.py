@@ -102,16 +102,23 @@ class ActiveSegment:
         self.last_write_ms = last_write_ms
         self._files = files
         self.data = files.log.mapping
-        self.index = IndexView(index_arrays(files.offsets.mapping), index_arrays(files.times.mapping), base_offset,
-                               writable=True)
-        self._sealed_next_offset: int | None = None
+        self.index: IndexView | None = IndexView(index_arrays(files.offsets.mapping),
+                                                 index_arrays(files.times.mapping), base_offset, writable=True)
+        self._sealed_next_offset = base_offset  # what next_offset was when the segment was sealed
         self._prefaulter = prefaulter
         self._name_synced = False  # the directory entry of a new or renamed segment, by the first sync
         prefaulter.target(files.log.allocated_view(), self.end_position)
 
     @property
     def end_position(self) -> int:
-        return self.index.end_position
+        return self._open_index.end_position
+
+    @property
+    def _open_index(self) -> IndexView:
+        """The index of the segment, which a sealed segment no longer has (its callers check `sealed`)."""
+        index = self.index
+        assert index is not None, f"segment {self.base_offset} is sealed"
+        return index
 
     @property
     def sealed(self) -> bool:
@@ -122,6 +129,11 @@ class ActiveSegment:
     @property
     def next_offset(self) -> int:
         return self._sealed_next_offset if self.index is None else self.index.next_offset
+
+    @property
+    def index_full(self) -> bool:
+        """Whether the index has no slot left for another batch."""
+        return self._open_index.full
 
     @property
     def free_bytes(self) -> int:
@@ -135,12 +147,13 @@ class ActiveSegment:
         """Append records [start, stop) as one batch, the files extended first if it needs more of them
         (OSError naming the file, a full disk say, before anything is written)."""
         files = self._files
-        if files.log.ensure(self.end_position + source.size(start, stop)):
-            self._prefaulter.target(files.log.allocated_view(), self.end_position)
-        slots_end = (self.index.count + 1) * ENTRY_BYTES
+        index = self._open_index
+        if files.log.ensure(index.end_position + source.size(start, stop)):
+            self._prefaulter.target(files.log.allocated_view(), index.end_position)
+        slots_end = (index.count + 1) * ENTRY_BYTES
         if files.offsets.ensure(slots_end):
             files.times.ensure(slots_end)  # same sizes, same steps
-        source.append_to(self.data, self.index, self._prefaulter, base_offset, start, stop)
+        source.append_to(self.data, index, self._prefaulter, base_offset, start, stop)
 
     def sync(self) -> None:
         """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
@@ -162,7 +175,7 @@ class ActiveSegment:
         that loses published batches seals their segment in a new file, docs/FORMAT.md, Recovery)."""
         if self.sealed:
             return
-        end, count = self.end_position, self.index.count
+        end, count = self.end_position, self._open_index.count
         self._sealed_next_offset = self.next_offset
         self.index = None
         self._unmap()
@@ -387,7 +400,7 @@ class PartitionWriter:
             if not reopen:  # a full disk: no part of a segment that could not be made is left
                 paths.remove()
             raise
-        if segment.index.count:  # reopened with batches: its age counts from the first one
+        if segment.message_count:  # reopened with batches: its age counts from the first one
             segment.created_ms = _format.read_header(segment.data, 0)[6]
             segment.last_write_ms = last_write_ms
         return segment
@@ -525,7 +538,7 @@ class PartitionWriter:
         if segment.sealed:  # the roll that sealed it could not open the next segment (a full disk): again
             self._open_after(segment)
         elif segment.message_count and (
-                segment.index.full
+                segment.index_full
                 or segment.free_bytes < _format.HEADER_BYTES + 16
                 or (config.segment_max_messages and segment.message_count >= config.segment_max_messages)
                 or (config.segment_roll_time and self.clock() - segment.created_ms >= config.segment_roll_time)):
