@@ -200,10 +200,10 @@ def tls_context(options: ServeOptions) -> ssl.SSLContext | None:
 def _check_tls_options(options: ServeOptions) -> None:
     """Refuse TLS options that need others not given, or ports given twice."""
     if (options.tls_cert_file is None) != (options.tls_key_file is None):
-        missing, given = (("--tls-cert-file", options.tls_key_file) if options.tls_cert_file is None
-                          else ("--tls-key-file", options.tls_cert_file))
+        missing, given_file = (("--tls-cert-file", options.tls_key_file) if options.tls_cert_file is None
+                               else ("--tls-key-file", options.tls_cert_file))
         raise InvalidArgumentError(missing, None, "a PEM file, given with the other one: TLS needs both the "
-                                   f"certificate and its private key (only {given} was given)")
+                                   f"certificate and its private key (only {given_file} was given)")
     needs_certificate = [(option, given) for option, given in (
         ("--tls-port", options.tls_port), ("--https-port", options.https_port),
         ("--tls-trust-certs-file", options.tls_trust_certs_file)) if given is not None]

@@ -12,6 +12,7 @@ than the limit. Each codec writes into an output of the declared size, or stops 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 import cramjam
 
@@ -56,8 +57,9 @@ def _inflate(kind: int, data: bytes, size: int) -> bytes:
         return out
     # cramjam's codecs write into a buffer of the declared size and fail when the payload holds more
     # (decompress_block would instead pad a short LZ4 block with zeros up to output_len)
-    into = {api.LZ4: cramjam.lz4.decompress_block_into, api.ZSTD: cramjam.zstd.decompress_into,
-            api.SNAPPY: cramjam.snappy.decompress_raw_into}[kind]
-    out = bytearray(size)
-    del out[into(data, out):]
-    return bytes(out)
+    codecs: dict[int, Callable[[bytes, bytearray], int]] = {
+        api.LZ4: cramjam.lz4.decompress_block_into, api.ZSTD: cramjam.zstd.decompress_into,
+        api.SNAPPY: cramjam.snappy.decompress_raw_into}
+    buffer = bytearray(size)
+    del buffer[codecs[kind](data, buffer):]
+    return bytes(buffer)

@@ -139,9 +139,8 @@ async def _body(request: web.Request, what: str) -> bytes:
     in time (a Content-Length larger than what is sent would hold the request for ever), 400 when it ends
     early or its chunked encoding is malformed."""
     try:
-        async with asyncio.timeout(REQUEST_BODY_TIMEOUT_S):
-            return await request.read()
-    except TimeoutError:
+        return await asyncio.wait_for(request.read(), REQUEST_BODY_TIMEOUT_S)  # (asyncio.timeout: 3.11 on)
+    except asyncio.TimeoutError:  # (TimeoutError itself from 3.11 on)
         raise RestError(408, f"the request body did not arrive within {REQUEST_BODY_TIMEOUT_S:g} s (Content-Length "
                              f"{request.content_length} announced); expected {what}") from None
     except web.HTTPRequestEntityTooLarge:

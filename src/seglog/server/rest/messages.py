@@ -68,5 +68,8 @@ def message_json(message: Message) -> dict[str, Any]:
     """seglog's exact form of a message (the seglog routes' peek): every field, key and value in base64."""
     return {"partition": message.partition, "offset": message.offset, "timestamp": message.timestamp,
             "eventTime": message.event_time,
-            "key": None if message.key is None else base64.b64encode(message.key).decode("ascii"),
-            "value": base64.b64encode(message.value).decode("ascii"), "properties": message.properties}
+            "key": _base64(message.key), "value": _base64(message.value), "properties": message.properties}
+
+
+def _base64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
