@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import signal
 import threading
+from functools import partial
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from seglog._core._messages import Message
 from seglog._wait import wait_until
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
@@ -124,11 +126,15 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
         # With --follow, Ctrl-C asks the loop to stop between chunks: raised in the middle of one it could
         # land after a chunk was printed and before it was counted (or acknowledged).
         stopping = threading.Event()
+
+        def take_unless_stopping(wanted: int) -> list[Message] | bool:
+            return stopping.is_set() or source.take(wanted)
+
         previous = signal.signal(signal.SIGINT, lambda *_: stopping.set()) if follow else None
         try:
             while (count is None or printed < count) and not stopping.is_set():
                 wanted = CHUNK if count is None else min(CHUNK, count - printed)
-                messages = (wait_until(None, lambda wanted=wanted: stopping.is_set() or source.take(wanted)) if follow
+                messages = (wait_until(None, partial(take_unless_stopping, wanted)) if follow
                             else source.take(wanted))
                 if messages is True or not messages:
                     break

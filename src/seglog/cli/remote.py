@@ -24,7 +24,7 @@ import base64
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -317,7 +317,7 @@ class RemoteNamespaces(RemotePolicyLevel):
         path = f"{self._base(name)}/clearBacklog"
         self._http.call("POST", path if subscription is None else f"{path}/{_part(subscription)}")
 
-    def grant_permission(self, name: str, role: str, actions: list[str]) -> None:
+    def grant_permission(self, name: str, role: str, actions: Sequence[str]) -> None:  # (`list`: a method here)
         self._http.call("POST", f"{self._base(name)}/permissions/{_part(role)}", list(actions))
 
     def revoke_permission(self, name: str, role: str) -> bool:

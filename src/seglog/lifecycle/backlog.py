@@ -85,7 +85,9 @@ def partition_backlog(view: PartitionView, table: SegmentTable, acks: AckSet) ->
 
 def timestamp_of(view: PartitionView, offset: int) -> int:
     """The timestamp of the message at `offset` (which must be stored)."""
-    return view.view(view.segment_for(offset)).timestamp_of(offset)
+    base = view.segment_for(offset)
+    assert base is not None, f"offset {offset} is stored, so some segment holds it"
+    return view.view(base).timestamp_of(offset)
 
 
 def offset_within_bytes(view: PartitionView, table: SegmentTable, target: int) -> int:
