@@ -175,3 +175,10 @@ def test_an_unusable_metadata_file_is_one_line_naming_it(runner: CliRunner, data
     assert result.output.strip() == f"Error: {data / 'meta.sqlite'}: the metadata database cannot be used: " \
                                     "file is not a database"
 
+
+
+@pytest.mark.parametrize("command", [("topics", "create"), ("topics", "update"), ("namespaces", "set-retention"),
+                                     ("namespaces", "set-backlog-quota"), ("topics", "set-retention")])
+def test_every_size_option_explains_binary_and_decimal_units(runner: CliRunner, command: tuple[str, ...]) -> None:
+    text = " ".join(runner.invoke(main, [*command, "--help"], terminal_width=200).output.split())
+    assert "'64m' is 64 MiB, '64MB' is 61 MiB" in text

@@ -16,6 +16,7 @@ import click
 from seglog.catalog.policies import QUOTA_POLICIES, QUOTA_TYPES, BacklogQuota, Retention
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
+from seglog.cli.options import SIZE_UNITS
 from seglog.cli.output import err, out, print_json
 from seglog.units import format_duration, format_size
 
@@ -98,7 +99,7 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
     @name_argument
     @click.option("--size", "-s", "retention_size", required=True, metavar="SIZE",
                   help="Acknowledged data to keep per topic, in whole MB (as Pulsar reports it): '10G', '500 MiB', "
-                       "bytes as an int; -1 for no limit.")
+                       f"bytes as an int; -1 for no limit. {SIZE_UNITS}.")
     @click.option("--time", "-t", "retention_time", required=True, metavar="DURATION",
                   help="How long to keep acknowledged messages, in whole minutes (as Pulsar reports it): '3h', "
                        "'7 days', seconds as an int; -1 for no limit.")
@@ -118,7 +119,8 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
                         "quota of --type enforces its own limit only, and the note on stderr says so.")
     @name_argument
     @click.option("--limit", "-l", metavar="SIZE",
-                  help="For --type destination_storage: the backlog size limit, '2G', '500 MiB', bytes as an int.")
+                  help=f"For --type destination_storage: the backlog size limit, '2G', '500 MiB', bytes as an int. "
+                       f"{SIZE_UNITS}.")
     @click.option("--limitTime", "-lt", "limit_time", metavar="DURATION",
                   help="For --type message_age: the age limit of the oldest unacknowledged message, seconds as "
                        "an int or '1h', '2d'.")
@@ -175,7 +177,7 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
         with data.admin() as admin:
             level.admin(admin).set_message_ttl(name, message_ttl)
             seconds = level.admin(admin).get_message_ttl(name)
-        shown = "off (0: messages are never expired)" if seconds == 0 else format_duration(seconds * 1000)
+        shown = "off (0: messages are never expired)" if not seconds else format_duration(seconds * 1000)
         out().print(f"[green]Set message TTL[/] of {name}: {shown}")
 
 

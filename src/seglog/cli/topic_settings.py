@@ -9,13 +9,14 @@ from typing import Any, TypeVar
 import click
 
 from seglog.catalog.config import TIMESTAMP_TYPES
+from seglog.cli.options import SIZE_UNITS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # (flag, click keywords, help, the default create shows)
 _SETTINGS: tuple[tuple[str, dict[str, Any], str, str], ...] = (
     ("--segment-size", {"metavar": "SIZE"},
-     "Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824.", "1 GiB"),
+     f"Bytes per segment file, 1 KiB to 2 GiB: '64 MiB', '1G', 1073741824. {SIZE_UNITS}.", "1 GiB"),
     ("--segment-roll-time", {"metavar": "DURATION"},
      "Start a new segment when the active one is this old: '1h', '2d 10s' (a number needs its unit).", "off"),
     ("--segment-max-messages", {"type": int, "metavar": "N"}, "Start a new segment after N messages.",
@@ -31,7 +32,7 @@ _SETTINGS: tuple[tuple[str, dict[str, Any], str, str], ...] = (
      "retention-time): '1d 2h', '7 days' (a number needs its unit); -1 for off.", "off"),
     ("--max-partition-size", {"metavar": "SIZE"},
      "Delete a partition's oldest sealed segments while it is larger than this (Fluvio's max-partition-size), "
-     "at least --segment-size: '10 GB', '20G'; -1 for off.", "off"),
+     f"at least --segment-size: '10 GB', '20G'; -1 for off. {SIZE_UNITS}.", "off"),
     ("--retention-min-timestamp", {"type": int, "metavar": "MS"},
      "Delete sealed segments whose newest timestamp is below MS (ms since the epoch), as Kafka's retention "
      "minimum timestamp.", "0, off"),
