@@ -175,9 +175,10 @@ class RawConnection:
 U32 = struct.Struct(">I")
 
 
-def refused_serve(data: Path, *extra: str) -> str:
-    """Run `seglog serve` with options it must refuse: its stderr, one line, after checking it exited 2
-    before printing its URLs (killed by its pid if it does not exit)."""
+def refused_serve(data: Path, *extra: str, code: int = 2) -> str:
+    """Run `seglog serve` with options it must refuse: its stderr, one line, after checking it exited with `code`
+    (2: the command line is wrong; 1: a file it names cannot be used) before printing its URLs (killed by its pid
+    if it does not exit)."""
     process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
                                 "standalone", "--port", "0", "--http-port", "0", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -187,7 +188,7 @@ def refused_serve(data: Path, *extra: str) -> str:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             process.wait(30)
-    assert process.returncode == 2 and stdout == b""
+    assert process.returncode == code and stdout == b""
     return " ".join(stderr.decode().split())
 
 

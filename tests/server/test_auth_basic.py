@@ -140,18 +140,18 @@ def test_binding_beyond_loopback_with_basic_authentication(tmp_path, users):
         assert server.stop() == 0
 
 
-@pytest.mark.parametrize(("content", "said"), [
-    (None, "invalid --auth-basic-file '{path}': No such file or directory; accepted: a readable htpasswd file"),
-    ("admin\n", "{path}, line 1: invalid entry 'admin'; accepted: user:hash"),
+@pytest.mark.parametrize(("content", "said", "code"), [  # 2: no usable --auth-basic-file; 1: a line of it broken
+    (None, "invalid --auth-basic-file '{path}': No such file or directory; accepted: a readable htpasswd file", 2),
+    ("admin\n", "{path}, line 1: invalid entry 'admin'; accepted: user:hash", 1),
     ("# users\nadmin:$2y$05$c4WoMPo3SXsafkva.HHa6uXQZWr7oboPiC2bT/r7q1BB8I2s0BRqC\n",
-     "{path}, line 2: invalid password hash of user 'admin' 'bcrypt (htpasswd -B)'; accepted: APR1-MD5"),
-    ("", "invalid --auth-basic-file '{path}': it names no user"),
+     "{path}, line 2: invalid password hash of user 'admin' 'bcrypt (htpasswd -B)'; accepted: APR1-MD5", 1),
+    ("", "invalid --auth-basic-file '{path}': it names no user", 2),
 ])
-def test_serve_refuses_htpasswd_files_it_cannot_check(tmp_path, content, said):
+def test_serve_refuses_htpasswd_files_it_cannot_check(tmp_path, content, said, code):
     path = tmp_path / "users.htpasswd"
     if content is not None:
         path.write_text(content)
-    message = refused_serve(tmp_path / "data", "--auth-basic-file", str(path))
+    message = refused_serve(tmp_path / "data", "--auth-basic-file", str(path), code=code)
     assert said.format(path=path) in message, message
     assert "c4WoMPo3" not in message
 

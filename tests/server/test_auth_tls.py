@@ -253,7 +253,7 @@ def test_tls_on_the_main_ports_alone_when_no_tls_port_is_given(tmp_path, certifi
     (["--tls-port", "0"], "invalid --tls-port 0; accepted: with --tls-cert-file and --tls-key-file"),
     (["--https-port", "0"], "invalid --https-port 0; accepted: with --tls-cert-file and --tls-key-file"),
     (["--tls-trust-certs-file", "CA"], "invalid --tls-trust-certs-file"),
-    (["CERTS", "--auth-tls"], "invalid --auth-tls True; accepted: with --tls-trust-certs-file"),
+    (["CERTS", "--auth-tls"], "invalid --auth-tls true; accepted: with --tls-trust-certs-file"),
     (["CERTS", "--tls-require-trusted-client-cert"], "accepted: with --tls-trust-certs-file"),
     (["CERTS", "--tls-trust-certs-file", "KEY"], "a readable PEM file of the CA certificates"),
     (["CERTS", "--tls-trust-certs-file", "/nonexistent/ca.pem"], "No such file"),
