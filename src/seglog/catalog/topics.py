@@ -80,7 +80,7 @@ class Catalog:
                                          retention_time=ref.config.retention_time,
                                          max_partition_size=ref.config.max_partition_size)
 
-    def auto_topic_creation(self, namespace: NamespaceName) -> AutoTopicCreation:
+    def auto_topic_creation(self, namespace: NamespaceName | str) -> AutoTopicCreation:
         """Whether and how `seglog serve` creates a missing topic of `namespace` that a client names: the
         namespace's override, else the broker's setting (broker.conf allowAutoTopicCreation...)."""
         override = self.metadata.namespace_policies(namespace).auto_topic_creation
@@ -170,7 +170,7 @@ class Catalog:
             local = Policies()
         return leaves_topic(namespace, metadata.topic_global_policies(name), local, local_cluster)
 
-    def allowed_clusters(self, namespace: NamespaceName, local_cluster: str) -> frozenset[str]:
+    def allowed_clusters(self, namespace: NamespaceName | str, local_cluster: str) -> frozenset[str]:
         """The clusters the topics of `namespace` may reach, seen from `local_cluster`: its allowed clusters,
         else its clusters, else {local_cluster}. NotFoundError if there is no such namespace."""
         return allowed_in_force(self.metadata.namespace_policies(namespace), local_cluster) or frozenset()

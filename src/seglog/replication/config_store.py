@@ -170,8 +170,9 @@ class _Etcd:
         when the stream does (idle WATCH_IDLE_S included). etcd3gw's own watch helper cannot be used: its thread
         drops a broken stream without a word (its iterator then waits forever), so the stream is read here,
         with the client's own session and URL."""
-        request = {"create_request": {"key": _b64(prefix), "range_end": _b64(_prefix_end(prefix)),
-                                      "start_revision": start_revision}}
+        request: dict[str, dict[str, str | int]] = {
+            "create_request": {"key": _b64(prefix), "range_end": _b64(_prefix_end(prefix)),
+                               "start_revision": start_revision}}
         response = self._call(lambda client: client.session.post(client.get_url("/watch"), json=request,
                                                                   stream=True,
                                                                   timeout=(REQUEST_TIMEOUT_S, WATCH_IDLE_S)))

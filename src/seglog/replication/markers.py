@@ -109,7 +109,9 @@ def _parse(message_type: type[_M], marker_type: int, payload: bytes) -> _M:
     except DecodeError as error:
         raise MarkerError(f"{what} does not decode: {error}") from None
     if not message.IsInitialized():
-        raise MarkerError(f"{what} lacks {', '.join(message.FindInitializationErrors())}")
+        # (a method of every message that types-protobuf's Message leaves out)
+        missing = message.FindInitializationErrors()  # type: ignore[attr-defined, unused-ignore]
+        raise MarkerError(f"{what} lacks {', '.join(missing)}")
     return message
 
 

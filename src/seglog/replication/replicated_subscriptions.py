@@ -190,16 +190,18 @@ class ReplicatedSubscriptions:
         for key, remotes in partitions.items():
             if key in observed.ends:
                 self._send(key, self._controller(key).tick(observed.ends[key], remotes))
-        for key in [key for key in self._subscriptions
-                    if key[:2] not in partitions or (key[:2] in looked_at and key not in observed.marks)]:
-            del self._subscriptions[key], self._marks[key]
-        for key, mark in observed.marks.items():
-            if key not in self._subscriptions:
-                self._subscriptions[key] = SubscriptionSnapshots(
-                    key[2], self.broker.config.replicated_subscriptions_snapshot_max_cached_per_subscription)
-            elif self._marks[key] != mark:
-                self._send(key[:2], self._subscriptions[key].mark_delete_moved(mark))
-            self._marks[key] = mark
+        for subscription in [subscription for subscription in self._subscriptions
+                             if subscription[:2] not in partitions
+                             or (subscription[:2] in looked_at and subscription not in observed.marks)]:
+            del self._subscriptions[subscription], self._marks[subscription]
+        for subscription, mark in observed.marks.items():
+            if subscription not in self._subscriptions:
+                self._subscriptions[subscription] = SubscriptionSnapshots(
+                    subscription[2],
+                    self.broker.config.replicated_subscriptions_snapshot_max_cached_per_subscription)
+            elif self._marks[subscription] != mark:
+                self._send(subscription[:2], self._subscriptions[subscription].mark_delete_moved(mark))
+            self._marks[subscription] = mark
 
     def _worth_a_look(self, key: _Partition) -> bool:
         """Between two looks at every replicated topic: whether the tick looks at this partition. One with a

@@ -250,7 +250,7 @@ class Replicator:
                 wanted = self.queue_size - ahead.messages
                 waiting = bool(self._replicated or self._receipted)  # (acknowledged by the take)
                 if wanted <= 0:
-                    taken, read = [], 0
+                    taken, read = list[Entry](), 0
                 elif at_tail and self._small_batches():
                     wanted = min(wanted, LOOP_TAKE_MAX)
                     taken, read = self._take(wanted)
