@@ -10,23 +10,37 @@ import itertools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from pathlib import Path
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from seglog.storage.writer import PartitionWriter
+from seglog.storage.fence import TopicFence
 
 logger = logging.getLogger(__name__)
 
 
+class FlushedWriter(Protocol):
+    """What the flusher runs tasks of: a writer.PartitionWriter (which imports this module, so it is named
+    here by what the flusher uses of it)."""
+    closed: bool
+    directory: Path
+    fence: TopicFence
+
+    def linger_until(self, due: float) -> bool: ...
+
+    def flush_lingering(self) -> float | None: ...
+
+    def sync_when_due(self) -> None: ...
+
+
 class LingerFlusher:
     def __init__(self) -> None:
-        self._due: list[tuple[float, int, PartitionWriter, Callable[[], float | None]]] = []
+        self._due: list[tuple[float, int, FlushedWriter, Callable[[], float | None]]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
 
-    def schedule(self, writer: PartitionWriter, linger_ms: int) -> None:
+    def schedule(self, writer: FlushedWriter, linger_ms: int) -> None:
         """Write the batch `writer` is gathering `linger_ms` from now, unless it is written before then (it
         filled up, or was flushed). A writer has one call at a time: when it comes, it follows the batch
         gathered since (PartitionWriter.flush_lingering), so a fast sender costs this thread a wakeup per
@@ -35,16 +49,16 @@ class LingerFlusher:
         if writer.linger_until(due):
             self._run_at(due, writer, writer.flush_lingering)
 
-    def run_soon(self, writer: PartitionWriter, task: Callable[[], None]) -> None:
+    def run_soon(self, writer: FlushedWriter, task: Callable[[], None]) -> None:
         """Run `task` (work of `writer` that need not hold up its caller, such as making its spare segment)
         as soon as this thread is free."""
         self._run_at(time.monotonic(), writer, task)
 
-    def schedule_sync(self, writer: PartitionWriter, due: float) -> None:
+    def schedule_sync(self, writer: FlushedWriter, due: float) -> None:
         """Let `writer` fsync what it has written at `due` (time.monotonic()), if it still needs to then."""
         self._run_at(due, writer, writer.sync_when_due)
 
-    def _run_at(self, due: float, writer: PartitionWriter, task: Callable[[], float | None]) -> None:
+    def _run_at(self, due: float, writer: FlushedWriter, task: Callable[[], float | None]) -> None:
         entry = (due, next(self._order), writer, task)
         with self._wake:
             heapq.heappush(self._due, entry)

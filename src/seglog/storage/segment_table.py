@@ -16,15 +16,31 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from seglog._core._index import ENTRY_BYTES
+from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog.storage.segment import SegmentPaths
 
-if TYPE_CHECKING:  # a PartitionView owns its SegmentFacts: partition_view.py imports this module
-    from seglog.storage.partition_view import PartitionView
+
+# What the facts read of a partition's segments: a partition_view.PartitionView, which owns its SegmentFacts
+# (so partition_view.py imports this module, and this one names only what it uses).
+class MappedSegment(Protocol):
+    index: IndexView
+
+    def refresh(self) -> int: ...
+
+    def first_offset_at_or_after(self, timestamp: int) -> int | None: ...
+
+
+class PartitionSegments(Protocol):
+    directory: Path
+    bases: list[int]
+
+    def rescan(self, *, force: bool = False) -> None: ...
+
+    def view(self, base: int) -> MappedSegment: ...
 
 # A sealed segment whose time index cannot be read keeps its data: no minimum-timestamp rule deletes it.
 UNKNOWN_TIMESTAMP = np.iinfo(np.int64).max
@@ -70,7 +86,7 @@ class SegmentTable:
 class SegmentFacts:
     """Builds a partition's SegmentTable, remembering the rows of sealed segments between calls."""
 
-    def __init__(self, view: PartitionView) -> None:
+    def __init__(self, view: PartitionSegments) -> None:
         self.view = view
         self._sealed: dict[int, SegmentRow] = {}
         # The sealed rows as arrays, for the listing they were built from: the view keeps its `bases`
@@ -143,7 +159,7 @@ def _last_time_entry(path: Path) -> int:
     return int(tail[0])
 
 
-def first_offset_at_or_after(view: PartitionView, table: SegmentTable, timestamp: int) -> int:
+def first_offset_at_or_after(view: PartitionSegments, table: SegmentTable, timestamp: int) -> int:
     """The first offset whose timestamp is >= `timestamp` (the end offset if none is). The segments' newest
     timestamps skip, without opening them, every segment before the first that reaches it; a segment is
     searched by its index and timestamp column (one whose newest timestamp could not be read is searched
