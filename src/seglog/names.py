@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from seglog.errors import InvalidNameError
 
 __all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "MAX_SUBSCRIPTION_NAME_LENGTH", "NamespaceName",
-           "TopicName", "validate_part", "validate_subscription_name"]
+           "REPLICATOR_PREFIX", "TopicName", "validate_part", "validate_subscription_name"]
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
@@ -22,6 +22,9 @@ MAX_PART_LENGTH = 255
 # A subscription's files are `<name>.cursor`, `<name>.cursor.tmp` and `<name>.lock`: room for the longest
 # suffix, and a little more for any a later version adds.
 MAX_SUBSCRIPTION_NAME_LENGTH = MAX_PART_LENGTH - 16
+# Pulsar's replicatorPrefix: a producer named `pulsar.repl.A-->B` is cluster A's replicator to B, and a
+# subscription named `pulsar.repl.B` is a replicator's cursor (its backlog is the replication backlog to B)
+REPLICATOR_PREFIX = "pulsar.repl."
 
 _PERSISTENT = "persistent://"
 

@@ -112,7 +112,8 @@ class Topic:
 
     def stats(self) -> dict[str, Any]:
         """Pulsar-style topic stats: storage (logical and on disk), backlog per subscription, the policies
-        in force with their levels, and the backlog quotas' limits and usage (see stats.py)."""
+        in force with their levels, the backlog quotas' limits and usage, and the replication backlog per
+        remote cluster (see stats.py)."""
         self.fence.check()
         return topic_stats(self._broker, self.ref)
 

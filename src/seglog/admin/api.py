@@ -480,6 +480,8 @@ class Topics(PolicyLevel):
         return self._broker.topic(topic).config.to_admin()
 
     def stats(self, topic: str) -> dict[str, Any]:
+        """The topic's stats (Topic.stats): storage, backlog per subscription, policies in force, backlog
+        quotas' usage, and `replication`, the replication cursors' backlogs per remote cluster."""
         return topic_stats(self._broker, self._broker.topic(topic))
 
     def internal_stats(self, topic: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from seglog.catalog.policies import MB, MINUTE_MS, Retention
 from seglog.lifecycle.backlog import backlog_count, partition_backlog
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
+from seglog.names import REPLICATOR_PREFIX
 from seglog.storage.segment import list_segments
 from seglog.subscriptions.subscription import reading
 
@@ -62,6 +63,23 @@ def shown_retention(retention: Retention) -> dict[str, int]:
     return shown
 
 
+# Pulsar's ReplicatorStats of a remote cluster, with nothing measured: what a data directory shows, where no
+# replicator runs; a server fills in its replicators' connections and counts (server/rest/stats.py)
+REPLICATOR_STATS: dict[str, Any] = {
+    "msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgInCounter": 0, "bytesInCounter": 0, "msgRateOut": 0.0,
+    "msgThroughputOut": 0.0, "msgOutCounter": 0, "bytesOutCounter": 0, "msgRateExpired": 0.0,
+    "replicationBacklog": 0, "connected": False, "replicationDelayInSeconds": 0, "inboundConnection": None,
+    "inboundConnectedSince": None, "outboundConnection": None, "outboundConnectedSince": None}
+
+
+def replication_section(backlogs: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The `replication` section of stats from the messages behind each subscription (`backlogs`): per remote
+    cluster X whose replicator's cursor `pulsar.repl.X` the topic has, ReplicatorStats with that cursor's
+    backlog as replicationBacklog; {} for a topic that replicates nowhere."""
+    return {name[len(REPLICATOR_PREFIX):]: {**REPLICATOR_STATS, "replicationBacklog": messages}
+            for name, messages in sorted(backlogs.items()) if name.startswith(REPLICATOR_PREFIX)}
+
+
 def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     policies = broker.catalog.policies(ref)
     retention = policies.retention
@@ -73,7 +91,8 @@ def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 
 def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
-    """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage."""
+    """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage, and
+    `replication`: the replication cursors' backlogs per remote cluster (replication_section)."""
     now = broker.clock()
     tables = _tables(broker, ref)
     subscriptions: dict[str, Any] = {}
@@ -115,6 +134,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
                        for p, (_, table) in enumerate(tables)},
         "policies": _policies(broker, ref),
         "subscriptions": subscriptions,
+        "replication": replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}),
     }
 
 

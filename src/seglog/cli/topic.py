@@ -267,12 +267,10 @@ def _policy_rows(policies: dict[str, Any]) -> list[tuple[str, str]]:
 @pass_data
 def stats(data: DataDir, name: str) -> None:
     """Topic stats as JSON, as pulsar-admin topics stats: storage, backlog per subscription, quotas, and
-    `replication`: per remote cluster, what the server's replicators do (with --url; empty on a data
-    directory, where no replicator runs)."""
+    `replication`: per remote cluster, the backlog of its replicator's cursor and, with --url, what the
+    server's replicators do (on a data directory no replicator runs: nothing is connected)."""
     with data.admin() as admin:
-        stats = admin.topics.stats(name)
-    stats.setdefault("replication", {})
-    print_json(stats)
+        print_json(admin.topics.stats(name))
 
 
 @topic.command(name="internal-stats")

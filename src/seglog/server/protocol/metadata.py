@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 
 from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
+from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol import pulsar_api_pb2 as api
 
 PRODUCER = "pulsar.producer"
@@ -38,9 +39,6 @@ REPLICATE_TO = "pulsar.replicate_to"
 REPLICATED_FROM = "pulsar.replicated_from"
 REPLICATED_OFFSET = "pulsar.replicated_offset"
 CHUNK = "pulsar.chunk"
-# Pulsar's replicatorPrefix: a producer named `pulsar.repl.A-->B` is cluster A's replicator to B, and a
-# subscription named `pulsar.repl.B` is a replicator's cursor
-REPLICATOR_PREFIX = "pulsar.repl."
 # the durable subscription through which `seglog serve --configuration-sync-topic` applies the configuration
 # changes of other clusters (replication/config_sync.py); not under REPLICATOR_PREFIX, where a cursor
 # `pulsar.repl.X` is read as the replicator to cluster X (stats) and X may be any cluster's name

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.admin.stats import backlog_messages, consumer_states, partition_subscriptions
+from seglog.admin.stats import (
+    REPLICATOR_STATS,
+    backlog_messages,
+    consumer_states,
+    partition_subscriptions,
+    replication_section,
+)
 from seglog.catalog.topics import TopicRef
+from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol.message_ids import LEDGER_ID
-from seglog.server.protocol.metadata import REPLICATOR_PREFIX, replicator_origin
+from seglog.server.protocol.metadata import replicator_origin
 from seglog.server.rest.base import RestContext
 
 PULSAR_TYPES = {"exclusive": "Exclusive", "shared": "Shared", "failover": "Failover", "key_shared": "Key_Shared"}
@@ -56,25 +63,16 @@ def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, 
             "subscriptionProperties": {}, "nonContiguousDeletedMessagesRanges": 0}
 
 
-# Pulsar's ReplicatorStats with nothing measured yet: a remote's entry has every key
-_REPLICATOR = {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgInCounter": 0, "bytesInCounter": 0,
-               "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgOutCounter": 0, "bytesOutCounter": 0,
-               "msgRateExpired": 0.0, "replicationBacklog": 0, "connected": False, "replicationDelayInSeconds": 0,
-               "inboundConnection": None, "inboundConnectedSince": None, "outboundConnection": None,
-               "outboundConnectedSince": None}
-
-
-def _replication(ctx: RestContext, ref: TopicRef, partition: int | None, backlogs: dict[str, int]) -> dict[str, Any]:
-    """The `replication` section: per remote cluster, what this cluster's replicators send it (the
-    replication extension), what its replicators write here (the server's producers), and the backlog
-    of the replicator's cursor `pulsar.repl.REMOTE` (`backlogs`: messages by subscription name)."""
+def _replication(ctx: RestContext, ref: TopicRef, partition: int | None,
+                 section: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The `replication` section with what the server knows besides the admin stats' `section` (the backlogs
+    of the replicators' cursors `pulsar.repl.REMOTE`): per remote cluster, what this cluster's replicators send
+    it (the replication extension) and what its replicators write here (the server's producers)."""
     outbound = ctx.replication_stats(str(ref.name), partition)
     inbound = ctx.service.inbound_replication(str(ref.name)) if partition is None else {}
-    backlogs = {name[len(REPLICATOR_PREFIX):]: messages for name, messages in backlogs.items()
-                if name.startswith(REPLICATOR_PREFIX)}
-    return {remote: {**_REPLICATOR, **inbound.get(remote, {}), **outbound.get(remote, {}),
-                     "replicationBacklog": backlogs.get(remote, 0)}
-            for remote in sorted({*outbound, *inbound, *backlogs})}
+    return {remote: {**REPLICATOR_STATS, **inbound.get(remote, {}), **outbound.get(remote, {}),
+                     "replicationBacklog": section.get(remote, REPLICATOR_STATS)["replicationBacklog"]}
+            for remote in sorted({*outbound, *inbound, *section})}
 
 
 def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
@@ -85,7 +83,7 @@ def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
     if not (ctx.replication_stats(str(ref.name), None) or ctx.service.inbound_replication(str(ref.name))
             or any(name.startswith(REPLICATOR_PREFIX) for name in ctx.broker.subscriptions.names(ref))):
         return {}
-    return _replication(ctx, ref, None, backlog_messages(ctx.broker, ref, REPLICATOR_PREFIX))
+    return _replication(ctx, ref, None, replication_section(backlog_messages(ctx.broker, ref, REPLICATOR_PREFIX)))
 
 
 def _backlogs(subscriptions: dict[str, Any]) -> dict[str, int]:
@@ -113,7 +111,7 @@ def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -
     subscriptions = {name: _subscription(ctx, ref, name, s) for name, s in seglog["subscriptions"].items()}
     stats = _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
                          seglog["storageSize"], seglog["backlogSize"],
-                         _replication(ctx, ref, None, _backlogs(subscriptions)))
+                         _replication(ctx, ref, None, seglog["replication"]))
     # seglog's: messages whose producer named clusters outside the namespace's allowed ones, per cluster
     stats["replicationNotAllowed"] = ctx.service.not_allowed_counts(str(ref.name))
     return stats
@@ -135,7 +133,7 @@ def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[st
             slowest = max((s["backlogSize"] for s in subscriptions.values()), default=0)
             stats["partitions"][ref.pulsar_name(p)] = _topic_stats(
                 seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest,
-                _replication(ctx, ref, p, _backlogs(subscriptions)))
+                _replication(ctx, ref, p, replication_section(_backlogs(subscriptions))))
     return stats
 
 
