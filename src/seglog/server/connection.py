@@ -19,7 +19,6 @@ from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from seglog import __version__
 from seglog.server import auth
 from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession
 from seglog.server.errors import Attempt, ServerFailure, answering_failures, server_error
@@ -39,6 +38,7 @@ from seglog.server.protocol.frames import (
 from seglog.server.service import BrokerService
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
 from seglog.subscriptions.subscription import Subscription
+from seglog.version import __version__
 
 logger = logging.getLogger("seglog.server")
 
@@ -127,8 +127,8 @@ class Connection:
     def stop_reading(self) -> None:
         """Shutdown: take no further command; those received are still answered, then the connection closes."""
         self._closing = True
-        transport = self.writer.transport
-        if not transport.is_closing():
+        transport = self.writer.transport  # (typed as the writing half; it is the socket's whole Transport)
+        if not transport.is_closing() and isinstance(transport, asyncio.ReadTransport):
             transport.pause_reading()
         self.reader.feed_eof()
 

@@ -238,7 +238,7 @@ class BrokerService:
         partitioned topic each by its own (`NAME-partition-i`), as Pulsar's broker lists them."""
         probe = TopicName.parse(f"{namespace}/_")  # (checks the namespace's form)
         self._check_namespace(probe)
-        topics = []
+        topics: list[str] = []
         for full in self.broker.catalog.topic_names():
             name = TopicName.parse(full)
             if name.namespace_name != probe.namespace_name:
