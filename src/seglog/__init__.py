@@ -16,7 +16,7 @@ from seglog.log import Log, is_data_directory, open  # noqa: A004 - seglog.open,
 from seglog.producer import Producer
 from seglog.storage.reader import Reader
 from seglog.topic import Topic
+from seglog.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["Log", "ManualClock", "Message", "MessageId", "Producer", "Reader", "SeglogError", "Topic",
            "is_data_directory", "open", "system_clock", "__version__"]

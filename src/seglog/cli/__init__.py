@@ -20,7 +20,6 @@ from pathlib import Path
 
 import click
 
-from seglog import __version__
 from seglog.cli.auth_options import auth_options
 from seglog.cli.base import CONTEXT_SETTINGS, SeglogGroup
 from seglog.cli.bench import bench
@@ -38,6 +37,7 @@ from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
 from seglog.cli.tokens import tokens
 from seglog.cli.topic import topic, topic_alias
+from seglog.version import __version__
 
 __all__ = ["main"]
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from urllib.parse import urlsplit
 
-from seglog import __version__
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import (
     FrameDecoder,
@@ -30,6 +29,7 @@ from seglog.server.protocol.frames import (
     encode_command,
     encode_send,
 )
+from seglog.version import __version__
 
 logger = logging.getLogger("seglog.replication")
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog import __version__
 from seglog.server.rest import (
     brokers,
     clusters,
@@ -28,6 +27,7 @@ from seglog.server.rest import (
 )
 from seglog.server.rest.base import CONTEXT, RestContext, Route, json_response, wrap
 from seglog.server.rest.middleware import dispatch
+from seglog.version import __version__
 
 OPENAPI = "/admin/v2/openapi.json"
 _STATUS_TEXT = {200: "OK", 204: "No Content", 400: "Invalid value", 403: "Not allowed", 404: "Not found",
