@@ -1,11 +1,16 @@
-"""Builds seglog's native core: one Cython extension per kernel module, all sharing the small C file
-`_core/native.c` (CRC32C, murmur2, memory fences, page prefaulting).
+"""Builds seglog's native core: one Cython extension per kernel module, all linking the small C library
+`_core/native.c` (CRC32C, murmur2, memory fences, page prefaulting), compiled once for all of them.
+
+Cython translates the .pyx files when the extensions are built, not when this file is read: the other build
+steps (the sdist, the metadata pip asks for first) then take seconds, and the sdist ships the .pyx sources,
+not generated C. Translation and compilation each use every CPU this process may run on.
 
 Switches (environment variables):
   SEGLOG_DEBUG=1      build without optimisation, with assertions and Cython's bounds checks
   SEGLOG_ANNOTATE=1   write Cython's HTML annotation next to each .pyx (to find Python calls on hot paths)
 """
 
+import glob
 import os
 import platform
 import tempfile
@@ -13,6 +18,7 @@ import tempfile
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
 from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("SEGLOG_DEBUG") == "1"
@@ -67,18 +73,58 @@ def avx512_macros(compiler) -> list[tuple[str, str]]:
     return [("SEGLOG_NO_AVX512", "1")]
 
 
+def usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):  # Linux: the CPUs this process may run on (a container's share)
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class BuildClib(build_clib):
+    def build_libraries(self, libraries):
+        for _, build_info in libraries:
+            build_info["macros"] = build_info.get("macros", []) + avx512_macros(self.compiler)
+        super().build_libraries(libraries)
+
+
 class BuildExt(build_ext):
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:  # `-j N` given to build_ext still wins
+            self.parallel = usable_cpus()
+
     def build_extensions(self):
-        macros = avx512_macros(self.compiler)
-        for extension in self.extensions:
-            extension.define_macros += macros
+        translated = cythonize(
+            self.extensions,
+            nthreads=usable_cpus(),
+            language_level=3,
+            annotate=os.environ.get("SEGLOG_ANNOTATE") == "1",
+            compiler_directives={
+                "boundscheck": DEBUG,
+                "wraparound": False,
+                "cdivision": True,
+                "initializedcheck": DEBUG,
+                "embedsignature": True,
+            },
+        )
+        sources = {extension.name: extension.sources for extension in translated}
+        for extension in self.extensions:  # the same objects: build_ext has set them up
+            extension.sources = sources[extension.name]
         super().build_extensions()
 
+
+# Compiled once into a static library (position-independent, as the extensions it goes into) that each
+# extension links its own copy of, as when each compiled native.c itself.
+NATIVE = ("seglog_native", {"sources": [f"{CORE}/native.c"], "include_dirs": [CORE], "cflags": compile_args(),
+                            "obj_deps": {"": [f"{CORE}/native.h"]}})
+
+# `depends`: a change to a header or a .pxd rebuilds the modules that use it, and the sdist ships them.
+HEADERS = [f"{CORE}/native.h", *sorted(glob.glob(f"{CORE}/*.pxd"))]
 
 extensions = [
     Extension(
         f"seglog._core.{name}",
-        sources=[f"{CORE}/{name}.pyx", f"{CORE}/native.c"],
+        sources=[f"{CORE}/{name}.pyx"],
+        depends=HEADERS,
         include_dirs=[CORE, np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=compile_args(),
@@ -86,18 +132,4 @@ extensions = [
     for name in KERNEL_MODULES
 ]
 
-setup(
-    cmdclass={"build_ext": BuildExt},
-    ext_modules=cythonize(
-        extensions,
-        language_level=3,
-        annotate=os.environ.get("SEGLOG_ANNOTATE") == "1",
-        compiler_directives={
-            "boundscheck": DEBUG,
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": DEBUG,
-            "embedsignature": True,
-        },
-    )
-)
+setup(cmdclass={"build_clib": BuildClib, "build_ext": BuildExt}, libraries=[NATIVE], ext_modules=extensions)
