@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -31,11 +31,22 @@ from seglog.subscriptions.subscription import Subscription
 from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
-    from seglog.topic import Topic
+    from seglog.catalog.topics import TopicRef
+    from seglog.storage.fence import TopicFence
 
 RECEIVER_QUEUE_SIZE = 1000  # messages one receive() prefetches, as Pulsar's receiverQueueSize
 _CLOSED = b"\1"  # the fence of a closed consumer: set, so that ack() takes the slow path, which says closed
 _consumer_numbers = count()
+
+
+class ConsumerTopic(Protocol):
+    """What a consumer uses of the topic handle that made it (seglog.topic.Topic, which imports this module)."""
+    ref: TopicRef  # the topic's name, partitions and settings
+    fence: TopicFence  # set when the topic is deleted, by any process
+
+    @property
+    def name(self) -> str: ...
+    def end_offset(self, partition: int = 0) -> int: ...
 
 
 @dataclass
@@ -55,7 +66,7 @@ class Consumer:
     on a shared or key_shared subscription). One process consumes a subscription at a time: a consumer in
     another process gets ConsumerBusyError."""
 
-    def __init__(self, topic: Topic, subscription: Subscription, registry: Subscriptions, *,
+    def __init__(self, topic: ConsumerTopic, subscription: Subscription, registry: Subscriptions, *,
                  subscription_type: str, consumer_name: str | None, ack_timeout: Any,
                  negative_ack_redelivery_delay: Any) -> None:
         self.topic = topic
@@ -240,9 +251,9 @@ class Consumer:
         if isinstance(position, MessageId):
             partitions, position = [position.partition], position.offset
         else:
-            partitions = [self._partition(partition)] if partition is not None else range(self.topic.partitions)
+            partitions = [self._partition(partition)] if partition is not None else range(self.topic.ref.partitions)
         for p in partitions:
-            self.subscription.seek(p, self._registry.store.start_offset(self.topic.topic_name, p, position))
+            self.subscription.seek(p, self._registry.store.start_offset(self.topic.ref.name, p, position))
 
     # lifecycle
 

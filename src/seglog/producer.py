@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from seglog._core._accumulator import Accumulator, SendPath
 from seglog._core._messages import MessageId
@@ -20,13 +20,20 @@ from seglog.storage.batch import checked_source
 from seglog.units import parse_duration, parse_size, parse_timeout
 
 if TYPE_CHECKING:
+    from seglog.catalog.topics import TopicRef
     from seglog.lifecycle.quota import QuotaGuard
+    from seglog.storage.fence import TopicFence
     from seglog.storage.store import PartitionStore
     from seglog.storage.writer import PartitionWriter
-    from seglog.topic import Topic
 
 _CLOSED = b"\0"  # the fence of a closed producer: send() refuses it as closed first
 PRODUCER_DEFAULTS = {"batch_size": 1 << 20, "linger_ms": 5}
+
+
+class ProducerTopic(Protocol):
+    """What a producer uses of the topic handle that made it (seglog.topic.Topic, which imports this module)."""
+    ref: TopicRef  # the topic's name, partitions and settings
+    fence: TopicFence  # set when the topic is deleted, by any process
 
 
 class Producer(SendPath):
@@ -45,7 +52,7 @@ class Producer(SendPath):
     `send_batch` and `flush` interleave, every message is stored once, at the MessageId its call returned.
     A producer cannot cross processes; each process makes its own, for partitions no other process writes."""
 
-    def __init__(self, topic: Topic, store: PartitionStore, quota_guard: QuotaGuard, *,
+    def __init__(self, topic: ProducerTopic, store: PartitionStore, quota_guard: QuotaGuard, *,
                  batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
                  linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
                  partitions: Iterable[int] | None = None) -> None:
@@ -61,14 +68,14 @@ class Producer(SendPath):
         # A partition's writer (and its writer lock) is taken at the first message for it, so a producer
         # that writes some partitions leaves the others to other processes: one writer per partition.
         self._ref = topic.ref  # the partitions as the producer was made: a topic grown since is not seen
-        self._partitions = topic.partitions
+        self._partitions = topic.ref.partitions
         self._writers: list[PartitionWriter | None] = [None] * self._partitions
         self._accumulators: list[Accumulator | None] = [None] * self._partitions  # send()'s view of them
         self._opening = threading.Lock()
         self._next_batch_partition = 0
         self._closed = False
         opening = _partitions_to_open(partitions, self._partitions)
-        store.producer_opened(topic.topic_name)
+        store.producer_opened(topic.ref.name)
         self._init_send_path(self._accumulators, self.batch_size, topic.fence.lend(self._let_go))
         try:
             for partition in opening:
@@ -101,7 +108,7 @@ class Producer(SendPath):
             with self._opening:  # threads sending to a new partition at once open it once
                 writer = self._writers[partition]
                 if writer is None:
-                    writer = self._store.acquire_writer(self.topic.topic_name, partition, self.topic.config)
+                    writer = self._store.acquire_writer(self.topic.ref.name, partition, self.topic.ref.config)
                     self._accumulators[partition] = writer.accumulator
                     self._writers[partition] = writer
         return writer
@@ -175,8 +182,8 @@ class Producer(SendPath):
             self._let_go()
             for partition, writer in enumerate(self._writers):
                 if writer is not None:
-                    self._store.release_writer(self.topic.topic_name, partition, self.topic.fence)
-            self._store.producer_closed(self.topic.topic_name, self.topic.fence)
+                    self._store.release_writer(self.topic.ref.name, partition, self.topic.fence)
+            self._store.producer_closed(self.topic.ref.name, self.topic.fence)
 
     def _let_go(self) -> None:
         """Refuse every call from now on, and let go of the fence's map that send() tests. The producer
