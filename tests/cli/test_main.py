@@ -38,7 +38,7 @@ def test_the_commands() -> None:
                              "get-replicated-subscription-status", "set-replicated-subscription-status"]
     topic_commands = sorted([("create",), ("delete",), ("describe",), ("explain",), ("internal-stats",), ("list",),
                              ("create-partitioned-topic",), ("get-partitioned-topic-metadata",),
-                             ("list-partitioned-topics",),
+                             ("list-partitioned-topics",), ("partitioned-stats",),
                              ("stats",), ("stats-internal",), ("update",), ("update-partitioned-topic",),
                              ("get-replication-clusters",), ("remove-replication-clusters",),
                              ("set-replication-clusters",), *[(c,) for c in policy_commands + subscription_commands]])

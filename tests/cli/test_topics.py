@@ -322,3 +322,18 @@ def test_create_partitioned_topic_and_its_metadata(runner: CliRunner, data: Path
                                                   code=2).output
     assert "public/default/nope does not exist" in run(runner, data, "topics", "get-partitioned-topic-metadata",
                                                        "nope", code=2).output
+
+
+def test_partitioned_stats_as_pulsar_admin_prints_them(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topics", "create-partitioned-topic", "events", "-p", "2")
+    run(runner, data, "produce", "events", "--partition", "1", input="a\nb\n")
+    stats = json.loads(run(runner, data, "topics", "partitioned-stats", "events").output)
+    assert stats["metadata"] == {"partitions": 2} and stats["partitions"] == {}
+    assert stats["publishers"] == [] and stats["replication"] == {} and stats["storageSize"] > 0
+    each = json.loads(run(runner, data, "topics", "partitioned-stats", "events", "--per-partition").output)
+    assert list(each["partitions"]) == [f"persistent://public/default/events-partition-{p}" for p in (0, 1)]
+    assert each["partitions"]["persistent://public/default/events-partition-0"]["storageSize"] == 0
+    run(runner, data, "topics", "create", "one")
+    refused = run(runner, data, "topics", "partitioned-stats", "one", code=2)
+    assert one_line(refused.output) == ("Error: partitioned topic public/default/one does not exist "
+                                        "(public/default/one is non-partitioned)")

@@ -151,6 +151,8 @@ STEPS: list[tuple[str, ...]] = [
     ("topics", "set-replicated-subscription-status", "acme/ns/orders", "-s", "nope", "-d"),
     ("topics", "get-replicated-subscription-status", "acme/ns/nope", "-s", "fresh"),
     ("topics", "stats", "acme/ns/orders"), ("topics", "stats", "events"), ("topics", "internal-stats", "events"),
+    ("topics", "partitioned-stats", "events"), ("topics", "partitioned-stats", "events", "--per-partition"),
+    ("topics", "partitioned-stats", "acme/ns/orders"), ("topics", "partitioned-stats", "nope"),
     ("topics", "stats-internal", "acme/ns/orders"), ("topics", "explain", "events", "--json"),
     ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),
     ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),

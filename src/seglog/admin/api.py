@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
+from seglog.admin import pulsar_stats
 from seglog.admin.stats import explain_retention, internal_stats, replicated, topic_stats
 from seglog.broker import check_partition_count
 from seglog.catalog.clusters import (
@@ -483,6 +484,15 @@ class Topics(PolicyLevel):
         """The topic's stats (Topic.stats): storage, backlog per subscription, policies in force, backlog
         quotas' usage, and `replication`, the replication cursors' backlogs per remote cluster."""
         return topic_stats(self._broker, self._broker.topic(topic))
+
+    def partitioned_stats(self, topic: str, *, per_partition: bool = False) -> dict[str, Any]:
+        """Pulsar's PartitionedTopicStats of a topic of several partitions (pulsar-admin topics
+        partitioned-stats): its TopicStats, every partition together, with `metadata` {'partitions': N} and,
+        with `per_partition`, each partition's TopicStats under `partitions` by its Pulsar name
+        ('persistent://tenant/namespace/topic-partition-N'). NotFoundError for a topic of one partition
+        (non-partitioned in Pulsar: see `stats`). Producers and replicators are a server's: the publishers
+        are [] and the replication section shows the replication cursors' backlogs."""
+        return pulsar_stats.partitioned_stats(self._broker, self._broker.topic(topic), per_partition=per_partition)
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
         return internal_stats(self._broker, self._broker.topic(topic))

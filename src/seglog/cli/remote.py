@@ -385,12 +385,12 @@ class RemoteTopics(RemotePolicyLevel):
     def stats(self, topic: str) -> dict[str, Any]:
         """seglog's stats, with the `replication` section of Pulsar's TopicStats (the server's replicators)."""
         stats = self._http.call("GET", f"{self._seglog(topic)}/stats")
-        pulsar = self._partitioned_stats(topic, per_partition=False) if len(stats["partitions"]) > 1 else \
+        pulsar = self.partitioned_stats(topic) if len(stats["partitions"]) > 1 else \
             self._http.call("GET", f"{self._base(topic)}/stats")
         stats["replication"] = pulsar["replication"]
         return stats
 
-    def _partitioned_stats(self, topic: str, *, per_partition: bool) -> dict[str, Any]:
+    def partitioned_stats(self, topic: str, *, per_partition: bool = False) -> dict[str, Any]:
         return self._http.call("GET", f"{self._base(topic)}/partitioned-stats",
                                params={"perPartition": str(per_partition).lower()})
 

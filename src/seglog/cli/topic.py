@@ -1,6 +1,6 @@
-"""`seglog topics create|list|describe|delete|stats|internal-stats|explain|...`: managing the topics of a data
-directory or server, with pulsar-admin's group name (`seglog topic` is a hidden alias that older scripts use),
-a topic's own policies (policy_commands.py) and its replication clusters."""
+"""`seglog topics create|list|describe|delete|stats|partitioned-stats|internal-stats|explain|...`: managing the
+topics of a data directory or server, with pulsar-admin's group name (`seglog topic` is a hidden alias that older
+scripts use), a topic's own policies (policy_commands.py) and its replication clusters."""
 
 from __future__ import annotations
 
@@ -271,6 +271,19 @@ def stats(data: DataDir, name: str) -> None:
     server's replicators do (on a data directory no replicator runs: nothing is connected)."""
     with data.admin() as admin:
         print_json(admin.topics.stats(name))
+
+
+@topic.command(name="partitioned-stats", short_help="Print a partitioned topic's stats as Pulsar's JSON.")
+@click.argument("name")
+@click.option("--per-partition", is_flag=True, help="Each partition's stats too, by its NAME-partition-N name.")
+@pass_data
+def partitioned_stats(data: DataDir, name: str, per_partition: bool) -> None:
+    """Stats of topic NAME, which has several partitions (a partitioned topic in Pulsar), as pulsar-admin topics
+    partitioned-stats prints them: Pulsar's TopicStats of every partition together, `metadata` with the
+    partition count and, with --per-partition, each partition's TopicStats under `partitions`. Publishers and
+    replicators' connections are a server's: on a data directory there are none."""
+    with data.admin() as admin:
+        print_json(admin.topics.partitioned_stats(name, per_partition=per_partition))
 
 
 @topic.command(name="internal-stats")

@@ -1,8 +1,7 @@
 """Topic stats and internal stats in Pulsar's shapes (TopicStats, PartitionedTopicStats,
-PersistentTopicInternalStats), made from what seglog's admin stats compute plus the server's connected
-producers and consumers.
+PersistentTopicInternalStats): the admin layer's (admin/pulsar_stats.py) with what only the server knows, its
+connected producers, its replicators' connections and counts, and the messages it refused to replicate.
 
-seglog measures no rates or counters yet: msgRateIn/Out, msgThroughputIn/Out and the *Counter keys are 0.
 Positions are message ids as the binary protocol sends them (`0:offset`, server/protocol/message_ids.py);
 in internalStats a ledger is a segment, its `ledgerId` the segment's base offset."""
 
@@ -10,57 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.admin.stats import (
-    REPLICATOR_STATS,
-    backlog_messages,
-    consumer_states,
-    partition_subscriptions,
-    replication_section,
-)
+from seglog.admin.pulsar_stats import publisher_stats, pulsar_topic_stats
+from seglog.admin.stats import REPLICATOR_STATS, backlog_messages, replication_section
 from seglog.catalog.topics import TopicRef
 from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol.message_ids import LEDGER_ID
 from seglog.server.protocol.metadata import replicator_origin
 from seglog.server.rest.base import RestContext
 
-PULSAR_TYPES = {"exclusive": "Exclusive", "shared": "Shared", "failover": "Failover", "key_shared": "Key_Shared"}
-
 
 def position(offset: int) -> str:
     """A position as Pulsar's `ledgerId:entryId`, by the message-id rule (entryId -1: before the first)."""
     return f"{LEDGER_ID}:{offset}"
-
-
-def _publisher(name: str) -> dict[str, Any]:
-    return {"producerName": name, "accessMode": "Shared", "msgRateIn": 0.0, "msgThroughputIn": 0.0,
-            "averageMsgSize": 0.0, "chunkedMessageRate": 0.0, "address": None, "connectedSince": None,
-            "clientVersion": None, "metadata": {}, "supportsPartialProducer": False}
-
-
-def _consumer(state: dict[str, Any]) -> dict[str, Any]:
-    return {"consumerName": state["name"], "msgRateOut": 0.0, "msgThroughputOut": 0.0, "msgRateRedeliver": 0.0,
-            "availablePermits": state["permits"] or 0, "unackedMessages": state["unacked"],
-            "blockedConsumerOnUnackedMsgs": state["blocked"], "address": None, "connectedSince": None,
-            "clientVersion": None, "msgOutCounter": 0, "bytesOutCounter": 0, "lastAckedTimestamp": 0,
-            "lastConsumedTimestamp": 0, "metadata": {}}
-
-
-def _subscription(ctx: RestContext, ref: TopicRef, name: str, seglog: dict[str, Any],
-                  partition: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A SubscriptionStats from seglog's stats of the subscription, with one partition's backlog and
-    replication (partition_subscriptions) for a partition's stats."""
-    consumers = [_consumer(state) for state in consumer_states(ctx.broker, ref, name)]
-    own = seglog if partition is None else partition
-    messages, size = own["msgBacklog"], own["backlogSize"]
-    return {"msgRateOut": 0.0, "msgThroughputOut": 0.0, "bytesOutCounter": 0, "msgOutCounter": 0,
-            "msgRateRedeliver": 0.0, "msgRateExpired": 0.0, "totalMsgExpired": seglog["msgExpired"],
-            "msgBacklog": messages, "msgBacklogNoDelayed": messages, "msgDelayed": 0, "backlogSize": size,
-            "unackedMessages": sum(c["unackedMessages"] for c in consumers),
-            "type": PULSAR_TYPES.get(seglog["type"], seglog["type"]),
-            "activeConsumerName": consumers[0]["consumerName"] if consumers else None, "consumers": consumers,
-            "isDurable": True, "isReplicated": own["isReplicated"], "messageAckRate": 0.0, "lastExpireTimestamp": 0,
-            "lastConsumedTimestamp": 0, "lastAckedTimestamp": 0, "lastMarkDeleteAdvancedTimestamp": 0,
-            "subscriptionProperties": {}, "nonContiguousDeletedMessagesRanges": 0}
 
 
 def _replication(ctx: RestContext, ref: TopicRef, partition: int | None,
@@ -86,54 +46,35 @@ def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
     return _replication(ctx, ref, None, replication_section(backlog_messages(ctx.broker, ref, REPLICATOR_PREFIX)))
 
 
-def _backlogs(subscriptions: dict[str, Any]) -> dict[str, int]:
-    return {name: s["msgBacklog"] for name, s in subscriptions.items()}
-
-
-def _topic_stats(seglog: dict[str, Any], publishers: list[str], subscriptions: dict[str, Any],
-                 storage: int, backlog: int, replication: dict[str, Any]) -> dict[str, Any]:
-    return {"msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
-            "msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0,
-            "averageMsgSize": 0.0, "msgChunkPublished": False, "storageSize": storage, "backlogSize": backlog,
-            "offloadedStorageSize": 0, "earliestMsgPublishTimeInBacklogs": 0,
-            # (replicator producers are not publishers: they show in `replication`, as in Pulsar)
-            "publishers": [_publisher(name) for name in publishers if replicator_origin(name) is None],
-            "waitingPublishers": 0, "subscriptions": subscriptions, "replication": replication,
-            "deduplicationStatus": "Disabled",
-            "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0}
+def _add_live(ctx: RestContext, ref: TopicRef, stats: dict[str, Any], producers: list[str],
+              partition: int | None) -> None:
+    """Give TopicStats of the admin layer (of the topic, or of `partition`) the server's connected producers
+    (`producers`, by name) and its replicators."""
+    # (replicator producers are not publishers: they show in `replication`, as in Pulsar)
+    stats["publishers"] = [publisher_stats(name) for name in producers if replicator_origin(name) is None]
+    stats["replication"] = _replication(ctx, ref, partition, stats["replication"])
+    if partition is None:
+        stats["replicationNotAllowed"] = ctx.service.not_allowed_counts(str(ref.name))
 
 
 def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -> dict[str, Any]:
     """TopicStats of a topic (every partition together); `producers` are the connected producers' names by
     partition (BrokerService.producer_names, read on the loop's thread)."""
     ref = ctx.broker.topic(topic)
-    seglog = ctx.admin.topics.stats(topic)
-    subscriptions = {name: _subscription(ctx, ref, name, s) for name, s in seglog["subscriptions"].items()}
-    stats = _topic_stats(seglog, [n for names in producers.values() for n in names], subscriptions,
-                         seglog["storageSize"], seglog["backlogSize"],
-                         _replication(ctx, ref, None, seglog["replication"]))
-    # seglog's: messages whose producer named clusters outside the namespace's allowed ones, per cluster
-    stats["replicationNotAllowed"] = ctx.service.not_allowed_counts(str(ref.name))
+    stats = pulsar_topic_stats(ctx.broker, ref)
+    _add_live(ctx, ref, stats, [name for names in producers.values() for name in names], None)
     return stats
 
 
 def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]], per_partition: bool
                       ) -> dict[str, Any]:
-    """PartitionedTopicStats: the aggregate, `metadata.partitions`, and each partition's TopicStats."""
+    """PartitionedTopicStats (log.admin.topics.partitioned_stats) with the server's producers and replicators,
+    in the aggregate and in each partition's TopicStats."""
     ref = ctx.broker.topic(topic)
-    stats = topic_stats(ctx, topic, producers)
-    stats["metadata"] = {"partitions": ref.partitions}
-    stats["partitions"] = {}
-    if per_partition:
-        seglog = ctx.admin.topics.stats(topic)
-        own = partition_subscriptions(ctx.broker, ref)
-        for p in range(ref.partitions):
-            subscriptions = {name: _subscription(ctx, ref, name, s, own[name][p])
-                             for name, s in seglog["subscriptions"].items() if name in own}
-            slowest = max((s["backlogSize"] for s in subscriptions.values()), default=0)
-            stats["partitions"][ref.pulsar_name(p)] = _topic_stats(
-                seglog, producers.get(p, []), subscriptions, seglog["partitions"][str(p)]["storageSize"], slowest,
-                _replication(ctx, ref, p, replication_section(_backlogs(subscriptions))))
+    stats = ctx.admin.topics.partitioned_stats(topic, per_partition=per_partition)
+    _add_live(ctx, ref, stats, [name for names in producers.values() for name in names], None)
+    for p, name in enumerate(stats["partitions"]):
+        _add_live(ctx, ref, stats["partitions"][name], producers.get(p, []), p)
     return stats
 
 
