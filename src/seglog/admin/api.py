@@ -342,6 +342,20 @@ class Namespaces(PolicyLevel):
         """{role: [actions]} granted on the namespace (pulsar-admin namespaces permissions)."""
         return self._broker.catalog.metadata.namespace_permissions(NamespaceName.parse(name))
 
+    def policies(self, name: str) -> dict[str, Any]:
+        """Pulsar's Policies of the namespace, with its field names (pulsar-admin namespaces policies; GET
+        /admin/v2/namespaces/{tenant}/{namespace}): retention_policies, message_ttl_in_seconds,
+        backlog_quota_map (Pulsar's BacklogQuota by type), replication_clusters, allowed_clusters,
+        auth_policies (namespace_auth: the permissions; seglog has no topic or subscription ones) and
+        autoTopicCreationOverride. A policy not set is None: its default applies."""
+        quotas = self.get_backlog_quotas(name)  # (first: NotFoundError for a namespace that does not exist)
+        return {"retention_policies": self.get_retention(name), "message_ttl_in_seconds": self.get_message_ttl(name),
+                "backlog_quota_map": {t: pulsar_backlog_quota(q) for t, q in quotas.items()},
+                "replication_clusters": self.get_clusters(name), "allowed_clusters": self.get_allowed_clusters(name),
+                "auth_policies": {"namespace_auth": self.permissions(name), "destination_auth": {},
+                                  "subscription_auth_roles": {}},
+                "autoTopicCreationOverride": self.get_auto_topic_creation(name), "deleted": False}
+
     def set_auto_topic_creation(self, name: str, allowed: bool, topic_type: str = "non-partitioned",
                                 partitions: int | None = None) -> None:
         """Whether `seglog serve` creates a missing topic of the namespace on first use, and as what
@@ -799,6 +813,12 @@ Permissions = dict[str, list[str]]  # {role: [actions]} (named here: in Namespac
 Names = list[str]  # cluster names, sorted (named here for the same reason)
 
 
+def pulsar_backlog_quota(quota: Mapping[str, Any]) -> dict[str, Any]:
+    """A backlog quota as get_backlog_quotas gives it ({'limit' | 'limitTime', 'policy'}) as Pulsar's
+    BacklogQuota: limitSize and limitTime, -1 for the one its type does not use."""
+    return {"limitSize": quota.get("limit", -1), "limitTime": quota.get("limitTime", -1), "policy": quota["policy"]}
+
+
 def _role(role: Any, argument: str = "role") -> str:
     """A role name: the subject of a client's token. Any text without commas (lists of roles are
     comma-separated) and without spaces at either end."""
@@ -871,4 +891,4 @@ def _clear_backlog(broker: Broker, ref: TopicRef, subscription: str | None) -> N
                 live.skip_to(partition, broker.store.end_offset(ref.name, partition))
 
 
-__all__ = ["ACTIONS", "Admin", "PolicyLevel"]
+__all__ = ["ACTIONS", "Admin", "PolicyLevel", "pulsar_backlog_quota"]

@@ -105,23 +105,7 @@ def policies(data: DataDir, namespace: str) -> None:
     A policy not set is null (its default applies)."""
     name = namespace_name(namespace)
     with data.admin() as admin:
-        print_json(_pulsar_policies(admin.namespaces, name))
-
-
-def _pulsar_policies(namespaces: Any, name: str) -> dict[str, Any]:
-    """Pulsar's Policies of namespace `name` from the admin API's getters (a data directory's or a server's):
-    the document GET /admin/v2/namespaces/{tenant}/{namespace} answers. A BacklogQuota has both limits,
-    -1 for the one its type does not use."""
-    quotas = namespaces.get_backlog_quotas(name)  # (first: refuses a namespace that does not exist)
-    return {"retention_policies": namespaces.get_retention(name),
-            "message_ttl_in_seconds": namespaces.get_message_ttl(name),
-            "backlog_quota_map": {t: {"limitSize": q.get("limit", -1), "limitTime": q.get("limitTime", -1),
-                                      "policy": q["policy"]} for t, q in quotas.items()},
-            "replication_clusters": namespaces.get_clusters(name),
-            "allowed_clusters": namespaces.get_allowed_clusters(name),
-            "auth_policies": {"namespace_auth": namespaces.permissions(name), "destination_auth": {},
-                              "subscription_auth_roles": {}},
-            "autoTopicCreationOverride": namespaces.get_auto_topic_creation(name), "deleted": False}
+        print_json(admin.namespaces.policies(name))
 
 
 add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,

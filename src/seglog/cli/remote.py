@@ -328,6 +328,9 @@ class RemoteNamespaces(RemotePolicyLevel):
     def permissions(self, name: str) -> Any:
         return self._http.call("GET", f"{self._base(name)}/permissions")
 
+    def policies(self, name: str) -> dict[str, Any]:
+        return self._http.call("GET", self._base(name))
+
     def set_auto_topic_creation(self, name: str, allowed: bool, topic_type: str = "non-partitioned",
                                 partitions: int | None = None) -> None:
         override = AutoTopicCreation.parse(allowed=allowed, topic_type=topic_type, partitions=partitions)

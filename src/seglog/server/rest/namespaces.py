@@ -22,7 +22,7 @@ from seglog.server.rest.base import (
     tenant_of,
 )
 from seglog.server.rest.errors import RestError
-from seglog.server.rest.policies import NAMESPACE_ROUTES, backlog_quota, parse_backlog_quota, parse_retention
+from seglog.server.rest.policies import NAMESPACE_ROUTES, parse_backlog_quota, parse_retention
 from seglog.server.rest.topics import pulsar_topic_names
 
 NAMESPACES = "/admin/v2/namespaces/{tenant}"
@@ -35,31 +35,12 @@ AUTO_TOPIC_CREATION = ('AutoTopicCreationOverride: {"allowAutoTopicCreation": tr
 ACTIONS = 'the actions to grant: a JSON list of "produce" and/or "consume"'
 
 
-def _auth_policies(ctx: RestContext, name: str) -> dict[str, Any]:
-    """Pulsar's AuthPolicies: namespace_auth is the namespace's permissions; seglog has no topic-level or
-    subscription-level ones."""
-    return {"namespace_auth": ctx.admin.namespaces.permissions(name), "destination_auth": {},
-            "subscription_auth_roles": {}}
-
-
 async def list_namespaces(request: web.Request, ctx: RestContext) -> web.Response:
     return json_response(await ctx.blocking(ctx.admin.namespaces.list, tenant_of(request)))
 
 
-def _policies(ctx: RestContext, name: str) -> dict[str, Any]:
-    namespaces = ctx.admin.namespaces
-    if name not in namespaces.list(name.split("/")[0]):
-        raise RestError(404, f"namespace {name} does not exist")
-    return {"retention_policies": namespaces.get_retention(name),
-            "message_ttl_in_seconds": namespaces.get_message_ttl(name),
-            "backlog_quota_map": {t: backlog_quota(q) for t, q in namespaces.get_backlog_quotas(name).items()},
-            "replication_clusters": namespaces.get_clusters(name),
-            "allowed_clusters": namespaces.get_allowed_clusters(name), "auth_policies": _auth_policies(ctx, name),
-            "autoTopicCreationOverride": namespaces.get_auto_topic_creation(name), "deleted": False}
-
-
 async def get_policies(request: web.Request, ctx: RestContext) -> web.Response:
-    return json_response(await ctx.blocking(_policies, ctx, namespace_of(request)))
+    return json_response(await ctx.blocking(ctx.admin.namespaces.policies, namespace_of(request)))
 
 
 def _create(ctx: RestContext, name: str, body: Any) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.admin.api import PolicyLevel
+from seglog.admin.api import PolicyLevel, pulsar_backlog_quota
 from seglog.admin.stats import shown_retention
 from seglog.catalog.policies import MB, MINUTE_MS, QUOTA_TYPES, SECOND_MS, Retention
 from seglog.server.rest.base import (
@@ -35,11 +35,6 @@ BACKLOG_QUOTA = ('BacklogQuota: {"limitSize": bytes} for destination_storage or 
 
 def retention_policies(retention: Retention | None) -> dict[str, int] | None:
     return retention.to_admin() if retention is not None else None
-
-
-def backlog_quota(quota: dict[str, Any]) -> dict[str, Any]:
-    """seglog's {'limit' | 'limitTime', 'policy'} as Pulsar's BacklogQuota (-1: the other limit, unset)."""
-    return {"limitSize": quota.get("limit", -1), "limitTime": quota.get("limitTime", -1), "policy": quota["policy"]}
 
 
 def parse_retention(body: Any) -> tuple[int, int]:
@@ -91,7 +86,7 @@ def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
             return await ctx.blocking(applied, ctx, name, policy)
         value = await ctx.blocking(getattr(level(ctx), f"get_{policy}"), name)
         if policy == "backlog_quotas":
-            return {t: backlog_quota(q) for t, q in value.items()}
+            return {t: pulsar_backlog_quota(q) for t, q in value.items()}
         return value
 
     async def get_retention(request: web.Request, ctx: RestContext) -> web.Response:
@@ -189,7 +184,7 @@ def _applied(ctx: RestContext, topic: str, policy: str) -> Any:
         return policies.message_ttl_ms.value // SECOND_MS
     if policy == "deduplication":
         return policies.deduplication.value
-    return {t: backlog_quota(q.value.to_admin()) for t, q in policies.backlog_quotas.items()}
+    return {t: pulsar_backlog_quota(q.value.to_admin()) for t, q in policies.backlog_quotas.items()}
 
 
 # Pulsar's paths: a namespace's `deduplication`, a topic's `deduplicationEnabled`
