@@ -79,7 +79,8 @@ class Topic:
         """A consumer of the durable subscription `name` (created at `initial_position`, 'latest' or
         'earliest', if it does not exist). subscription_type: 'exclusive' (one consumer), 'failover' (one
         active consumer per partition), 'shared' (messages spread over the consumers), 'key_shared' (each
-        key's messages to one consumer), in any case and as Pulsar spells them ('Shared', 'Key_Shared').
+        key's messages to one consumer). Both in any case and as Pulsar spells them ('Shared', 'Key_Shared',
+        'Earliest').
         ack_timeout: seconds after which an unacknowledged message is redelivered (None: never);
         negative_ack_redelivery_delay: seconds before a negatively acknowledged message is redelivered
         (Pulsar's default, 60). Both are measured by the log's clock."""

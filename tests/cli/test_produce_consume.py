@@ -78,6 +78,16 @@ def test_consume_through_a_subscription_goes_on_where_the_last_run_stopped(runne
     # a new subscription starts at --start: latest skips what is there, earliest (the default) does not
     assert run(runner, data, "consume", "t", "--subscription", "new", "--start", "latest").stdout == ""
     assert len(run(runner, data, "consume", "t", "--subscription", "other").stdout.splitlines()) == 7
+    # Pulsar's spellings of the type and of the initial position
+    run(runner, data, "produce", "t", "--value", "last")
+    assert run(runner, data, "consume", "t", "--subscription", "s", "--subscription-type", "Shared").stdout == (
+        "last\n")
+    assert run(runner, data, "consume", "t", "--subscription", "keys", "--subscription-type", "Key_Shared",
+               "--start", "Latest").stdout == ""
+    assert len(run(runner, data, "consume", "t", "--subscription", "all", "--start", "Earliest").stdout.split()) == 8
+    with seglog.open(data) as log:
+        assert log.topic("t").stats()["subscriptions"]["keys"]["type"] == "key_shared"
+    assert run(runner, data, "consume", "t", "--start", "Latest").stdout == ""  # (a reader's start alike)
 
 
 @pytest.mark.parametrize(("options", "expected"), [
@@ -86,7 +96,9 @@ def test_consume_through_a_subscription_goes_on_where_the_last_run_stopped(runne
     (["--subscription", "s", "--start", "3"], "with --subscription it is where a new subscription starts: "
                                               "'earliest' or 'latest'"),
     (["--subscription-type", "shared"], "'--subscription-type' needs --subscription"),
-    (["--subscription", "s", "--subscription-type", "queue"], "'queue' is not one of 'exclusive'"),
+    (["--subscription", "s", "--subscription-type", "queue"], "Invalid value for '--subscription-type': 'queue'; "
+                                                              "accepted: exclusive, failover, shared or key_shared, "
+                                                              "in any case (Pulsar's Exclusive"),
     (["--subscription", "bad/name"], "subscription name"),
 ])
 def test_consume_refuses_bad_subscription_options_and_creates_nothing(runner: CliRunner, data: Path,

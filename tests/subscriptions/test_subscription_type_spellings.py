@@ -1,5 +1,6 @@
-"""Subscription types as Pulsar spells them (Exclusive, Shared, Failover, Key_Shared, and KeyShared) are
-taken wherever a type is given in-process; a wrong one is refused with the accepted values in one line."""
+"""Subscription types and initial positions as Pulsar spells them (Exclusive, Shared, Failover, Key_Shared, and
+KeyShared; Earliest, Latest) are taken wherever one is given in-process; a wrong one is refused with the accepted
+values in one line."""
 
 import pytest
 
@@ -32,3 +33,22 @@ def test_a_wrong_type_is_refused_naming_the_accepted_ones_in_one_line(log, given
     assert message.endswith("accepted: exclusive, failover, shared or key_shared, in any case (Pulsar's "
                             "Exclusive, Failover, Shared, Key_Shared; KeyShared too)")
     assert topic.subscriptions() == []  # nothing left behind
+
+
+@pytest.mark.parametrize(("given", "backlog"), [("Earliest", 2), ("LATEST", 0), ("latest", 0)])
+def test_pulsars_initial_positions_are_taken(log, given, backlog):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        producer.send(b"a")
+        producer.send(b"b")
+    topic.subscribe("s", initial_position=given).close()
+    assert topic.stats()["subscriptions"]["s"]["msgBacklog"] == backlog
+
+
+@pytest.mark.parametrize("given", ["first", "", None])
+def test_a_wrong_initial_position_is_refused_naming_the_accepted_ones(log, given):
+    topic = log.create_topic("t")
+    with pytest.raises(InvalidArgumentError) as refused:
+        topic.subscribe("s", initial_position=given)
+    assert str(refused.value).endswith("accepted: earliest or latest, in any case (Pulsar's Earliest, Latest)")
+    assert topic.subscriptions() == []

@@ -19,11 +19,11 @@ from seglog.cli.errors import EXIT_INTERRUPTED, UsageProblem
 from seglog.cli.message_format import PRINTED_FORMATS, MessagePrinter
 from seglog.cli.message_sources import PartitionReaders, SubscriptionMessages
 from seglog.cli.output import err, message_count
-from seglog.subscriptions.cursor_file import SUBSCRIPTION_TYPES
+from seglog.errors import InvalidArgumentError
+from seglog.subscriptions.registry import INITIAL_POSITIONS, SUBSCRIPTION_TYPES_ACCEPTED, parse_subscription_type
 from seglog.topic import Topic
 
 CHUNK = 1024  # messages printed at a time: output flows while a long backlog is read
-NEW_SUBSCRIPTION_POSITIONS = ("earliest", "latest")
 def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) -> Any:
     """What Reader accepts as start: 'earliest', 'latest', an offset, or {'timestamp': ms}."""
     if from_timestamp is not None:
@@ -31,12 +31,20 @@ def _start_position(ctx: click.Context, start: str, from_timestamp: int | None) 
             raise UsageProblem("--start and --from-timestamp cannot be used together", ctx)
         return {"timestamp": from_timestamp}
     text = start.strip()
-    if text in NEW_SUBSCRIPTION_POSITIONS:
-        return text
+    if text.lower() in INITIAL_POSITIONS:  # (in any case, as a subscription's initial position)
+        return text.lower()
     if not text.isdigit():
         raise UsageProblem(f"Invalid value for '--start' / '-s': '{start}'; accepted: 'earliest', 'latest', an "
                            f"offset (an int from 0 to {2**63 - 1}), or --from-timestamp MS to start at a time", ctx)
     return int(text)
+
+
+def _subscription_type(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--subscription-type as the API takes it: any case, Pulsar's spellings (Shared, Key_Shared) too."""
+    try:
+        return parse_subscription_type(value)
+    except InvalidArgumentError:
+        raise click.BadParameter(f"'{value}'; accepted: {SUBSCRIPTION_TYPES_ACCEPTED}", ctx, param) from None
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -55,7 +63,7 @@ def _check_subscription_options(ctx: click.Context, subscription: str | None, st
             raise UsageProblem(f"{params[name].get_error_hint(ctx)} cannot be used with --subscription, which "
                                "reads every partition from its cursor (move it with `seglog topics "
                                "reset-cursor`)", ctx)
-    if start not in NEW_SUBSCRIPTION_POSITIONS:
+    if start.strip().lower() not in INITIAL_POSITIONS:
         raise UsageProblem(f"Invalid value for {params['start'].get_error_hint(ctx)}: {start!r}; with "
                            "--subscription it is where a new subscription starts: 'earliest' or 'latest' (an "
                            "existing one goes on at its cursor; move it with `seglog topics reset-cursor`)", ctx)
@@ -88,8 +96,10 @@ def _say_what_is_past_the_end(ctx: click.Context, topic: Topic, readers: Partiti
 @click.option("--subscription", metavar="NAME",
               help="Consume through the durable subscription NAME (created if new): what is printed is "
                    "acknowledged, so the next run goes on after it.")
-@click.option("--subscription-type", type=click.Choice(SUBSCRIPTION_TYPES), default="exclusive",
-              show_default=True, help="The subscription's type, as in Pulsar (with --subscription).")
+@click.option("--subscription-type", default="exclusive", show_default=True, metavar="TYPE",
+              callback=_subscription_type,
+              help="The subscription's type, as in Pulsar (with --subscription): exclusive, failover, shared or "
+                   "key_shared, in any case (Pulsar's Shared, Key_Shared).")
 @click.option("--count", "-n", type=click.IntRange(min=0), metavar="N", help="Stop after N messages.")
 @click.option("--follow", "-f", is_flag=True,
               help="At the end, wait for new messages until Ctrl-C (or until --count messages were printed).")
@@ -111,7 +121,7 @@ def consume(ctx: click.Context, data: DataDir, topic: str, partition: int | None
     (with --follow: after the messages being printed) exits with 130.
     """
     _check_subscription_options(ctx, subscription, start)
-    position = _start_position(ctx, start, from_timestamp) if subscription is None else start
+    position = _start_position(ctx, start, from_timestamp) if subscription is None else start.strip()
     printer = MessagePrinter(output_format)
     printed = 0
     with data.open() as log:

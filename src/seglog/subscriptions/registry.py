@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 SUBSCRIPTION_TYPES_ACCEPTED = ("exclusive, failover, shared or key_shared, in any case (Pulsar's Exclusive, "
                                "Failover, Shared, Key_Shared; KeyShared too)")
+INITIAL_POSITIONS = ("earliest", "latest")  # where a new subscription's cursor starts
+INITIAL_POSITIONS_ACCEPTED = "earliest or latest, in any case (Pulsar's Earliest, Latest)"
 
 
 def parse_subscription_type(value: object) -> str:
@@ -45,6 +47,14 @@ def parse_subscription_type(value: object) -> str:
             if folded == subscription_type.replace("_", ""):
                 return subscription_type
     raise InvalidArgumentError("subscription_type", value, SUBSCRIPTION_TYPES_ACCEPTED)
+
+
+def parse_initial_position(value: object) -> str:
+    """The initial position `value` names, as seglog spells it (one of INITIAL_POSITIONS): any case, so that
+    Pulsar's spellings (Earliest, Latest) are taken as its clients write them."""
+    if isinstance(value, str) and value.lower() in INITIAL_POSITIONS:
+        return value.lower()
+    raise InvalidArgumentError("initial_position", value, INITIAL_POSITIONS_ACCEPTED)
 
 
 class Subscriptions:
@@ -73,8 +83,7 @@ class Subscriptions:
         self.store.fence(ref.name).check()
         validate_subscription_name(name)
         subscription_type = parse_subscription_type(subscription_type)
-        if initial_position not in ("earliest", "latest"):
-            raise InvalidArgumentError("initial_position", initial_position, "'earliest' or 'latest'")
+        initial_position = parse_initial_position(initial_position)
         with self._lock:
             key = (str(ref), name)
             subscription = self._open.get(key)
