@@ -25,7 +25,7 @@ from seglog._core._acks import AckSetBusyError
 from seglog._core._messages import Message, MessageId
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions.dispatch import ConsumerState, Piece
+from seglog.subscriptions.delivery import ConsumerState, Piece
 from seglog.subscriptions.registry import Subscriptions
 from seglog.subscriptions.subscription import Subscription
 from seglog.units import parse_duration, parse_timeout

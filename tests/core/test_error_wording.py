@@ -12,7 +12,7 @@ from seglog.broker import Broker
 from seglog.clock import ManualClock
 from seglog.errors import ConsumerBusyError, CorruptLogError, InvalidArgumentError
 from seglog.subscriptions.cursor_file import decode
-from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
 
 PYTHON_REPR = re.compile(r"[\[\]{}]|\(\d+,\)|\('")  # brackets, braces, a tuple as Python prints it
 

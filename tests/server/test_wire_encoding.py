@@ -19,7 +19,7 @@ from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack, parse_metadata, unpack
 from seglog.server.protocol.frames import MAGIC_CRC32C, Type, command, decode_frame, encode_payload_command, encode_send
 from seglog.server.protocol.metadata import message_metadata
-from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
 
 TOPIC = "public/default/encoded"
 NOW = 1_700_000_000_123

@@ -6,8 +6,8 @@ import pytest
 
 import seglog
 from seglog.broker import Broker
+from seglog.subscriptions.delivery import ConsumerState
 from seglog.subscriptions.dispatch import (
-    ConsumerState,
     MultipleConsumersDispatcher,
     SingleActiveConsumerDispatcher,
     StickyKeyDispatcher,

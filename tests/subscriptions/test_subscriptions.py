@@ -24,7 +24,7 @@ from seglog.errors import (
     ReceiveTimeoutError,
 )
 from seglog.storage.batch import SCHEMA
-from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
 
 
 def produce(topic, n, *, start=0, **kw):

@@ -8,7 +8,8 @@ import pytest
 
 import seglog
 from seglog.broker import Broker
-from seglog.subscriptions.dispatch import UNACKED_RECOUNT_MS, ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
+from seglog.subscriptions.dispatch import UNACKED_RECOUNT_MS
 
 
 def remote(name: str, max_unacked: int) -> ConsumerState:

@@ -48,7 +48,7 @@ from seglog.replication.shared_configuration import Incoming, SharedConfiguratio
 from seglog.server.protocol.metadata import CONFIGURATION_SYNC_SUBSCRIPTION
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
-from seglog.subscriptions.dispatch import ConsumerState, Piece
+from seglog.subscriptions.delivery import ConsumerState, Piece
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.replication.config_sync")

@@ -40,7 +40,7 @@ from seglog.server.protocol.metadata import (
     message_metadata,
     sequence_id,
 )
-from seglog.subscriptions.dispatch import Piece
+from seglog.subscriptions.delivery import Piece
 
 # Packing messages of different stored batches into one entry stops at pulsar-client's own batching limits
 # (batchingMaxMessages, batchingMaxBytes): far below any broker's maximum message size

@@ -32,7 +32,7 @@ from seglog.replication.client import RemoteProducer, RemoteUnavailable
 from seglog.replication.entries import Entry, entries, marker
 from seglog.server.protocol.metadata import replicator_name
 from seglog.storage.notification import LoopWake
-from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.replication")

@@ -36,7 +36,8 @@ from seglog.server.protocol.frames import (
     sub_command,
 )
 from seglog.server.service import BrokerService
-from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS, HashRanges
+from seglog.subscriptions.delivery import HashRanges
+from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
 from seglog.subscriptions.subscription import Subscription
 from seglog.version import __version__
 

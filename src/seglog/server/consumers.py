@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -24,13 +24,11 @@ from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
 from seglog.server.protocol.metadata import message_metadata
 from seglog.storage.notification import LoopWake
-from seglog.subscriptions.dispatch import ConsumerState
-from seglog.subscriptions.key_shared import HashRanges
+from seglog.subscriptions.delivery import ConsumerState, HashRanges
 from seglog.subscriptions.subscription import Subscription
 
 if TYPE_CHECKING:
-    from seglog.server.connection import Connection
-    from seglog.server.service import Target
+    from seglog.server.service import BrokerService, Target
 
 logger = logging.getLogger("seglog.server")
 
@@ -39,6 +37,7 @@ POLL_MAX_S = 0.1
 # messages one read gives a consumer at most (and ConsumerState.max_read_bytes of stored batches), whatever
 # its permits: a read becomes frames in memory before they are written (Pulsar reads 100 entries at most)
 READ_MESSAGES = 1000
+T = TypeVar("T")
 
 SUBSCRIPTION_TYPES = {
     api.CommandSubscribe.Exclusive: "exclusive",
@@ -48,10 +47,23 @@ SUBSCRIPTION_TYPES = {
 }
 
 
+class ConsumerConnection(Protocol):
+    """What a connection's consumers use of it (connection.Connection, which imports this module)."""
+    service: BrokerService
+    peer: Any
+    dispatching: asyncio.Lock  # held by the consumer reading for the connection (one at a time)
+
+    async def blocking(self, function: Callable[..., T], *args: Any) -> T: ...
+    def write(self, data: bytes) -> None: ...
+    def output_backlogged(self) -> bool: ...
+    async def drain(self) -> None: ...
+    async def close_consumer_by_server(self, session: ConsumerSession) -> None: ...
+
+
 class ConsumerSession:
     """One remote consumer: its ConsumerState on the subscription, and the task that sends it messages."""
 
-    def __init__(self, connection: Connection, consumer_id: int, target: Target, name: str,
+    def __init__(self, connection: ConsumerConnection, consumer_id: int, target: Target, name: str,
                  hash_ranges: HashRanges | None = None) -> None:
         self.connection = connection
         self.consumer_id = consumer_id

@@ -38,7 +38,7 @@ from seglog.server.protocol.metadata import (
 from seglog.server.publish_buffer import PublishBuffer
 from seglog.storage.fence import TopicFence
 from seglog.storage.writer import PartitionWriter
-from seglog.subscriptions.dispatch import ConsumerState
+from seglog.subscriptions.delivery import ConsumerState
 from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.server")

@@ -3,8 +3,9 @@ consumer was given.
 
 A dispatcher reads each partition forwards from its read position, in pieces of one stored batch, and
 leaves out what the cursor already acknowledged (after a restart, the individual acks beyond the
-mark-delete position). Redeliveries (redelivery.py) go first. It keeps a ConsumerState for each consumer,
-whoever that consumer is: an in-process Consumer holds one, and so will a remote consumer on a connection.
+mark-delete position). Redeliveries (redelivery.py) go first. It keeps a ConsumerState (delivery.py) for
+each consumer, whoever that consumer is: an in-process Consumer holds one, and so will a remote consumer on
+a connection.
 
 One class per kind of subscription, as in Pulsar's broker: SingleActiveConsumerDispatcher for exclusive and
 failover, MultipleConsumersDispatcher for shared, StickyKeyDispatcher for key_shared (its routing is in
@@ -14,23 +15,16 @@ Every call is made holding the subscription's mutex."""
 
 from __future__ import annotations
 
-from collections import abc, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
 
-from seglog._core._format import HEADER_BYTES, read_header
-from seglog._core._mapping import Mapping
-from seglog._core._messages import Message, batch_attributes, messages_from_batch
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
-from seglog.storage.batch import to_record_batch
-from seglog.storage.partition_view import SegmentView
 from seglog.subscriptions.cursor import unacknowledged
+from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
 from seglog.subscriptions.key_shared import (
-    HashRanges,
     HashRing,
     ranges_overlap,
     release_held,
@@ -45,161 +39,9 @@ if TYPE_CHECKING:
     from seglog.subscriptions.cursor import Cursor
     from seglog.subscriptions.redelivery import Redeliveries
 
-
-_BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
-MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
 # how long a consumer held at its max_unacked waits before its pending messages are counted again (by the
 # log's clock): counting costs a look at each, and the consumer's acks may free none
 UNACKED_RECOUNT_MS = 1000
-
-
-@dataclass
-class Piece:
-    """Messages of one stored batch handed to one consumer: `offsets` ascending, all inside the batch."""
-    partition: int
-    view: SegmentView
-    position: int
-    base: int
-    count: int  # messages in the stored batch
-    offsets: np.ndarray
-
-    @property
-    def data(self) -> Mapping:
-        """The stored batch's segment, as mapped (a located batch's segment always is)."""
-        data = self.view.data
-        assert data is not None
-        return data
-
-    def with_offsets(self, offsets: np.ndarray) -> Piece:
-        """The same stored batch, other messages of it."""
-        return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
-
-    @property
-    def stored_bytes(self) -> int:
-        """What these messages take of their stored batch: its bytes, shared evenly among its messages."""
-        body_length = read_header(self.data, self.position)[_BODY_LENGTH]
-        return (HEADER_BYTES + body_length) * len(self.offsets) // self.count
-
-    @property
-    def contiguous(self) -> bool:
-        return int(self.offsets[-1]) - int(self.offsets[0]) + 1 == len(self.offsets)
-
-    def record_batch(self) -> pa.RecordBatch:
-        """Zero-copy when the offsets are one run; a filtered copy otherwise."""
-        first = int(self.offsets[0])
-        span = int(self.offsets[-1]) - first + 1
-        batch = to_record_batch(self.data, self.position).slice(first - self.base, span)
-        if not self.contiguous:
-            keep = np.zeros(span, dtype=bool)
-            keep[self.offsets - first] = True
-            batch = batch.filter(pa.array(keep))
-        return batch.replace_schema_metadata({b"partition": str(self.partition).encode()})
-
-    @property
-    def batch_attributes(self) -> abc.Mapping[str, str]:
-        """The stored batch's attributes, read without making its messages."""
-        return batch_attributes(self.data, self.position)
-
-    def messages(self) -> list[Message]:
-        first, last = int(self.offsets[0]), int(self.offsets[-1])
-        messages = messages_from_batch(self.data, self.position, self.partition, first - self.base,
-                                       last - self.base + 1)
-        if last - first + 1 == len(self.offsets):  # (contiguous, without reading the offsets again)
-            return messages
-        wanted = set(self.offsets.tolist())
-        return [m for m in messages if m.offset in wanted]
-
-
-@dataclass
-class Pending:
-    """Delivered to a consumer and not yet known to be acknowledged."""
-    deadline_ms: int | None
-    partition: int
-    offsets: np.ndarray
-
-
-@dataclass(eq=False)
-class ConsumerState:
-    """What dispatch keeps of one consumer: an in-process Consumer holds one, and so will a remote consumer
-    on a connection. Only its dispatcher changes it, holding the subscription's mutex.
-
-    `on_forget(partition)` lets the consumer drop what it took and has not handed out yet (the
-    subscription rewound or was reset: on one partition, or on all for None); `disconnect()` closes the
-    consumer (a forced unsubscribe)."""
-    name: str
-    ack_timeout_ms: int | None
-    on_forget: Callable[[int | None], None]
-    disconnect: Callable[[], None]
-    # delivered, not yet known to be acknowledged, and how many messages that is (changed through hold,
-    # release_head and keep_pending, which keep the two agreeing)
-    pending: deque[Pending] = field(default_factory=deque)
-    pending_messages: int = 0
-    queue: deque[Piece] = field(default_factory=deque)      # key_shared: routed to this consumer by others
-    # key_shared, a consumer that joined others: per partition, the read position when it joined, until
-    # everything before it is acknowledged; meanwhile its messages from there on are held
-    joined_at: list[int | None] | None = None
-    held: deque[Piece] = field(default_factory=deque)
-    # a consumer on a connection: the messages it may still be sent (Pulsar's FLOW permits), which dispatch
-    # never exceeds and takes what it delivers from; None for a consumer that asks for what it wants
-    permits: int | None = None
-    # the partitions it consumes: a remote consumer of one partition of a partitioned topic (Pulsar's
-    # clients subscribe to each partition on its own); None for every partition
-    partitions: frozenset[int] | None = None
-    # key_shared: the key slots it takes in Pulsar's sticky mode (key_shared.py); None: seglog's hash ring
-    hash_ranges: HashRanges | None = None
-    # stored batches are given whole, the last past max_messages (a geo-replicator sends each as one entry,
-    # as Pulsar's does; cut to fit, a producer's batch would arrive as several)
-    whole_batches: bool = False
-    # what one read gives it at most, in bytes of stored batches (the first batch is given however large): a
-    # consumer that copies what it is given (into frames, Python messages) costs memory in proportion to one
-    # read, whatever its permits or max_messages
-    max_read_bytes: int | None = MAX_READ_BYTES
-    # a consumer on a connection: the most messages it may hold unacknowledged before dispatch gives it no
-    # more until it acknowledges some (Pulsar's maxUnackedMessagesPerConsumer); None: no bound
-    max_unacked: int | None = None
-    # held at max_unacked: when its pending messages are counted again (Dispatcher._may_give)
-    recount_at: int | None = None
-
-    @property
-    def blocked_on_unacked(self) -> bool:
-        return self.recount_at is not None
-
-    def hold(self, pending: Pending) -> None:
-        self.pending.append(pending)
-        self.pending_messages += len(pending.offsets)
-
-    def release_head(self) -> Pending:
-        head = self.pending.popleft()
-        self.pending_messages -= len(head.offsets)
-        return head
-
-    def keep_pending(self, kept: abc.Iterable[Pending]) -> None:
-        self.pending = deque(kept)
-        self.pending_messages = sum(len(p.offsets) for p in self.pending)
-
-    def covers(self, partition: int) -> bool:
-        return self.partitions is None or partition in self.partitions
-
-    def overlaps(self, other: ConsumerState) -> bool:
-        """Whether the two consume a partition in common."""
-        if self.partitions is None or other.partitions is None:
-            return True
-        return not self.partitions.isdisjoint(other.partitions)
-
-    def forget(self, partition: int | None = None) -> None:
-        """Drop what was delivered, routed or held (of one partition, or all), and tell the consumer."""
-        if partition is None:
-            self.keep_pending(())
-            self.queue.clear()
-            self.held.clear()
-            self.joined_at = None
-        else:
-            self.keep_pending(p for p in self.pending if p.partition != partition)
-            self.queue = deque(p for p in self.queue if p.partition != partition)
-            self.held = deque(p for p in self.held if p.partition != partition)
-            if self.joined_at is not None:
-                self.joined_at[partition] = None  # the partition starts again for every consumer
-        self.on_forget(partition)
 
 
 class Dispatcher:

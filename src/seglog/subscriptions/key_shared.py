@@ -35,14 +35,12 @@ from seglog.storage.batch import binary_column, to_record_batch
 
 if TYPE_CHECKING:
     from seglog.subscriptions.cursor import Cursor
-    from seglog.subscriptions.dispatch import ConsumerState, Piece
+    from seglog.subscriptions.delivery import ConsumerState, HashRanges, Piece
 
 KEY_HASH_SLOTS = 65536
 REPLICA_POINTS = 100  # Pulsar's keySharedConsistentHashingReplicaPoints
 STICKY_HASH_SLOTS = 65536  # Pulsar's sticky hash range: slots 0..65535
 NO_STICKY_KEY = b"NONE_KEY"  # the sticky key of a message with neither ordering key nor key, as Pulsar's
-
-HashRanges = tuple[tuple[int, int], ...]  # a sticky consumer's slots: inclusive (start, end) pairs
 
 
 def key_slots(keys: pa.Array) -> np.ndarray:

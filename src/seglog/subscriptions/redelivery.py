@@ -19,7 +19,7 @@ from seglog.subscriptions.cursor import unacknowledged
 if TYPE_CHECKING:
     from seglog.clock import Clock
     from seglog.subscriptions.cursor import Cursor
-    from seglog.subscriptions.dispatch import ConsumerState, Pending, Piece
+    from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
 
 _COUNTS_PRUNED_ABOVE = 10_000  # redelivery counts kept per partition before those of acknowledged ones go
 

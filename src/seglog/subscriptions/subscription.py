@@ -22,7 +22,8 @@ from seglog.errors import ConsumerBusyError
 from seglog.storage.lock import WriterLock
 from seglog.subscriptions.cursor import Cursor
 from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor
-from seglog.subscriptions.dispatch import ConsumerState, Piece, dispatcher_for
+from seglog.subscriptions.delivery import ConsumerState, Piece
+from seglog.subscriptions.dispatch import dispatcher_for
 from seglog.subscriptions.redelivery import Redeliveries
 
 if TYPE_CHECKING:
