@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
 from helpers_cli import flip_byte, one_line, run, segment_logs
 
 import seglog
+from helpers_storage import python_command, walk_batches
+from seglog.readable_size import readable_size
 
 
 def test_check_healthy_directory(runner: CliRunner, data: Path) -> None:
@@ -129,3 +133,26 @@ def test_metrics_have_pulsars_names_and_labels(runner: CliRunner, data: Path) ->
         assert line in metrics.splitlines(), line
     assert "pulsar_storage_size{" in metrics and "# TYPE pulsar_in_messages_total counter" in metrics
 
+
+
+# Writes two batches into a segment allocated ahead (1 MiB), then is SIGKILLed: no clean close marks it
+_KILLED_WRITER = """
+import os, signal, sys
+import seglog
+producer = seglog.open(sys.argv[1]).create_topic("t", segment_size="1 MiB").producer()
+producer.send_batch([b"m%d" % i for i in range(100)])
+producer.send_batch([b"m%d" % i for i in range(100, 150)])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_repair_says_which_bytes_it_cut_were_never_written(runner: CliRunner, data: Path) -> None:
+    killed = subprocess.run(python_command(_KILLED_WRITER, str(data)), capture_output=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode(errors="replace")
+    (log_file,) = segment_logs(data)
+    size, end = log_file.stat().st_size, walk_batches(log_file)[-1].end
+    result = run(runner, data, "repair")
+    assert f"Cut {size - end:,} bytes ({readable_size(size - end)}) after the last committed batches, of which " \
+           f"{size - end:,} bytes were unused space ahead of the writer (never written)" in one_line(result.stdout)
+    assert "Acknowledged batches were lost" not in result.stdout
+    assert run(runner, data, "consume", "t", "-n", "1").stdout == "m0\n"

@@ -45,7 +45,10 @@ def repair(ctx: click.Context, data: DataDir) -> None:
         console.print(f"Removed the directory of topic {escape(name)}, which does not exist (a crash while it was "
                       "created or deleted)")
     cut, rebuilt = repaired.cut_bytes, repaired.rebuilt_indexes
-    console.print(f"Cut {cut:,} bytes ({readable_size(cut)}) after the last committed batches")
+    # (space allocated ahead of a writer that a crash left is cut too: it never held a message)
+    unused = (f", of which {repaired.unused_bytes:,} bytes were unused space ahead of the writer (never written)"
+              if repaired.unused_bytes else "")
+    console.print(f"Cut {cut:,} bytes ({readable_size(cut)}) after the last committed batches{unused}")
     console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")
     if repaired.lost:
         console.print("[bold yellow]Acknowledged batches were lost[/] before this repair (a power loss without "
