@@ -11,8 +11,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import site
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,11 +29,14 @@ TIMEOUT_S = 60
 def installed_files() -> dict[str, Path] | None:
     """Each package's __init__.py where pip installed it; None when the install holds no copy of the packages
     (an editable install: the source tree is the install)."""
-    try:
-        distribution = importlib.metadata.distribution(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
+    # Where pip installs, not sys.path: the checkout's seglog.egg-info (which building the sdist leaves) is on
+    # sys.path as the working directory, and lists the source tree's files
+    places = list(dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib"),
+                                 site.getusersitepackages()]))
+    distribution = next(iter(importlib.metadata.distributions(name=DISTRIBUTION, path=places)), None)
+    if distribution is None:
         raise AssertionError(f"seglog is not installed for {sys.executable}: the tests run against an installed "
-                             f"seglog (pip install '.[test]', or .ci/run)") from None
+                             f"seglog (pip install '.[test]', or .ci/run)")
     recorded = {str(path) for path in distribution.files or ()}
     if not all(f"{name}/__init__.py" in recorded for name in PACKAGES):
         return None
