@@ -35,6 +35,7 @@ from seglog.lifecycle.maintenance import Housekeeper, Maintenance, MaintenanceRe
 from seglog.lifecycle.quota import QuotaGuards
 from seglog.names import TopicName
 from seglog.storage.check import recover_log
+from seglog.storage.data_directory import make_data_directory
 from seglog.storage.store import PartitionStore
 from seglog.subscriptions.registry import Subscriptions
 
@@ -79,7 +80,7 @@ class Broker:
         load, so every process reads what the next writer keeps (readers that must not change files,
         background=False, apply the same rule in memory: storage.partition_view.SegmentView), and the
         housekeeper thread persists cursors and runs maintenance."""
-        path.mkdir(parents=True, exist_ok=True)
+        make_data_directory(path, METADATA_FILE)  # (a file in the way: one line naming it, not a bare OSError)
         config = BrokerConfig.load(path, broker_config)
         store = PartitionStore(path, clock)
         store.empty_trash()
@@ -140,7 +141,8 @@ class Broker:
             users = self._topic_users(ref, locks)
             if users and not force:
                 raise TopicInUseError(f"topic {ref} has {' and '.join(users)}; close them first, or delete "
-                                      "with force=True (seglog topic delete --force), which fences them")
+                                      "with force (the force argument, or seglog topics delete --force), which "
+                                      "fences them")
             self.store.set_deleted(ref.name)  # from here on every user fails
             self.store.forget_topic(ref.name)
             self.quotas.forget(str(ref))

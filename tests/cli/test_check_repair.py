@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from helpers_cli import flip_byte, one_line, run, segment_logs
 
 import seglog
 from helpers_storage import python_command, walk_batches
+from seglog.errors import InvalidArgumentError
 from seglog.readable_size import readable_size
 
 
@@ -156,3 +159,14 @@ def test_repair_says_which_bytes_it_cut_were_never_written(runner: CliRunner, da
            f"{size - end:,} bytes were unused space ahead of the writer (never written)" in one_line(result.stdout)
     assert "Acknowledged batches were lost" not in result.stdout
     assert run(runner, data, "consume", "t", "-n", "1").stdout == "m0\n"
+
+
+def test_repair_refuses_a_data_directory_with_a_file_in_the_way_as_seglog_open_does(runner: CliRunner,
+                                                                                  data: Path) -> None:
+    run(runner, data, "topics", "create", "t")
+    shutil.rmtree(data / "topics")
+    (data / "topics").write_text("not a folder")
+    with pytest.raises(InvalidArgumentError) as refused:
+        seglog.open(data)
+    assert one_line(run(runner, data, "repair", code=2).output).endswith(f"Error: {refused.value}")
+    assert (data / "topics").read_text() == "not a folder"

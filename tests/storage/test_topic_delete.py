@@ -43,7 +43,9 @@ def test_deletion_in_use_is_refused_and_forced_deletion_fences_every_user(tmp_pa
         consumer = topic.subscribe("s", initial_position="earliest")
         reader = topic.reader("earliest")
         with pytest.raises(TopicInUseError, match=r"1 producer\(s\) in this process and consumers of "
-                                                  r"subscription 's'.*force=True"):
+                                                  r"subscription 's'; close them first, or delete with force \(the "
+                                                  r"force argument, or seglog topics delete --force\), which fences "
+                                                  r"them$"):
             log.delete_topic(TOPIC)
         assert log.list_topics() == [TOPIC] and topic.end_offset(0) == 5
 

@@ -74,7 +74,7 @@ _UNITS_SAID = re.compile(r"binary|decimal|1 MB = ")
 _IN_WORDS = re.compile(r"[a-z]+( [A-Za-z]+)*")
 
 _API_WORDS = {
-    "delete with force=True (seglog topic delete --force)": "delete with --force",
+    "delete with force (the force argument, or seglog topics delete --force)": "delete with --force",
 }
 
 
@@ -148,7 +148,7 @@ def from_library(error: SeglogError, ctx: click.Context, data: Path | None = Non
 
 
 def in_cli_words(message: str) -> str:
-    """A library message with the Python API's words (`force=True`) replaced by the command line's."""
+    """A library message with the Python API's words (the force argument) replaced by the command line's."""
     for api, cli in _API_WORDS.items():
         message = message.replace(api, cli)
     return message
