@@ -14,7 +14,7 @@ from seglog._core._format import crc32c
 from seglog.errors import CorruptLogError, InvalidArgumentError, InvalidNameError
 from seglog.names import MAX_SUBSCRIPTION_NAME_LENGTH
 from seglog.storage import lock
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.subscriptions import cursor_file
 
 
@@ -68,7 +68,7 @@ def test_a_lock_file_removed_by_its_holder_is_locked_afresh(tmp_path, monkeypatc
     """The race remove_and_release guards against: B opened the file, A removed it and let go, B's flock
     succeeds on the removed file. B must find that out and lock the file now at the path."""
     path = tmp_path / "s.lock"
-    holder = WriterLock(path)
+    holder = ExclusiveFileLock(path)
     removed_inode = path.stat().st_ino
     original = lock._lock_exclusive
     calls = []
@@ -81,12 +81,12 @@ def test_a_lock_file_removed_by_its_holder_is_locked_afresh(tmp_path, monkeypatc
         return original(fd)
 
     monkeypatch.setattr(lock, "_lock_exclusive", lock_after_the_holder_removed_it)
-    second = WriterLock(path)
+    second = ExclusiveFileLock(path)
     assert len(calls) == 2, "the lock on the removed file was not given up"
     assert path.stat().st_ino != removed_inode
     with pytest.raises(seglog.errors.PartitionLockedError):
         monkeypatch.setattr(lock, "_lock_exclusive", original)
-        WriterLock(path)
+        ExclusiveFileLock(path)
     second.release()
 
 

@@ -41,7 +41,7 @@ from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
 from seglog.server.service import BrokerService, Settings
 from seglog.storage.data_directory import make_data_directory
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 
 logger = logging.getLogger("seglog.server")
 
@@ -223,7 +223,7 @@ def _check_tls_options(options: ServeOptions) -> None:
                                            "free port)")
 
 
-def lock_data_directory(data: Path) -> WriterLock:
+def lock_data_directory(data: Path) -> ExclusiveFileLock:
     make_data_directory(data, METADATA_FILE)
 
     def busy(path: str, pid: int | None) -> Exception:
@@ -231,7 +231,7 @@ def lock_data_directory(data: Path) -> WriterLock:
         return ServerRunningError(f"{holder} serves the data directory {data} already (it holds {path}); stop "
                                   "it first, or give this server another --data")
 
-    return WriterLock(data / LOCK_FILE, busy)
+    return ExclusiveFileLock(data / LOCK_FILE, busy)
 
 
 async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],

@@ -17,7 +17,7 @@ from typing import Callable, Collection, Iterator
 from seglog.errors import InvalidNameError, PartitionLockedError, SymbolicLinkError
 from seglog.names import TopicName
 from seglog.storage.fence import FENCE_FILE, fence_deleted
-from seglog.storage.lock import WriterLock, writer_locks
+from seglog.storage.lock import ExclusiveFileLock, writer_locks
 from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
 from seglog.storage.segment import (
     CLEAN_MARKER,
@@ -224,7 +224,7 @@ def recover_log(data_directory: Path) -> dict[Path, RecoveryReport]:
         if (directory / CLEAN_MARKER).exists() or symbolic_links(directory):
             continue
         try:
-            lock = WriterLock(directory / LOCK_FILE)
+            lock = ExclusiveFileLock(directory / LOCK_FILE)
         except PartitionLockedError:
             continue
         try:

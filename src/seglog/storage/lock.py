@@ -1,8 +1,11 @@
-"""The writer lock of a partition: one writing process per partition, any number of readers.
+"""Locks held by one process at a time: a partition's writer lock (one writing process per partition, any
+number of readers), a subscription's cursor lock (one consuming process per subscription) and the server's
+lock of its data directory (one server per directory) are each an ExclusiveFileLock.
 
-An flock on `<partition>/.lock`, taken without waiting; the holder's pid is written into the file so the
-error a second process gets names who holds it. The kernel drops the lock when the holder dies, so a
-SIGKILLed writer never leaves a stale lock behind."""
+An ExclusiveFileLock is an flock on a file (`<partition>/.lock`, `<subscription>.lock`, `<data>/serve.lock`), taken
+without waiting; the holder's pid is written into the file so the error a second process gets names who holds
+it. The kernel drops the lock when the holder dies, so a SIGKILLed holder never leaves a stale lock behind.
+Readers of a partition take its lock shared, for a moment (`unattended`)."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from seglog.storage.segment import open_no_follow
 SHARED_HOLDERS_WAIT_S = 30.0
 
 
-class WriterLock:
-    """An flock held by one process. `busy` makes the error raised when another process holds it, from
-    the lock's path and the holder's pid (default: PartitionLockedError; subscriptions use their own)."""
+class ExclusiveFileLock:
+    """An flock on `path` held by one process. `busy` makes the error raised when another process holds it,
+    from the lock's path and the holder's pid (default: PartitionLockedError, a partition's writer lock; the
+    subscriptions and the server's data directory use their own)."""
 
     def __init__(self, path: Path, busy: Callable[[str, int | None], Exception] = PartitionLockedError) -> None:
         self.path = path
@@ -116,13 +120,13 @@ def _read_pid(fd: int) -> int | None:
 
 
 @contextmanager
-def writer_locks(paths: Iterable[Path]) -> Iterator[list[WriterLock]]:
+def writer_locks(paths: Iterable[Path]) -> Iterator[list[ExclusiveFileLock]]:
     """Hold the writer locks of several partitions; if any is held elsewhere, release those already taken
     and raise PartitionLockedError before anything has been changed."""
-    locks: list[WriterLock] = []
+    locks: list[ExclusiveFileLock] = []
     try:
         for path in paths:
-            locks.append(WriterLock(path))
+            locks.append(ExclusiveFileLock(path))
         yield locks
     finally:
         for lock in locks:

@@ -22,7 +22,7 @@ from seglog.names import TopicName
 from seglog.storage.check import topic_directory, unowned_topics
 from seglog.storage.fence import FENCE_FILE, TopicFence, create_fence, fence_deleted, has_fence, set_deleted
 from seglog.storage.linger import LingerFlusher
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import PartitionView, start_offset
 from seglog.storage.reader import Reader
@@ -224,7 +224,7 @@ class PartitionStore:
                 delete_segments(directory, bases)
         else:
             refuse_symbolic_links(directory)
-            lock = WriterLock(directory / LOCK_FILE)
+            lock = ExclusiveFileLock(directory / LOCK_FILE)
             try:
                 delete_segments(directory, bases)
             finally:
@@ -234,13 +234,13 @@ class PartitionStore:
             view.rescan(force=True)
         return bases
 
-    def lock_partition(self, name: TopicName, partition: int) -> WriterLock | None:
+    def lock_partition(self, name: TopicName, partition: int) -> ExclusiveFileLock | None:
         """Take the writer lock of a partition this process does not write, so that nobody starts writing it
         (PartitionLockedError naming the holder if another process does); None if it has no files yet."""
         directory = self.partition_directory(name, partition)
         if self.writes(name, partition) or not directory.is_dir():
             return None
-        return WriterLock(directory / LOCK_FILE)
+        return ExclusiveFileLock(directory / LOCK_FILE)
 
     def spare_ready(self, name: TopicName, partition: int) -> bool | None:
         """Whether this process's writer of the partition has its next segment made ahead (None: it does

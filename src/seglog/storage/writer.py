@@ -29,7 +29,7 @@ from seglog.errors import TopicNotFoundError
 from seglog.storage.batch import make_source
 from seglog.storage.fence import TopicFence
 from seglog.storage.linger import LingerFlusher
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.storage.notification import AppendSignal
 from seglog.storage.recovery import recover_partition
 from seglog.storage.segment import (
@@ -352,7 +352,7 @@ class PartitionWriter:
         self.partition = partition
         self.config = config
         self.clock = clock
-        self._lock = WriterLock(directory / LOCK_FILE)
+        self._lock = ExclusiveFileLock(directory / LOCK_FILE)
         self._prefaulter = Prefaulter()
         try:
             self.recovery = recover_partition(directory)

@@ -19,7 +19,7 @@ import numpy as np
 
 from seglog._core._acks import AckSet, AckSetBusyError
 from seglog.storage.fence import TopicFence
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor, save
 
 
@@ -33,7 +33,7 @@ class Cursor:
     """A subscription's acknowledgements and their file. `dirty` says whether they changed since they were
     last persisted; a consumer's per-message ack (which changes the AckSet itself) sets it too."""
 
-    def __init__(self, record: CursorRecord, path: Path | None, lock: WriterLock | None, mutex: threading.RLock,
+    def __init__(self, record: CursorRecord, path: Path | None, lock: ExclusiveFileLock | None, mutex: threading.RLock,
                  fence: TopicFence, *, fsync: bool) -> None:
         self.record = record
         self.path = path  # None: a non-durable cursor (a reader's), kept in memory only and never persisted

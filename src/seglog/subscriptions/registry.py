@@ -14,7 +14,7 @@ from seglog._core._acks import AckSet
 from seglog.catalog.topics import TopicRef
 from seglog.errors import ConsumerBusyError, InvalidArgumentError
 from seglog.names import TopicName, validate_subscription_name
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.subscriptions.cursor_file import (
     CURSOR_SUFFIX,
     LOCK_SUFFIX,
@@ -94,7 +94,7 @@ class Subscriptions:
             directory = self.directory(ref.name)
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / f"{name}{CURSOR_SUFFIX}"
-            lock = WriterLock(directory / f"{name}{LOCK_SUFFIX}", busy=_subscription_busy(str(ref), name))
+            lock = ExclusiveFileLock(directory / f"{name}{LOCK_SUFFIX}", busy=_subscription_busy(str(ref), name))
             try:
                 if path.exists():
                     record = load(path)
@@ -243,7 +243,7 @@ class Subscriptions:
                     consumed.append(name)
                 continue
             try:
-                lock = WriterLock(self.directory(ref.name) / f"{name}{LOCK_SUFFIX}",
+                lock = ExclusiveFileLock(self.directory(ref.name) / f"{name}{LOCK_SUFFIX}",
                                   busy=_subscription_busy(str(ref), name))
             except ConsumerBusyError:
                 consumed.append(name)

@@ -19,7 +19,7 @@ import numpy as np
 
 from seglog.catalog.topics import TopicRef
 from seglog.errors import ConsumerBusyError
-from seglog.storage.lock import WriterLock
+from seglog.storage.lock import ExclusiveFileLock
 from seglog.subscriptions.cursor import Cursor
 from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor
 from seglog.subscriptions.delivery import ConsumerState, Piece
@@ -41,8 +41,8 @@ class Subscription:
     changes dispatch or cursor state holds `mutex` (the cursor's module docstring says which acks do not).
     The dispatcher is replaced when a consumer of another type joins a subscription without consumers."""
 
-    def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: WriterLock | None, path: Path | None,
-                 store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
+    def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: ExclusiveFileLock | None,
+                 path: Path | None, store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
         self.ref = ref
         self.name = name
         self.store = store
