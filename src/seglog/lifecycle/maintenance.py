@@ -20,7 +20,7 @@ from seglog.catalog.topics import Catalog, TopicRef
 from seglog.clock import Clock
 from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
 from seglog.lifecycle.backlog import PartitionBacklog, offset_within_bytes, partition_backlog
-from seglog.lifecycle.retention import Backlog, Limits, deletable_prefix
+from seglog.lifecycle.retention import AckFloor, Limits, deletable_prefix
 from seglog.storage.segment_table import SegmentTable, first_offset_at_or_after
 from seglog.storage.store import PartitionStore
 from seglog.subscriptions.registry import Subscriptions
@@ -75,15 +75,15 @@ class Maintenance:
                     self._maintain_partition(ref, partition, policies, report)
             return report
 
-    def acked_until(self, ref: TopicRef, partition: int, table: SegmentTable) -> Backlog:
+    def acked_until(self, ref: TopicRef, partition: int, table: SegmentTable) -> AckFloor:
         """How far every subscription of the topic has acknowledged the partition (cursor files of other
         processes as last persisted: they can only be behind, which keeps more, never less)."""
         floors = [(record.partitions[partition].acks.floor, name)
                   for name, record, _ in self.subscriptions.states(ref)]
         if not floors:
-            return Backlog(table.end_offset, None)
+            return AckFloor(table.end_offset, None)
         floor, name = min(floors)
-        return Backlog(floor, name)
+        return AckFloor(floor, name)
 
     def _maintain_partition(self, ref: TopicRef, partition: int, policies: EffectivePolicies,
                             report: MaintenanceReport) -> None:

@@ -34,15 +34,15 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Backlog:
-    """How far the topic's subscriptions have acknowledged one partition: every offset below
-    `acked_until` is acknowledged by all of them (the end offset when there are none); `slowest` names
-    the subscription that acknowledged least (None without subscriptions)."""
+class AckFloor:
+    """How far all the topic's subscriptions have acknowledged one partition (the lowest of their
+    cursors' ack floors): every offset below `acked_until` is acknowledged by all of them (the end offset when
+    there are none); `slowest` names the subscription that acknowledged least (None without subscriptions)."""
     acked_until: int
     slowest: str | None
 
 
-def deletable(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -> np.ndarray:
+def deletable(table: SegmentTable, limits: Limits, now: int, ack_floor: AckFloor) -> np.ndarray:
     """Per segment, whether some rule deletes it on its own (before the oldest-first prefix is taken)."""
     n = len(table)
     sizes = table.sizes
@@ -56,7 +56,7 @@ def deletable(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -
         verdict |= table.total_size - older > limits.max_partition_size
     if limits.min_timestamp:
         verdict |= table.max_timestamps < limits.min_timestamp
-    acked = sealed & (table.next_offsets <= backlog.acked_until)  # a prefix: next_offsets ascend
+    acked = sealed & (table.next_offsets <= ack_floor.acked_until)  # a prefix: next_offsets ascend
     retention: Retention = limits.retention.value
     if retention.time_ms >= 0:
         verdict |= acked & (age >= retention.time_ms)
@@ -65,11 +65,11 @@ def deletable(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -
     return verdict & sealed
 
 
-def deletable_prefix(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -> int:
+def deletable_prefix(table: SegmentTable, limits: Limits, now: int, ack_floor: AckFloor) -> int:
     """How many of the oldest segments this pass deletes."""
     if len(table) < 2:
         return 0
-    return _prefix(deletable(table, limits, now, backlog))
+    return _prefix(deletable(table, limits, now, ack_floor))
 
 
 def _prefix(verdict: np.ndarray) -> int:
@@ -94,25 +94,25 @@ class SegmentFate:
                 "rule": self.rule, "reason": self.reason, "deletedAtMs": self.deleted_at_ms}
 
 
-def explain(table: SegmentTable, limits: Limits, now: int, backlog: Backlog) -> list[SegmentFate]:
+def explain(table: SegmentTable, limits: Limits, now: int, ack_floor: AckFloor) -> list[SegmentFate]:
     """For each segment, the rule that deletes it at the next pass, or the rule that keeps it and when a
     time rule will delete it."""
-    verdict = deletable(table, limits, now, backlog) if len(table) > 1 else np.zeros(len(table), dtype=bool)
+    verdict = deletable(table, limits, now, ack_floor) if len(table) > 1 else np.zeros(len(table), dtype=bool)
     prefix = _prefix(verdict) if len(table) > 1 else 0
     fates = []
     for i in range(len(table)):
-        rule, reason = (_why_deleted if i < prefix else _why_kept)(table, limits, now, backlog, i, verdict)
+        rule, reason = (_why_deleted if i < prefix else _why_kept)(table, limits, now, ack_floor, i, verdict)
         fates.append(SegmentFate(int(table.bases[i]), int(table.next_offsets[i]), int(table.sizes[i]),
                                  int(table.last_write_ms[i]), i < prefix, rule, reason,
-                                 _deleted_at(table, limits, backlog, i)))
+                                 _deleted_at(table, limits, ack_floor, i)))
     return fates
 
 
-def _why_deleted(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
+def _why_deleted(table, limits, now, ack_floor, i, verdict) -> tuple[str, str]:
     age = now - int(table.last_write_ms[i])
     older = int(table.sizes[:i].sum())
     retention: Retention = limits.retention.value
-    acked = int(table.next_offsets[i]) <= backlog.acked_until
+    acked = int(table.next_offsets[i]) <= ack_floor.acked_until
     if limits.retention_time is not None and age >= limits.retention_time:
         return "retention_time", (f"last written {format_duration(age)} ago, at least the topic's "
                                   f"retention_time of {format_duration(limits.retention_time)}")
@@ -132,18 +132,18 @@ def _why_deleted(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
                          f"of {readable_size(retention.size_bytes)} (set at {limits.retention.level} level)")
 
 
-def _why_kept(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
+def _why_kept(table, limits, now, ack_floor, i, verdict) -> tuple[str, str]:
     if i == len(table) - 1:
         return "active", ("the active segment takes the writes and is never deleted; it starts to age when a "
                           "newer segment takes over")
     if verdict[i]:
-        rule, reason = _why_deleted(table, limits, now, backlog, i, verdict)
+        rule, reason = _why_deleted(table, limits, now, ack_floor, i, verdict)
         return "older segment kept", (f"{rule} would delete it ({reason}), but deletion goes oldest first and "
                                       "an older segment is kept")
     retention: Retention = limits.retention.value
-    if int(table.next_offsets[i]) > backlog.acked_until:
-        return "backlog", (f"subscription {backlog.slowest!r} has not acknowledged it: its backlog starts at "
-                           f"offset {backlog.acked_until}")
+    if int(table.next_offsets[i]) > ack_floor.acked_until:
+        return "backlog", (f"subscription {ack_floor.slowest!r} has not acknowledged it: its backlog starts at "
+                           f"offset {ack_floor.acked_until}")
     level = limits.retention.level
     if retention.infinite:
         return "retention", f"retention -1/-1 (set at {level} level) keeps acknowledged messages forever"
@@ -155,7 +155,7 @@ def _why_kept(table, limits, now, backlog, i, verdict) -> tuple[str, str]:
     return "retention", f"retention (set at {level} level): {', '.join(parts)}"
 
 
-def _deleted_at(table: SegmentTable, limits: Limits, backlog: Backlog, i: int) -> int | None:
+def _deleted_at(table: SegmentTable, limits: Limits, ack_floor: AckFloor, i: int) -> int | None:
     """The earliest time a time rule deletes sealed segment i if nothing else changes (the older segments
     and acknowledgements aside)."""
     if i == len(table) - 1:
@@ -165,6 +165,6 @@ def _deleted_at(table: SegmentTable, limits: Limits, backlog: Backlog, i: int) -
     if limits.retention_time is not None:
         deadlines.append(last_write + limits.retention_time)
     retention: Retention = limits.retention.value
-    if retention.time_ms >= 0 and int(table.next_offsets[i]) <= backlog.acked_until:
+    if retention.time_ms >= 0 and int(table.next_offsets[i]) <= ack_floor.acked_until:
         deadlines.append(last_write + retention.time_ms)
     return min(deadlines) if deadlines else None
