@@ -142,6 +142,16 @@ def parse_duration(value: int | str, *, argument: str = "duration", allow_infini
                          scale=scale, parse_text=lambda text: _milliseconds_in(text, scale), whole="milliseconds")
 
 
+def as_typed(value: object, unit: str) -> str:
+    """A size or duration as a message shows it, in the unit the user gave it: text as typed ('10G', '3h'),
+    a number with the unit a bare number counts (`unit`: '10737418240 bytes', '3600 seconds'), -1 as is."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool) and value != -1:
+        return f"{value} {unit}"
+    return str(value)
+
+
 def _is_bare_positive_number(value: object) -> bool:
     """Whether `value` is a number without a unit, above 0: an int, or a string of digits."""
     if isinstance(value, bool):

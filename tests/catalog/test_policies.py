@@ -117,6 +117,23 @@ def test_a_retention_that_would_not_read_back_as_given_is_refused(log, size: obj
                                                                     "retentionSizeInMB": 1024}
 
 
+@pytest.mark.parametrize(("size", "time", "refusal"), [
+    ("10G", 0, "invalid retention time 0: a limit of 0 with the other limit set (size 10G) is refused"),
+    (0, "3h", "invalid retention size 0: a limit of 0 with the other limit set (time 3h) is refused"),
+    ("0", 3600, "invalid retention size '0': a limit of 0 with the other limit set (time 3600 seconds) is refused"),
+    (10 << 30, "0", "invalid retention time '0': a limit of 0 with the other limit set (size 10737418240 bytes)"),
+    (0, -1, "invalid retention size 0: a limit of 0 with the other limit set (time -1) is refused"),
+])
+def test_a_limit_of_0_with_the_other_set_names_the_0_and_the_other_as_typed(log, size: object, time: object,
+                                                                             refusal: str) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        log.admin.namespaces.set_retention("public/default", size=size, time=time)
+    assert str(refused.value).startswith(refusal)
+    assert str(refused.value).endswith("; accepted: both limits 0 (keep nothing), or neither: -1 (no limit) or a "
+                                       "positive value for each")
+    assert log.admin.namespaces.get_retention("public/default") is None
+
+
 @pytest.mark.parametrize(("size", "time", "expected"), [
     ("10M", 600, (10, 10)), ("1.5G", "1.5h", (1536, 90)), (1 << 20, "1m", (1, 1)), (-1, "7 days", (-1, 10080)),
     (0, 0, (0, 0)),
@@ -153,6 +170,29 @@ def test_cli_set_retention_refuses_what_would_read_back_as_keep_nothing(runner: 
     assert "Error: Invalid value for '--time' / '-t': invalid retention time '10': 10s is not a whole number of " \
            "minutes" in output and "Traceback" not in output
     assert run(runner, data, "namespaces", "get-retention", "public/ns") == "null\n"
+
+
+def test_cli_set_retention_names_the_limit_that_is_0_and_the_other_as_typed(runner: CliRunner,
+                                                                           tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    run(runner, data, "namespaces", "create", "public/ns")
+    output = one_line(run(runner, data, "namespaces", "set-retention", "public/ns", "--size", "10G", "--time", "0",
+                          code=2))
+    assert "Error: Invalid value for '--time' / '-t': invalid retention time '0': a limit of 0 with the other limit " \
+           "set (size 10G) is refused, as in Pulsar; accepted: both limits 0 (keep nothing)" in output
+
+
+@pytest.mark.parametrize(("segment_size", "shown"), [("64 MiB", "64 MiB"), ("64MB", "64MB"),
+                                                     (1 << 26, "67108864 bytes")])
+def test_the_segment_size_a_max_partition_size_is_below_is_shown_as_typed(log, segment_size: object,
+                                                                          shown: str) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        log.create_topic("t", segment_size=segment_size, max_partition_size="10M")
+    assert str(refused.value).endswith(f"accepted: a size of at least the segment_size ({shown})")
+    log.create_topic("t", segment_size="64 MiB")
+    with pytest.raises(InvalidArgumentError) as refused:  # (set before: in the unit that shows it shortest)
+        log.admin.topics.set_config("t", max_partition_size="1M")
+    assert str(refused.value).endswith("accepted: a size of at least the segment_size (64 MiB)")
 
 
 def test_fluvio_limits_acting_as_retention_are_reported_rounded_up_never_as_keep_nothing(log) -> None:
@@ -208,7 +248,7 @@ BAD_BROKER_CONF = [
     (b"\nsegment_roll_time=3600\n", "line 2", "invalid segment_roll_time '3600': a bare number is ambiguous"),
     (b"just some words\n", "line 1", "invalid line 'just some words'; accepted: UTF-8 text of 'name=value' lines"),
     (b"defaultRetentionTimeInMinutes=0\nverify_crc=true\ndefault_retention_size_mb=7\n", "lines 1 and 3",
-     "invalid retention .*a limit of 0 with the other limit set is refused"),
+     r"invalid retention time '0 minutes': a limit of 0 with the other limit set \(size 7 MiB\) is refused"),
     (b"allowAutoTopicCreation=yes\n", "line 1", "invalid allow_auto_topic_creation 'yes'; accepted: True or False"),
     (b"allowAutoTopicCreationType=sharded\n", "line 1",
      "invalid allow_auto_topic_creation_type 'sharded'; accepted: 'non-partitioned' or 'partitioned'"),

@@ -98,7 +98,8 @@ BAD_RETENTION = [
     (["--size", "1.5B", "--time", "3h"], "'--size' / '-s'", "not a whole number of bytes"),
     (["--size", "10G", "--time", "3 fortnights"], "'--time' / '-t'", "'1h', '2d 10s', '7 days'"),
     (["--size", "10G", "--time", "-2h"], "'--time' / '-t'", "seconds as an int, or a duration"),
-    (["--size", "0", "--time", "3h"], "'--size' / '-s' and '--time' / '-t'", "both limits 0 (keep nothing)"),
+    (["--size", "0", "--time", "3h"], "'--size' / '-s'", "invalid retention size '0': a limit of 0 with the other "
+                                                         "limit set (time 3h) is refused"),
     (["--size", "10", "--time", "1h"], "'--size' / '-s'", "10 B is not a whole number of MB"),
     (["--size", "10G", "--time", "10"], "'--time' / '-t'", "10s is not a whole number of minutes"),
     (["--size", "10G"], "", "Missing option '--time' / '-t'"),

@@ -250,7 +250,8 @@ def test_topic_policy_commands_refuse_a_missing_topic_and_bad_values(runner: Cli
     message = one_line(run(runner, data, "topics", "set-retention", "nope", "-s", "1G", "-t", "1h", code=2).output)
     assert "Error: topic public/default/nope does not exist" in message
     message = one_line(run(runner, data, "topics", "set-retention", "events", "-s", "1G", "-t", "0", code=2).output)
-    assert "Error: Invalid value for '--size' / '-s' and '--time' / '-t'" in message and "Traceback" not in message
+    assert "Error: Invalid value for '--time' / '-t': invalid retention time '0': a limit of 0 with the other limit " \
+           "set (size 1G) is refused" in message and "Traceback" not in message
     message = one_line(run(runner, data, "topics", "set-backlog-quota", "events", "-lt", "1h", "-p",
                            "producer_exception", code=2).output)
     assert "--type destination_storage takes --limit" in message

@@ -41,7 +41,7 @@ def test_values_are_shown_in_words(value, shown):
     (lambda topic, log: topic.subscribe("s").receive_batch(max_messages=(1,)), "invalid max_messages a tuple of 1;"),
     (lambda topic, log: topic.producer().send(b"v", properties={"k": 1}), "invalid properties k: 1;"),
     (lambda topic, log: log.admin.namespaces.set_retention("public/default", size="10G", time=0),
-     "invalid retention size: '10G', time: 0: a limit of 0"),
+     "invalid retention time 0: a limit of 0 with the other limit set (size 10G) is refused, as in Pulsar;"),
     (lambda topic, log: log.admin.tenants.create("acme", allowed_clusters=["standalone", 1]),
      "invalid allowed_clusters a list of 'standalone', 1;"),
 ])

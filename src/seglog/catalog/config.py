@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from seglog.catalog.policies import QUOTA_POLICIES, TOPIC_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention
 from seglog.errors import ConfigFileError, InvalidArgumentError
-from seglog.units import parse_duration, parse_size
+from seglog.units import as_typed, format_size, parse_duration, parse_size
 
 GiB = 1 << 30
 MIN_SEGMENT_SIZE = 1024
@@ -125,9 +125,12 @@ class TopicConfig:
     def _checked(self, given: Mapping[str, Any]) -> TopicConfig:
         """Self, if its settings agree with each other; `given` are the values as the caller gave them."""
         if self.max_partition_size is not None and self.max_partition_size < self.segment_size:
+            # (the segment size as given, else as set before, in the unit that shows it shortest)
+            segment_size = (as_typed(given["segment_size"], "bytes") if "segment_size" in given
+                            else format_size(self.segment_size))
             raise InvalidArgumentError("max_partition_size",
                                        given.get("max_partition_size", self.max_partition_size),
-                                       f"a size of at least the segment_size ({self.segment_size} bytes)",
+                                       f"a size of at least the segment_size ({segment_size})",
                                        detail="a partition always keeps its active segment")
         return self
 
@@ -289,8 +292,9 @@ class BrokerConfig:
             quotas["message_age"] = BacklogQuota("message_age", self.backlog_quota_default_limit_seconds * 1000,
                                                  self.backlog_quota_default_retention_policy)
         minutes, mb = self.default_retention_time_minutes, self.default_retention_size_mb
-        retention = Retention.parse(time=minutes if minutes == -1 else minutes * 60,
-                                    size=mb if mb == -1 else mb * (1 << 20))
+        # (in broker.conf's units, which a refusal names: defaultRetentionTimeInMinutes, defaultRetentionSizeInMB)
+        retention = Retention.parse(time=minutes if minutes == -1 else f"{minutes} minutes",
+                                    size=mb if mb == -1 else f"{mb} MiB")
         partitioned = self.allow_auto_topic_creation_type == "partitioned"
         auto = AutoTopicCreation.parse(allowed=self.allow_auto_topic_creation,
                                        topic_type=self.allow_auto_topic_creation_type,
@@ -394,7 +398,7 @@ def read_broker_file(path: Path) -> dict[str, FileEntry]:
 def _settings_named_by(argument: str) -> tuple[str, ...]:
     """The settings an InvalidArgumentError's `argument` stands for: itself, or both retention defaults for
     the retention they make together."""
-    if argument == "retention":
+    if argument in ("retention time", "retention size"):  # (a limit of 0 is refused with the other one set)
         return ("default_retention_time_minutes", "default_retention_size_mb")
     return (argument,)
 

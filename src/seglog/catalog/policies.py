@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 from seglog.catalog.stamps import Stamp
 from seglog.errors import InvalidArgumentError
-from seglog.units import format_duration, format_size, parse_duration, parse_size
+from seglog.units import as_typed, format_duration, format_size, parse_duration, parse_size
 
 SECOND_MS = 1000
 MINUTE_MS = 60_000
@@ -50,10 +50,14 @@ class Retention:
                    unit="MB (retentionSizeInMB, 1 MB = 1 MiB = 1048576 bytes)",
                    accepted="whole MB: '10M', '500 MiB', '10G', '1T', -1 for no limit, 0 (with time 0) for none"))
         if (retention.time_ms == 0) != (retention.size_bytes == 0):
+            if retention.time_ms == 0:  # (named as given: a bare int is seconds, or bytes)
+                zero, zero_given, other = "time", time, f"size {as_typed(size, 'bytes')}"
+            else:
+                zero, zero_given, other = "size", size, f"time {as_typed(time, 'seconds')}"
             raise InvalidArgumentError(
-                "retention", {"size": size, "time": time},
+                f"retention {zero}", zero_given,
                 "both limits 0 (keep nothing), or neither: -1 (no limit) or a positive value for each",
-                detail="a limit of 0 with the other limit set is refused, as in Pulsar")
+                detail=f"a limit of 0 with the other limit set ({other}) is refused, as in Pulsar")
         return retention
 
     @property

@@ -46,7 +46,7 @@ EXIT_INTERRUPTED = 130
 _NAMES_NOTHING = (TopicNotFoundError, NotFoundError, OffsetOutOfRangeError)
 
 # Library argument names that are not simply the parameter's name with '_' for ' ': the parameters they may be
-# (a command has one of them), or that together make the value (retention: --size and --time).
+# (a command has one of them).
 _PARAMETER_ALIASES = {
     "topic name": ("name", "topic"),
     "tenant name": ("name", "tenant"),
@@ -55,7 +55,6 @@ _PARAMETER_ALIASES = {
     "namespace name": ("namespace",),
     "message TTL": ("message_ttl",),
     "type": ("quota_type",),
-    "retention": ("retention_size", "retention_time"),
     # ClusterData's keys: the options of seglog clusters create and update
     "serviceUrl": ("url",),
     "serviceUrlTls": ("url_secure",),
