@@ -26,3 +26,12 @@ def test_every_layer_imports_only_the_layers_below_it():
 def test_the_code_keeps_the_style_ruff_checks():
     result = run(sys.executable, "-m", "ruff", "check", "src", "tests", "bench", "spark_connector")
     assert result.returncode == 0, f"ruff found problems:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.skipif(not (ROOT / "pyproject.toml").is_file(), reason="run from an installed wheel: no source tree")
+@pytest.mark.parametrize("package", ["server", "admin"])
+def test_the_layer_table_names_every_module_of_the_package(package):
+    table = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    row = next(line for line in table.splitlines() if f"| `{package}/` |" in line)
+    modules = sorted(p.name for p in (ROOT / "src" / "seglog" / package).glob("*.py") if p.name != "__init__.py")
+    assert [m for m in modules if f"`{m}`" not in row] == [], f"docs/ARCHITECTURE.md's {package}/ row misses them"
