@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog.errors import InvalidArgumentError
-from seglog.units import format_duration, format_size, parse_duration, parse_size
+from seglog.units import format_duration, format_size, parse_duration, parse_size, readable_size
 
 KiB, MiB, GiB, TiB, PiB = (1024**power for power in range(1, 6))
 SECOND, MINUTE, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
@@ -186,6 +186,19 @@ def test_format_size_uses_the_largest_exact_unit(whole: int, unit: int, hundredt
         assert name in ("KB", "MB", "GB", "TB", "PB") and len(number) < len(binary)
     assert parse_size(text) == n
 
+
+
+# --- readable_size -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n", "expected"), [
+    (0, "0 B"), (100, "100 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"), (1025, "1.0 KiB"),
+    (64 * MiB, "64 MiB"), (22_439_526, "21.4 MiB"), (10**9, "953.7 MiB"), (10 * 10**9, "9.3 GiB"),
+    (1024 * PiB, "1024 PiB"), (-1, "infinite"),
+])
+def test_readable_size(n: int, expected: str) -> None:
+    """The largest binary unit reached, exact to two decimals or else rounded to one; never a decimal unit."""
+    assert readable_size(n) == expected
 
 # --- parse_duration ------------------------------------------------------------------------------------------
 

@@ -26,6 +26,10 @@ configuration or a signed 64-bit field on disk can hold.
 
 Timeouts, how long a call may wait in real time, are seconds as floats (``parse_timeout``): an int or float
 >= 0, ``math.inf`` for no limit, or a duration string as above; None means what the API says it means.
+
+Sizes are shown exactly by ``format_size`` (what a setting reads back as) and, in texts people read at a
+glance (the CLI's tables, the retention explanation's reasons), by ``readable_size``: binary units only,
+rounded where need be, so that the sizes of one output compare.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from fractions import Fraction
 
 from seglog.errors import InvalidArgumentError
 
-__all__ = ["format_duration", "format_size", "parse_duration", "parse_size", "parse_timeout"]
+__all__ = ["format_duration", "format_size", "parse_duration", "parse_size", "parse_timeout", "readable_size"]
 
 _MAX = 2**63 - 1
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
@@ -107,6 +111,21 @@ def format_size(n: int) -> str:
     candidates = [_exactly_in(n, _SIZE_FORMAT), _exactly_in(n, _DECIMAL_SIZE_FORMAT), (str(n), "B")]
     number, name = min((c for c in candidates if c is not None), key=lambda c: len(c[0]))
     return f"{number} {name}"
+
+
+def readable_size(n: int) -> str:
+    """`n` bytes in the largest binary unit it reaches: exact where two decimals are ('64 MiB', '1.5 KiB',
+    '100 B'), else rounded to one ('21.4 MiB', '9.3 GiB' for 10 GB); -1, no limit, is 'infinite'.
+
+    Binary units only, so the sizes of one output compare at a glance (format_size, which must be exact,
+    may pick '10 GB' for one size and '1 GiB' for the next); the JSON outputs keep exact bytes."""
+    if n == -1:
+        return "infinite"
+    for unit, name in _SIZE_FORMAT:
+        if n >= unit:
+            exact = _exactly_in(n, ((unit, name),))
+            return f"{exact[0]} {name}" if exact is not None else f"{n / unit:.1f} {name}"
+    return f"{n} B"
 
 
 def _exactly_in(n: int, units: tuple[tuple[int, str], ...]) -> tuple[str, str] | None:

@@ -16,7 +16,7 @@ from helpers_cli import flip_byte, one_line, run, segment_logs
 import seglog
 from helpers_storage import python_command, walk_batches
 from seglog.errors import InvalidArgumentError
-from seglog.readable_size import readable_size
+from seglog.units import readable_size
 
 
 def test_check_healthy_directory(runner: CliRunner, data: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import seglog
 from helpers_storage import partition_dir, python_command, segment_logs, walk_batches
-from seglog.readable_size import readable_size
 from seglog.storage.check import repair_log
+from seglog.units import readable_size
 
 TOPIC = "t"
 RECOVERY_LOGGER = "seglog.storage.recovery"

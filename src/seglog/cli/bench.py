@@ -13,7 +13,7 @@ from seglog.cli.output import out, print_json, print_table
 from seglog.cli.throughput import CHUNK, ROUNDS, WRITES_PER_ROUND
 from seglog.cli.throughput_report import as_json, measure_with_progress, table
 from seglog.log import MAX_PARTITIONS
-from seglog.readable_size import readable_size
+from seglog.units import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Throughput benchmark vs Python baselines (table or JSON).")

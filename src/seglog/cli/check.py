@@ -16,8 +16,8 @@ from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import EXIT_DAMAGE
 from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
-from seglog.readable_size import readable_size
 from seglog.storage.check import Problem, topic_leftovers
+from seglog.units import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Verify every batch and index of the data directory.")

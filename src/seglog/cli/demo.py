@@ -24,7 +24,7 @@ from seglog.cli.output import out, print_table
 from seglog.cli.throughput import CHUNK, ROUNDS, WRITES_PER_ROUND
 from seglog.cli.throughput_report import measure_with_progress, table
 from seglog.errors import TopicNotFoundError
-from seglog.readable_size import readable_size
+from seglog.units import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Write and read messages; throughput vs a Python baseline.")

@@ -7,7 +7,7 @@ import click
 from seglog.cli.base import AdminCommand
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.output import out
-from seglog.readable_size import readable_size
+from seglog.units import readable_size
 
 
 @click.command(cls=AdminCommand)

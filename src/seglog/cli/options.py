@@ -12,8 +12,7 @@ import click
 from seglog.catalog.config import TopicConfig
 from seglog.errors import InvalidArgumentError
 from seglog.names import NamespaceName, TopicName, validate_part
-from seglog.readable_size import readable_size
-from seglog.units import parse_size
+from seglog.units import parse_size, readable_size
 
 SIZE_METAVAR = "SIZE"
 # The README's "Units" table in one sentence: every size option's help and every bad size's error say it.

@@ -14,8 +14,8 @@ from seglog.cli.errors import EXIT_DAMAGE
 from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
 from seglog.clock import system_clock
-from seglog.readable_size import readable_size
 from seglog.storage.check import repair_log
+from seglog.units import readable_size
 
 
 @click.command(cls=SeglogCommand, short_help="Cut torn tails, rebuild indexes, report damage left.")

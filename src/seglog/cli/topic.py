@@ -23,8 +23,7 @@ from seglog.cli.subscriptions import SUBSCRIPTION_COMMANDS
 from seglog.cli.topic_settings import SETTING_FLAGS, setting_options
 from seglog.errors import NotFoundError
 from seglog.log import MAX_PARTITIONS
-from seglog.readable_size import readable_size
-from seglog.units import format_duration
+from seglog.units import format_duration, readable_size
 
 _UNLIMITED_WIDTH = 1 << 20  # a table's natural width is measured without a limit
 PERSISTENT = "persistent://"  # Pulsar's domain of a topic's full name, as pulsar-admin lists them

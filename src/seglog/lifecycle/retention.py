@@ -19,9 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from seglog.catalog.policies import InForce, Retention
-from seglog.readable_size import readable_size
 from seglog.storage.segment_table import SegmentTable
-from seglog.units import format_duration
+from seglog.units import format_duration, readable_size
 
 
 @dataclass(frozen=True)

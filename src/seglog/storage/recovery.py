@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from seglog._core._mapping import Mapping
-from seglog.readable_size import readable_size
 from seglog.storage.segment import (
     CLEAN_MARKER,
     Commit,
@@ -32,6 +31,7 @@ from seglog.storage.segment import (
     truncate_file,
     write_index_files,
 )
+from seglog.units import readable_size
 
 logger = logging.getLogger(__name__)
 
