@@ -168,7 +168,7 @@ def _bool_setting(name: str) -> Callable[[Any], bool]:
         if isinstance(value, str) and value.lower() in ("true", "false"):  # from broker.conf
             return value.lower() == "true"
         if not isinstance(value, bool):
-            raise InvalidArgumentError(name, value, "True or False")
+            raise InvalidArgumentError(name, value, "true or false (True or False from Python)")
         return value
     return parse
 
