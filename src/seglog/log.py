@@ -12,7 +12,6 @@ from seglog.catalog.config import BrokerConfig
 from seglog.clock import Clock, system_clock
 from seglog.errors import InvalidArgumentError
 from seglog.lifecycle.maintenance import MaintenanceReport
-from seglog.storage.data_directory import make_data_directory
 from seglog.topic import Topic
 
 __all__ = ["MAX_PARTITIONS", "METADATA_FILE", "Log", "is_data_directory", "open"]
@@ -30,7 +29,6 @@ class Log:
                  **broker_config: Any) -> None:
         if clock is not None and not callable(clock):
             raise InvalidArgumentError("clock", clock, "a callable returning ms since the epoch")
-        make_data_directory(Path(path), METADATA_FILE)
         self._broker = Broker.open(Path(path), clock=clock or system_clock, background=background, **broker_config)
         self.admin = Admin(self._broker)
         """The admin API: clusters, tenants, namespaces and topics, as pulsar-admin has them."""
