@@ -170,8 +170,8 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     limits = limits_of(ref, policies)
     partitions = {}
     for p, (_, table) in enumerate(_tables(broker, ref)):
-        backlog = broker.maintenance.acked_until(ref, p, table)
-        partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, backlog)]
+        ack_floor = broker.maintenance.acked_until(ref, p, table)
+        partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, ack_floor)]
     config = ref.config.to_admin()
     return {"topic": str(ref), "nowMs": now, "policies": _policies(broker, ref),
             **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
