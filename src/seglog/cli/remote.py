@@ -59,15 +59,20 @@ class _Repr:
         return self.text
 
 
-def _refusal(response: httpx.Response) -> Exception:
-    """The exception a refused request stands for (the local API's, where the server names it)."""
+def _body(response: httpx.Response) -> dict:
+    """A refusal's JSON object ({"reason": ..., "error": ...}), or {} when its body is not one."""
     try:
         body = response.json()
     except ValueError:
-        body = {}
-    reason = body.get("reason") if isinstance(body, dict) else None
-    reason = reason or f"{response.status_code} {response.reason_phrase}"
-    kind = body.get("error") if isinstance(body, dict) else None
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _refusal(response: httpx.Response) -> Exception:
+    """The exception a refused request stands for (the local API's, where the server names it)."""
+    body = _body(response)
+    reason = body.get("reason") or f"{response.status_code} {response.reason_phrase}"
+    kind = body.get("error")
     if kind in _ARGUMENT_ERRORS and "argument" in body:
         value = body["value"] if "value" in body else _Repr(body.get("valueRepr", "?"))
         return _ARGUMENT_ERRORS[kind](body["argument"], value, body.get("accepted", ""), body.get("detail"))
@@ -105,20 +110,13 @@ def _namespace_path(namespace: str) -> str:
 
 def _names_an_error(response: httpx.Response) -> bool:
     """Whether the refusal's body names one of the local API's exceptions (not an authorization refusal)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return False
-    return isinstance(body, dict) and (body.get("error") in _ERRORS or body.get("error") in _ARGUMENT_ERRORS)
+    kind = _body(response).get("error")
+    return kind in _ERRORS or kind in _ARGUMENT_ERRORS
 
 
 def _unauthorized(response: httpx.Response) -> CliError:
     """A 401 or 403 as one line: the server's reason, and how to give a token."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = {}
-    reason = body.get("reason") if isinstance(body, dict) else None
+    reason = _body(response).get("reason")
     what = "needs a token" if response.status_code == 401 else "refused this token's role"
     return CliError(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a token "
                     f"of a role allowed to with --token TOKEN, --auth-params token:TOKEN|file:///PATH or "
