@@ -9,7 +9,7 @@ Groups "lookup: by offset" and "lookup: by timestamp":
   seglog    IndexView.find_offset, IndexView.find_timestamp   over the segment's mapped index
   baseline  np.searchsorted, one call   NumPy over the same index arrays, all targets in one call (the
                                     kernels' reference twin)
-  seglog    kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels of numba_kernels.py (for
+  seglog    kernels.lookup_offsets_many, lookup_timestamps_many   the Numba kernels of experiments/numba_kernels.py (for
                                     the benchmarks only: seglog does not use them), all targets in one call
             topic.reader(start=offset) + read_messages(1)   the public API; a reader locates its start
                                     lazily, so the lookup includes fetching the message
@@ -119,7 +119,7 @@ def test_reader_seek(bench, indexed, scale):
 
 @pytest.mark.parametrize("kind", ["offsets", "timestamps"])
 def test_lookup_many_kernel(bench, indexed, kind):
-    pytest.importorskip("numba")  # the `test` extra
+    pytest.importorskip("numba")  # `pip install numba` (bench/experiments/README.md)
     import numba_kernels as kernels
     _, index, offsets, timestamps = indexed
     next_offsets, _, max_timestamps = index.arrays()
@@ -162,7 +162,7 @@ def test_sorted_targets(bench, indexed, how):
         bench.baseline(SORTED, "np.searchsorted, one call", messages=len(targets), unit="lookup")
         found = bench.run(lambda: np.searchsorted(next_offsets, targets, side="right"))
     else:
-        pytest.importorskip("numba")  # the `test` extra
+        pytest.importorskip("numba")  # `pip install numba` (bench/experiments/README.md)
         import numba_kernels as kernels
         kernels.lookup_offsets_many(next_offsets, index.count, targets[:1], out[:1])  # compiled outside the timing
         bench.seglog(SORTED, "kernels.lookup_offsets_many, one call", messages=len(targets), unit="lookup")

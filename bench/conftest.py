@@ -208,7 +208,7 @@ def payload(scale: Scale) -> Payload:
 
 # Messages per send_batch call (and per stored batch) of the append and read scenarios: a Pulsar client
 # batch holds at most 1,000 messages (or 128 KiB), Kafka's default batch.size of 16 KiB about 160 of
-# these; the README's first figures were measured with 64k. Not scaled: the call size is what is measured.
+# these; the first figures were measured with 64k. Not scaled: the call size is what is measured.
 MESSAGES_PER_CALL = (1_000, 10_000, 65_536)
 
 

@@ -1,8 +1,8 @@
 """Does Numba earn its place? The batch kernels of numba_kernels.py (beside this file) against the paths
 the library takes today, at the call sites where many index lookups happen in one go, each in the same run
 as its NumPy reference twin and the Cython (IndexView) way, plus what a process pays before its first
-kernel call. They did not earn it (README, Performance): seglog does not depend on Numba, and these
-kernels stay here so that the finding can be measured again. Their parity tests come first.
+kernel call. They did not earn it (bench/RESULTS.md, "Lookups, acks and the lifecycle pass"): seglog does not
+depend on Numba, and these kernels stay here so that the finding can be measured again. Their parity tests come first.
 
 Group "kernels: backlog bytes of 100 subscriptions, 10,000 segments" (maintenance's eviction check and
 topic.stats() compute `partition_backlog` for every subscription; its main cost is `bytes_from`, the bytes

@@ -1,5 +1,5 @@
 """Numba batch kernels over the index arrays, each with its NumPy reference twin (`*_reference`), kept
-for the benchmarks only: seglog does not use them and does not depend on Numba (README, Performance).
+for the benchmarks only: seglog does not use them and does not depend on Numba (bench/RESULTS.md).
 
 They were the candidates for the call sites where many index lookups happen in one go (issue 11, item
 6); bench_kernels.py and bench_lookup.py measure them against the library's own paths in the same run,

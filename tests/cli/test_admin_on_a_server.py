@@ -1,4 +1,4 @@
-"""Admin commands with `--url` on a `seglog serve` (tests/server/helpers_server.py, free loopback ports): what
+"""Admin commands with `--url` on a `seglog serve` (tests/helpers/helpers_server.py, free loopback ports): what
 they print beside the REST routes they use, and beside the same command with --data."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ An entry is published by writing its `.index` slot last, after a release fence: 
 process that sees a non-zero slot also sees the batch and the time entry. Unwritten slots are zero, and
 every written slot is positive (each batch holds at least one record), so the filled entries are a prefix.
 Lookups are made here, one call at a time, in Cython: batch kernels over many segments' indexes gained
-nothing where seglog calls them (bench/bench_kernels.py)."""
+nothing where seglog calls them (bench/experiments/bench_kernels.py)."""
 
 from libc.stdint cimport int64_t, INT64_MIN
 from seglog._core._format cimport seglog_release_fence, seglog_acquire_fence

@@ -1,7 +1,7 @@
 """Throughput of seglog's write and read paths, next to plain-Python file baselines measured in the same run.
 
 Used by `seglog demo` and `seglog bench`. The operations and baselines are bench/'s (bench_append.py,
-bench_read.py), timed the same way, so the figures can be compared with the README's:
+bench_read.py), timed the same way, so the figures can be compared with bench/RESULTS.md's:
 
   send_batch        a producer's whole life: opened, `send_batch` of `chunk` messages at a time, closed
                     (opening maps the partition's segment, closing trims its file)

@@ -87,7 +87,7 @@ class ActiveSegment:
     """The segment that takes the writes: its log mapped writable, its index beside it, each allocated
     ahead of the writer in steps (Reserved) and extended before an append that needs more.
 
-    The log is prefaulted ahead of the writer by a C thread (bench/bench_page_faults.py measured the
+    The log is prefaulted ahead of the writer by a C thread (bench/experiments/bench_page_faults.py measured the
     alternatives), as far as it is allocated: the thread is pointed at the new allocation after each
     extension."""
 
