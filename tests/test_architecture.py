@@ -2,6 +2,7 @@
 (import-linter, TYPE_CHECKING imports included) and the code style (ruff), both configured in
 pyproject.toml."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +12,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+def run(*command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
 
 
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").is_file(), reason="run from an installed wheel: no source tree")
 def test_every_layer_imports_only_the_layers_below_it():
+    # the checkout's packages, not the copy a wheel installed (CI tests the installed wheel)
+    source = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "spark_connector")])}
     result = run(sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-                                       "sys.exit(lint_imports_command())", "--no-cache")
+                                       "sys.exit(lint_imports_command())", "--no-cache", env=source)
     assert result.returncode == 0, f"import-linter found broken contracts:\n{result.stdout}{result.stderr}"
 
 

@@ -6,19 +6,24 @@ would, so retried tasks are tested too."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
 
-SPARK_CONNECTOR = Path(__file__).resolve().parents[2] / "spark_connector"
+from helpers_install import check_imported_from_the_install
+
+# The folder this interpreter imports pyspark_seglog from: site-packages for a wheel; spark_connector/ for an
+# editable install, whose import hook PySpark's discovery of pyspark_* modules (a scan of sys.path) misses
+CONNECTOR = Path(importlib.util.find_spec("pyspark_seglog").origin).parents[1]
 
 
 def spark_environment() -> dict[str, str]:
-    """The environment a Spark driver needs here; PYTHONPATH names the connector's folder, so PySpark's
-    discovery of pyspark_* modules sees it whatever kind of install the test run has."""
-    path = os.pathsep.join(filter(None, [str(SPARK_CONNECTOR), os.environ.get("PYTHONPATH")]))
+    """The environment a Spark driver needs here; PYTHONPATH names the folder pyspark_seglog is installed in,
+    so PySpark's discovery of pyspark_* modules sees it whatever kind of install the test run has."""
+    path = os.pathsep.join(filter(None, [str(CONNECTOR), os.environ.get("PYTHONPATH")]))
     return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": path}
 
@@ -26,6 +31,7 @@ def spark_environment() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def spark():
     os.environ.update(spark_environment())
+    check_imported_from_the_install()  # as Spark's Python workers will, with that environment
     from pyspark_seglog.local import local_spark
     session = local_spark("local[2,4]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
     yield session
