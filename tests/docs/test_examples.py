@@ -3,9 +3,9 @@
 A small collector of our own rather than a Markdown plugin: a reader pastes a page's examples in order, into
 one folder and one Python session, and runs its shell lines beside them, with a server started in one of them
 still running for the next. So each page is one test that runs its ```python and ```bash blocks in order, in a
-fresh folder, the Python blocks in one namespace. A block whose first line is `# not run` is left out (it needs
-what a test cannot have, such as a second cluster or a package install); other fences (text, console) are
-synopses and never run.
+fresh folder and a fresh interpreter, the Python blocks in one namespace (markdown_pages.py). A block whose first
+line is `# not run` is left out (it needs what a test cannot have, such as a second cluster or a package
+install); other fences (text, console) are synopses and never run.
 
 A shell line that starts `seglog serve` (with any options) is started in the background, waited for until it
 serves, and stopped by its pid when the page is done. The ports of the examples (Pulsar's 6650 and 8080, 6651
@@ -14,169 +14,23 @@ that names no port gets the free ones, so pages show the ports a reader uses and
 fixed port.
 """
 
-from __future__ import annotations
-
-import os
-import re
-import shlex
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from markdown_pages import ROOT, blocks_of
 
-ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN_LANGUAGES = {"python", "bash"}
-NOT_RUN = "# not run"
-EXAMPLE_PORTS = ("6650", "6651", "8080", "8081", "8443")
-SERVE_LINE = re.compile(r"^seglog\b(?:\s+--data\s+\S+)?\s+serve\b")
-SHELL_TIMEOUT_S = 300.0
-SERVE_TIMEOUT_S = 30.0
-FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`]*)$")
-
-
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int  # of the opening fence, 1-based
-    language: str
-    code: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
-
-    @property
-    def runs(self) -> bool:
-        return self.language in RUN_LANGUAGES and not self.code.lstrip().startswith(NOT_RUN)
-
-
-def blocks_of(page: Path) -> list[Block]:
-    """The fenced code blocks of a Markdown page, in order, their indentation (in list items) removed."""
-    blocks: list[Block] = []
-    opening: tuple[int, str, str] | None = None
-    lines: list[str] = []
-    for number, text in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-        fence = FENCE.match(text)
-        if opening is None:
-            if fence:
-                opening = (number, fence["indent"], fence["info"].strip().split(" ")[0])
-                lines = []
-        elif fence and fence["info"].strip() == "":
-            line, indent, language = opening
-            blocks.append(Block(page, line, language, "\n".join(s.removeprefix(indent) for s in lines) + "\n"))
-            opening = None
-        else:
-            lines.append(text)
-    assert opening is None, f"{page.relative_to(ROOT)}:{opening[0]}: a code block is never closed"
-    return blocks
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Page:
-    """What a reader's session holds while they work through one page: a folder, a Python namespace, servers."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.namespace: dict[str, object] = {"__name__": "__main__"}
-        self.ports = {port: str(free_port()) for port in EXAMPLE_PORTS}
-        self.servers: list[subprocess.Popen] = []
-        bin_dir = str(Path(sys.executable).parent)  # the `seglog` of the Python that runs the suite
-        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-        self.env.pop("SEGLOG_DATA", None)
-
-    def with_ports(self, code: str) -> str:
-        for example, port in self.ports.items():
-            code = re.sub(rf"\b{example}\b", port, code)
-        return code
-
-    def run(self, block: Block) -> None:
-        code = self.with_ports(block.code)
-        if block.language == "python":
-            # blank lines up to the block: a traceback names the page's own line, and shows it
-            exec(compile("\n" * block.line + code, str(block.page), "exec"), self.namespace)
-        else:
-            self.run_shell(block, code)
-
-    def run_shell(self, block: Block, code: str) -> None:
-        """Run the block's lines as one script, but for `seglog serve` lines, which start in the background."""
-        script: list[str] = []
-        for line in code.replace("\\\n", " ").splitlines():
-            if SERVE_LINE.match(line.strip()):
-                self.run_script(block, script)
-                script = []
-                self.start_server(block, line)
-            else:
-                script.append(line)
-        self.run_script(block, script)
-
-    def run_script(self, block: Block, lines: list[str]) -> None:
-        script = "\n".join(lines)
-        if not script.strip():
-            return
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=self.folder, env=self.env,
-                              capture_output=True, text=True, timeout=SHELL_TIMEOUT_S)
-        assert done.returncode == 0, f"{block.where}: exited {done.returncode}:\n{script}\n{done.stdout}{done.stderr}"
-
-    def start_server(self, block: Block, command: str) -> None:
-        words = shlex.split(command.split("#", 1)[0].strip().removesuffix("&"))  # `&`: as a reader runs it
-        if "--port" not in words:
-            words += ["--port", self.ports["6650"]]
-        if "--http-port" not in words:
-            words += ["--http-port", self.ports["8080"]]
-        server = subprocess.Popen(words, cwd=self.folder, env=self.env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
-        self.servers.append(server)
-        http_url = f"http://127.0.0.1:{words[words.index('--http-port') + 1]}"
-        deadline = time.monotonic() + SERVE_TIMEOUT_S
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                with urllib.request.urlopen(f"{http_url}/admin/v2/brokers/health", timeout=5) as answer:
-                    if answer.read() == b"ok":
-                        return
-            except OSError:
-                time.sleep(0.05)  # the port is not bound yet; bounded by the deadline
-        raise AssertionError(f"{block.where}: `{command.strip()}` did not serve within {SERVE_TIMEOUT_S}s:\n"
-                             f"{self.stop_servers()}")
-
-    def stop_servers(self) -> str:
-        """Stop every server by its pid; what they wrote to stderr."""
-        logs = []
-        for server in self.servers:
-            if server.poll() is None:
-                server.send_signal(signal.SIGTERM)
-            try:
-                _, err = server.communicate(timeout=SERVE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                _, err = server.communicate(timeout=SERVE_TIMEOUT_S)
-            logs.append(err)
-        self.servers.clear()
-        return "\n".join(logs)
+RUNNER = Path(__file__).with_name("markdown_pages.py")
+PAGE_TIMEOUT_S = 480.0
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
-def test_page_examples_run_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SEGLOG_DATA", raising=False)
-    session = Page(tmp_path)
-    try:
-        for block in blocks_of(page):
-            if block.runs:
-                session.run(block)
-    finally:
-        session.stop_servers()
+def test_page_examples_run_as_written(page: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=PAGE_TIMEOUT_S)
+    assert done.returncode == 0, f"{page.relative_to(ROOT)}: an example failed:\n{done.stdout}{done.stderr}"
 
 
 def test_blocks_are_found_with_their_lines(tmp_path: Path) -> None:
@@ -187,3 +41,11 @@ def test_blocks_are_found_with_their_lines(tmp_path: Path) -> None:
     assert [(b.line, b.language, b.code, b.runs) for b in blocks] == [
         (2, "python", "x = 1\n", True), (7, "bash", "echo hi\n", True), (10, "text", "synopsis\n", False),
         (13, "python", "# not run\nimport missing\n", False)]
+
+
+def test_a_failing_example_fails_its_page_naming_the_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nvalue = 1\n```\n\n```python\nprint(valeu)\n```\n")
+    done = subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=PAGE_TIMEOUT_S)
+    assert done.returncode != 0 and f'File "{page}", line 6' in done.stderr and "NameError" in done.stderr
