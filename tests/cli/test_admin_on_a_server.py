@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers_cli import one_line
 
+from helpers_cli import one_line
 from helpers_server import Server, rest, start_server
 from seglog.cli import main
 

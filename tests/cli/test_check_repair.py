@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import flip_byte, one_line, run, segment_logs
 
 import seglog
+from helpers_cli import flip_byte, one_line, run, segment_logs
 from helpers_storage import python_command, walk_batches
 from seglog.errors import InvalidArgumentError
 from seglog.units import readable_size

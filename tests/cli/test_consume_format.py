@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
+from helpers_cli import one_line, run
 from seglog.cli import main
 
 BINARY = b"a\x00b\x1b[31mred\\\xff"

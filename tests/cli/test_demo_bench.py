@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
 import seglog
+from helpers_cli import one_line, run
 
 OPERATIONS = ["send_batch", "send()", "baseline: f.write", "read_batch", "iterate Messages", "baseline: f.read"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
+from helpers_cli import one_line, run
 from seglog.cli import main
 
 SMALL = ("--messages", "2000", "--size", "50")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
 import seglog
+from helpers_cli import one_line, run
 from seglog.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from helpers_cli import run
 
 import seglog
+from helpers_cli import run
 from seglog.cli import main
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import make_data, one_line, run
 
 import seglog
+from helpers_cli import make_data, one_line, run
 
 
 def test_namespaces_create_list_delete(runner: CliRunner, data: Path) -> None:

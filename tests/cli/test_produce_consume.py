@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
 import seglog
+from helpers_cli import one_line, run
 
 
 def test_produce_stdin_then_consume_back(runner: CliRunner, data: Path) -> None:

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
+from helpers_cli import one_line, run
 from helpers_server import STOP_TIMEOUT_S, start_server
 from seglog.cli.serve_record import RECORD_FILE
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import floors, one_line, run
 
 import seglog
+from helpers_cli import floors, one_line, run
 
 
 def test_subscription_commands_as_pulsar_admin_has_them(runner: CliRunner, data: Path) -> None:

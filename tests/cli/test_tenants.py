@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from helpers_cli import one_line, run
 
 import seglog
+from helpers_cli import one_line, run
 
 
 def test_tenants_create_list_delete(runner: CliRunner, data: Path) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers_cli import floors, in_a_terminal, one_line, run
 
 import seglog
+from helpers_cli import floors, in_a_terminal, one_line, run
 from seglog.cli import main
 
 
