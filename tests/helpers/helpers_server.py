@@ -188,8 +188,10 @@ def refused_serve(data: Path, *extra: str, code: int = 2) -> str:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             process.wait(30)
-    assert process.returncode == code and stdout == b""
-    return " ".join(stderr.decode().split())
+    refused = " ".join(stderr.decode().split())
+    assert process.returncode == code, f"exit code {process.returncode}, expected {code}: {refused}"
+    assert stdout == b"", f"a refused start printed on stdout: {stdout.decode()}"
+    return refused
 
 
 def rest(http_url: str, method: str, path: str, body=None) -> tuple[int, object]:

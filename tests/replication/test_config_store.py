@@ -194,5 +194,5 @@ def test_configuration_store_urls_are_checked_and_an_unreachable_one_is_a_clear_
         refused = refused_serve(tmp_path / "d", "--configuration-store", url)
         assert "--configuration-store" in refused and detail in refused, refused
     nobody = f"etcd://127.0.0.1:{free_port()}"
-    refused = refused_serve(tmp_path / "d", "--configuration-store", nobody)
+    refused = refused_serve(tmp_path / "d", "--configuration-store", nobody, code=1)  # (a server not reached)
     assert f"the configuration store {nobody} cannot be reached" in refused, refused
