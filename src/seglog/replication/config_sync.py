@@ -131,14 +131,14 @@ class ConfigurationSync:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Check that the topic's namespace exists (ConfigurationStoreError naming what to create), make the
-        topic if it is new, and begin: changes made here are written to it, and its events are applied."""
+        """Check that the topic's namespace exists (NotFoundError naming what to create), make the topic if
+        it is new, and begin: changes made here are written to it, and its events are applied."""
         metadata = self.broker.catalog.metadata
         namespace = self.topic.namespace_name
         try:
             clusters = metadata.namespace_policies(namespace).replication_clusters
         except NotFoundError:
-            raise ConfigurationStoreError(
+            raise NotFoundError(
                 f"{OPTION} {self.topic}: namespace {namespace} does not exist on this cluster. Create tenant "
                 f"{self.topic.tenant} and namespace {namespace} first, with every synchronized cluster as its "
                 "clusters, on every cluster (docs/REPLICATION.md, Configuration stores)") from None
