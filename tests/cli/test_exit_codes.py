@@ -25,6 +25,34 @@ EXIT_TIMEOUT_S = 60.0
 # Python leaves SIGINT ignored if the test process was started with it ignored (a background job): restore it.
 PROGRAM = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
            "from seglog.cli import main; main(sys.argv[1:], prog_name='seglog')")
+# `seglog demo` that, once it has written its first round, creates the file its first argument names and waits
+# for the SIGINT there: Ctrl-C lands mid-measurement however fast the demo runs or however loaded the machine is
+# (a demo left to run may finish before the signal arrives). The wait is bounded: without the signal, the demo
+# goes on and exits 0.
+DEMO_WAITING_FOR_CTRL_C = f"""
+import signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from seglog.cli import main
+from seglog.cli.throughput_report import RichPhases
+
+started = Path(sys.argv[1])
+phase = RichPhases.phase
+
+def phase_then_wait(self, description, total):
+    advance = phase(self, description, total)
+
+    def advance_then_wait(n):
+        advance(n)
+        if not started.exists():
+            started.touch()
+            time.sleep({EXIT_TIMEOUT_S})  # the SIGINT ends it
+
+    return advance_then_wait
+
+RichPhases.phase = phase_then_wait
+main(sys.argv[2:], prog_name="seglog")
+"""
 
 
 @pytest.mark.parametrize("args", [
@@ -86,9 +114,11 @@ def test_damage_is_a_failure(runner: CliRunner, data: Path) -> None:
     run(runner, data, "check", code=EXIT_FAILURE)
 
 
-def command(data: Path, *args: str, stdin: int | None = None) -> subprocess.Popen:
-    """`seglog --data DATA ARGS` as a process of its own, its output in pipes."""
-    return subprocess.Popen([sys.executable, "-c", PROGRAM, "--data", str(data), *args], stdin=stdin,
+def command(data: Path, *args: str, stdin: int | None = None, program: str = PROGRAM,
+            program_args: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`seglog --data DATA ARGS` as a process of its own running `program` (given `program_args` first), its
+    output in pipes."""
+    return subprocess.Popen([sys.executable, "-c", program, *program_args, "--data", str(data), *args], stdin=stdin,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "SEGLOG_DATA": ""})
 
@@ -134,8 +164,10 @@ def test_ctrl_c_of_consume_follow_exits_130(runner: CliRunner, data: Path) -> No
 
 def test_ctrl_c_of_demo_exits_130_saying_what_it_left_and_how_to_remove_it(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    process = command(data, "demo", "--messages", "1000000")
-    _, err = interrupt(process, (data / "topics" / "public" / "default" / "demo").exists)
+    started = tmp_path / "wrote a round"
+    process = command(data, "demo", "--messages", "100000", program=DEMO_WAITING_FOR_CTRL_C,
+                      program_args=(str(started),))
+    _, err = interrupt(process, started.exists)
     assert process.returncode == EXIT_INTERRUPTED, err
     message = one_line(err)
     assert re.search(rf"Interrupted: nothing measured; {re.escape(str(data))} takes [0-9.]+ [KMG]?i?B on disk",
