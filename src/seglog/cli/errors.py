@@ -84,14 +84,18 @@ def show_error(message: str) -> None:
 
 
 class CliError(click.ClickException):
-    """A failure shown as one error line, with `exit_code` (2 unless given)."""
+    """A wrong command line, shown as one error line; exit code 2."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = EXIT_USAGE
 
     def show(self, file: object = None) -> None:
         show_error(self.format_message())
+
+
+class CliFailure(CliError):
+    """A right command that failed (damage, in use, exists already, unreachable), one error line; exit code 1."""
+
+    exit_code = EXIT_FAILURE
 
 
 class Interrupted(click.ClickException):
@@ -122,28 +126,25 @@ def as_usage_problem(error: click.UsageError, ctx: click.Context) -> click.Usage
     """Click's own parsing error, shown the same way as ours (the help shown for no arguments is kept)."""
     if isinstance(error, (UsageProblem, NoArgsIsHelpError)):
         return error
-    problem = UsageProblem(error.format_message(), error.ctx or ctx)
-    problem.exit_code = error.exit_code
-    return problem
+    return UsageProblem(error.format_message(), error.ctx or ctx)
 
 
 def from_library(error: SeglogError, ctx: click.Context, data: Path | None = None) -> click.ClickException:
     """The CLI form of a library error raised while running the command of `ctx` on the data directory
     `data` (None: on a server, or none)."""
     if isinstance(error, ConfigFileError):  # the file's fault, not the command line's: no usage line
-        return CliError(str(error), EXIT_FAILURE)
+        return CliFailure(str(error))
     if isinstance(error, InvalidArgumentError):
         return _invalid_value(error, ctx)
     if isinstance(error, _NAMES_NOTHING):
-        return CliError(in_cli_words(str(error)), EXIT_USAGE)
+        return CliError(in_cli_words(str(error)))
     if isinstance(error, CorruptLogError):
-        return CliError(f"{error} (run `seglog check` for a full report, `seglog repair` to fix what can be)",
-                        EXIT_DAMAGE)
+        return CliFailure(f"{error} (run `seglog check` for a full report, `seglog repair` to fix what can be)")
     if isinstance(error, MetadataError):
-        return CliError(str(error), EXIT_DAMAGE)
+        return CliFailure(str(error))
     if isinstance(error, PartitionLockedError) and data is not None:
-        return CliError(_locked(error, data), EXIT_FAILURE)
-    return CliError(in_cli_words(str(error)), EXIT_FAILURE)
+        return CliFailure(_locked(error, data))
+    return CliFailure(in_cli_words(str(error)))
 
 
 def in_cli_words(message: str) -> str:
@@ -221,4 +222,4 @@ def from_os_error(error: OSError) -> click.ClickException | OSError:
     if error.errno == errno.EPIPE:
         return error
     where = f": {error.filename}" if error.filename else ""
-    return CliError(f"{error.strerror or error}{where}", EXIT_FAILURE)
+    return CliFailure(f"{error.strerror or error}{where}")

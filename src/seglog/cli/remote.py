@@ -35,7 +35,7 @@ from seglog import errors
 from seglog.catalog.clusters import check_cluster_data, cluster_names
 from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
 from seglog.cli.auth_options import TOKEN_ENV_VAR, given_token
-from seglog.cli.errors import EXIT_FAILURE, CliError
+from seglog.cli.errors import CliError, CliFailure
 from seglog.lifecycle.maintenance import MaintenanceReport
 from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
 
@@ -118,9 +118,9 @@ def _unauthorized(response: httpx.Response) -> CliError:
     """A 401 or 403 as one line: the server's reason, and how to give a token."""
     reason = _body(response).get("reason")
     what = "needs a token" if response.status_code == 401 else "refused this token's role"
-    return CliError(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a token "
-                    f"of a role allowed to with --token TOKEN, --auth-params token:TOKEN|file:///PATH or "
-                    f"${TOKEN_ENV_VAR}", EXIT_FAILURE)
+    return CliFailure(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a "
+                      f"token of a role allowed to with --token TOKEN, --auth-params token:TOKEN|file:///PATH or "
+                      f"${TOKEN_ENV_VAR}")
 
 
 class Http:
@@ -139,7 +139,7 @@ class Http:
                                            json.dumps(body).encode(),
                                            headers={"Content-Type": "application/json"})
         except httpx.HTTPError as error:
-            raise CliError(f"cannot reach the seglog server at {self.url}: {error}", EXIT_FAILURE) from None
+            raise CliFailure(f"cannot reach the seglog server at {self.url}: {error}") from None
         if response.status_code == 401 or (response.status_code == 403 and not _names_an_error(response)):
             raise _unauthorized(response)  # (a 403 naming seglog's error is a refusal of the request itself)
         if response.status_code >= 400:

@@ -19,7 +19,7 @@ import click
 
 from seglog.cli.base import SeglogCommand
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.errors import EXIT_FAILURE, CliError
+from seglog.cli.errors import CliError, CliFailure
 from seglog.cli.options import SIZE_METAVAR, SIZE_UNITS, byte_size
 from seglog.cli.serve_record import write_record
 from seglog.errors import InvalidArgumentError
@@ -197,5 +197,5 @@ def _port_refused(error: InvalidArgumentError, host: str) -> CliError | None:
     if error.argument not in PORT_OPTIONS or not isinstance(cause, OSError):
         return None
     why = os.strerror(cause.errno) if cause.errno else "refused"  # (asyncio's own text shows a tuple)
-    return CliError(f"cannot listen on {host}:{error.value} ({error.argument}): {why}; give "
-                    f"{error.argument} another port, or {error.argument} 0 for a free one", EXIT_FAILURE)
+    return CliFailure(f"cannot listen on {host}:{error.value} ({error.argument}): {why}; give "
+                      f"{error.argument} another port, or {error.argument} 0 for a free one")

@@ -10,7 +10,7 @@ import click
 
 from seglog.cli.base import AdminCommand
 from seglog.cli.datadir import DataDir, pass_data
-from seglog.cli.errors import EXIT_FAILURE, CliError, UsageProblem
+from seglog.cli.errors import CliFailure, UsageProblem
 from seglog.cli.message_format import FORMATS, FORMATTERS
 from seglog.cli.options import topic_name
 from seglog.cli.output import err, message_count, out, print_json, print_names
@@ -34,9 +34,9 @@ def _message_ids(ctx: click.Context, param: click.Parameter, given: tuple[str, .
     return positions
 
 
-def _consumed_elsewhere(topic: str, subscription: str) -> CliError:
-    return CliError(f"subscription {subscription} of {topic} is consumed by another process; change it there, "
-                    "or once it stopped", EXIT_FAILURE)
+def _consumed_elsewhere(topic: str, subscription: str) -> CliFailure:
+    return CliFailure(f"subscription {subscription} of {topic} is consumed by another process; change it there, "
+                      "or once it stopped")
 
 
 @click.command(cls=AdminCommand, short_help="List the topic's subscriptions, one a line.")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from seglog.cli.errors import EXIT_DAMAGE, CliError
+from seglog.cli.errors import CliFailure
 from seglog.cli.output import err
 from seglog.cli.throughput import Advance, Measurement, ReadBackError, measure, ratio
 from seglog.topic import Topic
@@ -91,4 +91,4 @@ def measure_with_progress(topic: Topic, messages: int, size: int, *, scratch_dir
             return measure(topic, messages, size, scratch_dir=scratch_dir, phases=phases, chunk=chunk,
                            rounds=rounds)
     except ReadBackError as error:
-        raise CliError(str(error), EXIT_DAMAGE) from error
+        raise CliFailure(str(error)) from error
