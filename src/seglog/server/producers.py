@@ -191,6 +191,9 @@ class ConnectionProducers:
                                   replicator=replicator_origin(request.producer_name or "") is not None))
             assert target is not None  # created when missing
             await self.connection.blocking(service.check_quota, target)
+            if request.initial_subscription_name:
+                await self.connection.blocking(service.create_initial_subscription, target,
+                                               request.initial_subscription_name)
             claim = service.claim_producer(target, request.producer_name or None, request.producer_access_mode,
                                            lambda: self._fence(producer_id))
         if attempt.failed:

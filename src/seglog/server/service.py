@@ -282,6 +282,14 @@ class BrokerService:
         producer_exception, as Pulsar's broker does (blocking)."""
         _check_quota(self.broker.quotas.guard(target.ref), target.partition, 0)
 
+    def create_initial_subscription(self, target: Target, subscription: str) -> None:
+        """A producer's initial subscription (pulsar-client's dead-letter policy names one): created at the earliest
+        message if the topic has none of that name, before the producer writes anything, as Pulsar's broker
+        does, so nothing sent to a dead-letter topic is lost before a consumer comes (blocking)."""
+        registry = self.broker.subscriptions
+        if subscription not in registry.names(target.ref):
+            registry.release(registry.open(target.ref, subscription, "exclusive", "earliest"))
+
     def open_writer(self, target: Target, name: str, peer: str = "") -> ProducerHandle:
         """The partition's writer for a new producer from `peer` (blocking: the first user opens it)."""
         store = self.broker.store
