@@ -538,10 +538,10 @@ class Topics(PolicyLevel):
         if subscription in registry.names(t):
             raise AlreadyExistsError(f"subscription {subscription} of {t} already exists")
         if isinstance(offsets, str) and offsets in ("earliest", "latest"):
-            registry.release(registry.open(t, subscription, "exclusive", offsets))
+            registry.create(t, subscription, offsets)
             return
         positions = _cursor_offsets(self._broker, t, offsets, every_partition=True, written_only=False)
-        registry.release(registry.open(t, subscription, "exclusive", "earliest"))
+        registry.create(t, subscription, "earliest")
         self.reset_cursor(topic, subscription, positions)
 
     def unsubscribe(self, topic: str, subscription: str, force: bool = False) -> None:

@@ -286,9 +286,7 @@ class BrokerService:
         """A producer's initial subscription (pulsar-client's dead-letter policy names one): created at the earliest
         message if the topic has none of that name, before the producer writes anything, as Pulsar's broker
         does, so nothing sent to a dead-letter topic is lost before a consumer comes (blocking)."""
-        registry = self.broker.subscriptions
-        if subscription not in registry.names(target.ref):
-            registry.release(registry.open(target.ref, subscription, "exclusive", "earliest"))
+        self.broker.subscriptions.create(target.ref, subscription, "earliest")
 
     def open_writer(self, target: Target, name: str, peer: str = "") -> ProducerHandle:
         """The partition's writer for a new producer from `peer` (blocking: the first user opens it)."""

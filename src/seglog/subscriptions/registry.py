@@ -200,6 +200,14 @@ class Subscriptions:
                     else:
                         self.release(opened)
 
+    def create(self, ref: TopicRef, name: str, initial_position: str) -> bool:
+        """Make subscription `name` of the topic at `initial_position`, consumed by nobody (an admin's or a
+        producer's initial subscription); False, and nothing changed, if it exists already."""
+        if name in self.names(ref):
+            return False
+        self.release(self.open(ref, name, "exclusive", initial_position))
+        return True
+
     def release(self, subscription: Subscription) -> None:
         """Persist and unlock a subscription this process no longer consumes."""
         with self._lock:
