@@ -94,6 +94,16 @@ class KeyValue(_message.Message):
     value: str
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class EncryptionKeys(_message.Message):
+    __slots__ = ("key", "value", "metadata")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    metadata: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ..., metadata: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
 class Schema(_message.Message):
     __slots__ = ("name", "schema_data", "type", "properties")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -102,14 +112,44 @@ class Schema(_message.Message):
         Json: _ClassVar[Schema.Type]
         Protobuf: _ClassVar[Schema.Type]
         Avro: _ClassVar[Schema.Type]
+        Bool: _ClassVar[Schema.Type]
+        Int8: _ClassVar[Schema.Type]
+        Int16: _ClassVar[Schema.Type]
+        Int32: _ClassVar[Schema.Type]
+        Int64: _ClassVar[Schema.Type]
+        Float: _ClassVar[Schema.Type]
+        Double: _ClassVar[Schema.Type]
+        Date: _ClassVar[Schema.Type]
+        Time: _ClassVar[Schema.Type]
+        Timestamp: _ClassVar[Schema.Type]
         KeyValue: _ClassVar[Schema.Type]
+        Instant: _ClassVar[Schema.Type]
+        LocalDate: _ClassVar[Schema.Type]
+        LocalTime: _ClassVar[Schema.Type]
+        LocalDateTime: _ClassVar[Schema.Type]
         ProtobufNative: _ClassVar[Schema.Type]
+        AutoConsume: _ClassVar[Schema.Type]
     String: Schema.Type
     Json: Schema.Type
     Protobuf: Schema.Type
     Avro: Schema.Type
+    Bool: Schema.Type
+    Int8: Schema.Type
+    Int16: Schema.Type
+    Int32: Schema.Type
+    Int64: Schema.Type
+    Float: Schema.Type
+    Double: Schema.Type
+    Date: Schema.Type
+    Time: Schema.Type
+    Timestamp: Schema.Type
     KeyValue: Schema.Type
+    Instant: Schema.Type
+    LocalDate: Schema.Type
+    LocalTime: Schema.Type
+    LocalDateTime: Schema.Type
     ProtobufNative: Schema.Type
+    AutoConsume: Schema.Type
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_DATA_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -139,7 +179,7 @@ class MessageIdData(_message.Message):
     def __init__(self, ledger_id: _Optional[int] = ..., entry_id: _Optional[int] = ..., partition: _Optional[int] = ..., batch_index: _Optional[int] = ..., ack_set: _Optional[_Iterable[int]] = ..., batch_size: _Optional[int] = ..., first_chunk_message_id: _Optional[_Union[MessageIdData, _Mapping]] = ...) -> None: ...
 
 class MessageMetadata(_message.Message):
-    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "replicated_from", "partition_key", "replicate_to", "compression", "uncompressed_size", "num_messages_in_batch", "event_time", "encryption_algo", "encryption_param", "schema_version", "partition_key_b64_encoded", "ordering_key", "deliver_at_time", "marker_type", "txnid_least_bits", "txnid_most_bits", "highest_sequence_id", "null_value", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_partition_key")
+    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "replicated_from", "partition_key", "replicate_to", "compression", "uncompressed_size", "num_messages_in_batch", "event_time", "encryption_keys", "encryption_algo", "encryption_param", "schema_version", "partition_key_b64_encoded", "ordering_key", "deliver_at_time", "marker_type", "txnid_least_bits", "txnid_most_bits", "highest_sequence_id", "null_value", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_partition_key")
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +191,7 @@ class MessageMetadata(_message.Message):
     UNCOMPRESSED_SIZE_FIELD_NUMBER: _ClassVar[int]
     NUM_MESSAGES_IN_BATCH_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ENCRYPTION_KEYS_FIELD_NUMBER: _ClassVar[int]
     ENCRYPTION_ALGO_FIELD_NUMBER: _ClassVar[int]
     ENCRYPTION_PARAM_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +219,7 @@ class MessageMetadata(_message.Message):
     uncompressed_size: int
     num_messages_in_batch: int
     event_time: int
+    encryption_keys: _containers.RepeatedCompositeFieldContainer[EncryptionKeys]
     encryption_algo: str
     encryption_param: bytes
     schema_version: bytes
@@ -194,7 +236,7 @@ class MessageMetadata(_message.Message):
     total_chunk_msg_size: int
     chunk_id: int
     null_partition_key: bool
-    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., replicated_from: _Optional[str] = ..., partition_key: _Optional[str] = ..., replicate_to: _Optional[_Iterable[str]] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., event_time: _Optional[int] = ..., encryption_algo: _Optional[str] = ..., encryption_param: _Optional[bytes] = ..., schema_version: _Optional[bytes] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., deliver_at_time: _Optional[int] = ..., marker_type: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_partition_key: _Optional[bool] = ...) -> None: ...
+    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., replicated_from: _Optional[str] = ..., partition_key: _Optional[str] = ..., replicate_to: _Optional[_Iterable[str]] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., event_time: _Optional[int] = ..., encryption_keys: _Optional[_Iterable[_Union[EncryptionKeys, _Mapping]]] = ..., encryption_algo: _Optional[str] = ..., encryption_param: _Optional[bytes] = ..., schema_version: _Optional[bytes] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., deliver_at_time: _Optional[int] = ..., marker_type: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_partition_key: _Optional[bool] = ...) -> None: ...
 
 class SingleMessageMetadata(_message.Message):
     __slots__ = ("properties", "partition_key", "payload_size", "compacted_out", "event_time", "partition_key_b64_encoded", "ordering_key", "sequence_id", "null_value", "null_partition_key")
@@ -730,8 +772,54 @@ class CommandGetTopicsOfNamespaceResponse(_message.Message):
     changed: bool
     def __init__(self, request_id: _Optional[int] = ..., topics: _Optional[_Iterable[str]] = ..., filtered: _Optional[bool] = ..., topics_hash: _Optional[str] = ..., changed: _Optional[bool] = ...) -> None: ...
 
+class CommandGetSchema(_message.Message):
+    __slots__ = ("request_id", "topic", "schema_version")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    topic: str
+    schema_version: bytes
+    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
+
+class CommandGetSchemaResponse(_message.Message):
+    __slots__ = ("request_id", "error_code", "error_message", "schema", "schema_version")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    error_code: ServerError
+    error_message: str
+    schema: Schema
+    schema_version: bytes
+    def __init__(self, request_id: _Optional[int] = ..., error_code: _Optional[_Union[ServerError, str]] = ..., error_message: _Optional[str] = ..., schema: _Optional[_Union[Schema, _Mapping]] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
+
+class CommandGetOrCreateSchema(_message.Message):
+    __slots__ = ("request_id", "topic", "schema")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    topic: str
+    schema: Schema
+    def __init__(self, request_id: _Optional[int] = ..., topic: _Optional[str] = ..., schema: _Optional[_Union[Schema, _Mapping]] = ...) -> None: ...
+
+class CommandGetOrCreateSchemaResponse(_message.Message):
+    __slots__ = ("request_id", "error_code", "error_message", "schema_version")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    error_code: ServerError
+    error_message: str
+    schema_version: bytes
+    def __init__(self, request_id: _Optional[int] = ..., error_code: _Optional[_Union[ServerError, str]] = ..., error_message: _Optional[str] = ..., schema_version: _Optional[bytes] = ...) -> None: ...
+
 class BaseCommand(_message.Message):
-    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliver_unacknowledged_messages", "partition_metadata", "partition_metadata_response", "lookup_topic", "lookup_topic_response", "seek", "get_last_message_id", "get_last_message_id_response", "active_consumer_change", "get_topics_of_namespace", "get_topics_of_namespace_response", "ack_response")
+    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliver_unacknowledged_messages", "partition_metadata", "partition_metadata_response", "lookup_topic", "lookup_topic_response", "seek", "get_last_message_id", "get_last_message_id_response", "active_consumer_change", "get_topics_of_namespace", "get_topics_of_namespace_response", "get_schema", "get_schema_response", "ack_response", "get_or_create_schema", "get_or_create_schema_response")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         CONNECT: _ClassVar[BaseCommand.Type]
@@ -842,7 +930,11 @@ class BaseCommand(_message.Message):
     ACTIVE_CONSUMER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     GET_TOPICS_OF_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     GET_TOPICS_OF_NAMESPACE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    GET_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    GET_SCHEMA_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     ACK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    GET_OR_CREATE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    GET_OR_CREATE_SCHEMA_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     type: BaseCommand.Type
     connect: CommandConnect
     connected: CommandConnected
@@ -873,5 +965,9 @@ class BaseCommand(_message.Message):
     active_consumer_change: CommandActiveConsumerChange
     get_topics_of_namespace: CommandGetTopicsOfNamespace
     get_topics_of_namespace_response: CommandGetTopicsOfNamespaceResponse
+    get_schema: CommandGetSchema
+    get_schema_response: CommandGetSchemaResponse
     ack_response: CommandAckResponse
-    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliver_unacknowledged_messages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partition_metadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partition_metadata_response: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookup_topic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookup_topic_response: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., get_last_message_id_response: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., get_topics_of_namespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., get_topics_of_namespace_response: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., ack_response: _Optional[_Union[CommandAckResponse, _Mapping]] = ...) -> None: ...
+    get_or_create_schema: CommandGetOrCreateSchema
+    get_or_create_schema_response: CommandGetOrCreateSchemaResponse
+    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliver_unacknowledged_messages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partition_metadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partition_metadata_response: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookup_topic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookup_topic_response: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., get_last_message_id: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., get_last_message_id_response: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., get_topics_of_namespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., get_topics_of_namespace_response: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., get_schema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., get_schema_response: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., ack_response: _Optional[_Union[CommandAckResponse, _Mapping]] = ..., get_or_create_schema: _Optional[_Union[CommandGetOrCreateSchema, _Mapping]] = ..., get_or_create_schema_response: _Optional[_Union[CommandGetOrCreateSchemaResponse, _Mapping]] = ...) -> None: ...
