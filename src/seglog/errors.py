@@ -216,3 +216,14 @@ class ConfigurationStoreError(SeglogError):
     refused a request, or the synchronized one's topic (`--configuration-sync-topic`) could not be made or
     written: at start, the server does not start; later, the change that needed it is refused and nothing
     changed. Names the store or the topic."""
+
+
+class InvalidSchemaError(InvalidArgumentError):
+    """A schema's definition does not fit its type (an Avro or JSON schema that is not an Avro schema, a
+    primitive type with a definition...). Pulsar answers 422 (REST) and IncompatibleSchema (a client)."""
+
+
+class IncompatibleSchemaError(SeglogError):
+    """A schema refused for a topic: incompatible with its schemas under the compatibility strategy in force,
+    of another type, new while the namespace allows no automatic update, or missing where schema validation
+    is enforced (Pulsar's IncompatibleSchemaException: 409 over REST)."""

@@ -2,17 +2,18 @@
 (`meta.sqlite`, WAL mode).
 
 SQLite gives atomic, crash-safe updates and safe access from several processes; the tables are tiny.
-`public/default` always exists; creating a topic creates its tenant and namespace if needed. A
-namespace's `config` column holds its policies, a topic's `config` the settings given to it and its
-`policies` the policies set on it for this cluster (JSON, see policies.py). `global_topic_policies` holds those
-meant for every cluster a topic replicates to, by topic name: they outlive the topic when a cascading deletion
-removes it here (Pulsar keeps them, so that the namespace's clusters do not apply again and clients asking
-for the topic here are refused); an explicit deletion of the topic, or of its namespace, removes them.
-`clusters` holds the clusters known to this one (Pulsar's ClusterData, by name), for tenants' allowed clusters
-and geo-replication; `properties` facts of the data directory itself: the cluster it is (`local_cluster`,
-recorded by the first `seglog serve --cluster NAME`) and the shared configuration store it joined
-(`configuration_store`); `shared_stamps` the stamp of the newest change to each shared entity (below) that the
-synchronized configuration store made or applied here.
+`public/default` always exists; creating a topic creates its tenant and namespace if needed. A namespace's `config`
+column holds its policies, a topic's `config` the settings given to it and its `policies` the policies set on it
+for this cluster (JSON, see policies.py). `global_topic_policies` holds those meant for every cluster a topic
+replicates to, by topic name: they outlive the topic when a cascading deletion removes it here (Pulsar keeps them,
+so that the namespace's clusters do not apply again and clients asking for the topic here are refused); an explicit
+deletion of the topic, or of its namespace, removes them. `schemas` every version of each topic's schema,
+tombstones included (catalog/schemas.py gives them their meaning; a topic's deletion deletes them). `clusters`
+holds the clusters known to this one (Pulsar's ClusterData, by name), for tenants' allowed clusters and
+geo-replication; `properties` facts of the data directory itself: the cluster it is (`local_cluster`, recorded by the
+first `seglog serve --cluster NAME`) and the shared configuration store it joined (`configuration_store`);
+`shared_stamps` the stamp of the newest change to each shared entity (below) that the synchronized configuration
+store made or applied here.
 
 Shared configuration. What Pulsar keeps in its configuration store (registered clusters, tenants, namespaces
 with their policies and permissions, partitioned topics' partition counts) is what clusters sharing one store
@@ -64,6 +65,9 @@ CREATE TABLE IF NOT EXISTS clusters (name TEXT PRIMARY KEY, config TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS properties (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS shared_stamps (
     kind TEXT NOT NULL, key TEXT NOT NULL, time_ms INTEGER NOT NULL, origin TEXT NOT NULL, PRIMARY KEY (kind, key));
+CREATE TABLE IF NOT EXISTS schemas (
+    topic TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL, data BLOB NOT NULL, properties TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL, deleted INTEGER NOT NULL, PRIMARY KEY (topic, version));
 """
 # Columns added after the first release of the schema: (table, column, definition).
 MIGRATIONS = (("topics", "policies", "TEXT NOT NULL DEFAULT '{}'"),)
@@ -94,6 +98,18 @@ class TopicRecord:
     partitions: int
     config: dict[str, Any]  # only the settings given at creation; the rest follow the broker defaults
     created_ms: int
+
+
+@dataclass(frozen=True)
+class SchemaRecord:
+    """One version of a topic's schema as stored (catalog/schemas.py gives it its meaning): `type` Pulsar's
+    SchemaType name, `data` the definition as given, `deleted` for the tombstone a deletion writes."""
+    version: int
+    type: str
+    data: bytes
+    properties: dict[str, str]
+    timestamp_ms: int
+    deleted: bool
 
 
 class Metadata:
@@ -239,6 +255,7 @@ class Metadata:
             if row is None:
                 raise TopicNotFoundError(f"topic {name} does not exist")
             self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),))
+            self._db.execute("DELETE FROM schemas WHERE topic = ?", (str(name),))
             if not keep_global_policies:
                 self._db.execute("DELETE FROM global_topic_policies WHERE name = ?", (str(name),))
             if row[0] > 1:
@@ -289,6 +306,27 @@ class Metadata:
             self._db.execute("INSERT INTO global_topic_policies VALUES (?, ?, ?) ON CONFLICT (name) "
                              "DO UPDATE SET config = excluded.config",
                              (str(name), name.namespace_name, json.dumps(policies.to_json())))
+
+    # schemas: every version of each topic's schema, tombstones included (catalog/schemas.py)
+
+    def schema_records(self, topic: TopicName) -> list[SchemaRecord]:
+        """Every stored version of topic `topic`'s schema, oldest first (none when it has no schema)."""
+        with self._access():
+            rows = self._db.execute("SELECT version, type, data, properties, timestamp_ms, deleted FROM schemas "
+                                    "WHERE topic = ? ORDER BY version", (str(topic),)).fetchall()
+        return [SchemaRecord(version, kind, bytes(data), json.loads(properties), timestamp_ms, bool(deleted))
+                for version, kind, data, properties, timestamp_ms, deleted in rows]
+
+    def add_schema_record(self, topic: TopicName, record: SchemaRecord) -> None:
+        """Store a new version of topic `topic`'s schema (the topic need not exist: Pulsar keeps a schema
+        uploaded before its topic); AlreadyExistsError if that version is taken."""
+        with self._transaction():
+            try:
+                self._db.execute("INSERT INTO schemas VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (str(topic), record.version, record.type, record.data,
+                                  json.dumps(record.properties), record.timestamp_ms, int(record.deleted)))
+            except sqlite3.IntegrityError:
+                raise AlreadyExistsError(f"schema version {record.version} of {topic} already exists") from None
 
     # tenants and namespaces
 

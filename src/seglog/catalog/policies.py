@@ -215,6 +215,11 @@ class Policies:
     replication_clusters: frozenset[str] | None = None
     # namespaces only: the clusters its topics may reach (PIP-321's allowed_clusters)
     allowed_clusters: frozenset[str] | None = None
+    # schemas (catalog/schemas.py): Pulsar's schema_compatibility_strategy (a namespace's or a topic's),
+    # is_allow_auto_update_schema (namespaces only) and schema_validation_enforced (a namespace's or a topic's)
+    schema_compatibility_strategy: str | None = None
+    allow_auto_update_schema: bool | None = None
+    schema_validation_enforced: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -232,6 +237,9 @@ class Policies:
             data["replication_clusters"] = sorted(self.replication_clusters)
         if self.allowed_clusters is not None:
             data["allowed_clusters"] = sorted(self.allowed_clusters)
+        for name in _SCHEMA_POLICIES:
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return data
 
     @classmethod
@@ -244,7 +252,11 @@ class Policies:
                    {t: BacklogQuota.from_json(q) for t, q in quotas.items()} or None, data.get("deduplication"),
                    AutoTopicCreation.from_admin(auto) if auto is not None else None,
                    frozenset(replication) if replication is not None else None,
-                   frozenset(allowed) if allowed is not None else None)
+                   frozenset(allowed) if allowed is not None else None,
+                   **{name: data[name] for name in _SCHEMA_POLICIES if name in data})
+
+
+_SCHEMA_POLICIES = ("schema_compatibility_strategy", "allow_auto_update_schema", "schema_validation_enforced")
 
 
 @dataclass(frozen=True)

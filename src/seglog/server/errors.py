@@ -12,7 +12,9 @@ from seglog.errors import (
     ClosedError,
     ConsumerBusyError,
     CorruptLogError,
+    IncompatibleSchemaError,
     InvalidArgumentError,
+    InvalidSchemaError,
     MetadataError,
     NotFoundError,
     PartitionLockedError,
@@ -32,6 +34,9 @@ class ServerFailure(Exception):
 _CODES: list[tuple[type[BaseException], int]] = [
     (TopicNotFoundError, api.TopicNotFound),
     (NotFoundError, api.TopicNotFound),
+    # a schema the topic refuses, or whose definition does not fit its type: what Pulsar's broker answers
+    (IncompatibleSchemaError, api.IncompatibleSchema),
+    (InvalidSchemaError, api.IncompatibleSchema),
     # A name or argument seglog refuses that the client let through: NotAllowedError, which the client
     # reports at once with the reason (InvalidTopicName would make it retry until its operation timeout).
     (InvalidArgumentError, api.NotAllowedError),
