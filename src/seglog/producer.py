@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from datetime import timedelta
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,10 +18,12 @@ from seglog._core._messages import MessageId
 from seglog._core._writer import message_size
 from seglog.errors import ClosedError, InvalidArgumentError
 from seglog.storage.batch import checked_source
-from seglog.units import parse_duration, parse_size, parse_timeout
+from seglog.storage.delivery_time import deliver_at_attributes
+from seglog.units import parse_duration, parse_size, parse_time_ms, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.catalog.topics import TopicRef
+    from seglog.clock import Clock
     from seglog.lifecycle.quota import QuotaGuard
     from seglog.storage.fence import TopicFence
     from seglog.storage.store import PartitionStore
@@ -52,12 +55,13 @@ class Producer(SendPath):
     `send_batch` and `flush` interleave, every message is stored once, at the MessageId its call returned.
     A producer cannot cross processes; each process makes its own, for partitions no other process writes."""
 
-    def __init__(self, topic: ProducerTopic, store: PartitionStore, quota_guard: QuotaGuard, *,
+    def __init__(self, topic: ProducerTopic, store: PartitionStore, quota_guard: QuotaGuard, clock: Clock, *,
                  batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
                  linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
         self._store = store
+        self._clock = clock  # the log's: a delay (deliver_after) counts from its now
         self.batch_size = parse_size(batch_size, argument="batch_size")
         self.linger_ms = parse_duration(linger_ms, argument="linger_ms", unit="ms")
         # how long a send held by a producer_request_hold backlog quota waits, in seconds (None: no limit)
@@ -124,36 +128,65 @@ class Producer(SendPath):
         self._writer(partition).flush_pending()
 
     def send_batch(self, values: Any, *, keys: Any = None, timestamps: Any = None, properties: Any = None,
-                   partition: int | None = None) -> MessageId:
+                   partition: int | None = None, deliver_at: Any = None, deliver_after: Any = None) -> MessageId:
         """Write `values` as one record batch (split only where a segment is full); returns the MessageId
         of its first message. values: a list of bytes, a pyarrow binary or string array, or a numpy array
         of fixed-width records; at least one; None (or a pyarrow null) is a null value. keys: the same
         forms, None allowed per key; when given and `partition` is not, messages are spread by key hash
         (one batch per partition). timestamps: ms since the epoch, one per value (None or a pyarrow null:
         the append time). properties: a list of dicts of str to str, or a pyarrow map array. Without keys
-        or partition, each call goes to the next partition in turn. The whole call is checked before
-        anything is written: a bad argument writes nothing."""
+        or partition, each call goes to the next partition in turn. deliver_at (ms since the epoch, or a
+        datetime) or deliver_after (a timedelta, ms as an int, or a duration such as '30s'): shared and
+        key_shared subscriptions deliver the batch's messages no earlier than that, by the log's clock
+        (Pulsar's delayed delivery; exclusive and failover deliver them at once). The whole call is checked
+        before anything is written: a bad argument writes nothing."""
         self._check_open()
+        attributes = self._delivery_time(deliver_at, deliver_after)
         if partition is not None:
             self._ref.check_partition(partition)
         elif keys is not None and self._partitions > 1:
-            return self._send_by_key(values, keys, timestamps, properties)
+            return self._send_by_key(values, keys, timestamps, properties, attributes)
         else:
             partition = self._next_batch_partition % self._partitions
             self._next_batch_partition += 1
         writer = self._writer(partition)
-        source = writer.source(values, keys, timestamps, properties)
+        source = writer.source(values, keys, timestamps, properties, attributes=attributes)
         if self._quota_gate is not None:
             self._check_quota(partition, source.size(0, source.count))
         return MessageId(partition, writer.append(source))
 
-    def _send_by_key(self, values: Any, keys: Any, timestamps: Any, properties: Any) -> MessageId:
+    def _send_delayed(self, value: bytes | None, key: bytes | None, timestamp: int | None,
+                      properties: dict[str, str] | None, partition: int | None, deliver_at: Any,
+                      deliver_after: Any) -> MessageId:
+        """send() of a delayed message: a batch of its own, as the delivery time is kept per stored batch."""
+        return self.send_batch([value], keys=None if key is None else [key],
+                               timestamps=None if timestamp is None else [timestamp],
+                               properties=None if properties is None else [properties], partition=partition,
+                               deliver_at=deliver_at, deliver_after=deliver_after)
+
+    def _delivery_time(self, deliver_at: Any, deliver_after: Any) -> dict[str, str] | None:
+        """The attributes of a delayed batch (storage.delivery_time), None for one delivered at once."""
+        if deliver_at is None and deliver_after is None:
+            return None
+        if deliver_at is not None and deliver_after is not None:
+            raise InvalidArgumentError("deliver_after", deliver_after, "None when deliver_at is given (one or "
+                                       "the other: a time, or a delay from now)")
+        if deliver_at is not None:
+            return deliver_at_attributes(parse_time_ms(deliver_at, argument="deliver_at"))
+        delay = (round(deliver_after.total_seconds() * 1000) if isinstance(deliver_after, timedelta)
+                 else parse_duration(deliver_after, argument="deliver_after", unit="ms"))
+        if delay < 0:
+            raise InvalidArgumentError("deliver_after", deliver_after, "a delay of 0 or more")
+        return deliver_at_attributes(self._clock() + delay)
+
+    def _send_by_key(self, values: Any, keys: Any, timestamps: Any, properties: Any,
+                     attributes: dict[str, str] | None) -> MessageId:
         """One batch per partition, each written only once every one is known to be sound (and within the
         backlog quotas): an error names the index in the call, and nothing is written."""
         from seglog.storage.partitioning import split_by_key
         whole = checked_source(values, keys, timestamps, properties)
         assert whole.keys is not None  # keys were given
-        batches = [(partition, self._writer(partition).source(*parts))
+        batches = [(partition, self._writer(partition).source(*parts, attributes=attributes))
                    for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,
                                                         properties)]
         if self._quota_gate is not None:

@@ -63,7 +63,7 @@ class Topic:
         """A producer for this topic: batch_size (bytes, default 1 MiB), linger_ms (default 5), send_timeout
         (seconds a producer_request_hold quota may hold a send, default 30), partitions (the partitions
         whose writers, and writer locks, it takes at once; the others at their first message)."""
-        return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref), **config)
+        return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref), self._broker.clock, **config)
 
     def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None) -> Reader:
         """A reader of one partition from `start`: 'earliest', 'latest', an offset, or {'timestamp': ms}

@@ -38,6 +38,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable
+from datetime import datetime
 from fractions import Fraction
 
 from seglog.errors import InvalidArgumentError
@@ -218,6 +219,20 @@ def parse_timeout(value: object, *, argument: str = "timeout", none: float) -> f
     if seconds < 0:
         raise InvalidArgumentError(argument, value, accepted, "it is negative")
     return seconds
+
+
+def parse_time_ms(value: object, *, argument: str = "time") -> int:
+    """A moment as ms since the epoch: an int >= 0 (ms since the epoch, as Pulsar's clients take
+    deliver_at) or a datetime (a naive one is local time, as datetime.timestamp() reads it)."""
+    accepted = "ms since the epoch as an int >= 0, or a datetime"
+    if isinstance(value, datetime):
+        return round(value.timestamp() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(argument, value, accepted,
+                                   f"expected an int or a datetime, not {type(value).__name__}")
+    if not 0 <= value < 2**63:
+        raise InvalidArgumentError(argument, value, accepted)
+    return value
 
 
 def _parse_amount(value: object, *, argument: str, allow_infinite: bool, accepted: str, scale: int,

@@ -1,5 +1,6 @@
 from collections.abc import Callable
-from typing import TypeAlias
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
 
 from seglog._core._buffer import BufferLike
 from seglog._core._messages import MessageId
@@ -35,10 +36,14 @@ class SendPath:
     def send(self, value: bytes | bytearray | memoryview | str | None,
              key: bytes | bytearray | memoryview | str | None = None,
              timestamp: int | None = None, properties: dict[str, str] | None = None,
-             partition: int | None = None) -> MessageId:
-        """Queue one message; returns its MessageId, whose offset is final at once."""
+             partition: int | None = None, deliver_at: int | datetime | None = None,
+             deliver_after: timedelta | int | str | None = None) -> MessageId:
+        """Queue one message; returns its MessageId, whose offset is final at once. With deliver_at or
+        deliver_after, a delayed message written at once in a batch of its own (Producer.send_batch)."""
     # The subclass (the Python Producer) provides these.
     def _first_pending(self, partition: int) -> None: ...
     def _fenced(self) -> None: ...
     def _open_partition(self, partition: int) -> Accumulator: ...
     def _batch_full(self, partition: int) -> None: ...
+    def _send_delayed(self, value: Any, key: Any, timestamp: Any, properties: Any, partition: int | None,
+                      deliver_at: Any, deliver_after: Any) -> MessageId: ...

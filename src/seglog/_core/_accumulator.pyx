@@ -120,7 +120,8 @@ cdef class SendPath:
         self._batch_size = batch_size
         self._next_partition = 0
 
-    cpdef MessageId send(self, value, key=None, timestamp=None, properties=None, partition=None):
+    cpdef MessageId send(self, value, key=None, timestamp=None, properties=None, partition=None, deliver_at=None,
+                         deliver_after=None):
         """Queue one message; returns its MessageId (the offset is final at once, see docs).
 
         value: bytes (str is encoded as UTF-8; bytearray and memoryview are copied), or None for a null
@@ -128,7 +129,9 @@ cdef class SendPath:
         key: bytes or str; chooses the partition by Kafka's murmur2 hash unless `partition` is given.
         timestamp: ms since the epoch (the producer's CreateTime); default: the time of the write.
         properties: a dict of str to str.
-        partition: an explicit partition; otherwise by key, or round robin when there is no key."""
+        partition: an explicit partition; otherwise by key, or round robin when there is no key.
+        deliver_at, deliver_after: a delayed message (see Producer.send_batch), written at once in a batch
+        of its own, since the delivery time is kept per stored batch."""
         cdef int p
         cdef Accumulator acc
         cdef int64_t offset
@@ -141,6 +144,8 @@ cdef class SendPath:
             value = _to_bytes(value, "value")
         if key is not None and not PyBytes_Check(key):
             key = _to_bytes(key, "key")
+        if deliver_at is not None or deliver_after is not None:
+            return self._send_delayed(value, key, timestamp, properties, partition, deliver_at, deliver_after)
         if partition is not None:
             p = _check_partition(partition, self._partitions)
         elif key is not None:
@@ -164,6 +169,9 @@ cdef class SendPath:
         return new_message_id(p, offset)
 
     def _first_pending(self, int partition):
+        raise NotImplementedError
+
+    def _send_delayed(self, value, key, timestamp, properties, partition, deliver_at, deliver_after):
         raise NotImplementedError
 
     def _fenced(self):

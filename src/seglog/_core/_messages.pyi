@@ -60,5 +60,8 @@ class Message:
 def batch_attributes(buffer: BufferLike, position: int) -> Mapping[str, str]:
     """The attributes of the sound batch at `position` (read-only; empty when it has none)."""
 
+def batch_attribute(buffer: BufferLike, position: int, name: bytes) -> str | None:
+    """The value of the attribute `name` (UTF-8) of the sound batch at `position`, or None if it has none."""
+
 def messages_from_batch(buffer: BufferLike, position: int, partition: int, start: int, stop: int) -> list[Message]:
     """Messages [start, stop) (record indexes within the batch) of the sound batch at `position`."""

@@ -7,7 +7,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MIN
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLAG_EVENT_TIME_COLUMN,
                                    FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader)
@@ -198,6 +198,26 @@ cdef Message with_extras(const uint8_t *batch, const BatchLayout *L, Py_ssize_t 
         m._ordering_key = binary_item(batch, L.ordering_key_offsets, L.ordering_key_data, i)
     m._attributes = attributes
     return m
+
+
+def batch_attribute(buffer, Py_ssize_t position, bytes name):
+    """The value of the attribute `name` (UTF-8 bytes) of the sound batch at `position`, or None when the
+    batch has no such attribute: one attribute without making the mapping, for dispatch, which asks each
+    batch it reads (storage.delayed)."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    cdef const uint8_t *batch = located(view, position, &L)
+    cdef Py_ssize_t j, length = len(name)
+    cdef const char *wanted = name
+    cdef int32_t start, stop
+    if L.attributes < 0:
+        return None
+    for j in range(L.attribute_count):
+        start = i32(batch + L.attribute_key_offsets + 4 * j)
+        stop = i32(batch + L.attribute_key_offsets + 4 * j + 4)
+        if stop - start == length and memcmp(batch + L.attribute_key_data + start, wanted, length) == 0:
+            return string_item(batch, L.attribute_value_offsets, L.attribute_value_data, j)
+    return None
 
 
 def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t start, Py_ssize_t stop) -> list:

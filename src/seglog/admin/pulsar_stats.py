@@ -41,10 +41,11 @@ def _subscription(broker: Broker, ref: TopicRef, name: str, seglog: dict[str, An
     replication (partition_subscriptions) for a partition's stats."""
     consumers = [_consumer(state) for state in consumer_states(broker, ref, name)]
     own = seglog if partition is None else partition
-    messages, size = own["msgBacklog"], own["backlogSize"]
+    messages, size, delayed = own["msgBacklog"], own["backlogSize"], own["msgDelayed"]
     return {"msgRateOut": 0.0, "msgThroughputOut": 0.0, "bytesOutCounter": 0, "msgOutCounter": 0,
             "msgRateRedeliver": 0.0, "msgRateExpired": 0.0, "totalMsgExpired": seglog["msgExpired"],
-            "msgBacklog": messages, "msgBacklogNoDelayed": messages, "msgDelayed": 0, "backlogSize": size,
+            "msgBacklog": messages, "msgBacklogNoDelayed": messages - delayed, "msgDelayed": delayed,
+            "backlogSize": size,
             "unackedMessages": sum(c["unackedMessages"] for c in consumers),
             "type": PULSAR_TYPES.get(seglog["type"], seglog["type"]),
             "activeConsumerName": consumers[0]["consumerName"] if consumers else None, "consumers": consumers,

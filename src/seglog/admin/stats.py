@@ -107,6 +107,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "backlogSize": sum(b.bytes for b in backlogs),
             "msgExpired": sum(c.expired for c in record.partitions),
             "msgEvicted": sum(c.evicted for c in record.partitions),
+            "msgDelayed": live.delayed_messages() if live is not None else 0,
             "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
             "consumers": [c.name for c in live.consumers] if live is not None else [],
             # on any partition, as Pulsar adds up a partitioned topic's subscription stats
@@ -180,15 +181,18 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, Any]]]:
     """Each subscription's backlog and replication per partition: [{'msgBacklog': .., 'backlogSize': ..,
-    'isReplicated': ..}, ...] (what the server's per-partition stats of a partitioned topic show)."""
+    'isReplicated': .., 'msgDelayed': ..}, ...] (what the server's per-partition stats of a partitioned topic
+    show)."""
     tables = _tables(broker, ref)
     subscriptions = {}
     for name, record, live in broker.subscriptions.states(ref):
         with reading(live):
             found = [partition_backlog(view, table, cursor.acks)
                      for (view, table), cursor in zip(tables, record.partitions)]
-        subscriptions[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes, "isReplicated": replicated(broker, c)}
-                               for b, c in zip(found, record.partitions)]
+        subscriptions[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes,
+                                "isReplicated": replicated(broker, c),
+                                "msgDelayed": live.delayed_messages(p) if live is not None else 0}
+                               for p, (b, c) in enumerate(zip(found, record.partitions))]
     return subscriptions
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
+from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
 from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
 from seglog.subscriptions.key_shared import (
@@ -34,6 +35,7 @@ from seglog.subscriptions.key_shared import (
 )
 
 if TYPE_CHECKING:
+    from seglog._core._acks import AckSet
     from seglog.clock import Clock
     from seglog.storage.reader import Reader
     from seglog.subscriptions.cursor import Cursor
@@ -42,12 +44,19 @@ if TYPE_CHECKING:
 # how long a consumer held at its max_unacked waits before its pending messages are counted again (by the
 # log's clock): counting costs a look at each, and the consumer's acks may free none
 UNACKED_RECOUNT_MS = 1000
+# delayed batches one read passes over at most (each goes to the delayed index): a read that finds only
+# delayed messages ends there, and the consumer's next read goes on
+MAX_DELAYED_PASSED = 10_000
 
 
 class Dispatcher:
     """What the dispatchers share: the consumers, a Reader per partition (its offset is the read position),
     the redeliveries, and the order of delivery (routed, redelivered, then new messages, the consumer's
-    partitions taken in turn)."""
+    partitions taken in turn). Dispatchers that `delays_delivery` (shared and key_shared, as in Pulsar) pass
+    over batches whose delivery time has not come, into the redeliveries' delayed index; the others deliver
+    them at once."""
+
+    delays_delivery = False
 
     def __init__(self, subscription_type: str, cursor: Cursor, readers: list[Reader], redeliveries: Redeliveries,
                  clock: Clock, earliest_offset: Callable[[int], int], described: str) -> None:
@@ -71,6 +80,8 @@ class Dispatcher:
         dispatcher = dispatcher_for(subscription_type, self.cursor, self.readers, self.redeliveries, self.clock,
                                     self.earliest_offset, self.described)
         dispatcher.next_partition = self.next_partition
+        if self.redeliveries.delayed.count and not dispatcher.delays_delivery:
+            dispatcher.rewind()  # the delayed messages are read again, and delivered at once
         return dispatcher
 
     # consumers
@@ -189,6 +200,8 @@ class Dispatcher:
         reader = self.readers[partition]
         pieces: list[Piece] = []
         room = max_messages
+        delayed_passed = 0
+        now = self.clock() if self.delays_delivery else 0
         while room is None or room > 0:
             offset = reader.offset
             if acks.high > offset and acks.is_acked(offset):  # a run acknowledged ahead: passed over at once
@@ -204,11 +217,18 @@ class Dispatcher:
             if located is None:
                 break
             view, position, base, count = located
+            if self.delays_delivery:
+                due = deliver_at(view, position)
+                if due is not None and due > now:
+                    reader.seek(base + count)
+                    self.redeliveries.delay(partition, _unacked_from(acks, offset, base + count), due)
+                    delayed_passed += 1
+                    if delayed_passed == MAX_DELAYED_PASSED:
+                        break
+                    continue
             stop = count if room is None or whole_batches else min(count, offset - base + room)
             reader.seek(base + stop)
-            offsets = np.arange(offset, base + stop, dtype=np.int64)
-            if acks.high > offset:  # acknowledged messages in range: leave them out
-                offsets = offsets[acks.unacked_mask(offset, base + stop)]
+            offsets = _unacked_from(acks, offset, base + stop)
             if len(offsets):
                 piece = Piece(partition, view, position, base, count, offsets)
                 pieces.append(piece)
@@ -348,6 +368,8 @@ class MultipleConsumersDispatcher(Dispatcher):
     """shared (Pulsar's PersistentDispatcherMultipleConsumers): each read goes to the consumer asking; what
     a consumer that left did not acknowledge goes to the others."""
 
+    delays_delivery = True
+
     def remove(self, consumer: ConsumerState) -> None:
         self.consumers.remove(consumer)
         self.redeliveries.consumer_left(consumer)
@@ -436,6 +458,14 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         if ring is None:
             ring = self.rings[partition] = HashRing([c.name for c in consumers])
         return route_by_key(ring, consumers, consumer, pieces)
+
+
+def _unacked_from(acks: AckSet, start: int, stop: int) -> np.ndarray:
+    """The offsets [start, stop) not acknowledged."""
+    offsets = np.arange(start, stop, dtype=np.int64)
+    if acks.high > start:  # acknowledged messages in range: leave them out
+        offsets = offsets[acks.unacked_mask(start, stop)]
+    return offsets
 
 
 DISPATCHERS: dict[str, type[Dispatcher]] = {

@@ -1,6 +1,8 @@
 """Redelivery (Pulsar's MessageRedeliveryController with its negative-ack and ack-timeout trackers): the
 messages of each partition to be delivered again, before new ones, because a consumer negatively
-acknowledged them (due after its delay), did not acknowledge them within its ack timeout, or left.
+acknowledged them (due after its delay), did not acknowledge them within its ack timeout, or left; and the
+delayed messages (delayed.py) once their time has come, delivered the same way but not counted as
+redelivered.
 
 Delays and timeouts are ages measured by the log's clock. Acknowledged messages are never redelivered.
 Every call is made holding the subscription's mutex."""
@@ -15,13 +17,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seglog.subscriptions.cursor import unacknowledged
+from seglog.subscriptions.delayed import DelayedDeliveries
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from seglog.clock import Clock
     from seglog.subscriptions.cursor import Cursor
     from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
 
 _COUNTS_PRUNED_ABOVE = 10_000  # redelivery counts kept per partition before those of acknowledged ones go
+# delayed messages moved to a partition's redeliveries at once at most: taking redeliveries sorts what waits
+RELEASED_AT_ONCE = 10_000
 
 
 @dataclass
@@ -35,10 +42,12 @@ class PartitionRedeliveries:
 class Redeliveries:
     """The redeliveries of one subscription, per partition."""
 
-    def __init__(self, cursor: Cursor, partitions: int, clock: Clock) -> None:
+    def __init__(self, cursor: Cursor, partitions: int, clock: Clock, spill_directory: Path) -> None:
+        """`spill_directory`: where the delayed messages' index writes its full buckets (delayed.py)."""
         self.cursor = cursor
         self.clock = clock
         self.partitions = [PartitionRedeliveries() for _ in range(partitions)]
+        self.delayed = DelayedDeliveries(partitions, spill_directory)
         self._nack_sequence = 0
 
     def waiting(self, partition: int) -> bool:
@@ -92,6 +101,15 @@ class Redeliveries:
             while waiting.nacked and waiting.nacked[0][0] <= now:
                 _, _, offsets = heapq.heappop(waiting.nacked)
                 self.add(partition, offsets)
+            room = RELEASED_AT_ONCE - len(waiting.redeliver)
+            if room > 0:
+                due = self.delayed.take_due(partition, now, room)
+                if len(due):
+                    waiting.redeliver.update(unacknowledged(self.cursor.acks(partition), np.sort(due)).tolist())
+
+    def delay(self, partition: int, offsets: np.ndarray, deliver_at: int) -> None:
+        """Deliver the messages at `offsets` once `deliver_at` (ms since the epoch) has come, before new ones."""
+        self.delayed.add(partition, offsets, deliver_at)
 
     def take(self, partition: int, max_messages: int | None) -> list[int]:
         """The oldest waiting offsets of `partition`, ascending, at most `max_messages`; acknowledged ones
@@ -107,8 +125,10 @@ class Redeliveries:
         self.partitions[partition].redeliver.update(offsets)
 
     def clear(self, partition: int | None = None) -> None:
-        """Forget the redeliveries and negative acks of a partition, or of all (a rewind or a seek)."""
+        """Forget the redeliveries, negative acks and delayed messages of a partition, or of all (a rewind or
+        a seek: dispatch reads the delayed ones again)."""
         for waiting in self.partitions if partition is None else [self.partitions[partition]]:
             waiting.redeliver.clear()
             waiting.nacked.clear()
             waiting.counts.clear()
+        self.delayed.clear(partition)

@@ -103,6 +103,7 @@ class Subscriptions:
                     save(path, record, fsync=ref.config.fsync != "never")
                 grown = self._cover_new_partitions(record, ref)
                 subscription = Subscription(ref, name, record, lock, path, self.store, self.clock,
+                                            spill_directory=self.root,
                                             verify_crc=self.verify_crc)
                 subscription.cursor.dirty = grown
             except BaseException:
@@ -118,7 +119,8 @@ class Subscriptions:
         self.store.fence(ref.name).check()
         record = CursorRecord("exclusive", self.clock())
         record.partitions.extend(PartitionCursor(AckSet(start)) for start in starts)
-        return Subscription(ref, name, record, None, None, self.store, self.clock, verify_crc=self.verify_crc)
+        return Subscription(ref, name, record, None, None, self.store, self.clock, verify_crc=self.verify_crc,
+                            spill_directory=self.root)
 
     def _new_record(self, ref: TopicRef, subscription_type: str, initial_position: str) -> CursorRecord:
         record = CursorRecord(subscription_type, self.clock())

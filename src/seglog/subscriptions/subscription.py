@@ -42,7 +42,9 @@ class Subscription:
     The dispatcher is replaced when a consumer of another type joins a subscription without consumers."""
 
     def __init__(self, ref: TopicRef, name: str, record: CursorRecord, lock: ExclusiveFileLock | None,
-                 path: Path | None, store: PartitionStore, clock: Clock, *, verify_crc: bool) -> None:
+                 path: Path | None, store: PartitionStore, clock: Clock, *, verify_crc: bool,
+                 spill_directory: Path) -> None:
+        """`spill_directory`: where the index of delayed messages writes what it holds beyond memory."""
         self.ref = ref
         self.name = name
         self.store = store
@@ -52,7 +54,7 @@ class Subscription:
         readers = [store.reader(ref.name, p, c.acks.floor, verify_crc=verify_crc)
                    for p, c in enumerate(record.partitions)]
         self.dispatcher = dispatcher_for(record.subscription_type, self.cursor, readers,
-                                         Redeliveries(self.cursor, len(readers), clock), clock,
+                                         Redeliveries(self.cursor, len(readers), clock, spill_directory), clock,
                                          partial(store.earliest_offset, ref.name),
                                          f"subscription {name!r} of {ref}")
         # what a consumer waiting for messages waits on (storage.notification): an append to any partition
@@ -84,6 +86,12 @@ class Subscription:
     def closed(self) -> bool:
         """Whether this process let the subscription go (closed, unsubscribed, its topic deleted)."""
         return self.cursor.closed
+
+    def delayed_messages(self, partition: int | None = None) -> int:
+        """Messages dispatch holds until their delivery time (Pulsar's msgDelayed): of one partition, or all."""
+        with self.mutex:
+            delayed = self.dispatcher.redeliveries.delayed
+            return delayed.count if partition is None else delayed.partitions[partition].count
 
     # consumers
 

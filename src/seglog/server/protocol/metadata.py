@@ -8,6 +8,7 @@ attributes, under these names:
 | attribute | Pulsar field | |
 |---|---|---|
 | pulsar.producer | producer_name | |
+| pulsar.deliver_at | deliver_at_time | ms since the epoch (storage.delivery_time: dispatch reads it) |
 | pulsar.sequence_id | sequence_id | the first message's; message i of a batch has sequence_id + i |
 | pulsar.highest_sequence_id | highest_sequence_id of the SEND | the last message's |
 | pulsar.replicate_to | replicate_to | cluster names joined by "," |
@@ -31,6 +32,7 @@ from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
 from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.storage.delivery_time import deliver_at_attributes
 
 PRODUCER = "pulsar.producer"
 SEQUENCE_ID = "pulsar.sequence_id"
@@ -60,6 +62,8 @@ def entry_attributes(metadata: api.MessageMetadata, count: int, highest_sequence
         attributes[REPLICATE_TO] = ",".join(metadata.replicate_to)
     if metadata.HasField("replicated_from"):
         attributes[REPLICATED_FROM] = metadata.replicated_from
+    if metadata.HasField("deliver_at_time"):
+        attributes.update(deliver_at_attributes(metadata.deliver_at_time))
     if is_chunk(metadata):
         attributes[CHUNK] = (f"{metadata.uuid},{metadata.chunk_id},{metadata.num_chunks_from_msg},"
                              f"{metadata.total_chunk_msg_size}")
