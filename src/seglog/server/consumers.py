@@ -4,7 +4,10 @@ pending messages the dispatcher keeps, as for any consumer.
 
 Each delivered message goes out as one MESSAGE frame of its own, an unbatched entry (docs/SERVER.md,
 "Consuming"): its id is (ledgerId 0, entryId = its offset, batchIndex -1), so every id a consumer acks names
-exactly one offset, and one permit is one message. A task per consumer takes what dispatch gives it (in the
+exactly one offset, and one permit is one message. An encrypted entry, which the server cannot unpack, goes
+out whole as the producer sent it (encryption.py): its id is (0, its first offset, -1), with the batch
+indexes given in this delivery in its ack_set when not all of them are, and an ack or redelivery of the whole
+entry names all of its offsets (EncryptedEntries). A task per consumer takes what dispatch gives it (in the
 thread pool) and writes the frames; it waits for FLOW, an append to the topic (the partitions' append
 signals), or a change in the subscription (acks, redeliveries, consumers leaving), with a capped poll as the
 fallback for what nothing signals (appends by other processes, TTL)."""
@@ -20,11 +23,12 @@ import numpy as np
 
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.encryption import ack_set, cleared_indexes, entry_metadata
 from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
-from seglog.server.protocol.metadata import message_metadata
+from seglog.server.protocol.metadata import ENCRYPTION, message_metadata
 from seglog.storage.notification import LoopWake
-from seglog.subscriptions.delivery import ConsumerState, HashRanges
+from seglog.subscriptions.delivery import ConsumerState, HashRanges, Piece
 from seglog.subscriptions.subscription import Subscription
 
 if TYPE_CHECKING:
@@ -87,6 +91,7 @@ class ConsumerSession:
         # this consumer's task uses it, one delivery at a time)
         self._message = command(Type.MESSAGE, consumer_id=consumer_id, message_id=message_id(0, self.id_partition),
                                 redelivery_count=0)
+        self.encrypted = EncryptedEntries()
 
     @property
     def closed(self) -> bool:
@@ -161,10 +166,34 @@ class ConsumerSession:
         pieces = subscription.next_delivery(self.state, READ_MESSAGES)
         frames = []
         for piece in pieces:
-            for message in piece.messages():
+            messages = piece.messages()
+            if ENCRYPTION in messages[0].batch_attributes:
+                frames.append(self._entry_frame(piece, messages[0], subscription))
+                continue
+            for message in messages:
                 count = subscription.redelivery_count(message.partition, message.offset)
                 frames.append(self._frame(message, piece.base, count))
         return b"".join(frames)
+
+    def _entry_frame(self, piece: Piece, given: Message, subscription: Subscription) -> bytes:
+        """A MESSAGE for the encrypted entry stored in `piece`'s batch, of which the piece's messages (the
+        first of them `given`) are delivered. From now on the consumer is given stored batches whole, as
+        Pulsar's broker gives entries: a batch cut by the permits would go out twice."""
+        if not self.state.whole_batches:
+            with subscription.mutex:
+                self.state.whole_batches = True
+        first = given if given.offset == piece.base else \
+            piece.with_offsets(np.array([piece.base], dtype=np.int64)).messages()[0]
+        self.encrypted.sent(piece.base, piece.count)
+        fields = self._message.message
+        fields.message_id.entry_id = piece.base
+        fields.redelivery_count = subscription.redelivery_count(piece.partition, int(piece.offsets[0]))
+        if len(piece.offsets) < piece.count:
+            fields.ack_set.extend(ack_set((piece.offsets - piece.base).tolist()))
+        try:
+            return encode_payload_command(self._message, entry_metadata(first), first.value or b"")
+        finally:
+            del fields.ack_set[:]
 
     def _frame(self, message: Message, base_offset: int, redelivery_count: int) -> bytes:
         """A MESSAGE for `message`, stored in the batch that starts at `base_offset`."""
@@ -186,7 +215,10 @@ class ConsumerSession:
         assert subscription is not None
         partition = self.target.partition
         end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
-        offsets = [o for o in (_offset(i) for i in ids) if 0 <= o < end]
+        if self.encrypted:
+            offsets = [o for o in self.encrypted.acknowledged(ids, cumulative) if 0 <= o < end]
+        else:
+            offsets = [o for o in (_offset(i) for i in ids) if 0 <= o < end]
         if not offsets:
             return
         if cumulative:
@@ -201,7 +233,8 @@ class ConsumerSession:
         if not ids:
             self.subscription.redeliver(self.state, None)
             return
-        offsets = np.array(sorted({o for o in (_offset(i) for i in ids) if o >= 0}), dtype=np.int64)
+        named = self.encrypted.redelivered(ids) if self.encrypted else (_offset(i) for i in ids)
+        offsets = np.array(sorted({o for o in named if o >= 0}), dtype=np.int64)
         self.subscription.redeliver(self.state, {self.target.partition: offsets})
 
     def last_message_id(self) -> tuple[api.MessageIdData, api.MessageIdData]:
@@ -233,6 +266,59 @@ class ConsumerSession:
             self.loop.call_soon_threadsafe(close)
         except RuntimeError:
             pass
+
+
+class EncryptedEntries:
+    """The encrypted entries a consumer was sent, by first offset (an entry's id), with their messages: the
+    client acknowledges or redelivers such an entry by its id alone (batch index -1) once it is done with
+    all of its messages, and that names every offset of the entry. Forgotten once acknowledged whole."""
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def sent(self, entry: int, count: int) -> None:
+        self._counts[entry] = count
+
+    def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> list[int]:
+        """The offsets an ACK's `ids` acknowledge: an entry's all, or with the ack_set of a client that
+        acknowledges batch indexes, those whose bit is clear (a cumulative ack: up to the first set)."""
+        offsets: list[int] = []
+        for mid in ids:
+            entry, count = self._entry(mid)
+            if count is None:
+                offsets.append(_offset(mid))
+                continue
+            acked = cleared_indexes(mid.ack_set, count) if mid.ack_set else range(count)
+            if cumulative:
+                run = next((i for i, index in enumerate(acked) if i != index), len(acked))
+                offsets.append(entry + run - 1)
+            else:
+                offsets += [entry + index for index in acked]
+            if len(acked) == count:
+                del self._counts[entry]
+        if cumulative and offsets:
+            last = max(offsets)
+            self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > last}
+        return offsets
+
+    def redelivered(self, ids: list[api.MessageIdData]) -> list[int]:
+        """The offsets a REDELIVER_UNACKNOWLEDGED_MESSAGES's `ids` name: all of an entry's for its id."""
+        offsets: list[int] = []
+        for mid in ids:
+            entry, count = self._entry(mid)
+            offsets += [_offset(mid)] if count is None else range(entry, entry + count)
+        return offsets
+
+    def _entry(self, mid: api.MessageIdData) -> tuple[int, int | None]:
+        """(first offset, messages) of the encrypted entry `mid` names whole, or (-1, None) if it names a
+        message."""
+        if mid.batch_index >= 0:
+            return -1, None
+        entry = _offset(mid)
+        return entry, self._counts.get(entry)
 
 
 def _keep(partition: int | None) -> None:

@@ -11,8 +11,6 @@ _SCHEMA_TYPES = (api.Schema.Type.Value("None"), api.Schema.Type.Value("String"))
 
 
 def check_producer_features(request: api.CommandProducer) -> None:
-    if request.encrypted:
-        raise ServerFailure(api.NotAllowedError, "end-to-end encryption is not supported by seglog")
     _check_schema(request)
 
 

@@ -5,7 +5,9 @@ items back to back, after decompression; an entry without it is one message whos
 metadata. Each becomes one seglog message: value = payload (None for Pulsar's null value), key = partition
 key, ordering key, properties, event time (0 = none), timestamp = the entry's publish time. A chunk of a
 large message is one message whose value is the chunk as sent (not decompressed: the client reassembles
-the pieces first). What the entry says of itself goes to the batch's attributes (metadata.py)."""
+the pieces first). What the entry says of itself goes to the batch's attributes (metadata.py). An encrypted
+entry cannot be unpacked: it is stored as one record holding its payload and a null record for each other
+message of it (encryption.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
+from seglog.server.protocol.encryption import encryption_attribute, is_encrypted
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
-from seglog.server.protocol.metadata import SEQUENCE_ID, entry_attributes, is_chunk
+from seglog.server.protocol.metadata import ENCRYPTION, SEQUENCE_ID, entry_attributes, is_chunk
 
 _U32 = struct.Struct(">I")
 
@@ -83,6 +86,8 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
            limits: UnpackLimits = UnpackLimits()) -> Messages:
     """The messages of a SEND whose CommandSend says `highest_sequence_id` (0 when it says none); BatchError
     if they cannot be unpacked or are over `limits`."""
+    if is_encrypted(metadata):
+        return _encrypted(metadata, payload, highest_sequence_id, limits)
     publish_time = metadata.publish_time
     out = Messages()
     if is_chunk(metadata):
@@ -121,6 +126,25 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
     if position != len(data):
         raise BatchError(f"{len(data) - position} bytes follow the {count} messages of the batch")
     out.attributes = entry_attributes(metadata, count, highest_sequence_id)
+    return out
+
+
+def _encrypted(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: int,
+               limits: UnpackLimits) -> Messages:
+    """The records of an encrypted entry: its payload as sent, then a null record for each other message of
+    its batch, each with the entry's key, ordering key, properties and event time; its encryption fields in
+    the attributes."""
+    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    if not 0 < count <= limits.max_messages:
+        raise BatchError(f"the encrypted batch holds {count} messages; a batch holds 1 to {limits.max_messages} "
+                         "on this server (--max-messages-per-batch)")
+    key = _key(metadata)
+    ordering_key = metadata.ordering_key if metadata.HasField("ordering_key") else None
+    properties = _properties(metadata.properties) if metadata.properties else {}
+    out = Messages([payload] + [None] * (count - 1), [key] * count, [metadata.publish_time] * count,
+                   [metadata.event_time or None] * count, [properties] * count, [ordering_key] * count)
+    out.attributes = entry_attributes(metadata, count, highest_sequence_id)
+    out.attributes[ENCRYPTION] = encryption_attribute(metadata)
     return out
 
 

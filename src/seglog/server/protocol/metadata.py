@@ -16,13 +16,16 @@ attributes, under these names:
 | pulsar.replicated_offset | a replicator SEND's sequence_id | the origin offset of the entry's last message |
 | pulsar.chunk | uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size | "uuid,chunk_id,num_chunks,total_size" |
 | pulsar.compression | compression, uncompressed_size | of a chunk, stored as it came: "codec,size" |
+| pulsar.encryption | encryption_*, compression, uncompressed_size, num_messages_in_batch | encryption.py |
 
 A replicator (seglog.replication) sends each entry with its origin's offset as the SEND's sequence id, and the
 receiving server deduplicates replicated entries by it (replication_key): the producer's own sequence ids
 stay as they were, and messages written in-process, which have none, are deduplicated too.
 
 A chunk's payload is a piece of the whole message as the producer compressed it, so it is stored and sent
-back byte for byte with its compression named; the client reassembles and decompresses it."""
+back byte for byte with its compression named; the client reassembles and decompresses it. An encrypted
+entry likewise: its payload is stored as sent, in its first record, and sent back with its fields
+(encryption.py)."""
 
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ CONFIGURATION_SYNC_SUBSCRIPTION = "seglog.configuration-sync"
 MARKER_PRODUCER = "pulsar.marker"  # the producer name of Pulsar's marker entries
 LOCAL_ONLY = "__local__"  # replicate_to of a message sent with disable_replication: no other cluster
 COMPRESSION = "pulsar.compression"
+ENCRYPTION = "pulsar.encryption"
 
 
 def is_chunk(metadata: api.MessageMetadata) -> bool:
