@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from seglog._core._messages import Message
 from seglog.admin import pulsar_stats
+from seglog.admin.schemas import AdminSchemas
 from seglog.admin.stats import explain_retention, internal_stats, replicated, topic_stats
 from seglog.broker import check_partition_count
 from seglog.catalog.clusters import (
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 
 
 class Admin:
-    """The admin API of an open log: `clusters`, `tenants`, `namespaces` and `topics`.
+    """The admin API of an open log: `clusters`, `tenants`, `namespaces`, `topics` and `schemas`.
 
     Thread safety: it and its four parts may be shared by the threads of a process: each change is one
     metadata transaction. Every process's admin API reads and changes the same metadata, so a change made
@@ -71,6 +72,7 @@ class Admin:
         self.tenants = Tenants(broker)
         self.namespaces = Namespaces(broker)
         self.topics = Topics(broker)
+        self.schemas = AdminSchemas(broker)
 
     def now_ms(self) -> int:
         """The log's clock, ms since the epoch (what reset-cursor --time counts back from)."""

@@ -255,7 +255,7 @@ class Metadata:
             if row is None:
                 raise TopicNotFoundError(f"topic {name} does not exist")
             self._db.execute("DELETE FROM topics WHERE name = ?", (str(name),))
-            self._db.execute("DELETE FROM schemas WHERE topic = ?", (str(name),))
+            self.delete_schema_records(name)
             if not keep_global_policies:
                 self._db.execute("DELETE FROM global_topic_policies WHERE name = ?", (str(name),))
             if row[0] > 1:
@@ -327,6 +327,11 @@ class Metadata:
                                   json.dumps(record.properties), record.timestamp_ms, int(record.deleted)))
             except sqlite3.IntegrityError:
                 raise AlreadyExistsError(f"schema version {record.version} of {topic} already exists") from None
+
+    def delete_schema_records(self, topic: TopicName) -> None:
+        """Remove every version of topic `topic`'s schema (its deletion, or a forced deletion of its schema)."""
+        with self._transaction():
+            self._db.execute("DELETE FROM schemas WHERE topic = ?", (str(topic),))
 
     # tenants and namespaces
 

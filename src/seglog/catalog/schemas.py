@@ -208,17 +208,14 @@ class Schemas:
         else:
             check_compatible(history, schema, strategy)
 
-    def delete(self, topic: TopicName) -> int | None:
-        """Delete `topic`'s schema: a tombstone version, which it returns; None (and nothing written) when the
-        topic has no schema or it is deleted already."""
+    def delete(self, topic: TopicName) -> int:
+        """Delete `topic`'s schema: a tombstone version, which it returns (written whatever the topic had, as
+        Pulsar's deleteSchema does)."""
         with self._metadata.transaction():
             records = self._metadata.schema_records(topic)
-            if not records or records[-1].deleted:
-                return None
-            version = records[-1].version + 1
+            version = records[-1].version + 1 if records else 0
             self._metadata.add_schema_record(topic, SchemaRecord(version, "NONE", b"", {}, self._clock(), True))
             return version
-
 
 def check_compatible(history: list[SchemaVersion], schema: SchemaInfo, strategy: str) -> None:
     """Whether `schema` may follow `history` (oldest first) under `strategy`; IncompatibleSchemaError naming
@@ -242,7 +239,7 @@ def _check_pair(old: SchemaInfo, new: SchemaInfo, direction: str, version: int) 
     if new.type in AVRO_DESCRIBED:
         _check_avro(old.data, new.data, direction, version)
     elif new.type == "KEY_VALUE":
-        for part, (old_part, new_part) in zip(("key", "value"), zip(_key_value(old), _key_value(new))):
+        for part, (old_part, new_part) in zip(("key", "value"), zip(key_value_parts(old), key_value_parts(new))):
             if old_part.type != new_part.type:
                 raise IncompatibleSchemaError(f"incompatible KEY_VALUE schema: the {part} schema was "
                                               f"{old_part.type} (version {version}), is {new_part.type}")
@@ -283,7 +280,7 @@ def _avro(data: bytes) -> avro.schema.Schema:
                                  "and PROTOBUF schemas are Avro schemas)", detail=str(error)) from None
 
 
-def _key_value(schema: SchemaInfo) -> tuple[SchemaInfo, SchemaInfo]:
+def key_value_parts(schema: SchemaInfo) -> tuple[SchemaInfo, SchemaInfo]:
     """The key and value schemas of a KEY_VALUE schema: its definition holds both, each after its length
     (4 bytes, big-endian; -1 for none), its properties their types (Pulsar's KeyValueSchemaInfo)."""
     parts, data = [], schema.data
@@ -314,7 +311,7 @@ def _validate(schema: SchemaInfo) -> None:
     if schema.type in AVRO_DESCRIBED:
         _avro(schema.data)
     elif schema.type == "KEY_VALUE":
-        for part in _key_value(schema):
+        for part in key_value_parts(schema):
             if part.type in SCHEMA_TYPES and part.type != "KEY_VALUE":
                 _validate(part)
     elif schema.type == "PROTOBUF_NATIVE":

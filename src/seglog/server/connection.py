@@ -13,6 +13,7 @@ completed CONNECT by the first keep-alive tick is closed."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -35,6 +36,7 @@ from seglog.server.protocol.frames import (
     encode_command,
     sub_command,
 )
+from seglog.server.schemas import answer_get_or_create_schema, answer_get_schema, consumer_schema
 from seglog.server.service import BrokerService
 from seglog.subscriptions.delivery import HashRanges
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
@@ -85,6 +87,8 @@ class Connection:
             Type.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._redeliver, Type.CLOSE_CONSUMER: self._close_consumer,
             Type.UNSUBSCRIBE: self._unsubscribe, Type.GET_LAST_MESSAGE_ID: self._get_last_message_id,
             Type.SEEK: self._seek, Type.GET_TOPICS_OF_NAMESPACE: self._topics_of_namespace,
+            Type.GET_SCHEMA: functools.partial(answer_get_schema, self),
+            Type.GET_OR_CREATE_SCHEMA: functools.partial(answer_get_or_create_schema, self),
         }
 
     async def blocking(self, function: Callable[..., T], *args: Any) -> T:
@@ -307,6 +311,8 @@ class Connection:
             target = await self.blocking(service.resolve, request.topic, request.force_topic_creation)
             if target is None:
                 raise ServerFailure(api.TopicNotFound, f"topic {request.topic} does not exist")
+            if request.HasField("schema"):
+                await self.blocking(consumer_schema, service.broker, target, request.schema)
             initial = "earliest" if request.initial_position == api.CommandSubscribe.Earliest else "latest"
             session = ConsumerSession(self, request.consumer_id, target,
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"

@@ -27,6 +27,7 @@ from seglog.server.protocol.frames import NO_REQUEST, Frame, Type, command, enco
 from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
 from seglog.server.protocol.metadata import replicator_origin
 from seglog.server.publish_buffer import PublishAccount, send_cost
+from seglog.server.schemas import producer_schema
 from seglog.server.service import BrokerService, ProducerHandle, QuotaRefusal, Target
 
 logger = logging.getLogger("seglog.server")
@@ -86,6 +87,7 @@ class ProducerSession:
         self.connection = connection
         self.producer_id = producer_id
         self.handle = handle
+        self.schema_version: bytes | None = None  # its schema's, as PRODUCER_SUCCESS told it (server/schemas.py)
         self.queue: asyncio.Queue[Any] = asyncio.Queue()  # (bounded in bytes by the connection's publish account)
         self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
         self._close_by_server = close_by_server
@@ -177,7 +179,8 @@ class ConnectionProducers:
         if existing is not None:  # the client asks again (its first answer was late): the same producer
             self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
                                          producer_name=existing.handle.name,
-                                         last_sequence_id=existing.handle.last_sequence_id))
+                                         last_sequence_id=existing.handle.last_sequence_id,
+                                         schema_version=existing.schema_version))
             return
         if producer_id in self.waiting:  # still in line: the client is waiting for it already
             return
@@ -190,6 +193,8 @@ class ConnectionProducers:
                 functools.partial(service.resolve, request.topic, True,
                                   replicator=replicator_origin(request.producer_name or "") is not None))
             assert target is not None  # created when missing
+            schema_version = await self.connection.blocking(
+                producer_schema, service.broker, target, request.schema if request.HasField("schema") else None)
             await self.connection.blocking(service.check_quota, target)
             if request.initial_subscription_name:
                 await self.connection.blocking(service.create_initial_subscription, target,
@@ -201,12 +206,14 @@ class ConnectionProducers:
         if isinstance(claim, Waiter):
             self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id,
                                          producer_name=claim.name, last_sequence_id=-1, producer_ready=False))
-            task = asyncio.get_running_loop().create_task(self._wait_for_exclusive(request, target, claim))
+            task = asyncio.get_running_loop().create_task(self._wait_for_exclusive(request, target, claim,
+                                                                                   schema_version))
             self.waiting[producer_id] = task
             return
-        await self._admit(request, target, claim)
+        await self._admit(request, target, claim, schema_version)
 
-    async def _wait_for_exclusive(self, request: api.CommandProducer, target: Target, waiter: Waiter) -> None:
+    async def _wait_for_exclusive(self, request: api.CommandProducer, target: Target, waiter: Waiter,
+                                  schema_version: bytes | None) -> None:
         """A WaitForExclusive producer: once the others left, it is opened and the client told again."""
         try:
             await waiter.granted
@@ -218,9 +225,10 @@ class ConnectionProducers:
             return
         finally:
             self.waiting.pop(request.producer_id, None)
-        await self._admit(request, target, waiter.name)
+        await self._admit(request, target, waiter.name, schema_version)
 
-    async def _admit(self, request: api.CommandProducer, target: Target, name: str) -> None:
+    async def _admit(self, request: api.CommandProducer, target: Target, name: str,
+                     schema_version: bytes | None) -> None:
         service = self.connection.service
         with self.connection.answering_failures(request.request_id) as attempt:
             try:
@@ -231,10 +239,11 @@ class ConnectionProducers:
                 raise
         if attempt.failed:
             return
-        self.sessions[request.producer_id] = ProducerSession(self.connection, request.producer_id, handle,
-                                                             self.close_by_server)
+        session = ProducerSession(self.connection, request.producer_id, handle, self.close_by_server)
+        session.schema_version = schema_version
+        self.sessions[request.producer_id] = session
         self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
-                                     last_sequence_id=handle.last_sequence_id))
+                                     last_sequence_id=handle.last_sequence_id, schema_version=schema_version))
 
     def _fence(self, producer_id: int) -> None:
         """An ExclusiveWithFencing producer took this producer's partition: close it (loop thread)."""

@@ -16,6 +16,7 @@ attributes, under these names:
 | pulsar.replicated_offset | a replicator SEND's sequence_id | the origin offset of the entry's last message |
 | pulsar.chunk | uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size | "uuid,chunk_id,num_chunks,total_size" |
 | pulsar.compression | compression, uncompressed_size | of a chunk, stored as it came: "codec,size" |
+| pulsar.schema_version | schema_version | hex of the bytes sent: the schema version (8 bytes, big-endian) |
 | pulsar.encryption | encryption_*, compression, uncompressed_size, num_messages_in_batch | encryption.py |
 
 A replicator (seglog.replication) sends each entry with its origin's offset as the SEND's sequence id, and the
@@ -51,6 +52,9 @@ CONFIGURATION_SYNC_SUBSCRIPTION = "seglog.configuration-sync"
 MARKER_PRODUCER = "pulsar.marker"  # the producer name of Pulsar's marker entries
 LOCAL_ONLY = "__local__"  # replicate_to of a message sent with disable_replication: no other cluster
 COMPRESSION = "pulsar.compression"
+# A schema version is per entry in Pulsar too (MessageMetadata; a batch's messages share it), so the batch that
+# stores the entry keeps it for all its messages (docs/SERVER.md, "Schemas")
+SCHEMA_VERSION = "pulsar.schema_version"
 ENCRYPTION = "pulsar.encryption"
 
 
@@ -66,6 +70,8 @@ def entry_attributes(metadata: api.MessageMetadata, count: int, highest_sequence
         attributes[REPLICATE_TO] = ",".join(metadata.replicate_to)
     if metadata.HasField("replicated_from"):
         attributes[REPLICATED_FROM] = metadata.replicated_from
+    if metadata.schema_version:
+        attributes[SCHEMA_VERSION] = metadata.schema_version.hex()
     if metadata.HasField("deliver_at_time"):
         attributes.update(deliver_at_attributes(metadata.deliver_at_time))
     if is_chunk(metadata):
@@ -139,10 +145,15 @@ def message_metadata(message: Message, base_offset: int, replicated_from: str | 
     `replicated_from` (else the stored entry's, if it was replicated) and the entry's `replicate_to`."""
     attributes = message.batch_attributes
     chunk = attributes.get(CHUNK)
-    return encoders.message_metadata(
+    encoded = encoders.message_metadata(
         message, attributes.get(PRODUCER, ""), sequence_id(message, base_offset),
         replicated_from if replicated_from is not None else attributes.get(REPLICATED_FROM), replicate_to,
         None if chunk is None else _chunk_fields(chunk, attributes[COMPRESSION]))
+    schema_version = attributes.get(SCHEMA_VERSION)
+    if schema_version is None:
+        return encoded
+    # (protobuf takes a field after the others: the stored version is appended, not built into the kernel's)
+    return encoded + api.MessageMetadata(schema_version=bytes.fromhex(schema_version)).SerializePartialToString()
 
 
 def _chunk_fields(chunk: str, compression: str) -> tuple[str, int, int, int, int, int]:

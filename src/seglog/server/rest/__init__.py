@@ -20,6 +20,7 @@ from seglog.server.rest import (
     clusters,
     namespaces,
     replication_clusters,
+    schemas,
     seglog_routes,
     subscriptions,
     tenants,
@@ -33,7 +34,7 @@ OPENAPI = "/admin/v2/openapi.json"
 _STATUS_TEXT = {200: "OK", 204: "No Content", 400: "Invalid value", 403: "Not allowed", 404: "Not found",
                 405: "Not supported",
                 409: "Already exists, or not empty", 412: "Precondition failed: an invalid name, or in use",
-                503: "The server is stopping"}
+                422: "Invalid schema definition", 503: "The server is stopping"}
 
 
 async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
@@ -43,6 +44,7 @@ async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
 ROUTES: list[Route] = [
     *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES,
     *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
+    *schemas.ROUTES,
     Route("GET", OPENAPI, _openapi, "This document."),
 ]
 

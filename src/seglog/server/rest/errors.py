@@ -16,8 +16,10 @@ from seglog.errors import (
     ClusterNotAllowedError,
     ConfigurationStoreError,
     ConsumerBusyError,
+    IncompatibleSchemaError,
     InvalidArgumentError,
     InvalidNameError,
+    InvalidSchemaError,
     MetadataError,
     NotEmptyError,
     NotFoundError,
@@ -52,6 +54,8 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (UnusableClusterError, 412),  # Pulsar: 412 "Clusters do not exist"
     (ClusterNotAllowedError, 403),  # Pulsar: 403 "Cluster [x] is not in the list of allowed clusters list ..."
     (ClusterInUseError, 412),  # Pulsar: 412 "Active namespaces", "Cluster not empty"
+    (IncompatibleSchemaError, 409),  # Pulsar: 409 "Incompatible schema"
+    (InvalidSchemaError, 422),  # Pulsar: 422 "Invalid schema data"
     (InvalidArgumentError, 400),
     (TopicInUseError, 412),  # Pulsar: 412 "Topic has active producers/subscriptions"
     (ConsumerBusyError, 412),  # Pulsar: 412 "Subscription has active consumers"
