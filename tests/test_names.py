@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog.errors import InvalidArgumentError, InvalidNameError
-from seglog.names import NamespaceName, TopicName, validate_part
+from seglog.names import (
+    NamespaceName,
+    NonPersistentTopicName,
+    TopicName,
+    is_non_persistent,
+    partition_of,
+    validate_part,
+)
 
 PART_RULE = "letters, digits and _ - . = :"
 valid_parts = st.from_regex(r"[A-Za-z0-9_\-=:][A-Za-z0-9_\-.=:]{0,254}", fullmatch=True)
@@ -243,3 +250,38 @@ def test_namespace_name_constructor_validates() -> None:
 def test_namespace_name_round_trips(tenant: str, namespace: str) -> None:
     name = NamespaceName(tenant, namespace)
     assert NamespaceName.parse(str(name)) == name
+
+
+# --- NonPersistentTopicName, partition_of ----------------------------------------------------------------------
+
+def test_a_non_persistent_name_keeps_its_domain_and_is_no_topic_name() -> None:
+    name = NonPersistentTopicName.parse("non-persistent://acme/orders/live")
+    assert (name.tenant, name.namespace, name.topic, name.namespace_name) == ("acme", "orders", "live", "acme/orders")
+    assert str(name) == "non-persistent://acme/orders/live"
+    assert is_non_persistent(str(name)) and not is_non_persistent("persistent://acme/orders/live")
+    with pytest.raises(InvalidNameError, match="only the 'persistent://' domain is supported"):
+        TopicName.parse(str(name))  # (the data directory's topics are persistent, as before)
+
+
+@pytest.mark.parametrize(("name", "detail"), [
+    ("acme/orders/live", "does not start with 'non-persistent://'"),
+    ("persistent://acme/orders/live", "does not start with 'non-persistent://'"),
+    ("non-persistent://acme/live", "expected 'tenant/namespace/topic' after 'non-persistent://', got 2 parts"),
+    ("non-persistent://acme/orders/../x", "got 4 parts"),
+    ("non-persistent://acme/orders/.hidden", "topic name '.hidden' starts with '.'"),
+    (7, "expected a str, not int"),
+])
+def test_a_non_persistent_name_is_checked_as_topic_names_are(name: object, detail: str) -> None:
+    with pytest.raises(InvalidNameError) as caught:
+        NonPersistentTopicName.parse(name)  # type: ignore[arg-type]
+    assert detail in str(caught.value)
+    assert "accepted: 'non-persistent://tenant/namespace/topic'" in str(caught.value)
+
+
+@pytest.mark.parametrize(("topic", "split"), [
+    ("orders-partition-0", ("orders", 0)), ("orders-partition-12", ("orders", 12)),
+    ("a-partition-1-partition-2", ("a-partition-1", 2)), ("orders", None), ("orders-partition-01", None),
+    ("orders-partition-", None), ("-partition-3", None), ("orders-partition-1234567890", None),
+])
+def test_partition_of_reads_pulsars_partition_suffix(topic: str, split: tuple[str, int] | None) -> None:
+    assert partition_of(topic) == split

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from seglog.errors import InvalidNameError
 
-__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "MAX_SUBSCRIPTION_NAME_LENGTH", "NamespaceName",
-           "REPLICATOR_PREFIX", "TopicName", "validate_part", "validate_subscription_name"]
+__all__ = ["DEFAULT_NAMESPACE", "DEFAULT_TENANT", "MAX_PART_LENGTH", "MAX_SUBSCRIPTION_NAME_LENGTH", "NON_PERSISTENT",
+           "NamespaceName", "NonPersistentTopicName", "REPLICATOR_PREFIX", "TopicName", "is_non_persistent",
+           "partition_of", "validate_part", "validate_subscription_name"]
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
@@ -27,7 +28,10 @@ MAX_SUBSCRIPTION_NAME_LENGTH = MAX_PART_LENGTH - 16
 REPLICATOR_PREFIX = "pulsar.repl."
 
 _PERSISTENT = "persistent://"
+NON_PERSISTENT = "non-persistent://"  # Pulsar's domain of topics a server keeps in memory only
 
+# Pulsar's name of partition N of a partitioned topic BASE: `BASE-partition-N`
+_PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<partition>0|[1-9][0-9]{0,8})$")
 _PART = re.compile(r"[A-Za-z0-9_\-.=:]+")
 _PART_ACCEPTED = (f"1 to {MAX_PART_LENGTH} characters: ASCII letters, digits and _ - . = : "
                   "(not '.' or '..', not starting with '.')")
@@ -35,6 +39,7 @@ _SUBSCRIPTION_ACCEPTED = _PART_ACCEPTED.replace(str(MAX_PART_LENGTH), str(MAX_SU
 _TOPIC_ACCEPTED = ("'topic' (in public/default), 'tenant/namespace/topic' or "
                    f"'persistent://tenant/namespace/topic'; each part {_PART_ACCEPTED}")
 _NAMESPACE_ACCEPTED = f"'tenant/namespace'; each part {_PART_ACCEPTED}"
+_NON_PERSISTENT_ACCEPTED = f"'{NON_PERSISTENT}tenant/namespace/topic'; each part {_PART_ACCEPTED}"
 
 
 def validate_part(part: str, *, kind: str) -> str:
@@ -129,6 +134,59 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.namespace}/{self.topic}"
+
+
+def partition_of(topic: str) -> tuple[str, int] | None:
+    """(BASE, N) for a topic named as Pulsar names partition N of a partitioned topic, `BASE-partition-N`;
+    None for any other name. (Whether BASE is a partitioned topic is for its caller to say.)"""
+    match = _PARTITION_SUFFIX.match(topic)
+    return None if match is None else (match["base"], int(match["partition"]))
+
+
+def is_non_persistent(name: object) -> bool:
+    """Whether `name` names a non-persistent topic (`non-persistent://...`), whatever else is wrong with it."""
+    return isinstance(name, str) and name.startswith(NON_PERSISTENT)
+
+
+@dataclass(frozen=True)
+class NonPersistentTopicName:
+    """A non-persistent topic (Pulsar's `non-persistent://tenant/namespace/topic`): `seglog serve` keeps it in
+    memory only, so it never names a directory and is never a TopicName (which the data directory's topics
+    are). str() gives the full name, domain included. The parts are validated as TopicName's."""
+
+    tenant: str
+    namespace: str
+    topic: str
+
+    def __post_init__(self) -> None:
+        validate_part(self.tenant, kind="tenant name")
+        validate_part(self.namespace, kind="namespace name")
+        validate_part(self.topic, kind="topic name")
+
+    @classmethod
+    def parse(cls, name: str) -> NonPersistentTopicName:
+        """Parse 'non-persistent://tenant/namespace/topic' (as in Pulsar, the prefixed form names tenant and
+        namespace)."""
+        _require_str(name, argument="topic name", accepted=_NON_PERSISTENT_ACCEPTED)
+        if not name.startswith(NON_PERSISTENT):
+            raise InvalidNameError("topic name", name, _NON_PERSISTENT_ACCEPTED,
+                                   f"does not start with {NON_PERSISTENT!r}")
+        parts = name.removeprefix(NON_PERSISTENT).split("/")
+        if len(parts) != 3:
+            raise InvalidNameError("topic name", name, _NON_PERSISTENT_ACCEPTED,
+                                   f"expected 'tenant/namespace/topic' after {NON_PERSISTENT!r}, got "
+                                   f"{_count_parts(parts)}")
+        tenant, namespace, topic = _checked_parts(name, parts, argument="topic name", accepted=_NON_PERSISTENT_ACCEPTED,
+                                                  kinds=("tenant name", "namespace name", "topic name"))
+        return cls(tenant, namespace, topic)
+
+    @property
+    def namespace_name(self) -> str:
+        """'tenant/namespace'."""
+        return f"{self.tenant}/{self.namespace}"
+
+    def __str__(self) -> str:
+        return f"{NON_PERSISTENT}{self.tenant}/{self.namespace}/{self.topic}"
 
 
 def _require_str(name: object, *, argument: str, accepted: str) -> None:

@@ -456,7 +456,9 @@ def test_lookup_route(http, server):
     assert answer == {"brokerUrl": server.pulsar_url, "brokerUrlTls": "", "httpUrl": server.http_url,
                       "httpUrlTls": ""}
     reason(http.get("/lookup/v2/topic/persistent/public/nope/any"), 404, "namespace public/nope does not exist")
-    reason(http.get("/lookup/v2/topic/non-persistent/public/default/any"), 412, "persistent topics only")
+    assert http.get("/lookup/v2/topic/non-persistent/public/default/any").json() == answer
+    reason(http.get("/lookup/v2/topic/non-persistent/public/nope/any"), 404, "namespace public/nope does not exist")
+    reason(http.get("/lookup/v2/topic/other/public/default/any"), 412, "persistent and non-persistent topics")
 
 
 def test_the_real_client_produces_and_consumes_through_an_http_service_url(http, server):

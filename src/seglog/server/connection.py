@@ -20,10 +20,12 @@ from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from seglog.names import is_non_persistent
 from seglog.server import auth
-from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession
+from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession, sticky_ranges
 from seglog.server.errors import Attempt, ServerFailure, answering_failures, server_error
 from seglog.server.features import check_subscribe_features
+from seglog.server.non_persistent_clients import NonPersistentClients
 from seglog.server.producers import ConnectionProducers
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import (
@@ -38,8 +40,6 @@ from seglog.server.protocol.frames import (
 )
 from seglog.server.schemas import answer_get_or_create_schema, answer_get_schema, consumer_schema
 from seglog.server.service import BrokerService
-from seglog.subscriptions.delivery import HashRanges
-from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
 from seglog.subscriptions.subscription import Subscription
 from seglog.version import __version__
 
@@ -71,6 +71,7 @@ class Connection:
         self.connected = False
         self.producers = ConnectionProducers(self)
         self.consumers: dict[int, ConsumerSession] = {}
+        self.non_persistent = NonPersistentClients(self)  # its producers and consumers of non-persistent topics
         # readers' non-durable subscriptions between a SEEK and the reader's SUBSCRIBE that follows it
         self.parked_readers: dict[tuple[tuple[str, int], str], Subscription] = {}
         # consumers read for this connection one at a time (ConsumerSession._turn)
@@ -123,6 +124,7 @@ class Connection:
             keepalive.cancel()
             await self.producers.close_all()
             await self._close_consumers()
+            self.non_persistent.close_all()
             self.writer.close()
             try:
                 await self.writer.wait_closed()
@@ -215,11 +217,14 @@ class Connection:
             await self._connect(base.connect)
             return
         if kind == Type.SEND and base.HasField("send"):  # (its messages are the frame's, not the command's)
-            await self.producers.send(base.send, frame)
+            if not self.non_persistent.send(base.send, frame):
+                await self.producers.send(base.send, frame)
             return
         handler = self._handlers.get(kind)
         request = sub_command(base)
-        if handler is not None and (request is not None or kind in KEEPALIVE):
+        if request is not None and self.non_persistent.claims(kind, request):
+            await self.non_persistent.handle(kind, request)
+        elif handler is not None and (request is not None or kind in KEEPALIVE):
             await handler(request)
         elif kind == Type.CONNECT:
             logger.warning("%s: a second CONNECT: closing", self.peer)
@@ -260,8 +265,11 @@ class Connection:
                 Type.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id, response=response.Failed,
                 error=failure.code, message=str(failure)))) as attempt:
             await self.authorize(request.topic, auth.LOOKUP, f"look up {request.topic}")
-            partitions = await self.blocking(self.service.partitions, request.topic,
-                                             request.metadata_auto_creation_enabled)
+            if is_non_persistent(request.topic):
+                partitions = await self.non_persistent.partitions(request.topic, request.metadata_auto_creation_enabled)
+            else:
+                partitions = await self.blocking(self.service.partitions, request.topic,
+                                                 request.metadata_auto_creation_enabled)
         if attempt.failed:
             return
         self.send(command(Type.PARTITIONED_METADATA_RESPONSE, request_id=request.request_id,
@@ -277,7 +285,10 @@ class Connection:
                 # seglog serve has no named listeners; the client turns exactly this message into ConnectError
                 raise ServerFailure(api.ServiceNotReady, f"the broker do not have {request.advertised_listener_name} "
                                                          "listener (seglog serve has no named listeners)")
-            await self.blocking(self.service.resolve, request.topic, False)
+            if is_non_persistent(request.topic):
+                await self.non_persistent.look_up(request.topic)
+            else:
+                await self.blocking(self.service.resolve, request.topic, False)
         if attempt.failed:
             return
         self.send(command(Type.LOOKUP_RESPONSE, request_id=request.request_id, response=response.Connect,
@@ -285,14 +296,16 @@ class Connection:
                           broker_service_url_tls=self.service.settings.broker_url_tls or None, authoritative=True))
 
     async def _topics_of_namespace(self, request: api.CommandGetTopicsOfNamespace) -> None:
-        """The topics a pattern consumer chooses from: all of them (the client applies its pattern itself);
-        none for non-persistent topics, which seglog does not have."""
+        """The topics a pattern consumer chooses from: all of them in the mode it asks (persistent, non-persistent
+        or all; the client applies its pattern itself)."""
+        modes = api.CommandGetTopicsOfNamespace
         with self.answering_failures(request.request_id) as attempt:
             await self.authorize(request.namespace, auth.LOOKUP, f"list the topics of {request.namespace}",
                                  namespace=True)
-            topics: list[str] = []
-            if request.mode != api.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-                topics = await self.blocking(self.service.topics_of_namespace, request.namespace)
+            persistent = await self.blocking(self.service.topics_of_namespace, request.namespace)  # (or TopicNotFound)
+            topics = [] if request.mode == modes.NON_PERSISTENT else persistent
+            if request.mode != modes.PERSISTENT:
+                topics += [topic.name for topic in self.service.non_persistent.topics_of(request.namespace)]
         if attempt.failed:
             return
         self.send(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=request.request_id, topics=topics,
@@ -317,7 +330,7 @@ class Connection:
             session = ConsumerSession(self, request.consumer_id, target,
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
                                                                f"{request.consumer_id}",
-                                      _sticky_ranges(request))
+                                      sticky_ranges(request))
             async with service.subscribing:
                 parked = self.parked_readers.pop((target.key, request.subscription), None)
                 if request.durable:
@@ -485,25 +498,6 @@ class Connection:
         except Exception:  # (the client is told either way)
             logger.exception("%s: closing consumer %s", self.peer, session.name)
         self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=NO_REQUEST))
-
-
-def _sticky_ranges(request: api.CommandSubscribe) -> HashRanges | None:
-    """The key slots a Key_Shared consumer in Pulsar's sticky mode takes, checked; None otherwise."""
-    meta = request.keySharedMeta
-    if (request.sub_type != api.CommandSubscribe.Key_Shared or not request.HasField("keySharedMeta")
-            or meta.keySharedMode != api.KeySharedMeta.STICKY):
-        return None
-    ranges = tuple(sorted((r.start, r.end) for r in meta.hashRanges))
-    if not ranges:
-        raise ServerFailure(api.NotAllowedError, "a sticky Key_Shared consumer names no hash range")
-    for start, end in ranges:
-        if not 0 <= start <= end < STICKY_HASH_SLOTS:
-            raise ServerFailure(api.NotAllowedError, f"hash range [{start}, {end}]: expected 0 <= start <= end "
-                                                     f"<= {STICKY_HASH_SLOTS - 1}")
-    for (_, end), (start, _) in zip(ranges, ranges[1:]):
-        if start <= end:
-            raise ServerFailure(api.NotAllowedError, f"the consumer's hash ranges overlap at {start}")
-    return ranges
 
 
 def consumer_not_found(consumer_id: int) -> ServerFailure:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from seglog._core._messages import Message
+from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.encryption import ack_set, cleared_indexes, entry_metadata
 from seglog.server.protocol.frames import Type, command, encode_payload_command
@@ -29,6 +30,7 @@ from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, off
 from seglog.server.protocol.metadata import ENCRYPTION, message_metadata
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.delivery import ConsumerState, HashRanges, Piece
+from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
 from seglog.subscriptions.subscription import Subscription
 
 if TYPE_CHECKING:
@@ -335,3 +337,22 @@ def _offset(mid: api.MessageIdData) -> int:
     if entry < 0 or signed(mid.ledger_id) < 0:
         return -1
     return offset_of(entry, mid.batch_index)
+
+
+def sticky_ranges(request: api.CommandSubscribe) -> HashRanges | None:
+    """The key slots a Key_Shared consumer in Pulsar's sticky mode takes, checked; None otherwise."""
+    meta = request.keySharedMeta
+    if (request.sub_type != api.CommandSubscribe.Key_Shared or not request.HasField("keySharedMeta")
+            or meta.keySharedMode != api.KeySharedMeta.STICKY):
+        return None
+    ranges = tuple(sorted((r.start, r.end) for r in meta.hashRanges))
+    if not ranges:
+        raise ServerFailure(api.NotAllowedError, "a sticky Key_Shared consumer names no hash range")
+    for start, end in ranges:
+        if not 0 <= start <= end < STICKY_HASH_SLOTS:
+            raise ServerFailure(api.NotAllowedError, f"hash range [{start}, {end}]: expected 0 <= start <= end "
+                                                     f"<= {STICKY_HASH_SLOTS - 1}")
+    for (_, end), (start, _) in zip(ranges, ranges[1:]):
+        if start <= end:
+            raise ServerFailure(api.NotAllowedError, f"the consumer's hash ranges overlap at {start}")
+    return ranges

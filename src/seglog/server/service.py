@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +17,11 @@ from seglog.broker import Broker
 from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.lifecycle.quota import QuotaGuard
-from seglog.names import TopicName
+from seglog.names import NonPersistentTopicName, TopicName, partition_of
 from seglog.rates import RateMeter, iso_time
 from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
+from seglog.server.non_persistent import NonPersistentTopics
 from seglog.server.producer_access import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import Messages, UnpackLimits
@@ -43,7 +43,6 @@ from seglog.subscriptions.subscription import Subscription
 
 logger = logging.getLogger("seglog.server")
 
-_PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<partition>0|[1-9][0-9]{0,8})$")
 _NON_PERSISTENT = "non-persistent://"
 
 
@@ -130,6 +129,7 @@ class BrokerService:
     producers: ProducerRegistry = field(init=False)
     publish_buffer: PublishBuffer = field(init=False)
     deduplication: Deduplication = field(init=False)
+    non_persistent: NonPersistentTopics = field(init=False)  # the server's non-persistent topics (loop thread)
     # subscribing and leaving, one at a time (a subscription's last consumer leaving releases it)
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
     # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
@@ -154,6 +154,7 @@ class BrokerService:
         self.publish_buffer = PublishBuffer(self.settings.max_publish_buffer,
                                             self.settings.max_connection_publish_buffer)
         self.deduplication = Deduplication(self.broker.store)
+        self.non_persistent = NonPersistentTopics(self.broker.clock)
 
     # lookups (blocking)
 
@@ -162,10 +163,10 @@ class BrokerService:
         if topic.startswith(_NON_PERSISTENT):
             raise ServerFailure(api.NotAllowedError, f"{topic}: seglog has persistent topics only")
         name = TopicName.parse(topic)
-        match = _PARTITION_SUFFIX.match(name.topic)
-        if match is None:
+        split = partition_of(name.topic)
+        if split is None:
             return name, None, None
-        return name, TopicName(name.tenant, name.namespace, match["base"]), int(match["partition"])
+        return name, TopicName(name.tenant, name.namespace, split[0]), split[1]
 
     def resolve(self, topic: str, create: bool, *, replicator: bool = False) -> Target | None:
         """The seglog topic and partition a Pulsar topic name means: `NAME-partition-N` is partition N of a
@@ -191,7 +192,7 @@ class BrokerService:
             return Target(self.broker.topic(name), 0, False)
         except TopicNotFoundError:
             pass
-        self._check_namespace(name)
+        self.check_namespace(name)
         self._check_served(name if base is None else base)
         if not create:
             return None
@@ -237,7 +238,7 @@ class BrokerService:
         """GET_TOPICS_OF_NAMESPACE: the topics of `namespace` by their Pulsar names, the partitions of a
         partitioned topic each by its own (`NAME-partition-i`), as Pulsar's broker lists them."""
         probe = TopicName.parse(f"{namespace}/_")  # (checks the namespace's form)
-        self._check_namespace(probe)
+        self.check_namespace(probe)
         topics: list[str] = []
         for full in self.broker.catalog.topic_names():
             name = TopicName.parse(full)
@@ -250,7 +251,8 @@ class BrokerService:
             topics.extend(ref.pulsar_name(p) for p in range(ref.partitions))
         return topics
 
-    def _check_namespace(self, name: TopicName) -> None:
+    def check_namespace(self, name: TopicName | NonPersistentTopicName) -> None:
+        """TopicNotFound unless the topic's namespace exists (blocking)."""
         try:
             namespaces = self.broker.catalog.metadata.namespaces(name.tenant)
         except NotFoundError:

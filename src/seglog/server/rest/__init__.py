@@ -3,10 +3,10 @@ admin REST API (/admin/v2), the HTTP lookup (/lookup/v2), /metrics, seglog's own
 the OpenAPI document of all of them (GET /admin/v2/openapi.json), made from the route table below so it
 cannot drift from what is served.
 
-One module per resource (clusters, tenants, namespaces, topics, subscriptions, policies, replication_clusters,
-brokers, seglog_routes), each a list of Routes; every request goes through middleware.dispatch (authentication, then
-errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers call seglog.admin's API in the thread
-pool (RestContext.blocking)."""
+One module per resource (clusters, tenants, namespaces, topics, non_persistent_topics, subscriptions, policies,
+replication_clusters, brokers, seglog_routes), each a list of Routes; every request goes through
+middleware.dispatch (authentication, then errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers
+call seglog.admin's API in the thread pool (RestContext.blocking)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from seglog.server.rest import (
     brokers,
     clusters,
     namespaces,
+    non_persistent_topics,
     replication_clusters,
     schemas,
     seglog_routes,
@@ -43,7 +44,7 @@ async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
 
 ROUTES: list[Route] = [
     *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES,
-    *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
+    *non_persistent_topics.ROUTES, *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
     *schemas.ROUTES,
     Route("GET", OPENAPI, _openapi, "This document."),
 ]

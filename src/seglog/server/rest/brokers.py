@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from seglog.server.non_persistent_clients import look_up
 from seglog.server.rest.base import RestContext, Route, json_response
 from seglog.server.rest.errors import RestError
 from seglog.server.rest.replication_metrics import replication_metrics_text
@@ -22,11 +23,14 @@ async def lookup(request: web.Request, ctx: RestContext) -> web.Response:
     """Where a topic is served: always this server (`brokerUrl`, `httpUrl`); a topic not created yet in an
     existing namespace too (producers create it), a missing namespace 404."""
     domain = request.match_info["domain"]
-    if domain != "persistent":
-        raise RestError(412, f"{domain}:// topics are not served: seglog has persistent topics only")
+    if domain not in ("persistent", "non-persistent"):
+        raise RestError(412, f"{domain}:// topics are not served: seglog serves persistent and non-persistent topics")
     info = request.match_info
-    await ctx.blocking(ctx.service.resolve, f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}",
-                       False)
+    name = f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}"
+    if domain == "non-persistent":
+        await look_up(ctx.service, ctx.blocking, name)
+    else:
+        await ctx.blocking(ctx.service.resolve, name, False)
     settings = ctx.service.settings
     return json_response({"brokerUrl": settings.broker_url, "brokerUrlTls": settings.broker_url_tls,
                           "httpUrl": ctx.http_url, "httpUrlTls": ctx.http_url_tls})

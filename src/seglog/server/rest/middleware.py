@@ -31,7 +31,9 @@ OPEN_PATHS = frozenset({"/admin/v2/brokers/health", "/metrics", "/admin/v2/opena
 TENANT_RECORD = "/admin/v2/tenants/{tenant}"
 NAMESPACE_TOPIC_LISTS = frozenset({"/admin/v2/namespaces/{tenant}/{namespace}/topics",
                                    "/admin/v2/persistent/{tenant}/{namespace}",
-                                   "/admin/v2/persistent/{tenant}/{namespace}/partitioned"})
+                                   "/admin/v2/persistent/{tenant}/{namespace}/partitioned",
+                                   "/admin/v2/non-persistent/{tenant}/{namespace}",
+                                   "/admin/v2/non-persistent/{tenant}/{namespace}/partitioned"})
 
 
 def access(request: web.Request) -> tuple[str | None, tuple[str, ...]] | None:

@@ -11,6 +11,7 @@ from seglog.catalog.policies import AutoTopicCreation
 from seglog.errors import InvalidArgumentError
 from seglog.names import NamespaceName
 from seglog.names import validate_subscription_name as check_subscription
+from seglog.server.rest import non_persistent_topics
 from seglog.server.rest.base import (
     RestContext,
     Route,
@@ -106,10 +107,12 @@ async def list_topics(request: web.Request, ctx: RestContext) -> web.Response:
     mode = request.query.get("mode", "PERSISTENT")
     if mode not in ("PERSISTENT", "NON_PERSISTENT", "ALL"):
         raise RestError(400, f"mode={mode!r}: expected PERSISTENT, NON_PERSISTENT or ALL")
-    if mode == "NON_PERSISTENT":
-        await ctx.blocking(_topics, ctx, namespace_of(request))  # 404 for a missing namespace all the same
-        return json_response([])
-    return json_response(await ctx.blocking(_topics, ctx, namespace_of(request)))
+    name = namespace_of(request)
+    persistent = await ctx.blocking(_topics, ctx, name)  # (404 for a missing namespace, whatever the mode)
+    topics = [] if mode == "NON_PERSISTENT" else persistent
+    if mode != "PERSISTENT":
+        topics += non_persistent_topics.topic_names(ctx, name)
+    return json_response(topics)
 
 
 async def get_permissions(request: web.Request, ctx: RestContext) -> web.Response:
