@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from seglog.server import auth
 from seglog.server.errors import Attempt, ServerFailure, server_error
+from seglog.server.features import check_producer_features
 from seglog.server.producer_access import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
@@ -187,6 +188,7 @@ class ConnectionProducers:
         service = self.connection.service
         with self.connection.answering_failures(request.request_id) as attempt:
             await self.connection.authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
+            check_producer_features(request)
             target: Target | None = await self.connection.blocking(
                 functools.partial(service.resolve, request.topic, True,
                                   replicator=replicator_origin(request.producer_name or "") is not None))
@@ -231,7 +233,7 @@ class ConnectionProducers:
         with self.connection.answering_failures(request.request_id) as attempt:
             try:
                 handle = await self.connection.blocking(service.open_writer, target, name,
-                                                        _address(self.connection.peer))
+                                                        peer_address(self.connection.peer))
             except Exception:
                 service.release_producer(target, name)
                 raise
@@ -300,6 +302,6 @@ class ConnectionProducers:
                 logger.exception("%s: closing producer %s", self.connection.peer, session.handle.name)
 
 
-def _address(peer: object) -> str:
+def peer_address(peer: object) -> str:
     """A peer as `host:port` (stats' address fields)."""
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")
