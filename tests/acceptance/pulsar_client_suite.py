@@ -12,8 +12,8 @@ providers; superusers localhost, superUser and admin; anonymous role `anonymous`
 messages up to 1,024,000 bytes. Then, as the script does through the admin REST API with a superuser's token:
 tenant public administered by anonymous, public/default and public/default-2 granting anonymous produce and
 consume, tenant private with private/auth granting token-principal produce and consume; and the token of
-token-principal in tests/.test-token.txt. It runs tests/pulsar_test.py with pytest and stops the server by
-its pid. The exit status is pytest's."""
+token-principal in tests/.test-token.txt. It runs tests/pulsar_test.py (or the file `--file NAME` names, given after the
+folder: schema_test.py) with pytest and stops the server by its pid. The exit status is pytest's."""
 
 from __future__ import annotations
 
@@ -38,10 +38,13 @@ ANONYMOUS_GRANT = {"auth_policies": {"namespace_auth": {"anonymous": ["produce",
 
 
 def main(arguments: list[str]) -> int:
-    if not arguments or not (Path(arguments[0]) / "pulsar_test.py").is_file():
+    test_file = "pulsar_test.py"
+    if len(arguments) >= 2 and arguments[1] == "--file":  # another file of the suite, e.g. schema_test.py
+        test_file, arguments = arguments[2], [arguments[0], *arguments[3:]]
+    if not arguments or not (Path(arguments[0]) / test_file).is_file():
         print(__doc__, file=sys.stderr)
-        print("error: give the tests folder of a pulsar-client-python checkout (it holds pulsar_test.py)",
-              file=sys.stderr)
+        print(f"error: give the tests folder of a pulsar-client-python checkout (it holds {test_file}), then "
+              "optionally --file NAME (default pulsar_test.py)", file=sys.stderr)
         return 2
     tests, pytest_options = Path(arguments[0]).resolve(), arguments[1:]
     for port in PORTS:
@@ -70,7 +73,7 @@ def main(arguments: list[str]) -> int:
             # read by test_token_auth and test_token_auth_supplier (the script copies its token.txt there)
             (tests / ".test-token.txt").write_text(_token(secret_key, "token-principal") + "\n")
             return subprocess.call([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--timeout", "60",
-                                    str(tests / "pulsar_test.py"), *pytest_options], cwd=tests)
+                                    str(tests / test_file), *pytest_options], cwd=tests)
         finally:
             server.send_signal(signal.SIGTERM)
             try:

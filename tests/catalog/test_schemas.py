@@ -80,6 +80,12 @@ def test_transitive_strategies_check_every_version_since_the_last_deletion(schem
     assert schemas.put(TOPIC, WITHOUT_DEFAULT, "BACKWARD") == 2
 
 
+def test_a_record_renamed_is_compatible_as_pulsar_resolves_it(schemas: Schemas) -> None:
+    schemas.put(TOPIC, V1)
+    renamed = SchemaInfo("AVRO", json.dumps({"type": "record", "name": "Person", "fields": [NAME]}).encode())
+    assert schemas.put(TOPIC, renamed, "FULL") == 1
+
+
 def test_another_type_is_refused_unless_always_compatible(schemas: Schemas) -> None:
     schemas.put(TOPIC, V1)
     with pytest.raises(IncompatibleSchemaError, match="exists schema type AVRO .version 0., new schema type STRING"):

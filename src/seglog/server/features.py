@@ -1,5 +1,6 @@
 """What a client may ask for at PRODUCER or SUBSCRIBE time that seglog's server does not do, refused then,
-where the client reports it at once (rather than failing its first message)."""
+where the client reports it at once (rather than failing its first message). (A producer's or a consumer's
+schema is checked against the topic's once the topic is resolved: schemas.py.)"""
 
 from __future__ import annotations
 
@@ -7,22 +8,15 @@ from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.metadata import reserved_subscription
 
-_SCHEMA_TYPES = (api.Schema.Type.Value("None"), api.Schema.Type.Value("String"))
-
 
 def check_producer_features(request: api.CommandProducer) -> None:
-    _check_schema(request)
+    """Nothing a producer asks for is refused now (encryption and schemas are served), for persistent and
+    non-persistent topics alike."""
 
 
 def check_subscribe_features(request: api.CommandSubscribe) -> None:
-    _check_schema(request)
     reserved = reserved_subscription(request.subscription) if request.durable else None
     if reserved is not None:
         raise ServerFailure(api.NotAllowedError, f"subscription {request.subscription!r}: {reserved}, which "
                                                  "clients may not consume (as in Pulsar)")
 
-
-def _check_schema(request: api.CommandProducer | api.CommandSubscribe) -> None:
-    if request.HasField("schema") and request.schema.type not in _SCHEMA_TYPES:
-        raise ServerFailure(api.IncompatibleSchema, f"schema type {api.Schema.Type.Name(request.schema.type)} "
-                                                    "is not supported by seglog (bytes and string only)")

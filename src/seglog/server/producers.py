@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 
 from seglog.server import auth
 from seglog.server.errors import Attempt, ServerFailure, server_error
-from seglog.server.features import check_producer_features
 from seglog.server.producer_access import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
@@ -188,7 +187,6 @@ class ConnectionProducers:
         service = self.connection.service
         with self.connection.answering_failures(request.request_id) as attempt:
             await self.connection.authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
-            check_producer_features(request)
             target: Target | None = await self.connection.blocking(
                 functools.partial(service.resolve, request.topic, True,
                                   replicator=replicator_origin(request.producer_name or "") is not None))

@@ -4,7 +4,7 @@ the OpenAPI document of all of them (GET /admin/v2/openapi.json), made from the 
 cannot drift from what is served.
 
 One module per resource (clusters, tenants, namespaces, topics, non_persistent_topics, subscriptions, policies,
-replication_clusters, brokers, seglog_routes), each a list of Routes; every request goes through
+replication_clusters, brokers, seglog_routes, schemas), each a list of Routes; every request goes through
 middleware.dispatch (authentication, then errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers
 call seglog.admin's API in the thread pool (RestContext.blocking)."""
 
