@@ -231,7 +231,7 @@ class ConnectionProducers:
         with self.connection.answering_failures(request.request_id) as attempt:
             try:
                 handle = await self.connection.blocking(service.open_writer, target, name,
-                                                        _address(self.connection.peer))
+                                                        peer_address(self.connection.peer))
             except Exception:
                 service.release_producer(target, name)
                 raise
@@ -300,6 +300,6 @@ class ConnectionProducers:
                 logger.exception("%s: closing producer %s", self.connection.peer, session.handle.name)
 
 
-def _address(peer: object) -> str:
+def peer_address(peer: object) -> str:
     """A peer as `host:port` (stats' address fields)."""
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")
