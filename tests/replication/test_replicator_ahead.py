@@ -6,6 +6,7 @@ its offset, though the messages after it were taken already."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -340,3 +341,29 @@ def test_a_replicator_with_nothing_to_do_looks_less_often_and_an_append_still_go
     idle_takes, waited = asyncio.run(run())
     assert idle_takes <= 8, f"{idle_takes} takes in 3 s with nothing to do (ten a second: 30)"
     assert fake.sent and waited < 0.5, f"the append went {waited:.2f} s after it was told of"
+
+
+def test_an_encrypted_entry_goes_whole_and_a_marker_inside_it_goes_before_it(tmp_path, caplog):
+    """An encrypted entry cannot be cut (server/protocol/encryption.py): a marker whose offset falls inside it
+    goes before it, early rather than late, and the replicator goes on without a failure."""
+    caplog.set_level(logging.INFO)
+    fake = FakeProducer()
+    with seglog.open(tmp_path / "east") as log:
+        log.create_topic(TOPIC)
+    broker = Broker.open(tmp_path / "east", clock=system_clock, background=False)
+    service = BrokerService(broker, Settings("east", "pulsar://127.0.0.1:6650", 5 * 1024 * 1024))
+    handle = service.open_writer(service.resolve(TOPIC, False), "p")
+    metadata = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1_000, num_messages_in_batch=3,
+                                   compression=api.LZ4, uncompressed_size=99, encryption_param=b"iv",
+                                   encryption_keys=[api.EncryptionKeys(key="k", value=b"data key")])
+    service.append(handle, unpack(metadata, b"ciphertext"), 0)
+    service.close_writer(handle)
+    broker.close()
+    assert _run(tmp_path, fake, 1000, ((1, 10, b"inside"),), 3) == 3
+    assert [(sequence_id, marker) for sequence_id, marker, _ in fake.sent] == [(0, 10), (2, None)]
+    sent, payload = api.MessageMetadata.FromString(fake.entries[1][0]), fake.entries[1][1]
+    assert payload == b"ciphertext" and sent.replicated_from == "east"
+    assert (sent.num_messages_in_batch, sent.compression, sent.uncompressed_size) == (3, api.LZ4, 99)
+    assert [(key.key, key.value) for key in sent.encryption_keys] == [("k", b"data key")]
+    assert sent.encryption_param == b"iv"
+    assert [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING] == []

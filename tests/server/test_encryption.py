@@ -13,6 +13,7 @@ import pytest
 from test_consume import EARLIEST, assert_nothing_more, receive_all
 from test_produce import read_all
 
+from helpers_replication import replicate_namespace, start_clusters, stop_clusters
 from helpers_server import pulsar, rest, start_server
 
 TOPIC = "persistent://public/default/secret"
@@ -275,3 +276,22 @@ def test_a_producer_sending_an_encrypted_batch_over_the_limit_is_refused_that_me
         assert read_all(tmp_path / "data", "public/default/secret") == []
     finally:
         server.stop()
+
+
+def test_an_encrypted_entry_replicates_whole_to_another_cluster(tmp_path, key_files):
+    """As a chunk: an entry of its own, with its payload and fields as stored, never cut or packed."""
+    keys = key_files["rsa-2048"]
+    clusters = start_clusters(tmp_path, "east", "west")
+    try:
+        replicate_namespace(clusters, "public/default", ["east", "west"], on=["east", "west"])
+        client = clusters["east"].client()
+        send_batch(batching(client, keys, 3, compression_type=pulsar.CompressionType.LZ4), [b"g0", b"g1", b"g2"])
+        encrypted_producer(client, keys, batching_enabled=False).send(b"g3")
+        west = clusters["west"].client()
+        consumer = west.subscribe(TOPIC, "s", crypto_key_reader=keys, initial_position=EARLIEST)
+        assert [m.data() for m in receive_all(consumer, 4, timeout_ms=30_000)] == [b"g0", b"g1", b"g2", b"g3"]
+        raw = west.subscribe(TOPIC, "raw", crypto_failure_action=CONSUME, initial_position=EARLIEST)
+        assert [raw.receive(10_000).encryption_context().batch_size() for _ in range(2)] == [3, -1]
+        assert_nothing_more(raw)
+    finally:
+        stop_clusters(clusters)

@@ -15,7 +15,8 @@ producer sent within the same millisecond as one entry, not one each: every mess
 has, and the receiving cluster stores a batch of them for the cost of a few unbatched ones (Pulsar's
 replicator forwards each entry as it is, batching off; packing them is seglog's choice). A stored batch is
 never cut: it joins the entry before it only if the whole of it fits within PACK_MESSAGES_MAX messages and
-PACK_BYTES_MAX bytes. A chunk is an entry of its own.
+PACK_BYTES_MAX bytes. A chunk is an entry of its own, and so is an encrypted entry, whole, with the payload
+and fields it was stored with (server/protocol/encryption.py): it cannot be unpacked, packed or cut.
 
 An entry's messages are at consecutive origin offsets, and its SEND carries the origin offset of its last
 as its sequence id, which the remote deduplicates on: of a SEND that reaches past what the remote stored,
@@ -31,8 +32,10 @@ import numpy as np
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack
+from seglog.server.protocol.encryption import entry_metadata
 from seglog.server.protocol.metadata import (
     CHUNK,
+    ENCRYPTION,
     MARKER_PRODUCER,
     PRODUCER,
     REPLICATE_TO,
@@ -105,10 +108,13 @@ def entries(pieces: list[Piece], local: str, remote: str) -> tuple[list[Entry], 
     staying: list[np.ndarray] = []
     for piece in pieces:
         messages = piece.messages()
-        if leaves_for(messages[0].batch_attributes, remote):
-            packer.add(messages, piece.base)
-        else:
+        attributes = messages[0].batch_attributes
+        if not leaves_for(attributes, remote):
             staying.append(piece.offsets)
+        elif ENCRYPTION in attributes:
+            packer.add_encrypted(piece)
+        else:
+            packer.add(messages, piece.base)
     return packer.finish(), staying
 
 
@@ -147,6 +153,16 @@ class _Packer:
             else:
                 self._close()
                 self._start(message, base, attributes)
+
+    def add_encrypted(self, piece: Piece) -> None:
+        """The encrypted entry stored in `piece`'s batch: an entry of its own, whole (all of its offsets, should
+        the piece hold only some)."""
+        self._close()
+        offsets = np.arange(piece.base, piece.base + piece.count, dtype=np.int64)
+        first = piece.with_offsets(offsets[:1]).messages()[0]
+        listed = first.batch_attributes.get(REPLICATE_TO)
+        self.entries.append(Entry(offsets, entry_metadata(first, self.local, listed.split(",") if listed else []),
+                                  first.value or b""))
 
     def _joins(self, message: Message, last: Message, base: int, attributes: Mapping[str, str], fits: bool) -> bool:
         if message.offset != last.offset + 1 or message.timestamp != last.timestamp:

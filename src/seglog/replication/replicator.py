@@ -332,7 +332,9 @@ class Replicator:
         merged: list[Entry] = []
         for entry in outgoing:
             while self._markers and self._markers[0][0] <= int(entry.offsets[-1]):
-                if self._markers[0][0] > int(entry.offsets[0]):  # (inside an entry that packs a run)
+                # (inside an entry that packs a run; an encrypted entry is not cut, the marker goes before it:
+                # early rather than late, a snapshot never counts messages the remote has not received)
+                if self._markers[0][0] > int(entry.offsets[0]) and entry.starts is not None:
                     head, entry = entry.split(self._markers[0][0])
                     merged.append(head)
                 merged.append(self._marker(*self._markers.popleft()))
