@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import threading
-from datetime import timedelta
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from seglog._core._accumulator import Accumulator, SendPath
