@@ -31,8 +31,9 @@ _ROW_FIELDS: list[pa.Field] = [  # a list of Fields: each pa.field() call is typ
 ROWS = pa.schema(_ROW_FIELDS)
 
 
-def spark_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
-    """A seglog RecordBatch (offset, timestamp, key, value, properties) as Spark's rows."""
+def spark_rows(batch: pa.RecordBatch, topic: str, partition: int, value: pa.Array | None = None) -> pa.RecordBatch:
+    """A seglog RecordBatch (offset, timestamp, key, value, properties) as Spark's rows; `value`, when given,
+    is the value column decoded (valueSchema 'topic'), of Spark's Arrow type for it."""
     n = batch.num_rows
     topics, partitions = _constant_columns(topic, partition)
     if n > len(topics):
@@ -41,8 +42,14 @@ def spark_rows(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(
         [topics.slice(0, n), partitions.slice(0, n), batch.column("offset"),
          batch.column("timestamp").cast(ROWS.field("timestamp").type),
-         batch.column("key"), batch.column("value"), batch.column("properties")],
-        schema=ROWS)
+         batch.column("key"), batch.column("value") if value is None else value, batch.column("properties")],
+        schema=ROWS if value is None else rows_with_value(value.type))
+
+
+@lru_cache(maxsize=16)
+def rows_with_value(value_type: pa.DataType) -> pa.Schema:
+    """ROWS with the value column of another type (a decoded value)."""
+    return ROWS.set(ROWS.get_field_index("value"), pa.field("value", value_type))
 
 
 @lru_cache(maxsize=64)

@@ -9,13 +9,15 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.value_schema import TopicValueSchema
 
 
 class SeglogBatchReader(DataSourceReader):
     """Plans in a driver-side worker; read() runs on the executors, on a pickled copy."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: TopicValueSchema | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema  # valueSchema 'topic': the version of the topic's schema read with
 
     def partitions(self) -> list[OffsetRange]:
         """Runs once, when Spark plans the read: the end offsets are taken here, so the read is
@@ -27,4 +29,4 @@ class SeglogBatchReader(DataSourceReader):
                         options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+        return read_range(partition, self.value_schema)

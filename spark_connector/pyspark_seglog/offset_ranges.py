@@ -12,6 +12,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from pyspark_seglog.value_schema import TopicValueSchema, with_schema_versions
 
 
 @contextmanager
@@ -115,35 +116,42 @@ def check_data_loss(fail: bool, topic: str, partition: int, first: int, stop: in
             "Spark's Kafka source does")
 
 
-def read_range(piece: OffsetRange | InputPartition) -> Iterator[pa.RecordBatch]:
-    """The rows of `piece` in Spark's schema, in batches of about 64k rows. Spark hands a query that
-    planned no range one empty InputPartition: it reads nothing."""
+def read_range(piece: OffsetRange | InputPartition,
+               value_schema: TopicValueSchema | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of `piece` in Spark's schema, in batches of about 64k rows; with `value_schema`, values
+    decoded with it (valueSchema 'topic'). Spark hands a query that planned no range one empty
+    InputPartition: it reads nothing."""
     if not isinstance(piece, OffsetRange):
         return
-    for batch in rebatched(_stored_batches(piece)):
-        yield spark_rows(batch, piece.topic, piece.partition)
-
-
-def _stored_batches(piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The stored batches holding [start, end), sliced to it. Messages deleted under the reader are data
-    loss; with failOnDataLoss false the read goes on at the earliest offset left, never past `end`."""
     with open_log(piece.path) as log:
         topic = log.topic(piece.topic)
-        with topic.reader(piece.start, piece.partition) as reader:
-            skipped = 0
-            while reader.offset < piece.end:
-                expected = reader.offset
-                batch = reader.read_batch(max_messages=piece.end - expected)
-                if reader.skipped > skipped:  # the reader went on at the earliest offset left
-                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, expected,
-                                    min(expected + reader.skipped - skipped, piece.end))
-                    skipped = reader.skipped
-                if batch is None:
-                    if reader.offset < piece.end:
-                        check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
-                                        piece.end)
-                    return
-                first = batch.column("offset")[0].as_py()
-                if first >= piece.end:
-                    return
-                yield batch.slice(0, piece.end - first)
+        batches = _stored_batches(topic, piece)
+        if value_schema is not None and value_schema.needs_versions:
+            batches = with_schema_versions(topic, piece.partition, piece.start, batches)
+        values = None if value_schema is None else value_schema.column(log)
+        for batch in rebatched(batches):
+            yield spark_rows(batch, piece.topic, piece.partition,
+                             None if values is None else values.decode(batch, piece.partition))
+
+
+def _stored_batches(topic, piece: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The stored batches holding [start, end), sliced to it. Messages deleted under the reader are data
+    loss; with failOnDataLoss false the read goes on at the earliest offset left, never past `end`."""
+    with topic.reader(piece.start, piece.partition) as reader:
+        skipped = 0
+        while reader.offset < piece.end:
+            expected = reader.offset
+            batch = reader.read_batch(max_messages=piece.end - expected)
+            if reader.skipped > skipped:  # the reader went on at the earliest offset left
+                check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, expected,
+                                min(expected + reader.skipped - skipped, piece.end))
+                skipped = reader.skipped
+            if batch is None:
+                if reader.offset < piece.end:
+                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
+                                    piece.end)
+                return
+            first = batch.column("offset")[0].as_py()
+            if first >= piece.end:
+                return
+            yield batch.slice(0, piece.end - first)

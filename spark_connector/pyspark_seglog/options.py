@@ -17,6 +17,9 @@
     failOnDataLoss            'true' (default): fail when messages to read were deleted (retention);
                               'false': go on at the earliest message still there
     subscription              streaming: a seglog subscription acknowledged up to what Spark committed
+    valueSchema               'binary' (default: the value column as stored) or 'topic': the value column typed
+                              by the topic's schema (value_schema.py; JSON and AVRO as a struct of the record's
+                              fields, STRING and the primitives as their Spark type)
 
 Every invalid value raises InvalidArgumentError naming the option and what it accepts."""
 
@@ -30,6 +33,7 @@ from typing import Union
 from seglog.errors import InvalidArgumentError
 
 EARLIEST, LATEST = -2, -1
+VALUE_BINARY, VALUE_TOPIC = "binary", "topic"  # the valueSchema option's values
 # 'earliest' / 'latest', or {partition: offset} with -2 / -1 for earliest / latest
 OffsetSpec = Union[str, dict[int, int]]
 
@@ -55,6 +59,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     subscription: str | None
+    value_schema: str = VALUE_BINARY
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -83,7 +88,7 @@ class SourceOptions:
                    max_records_per_partition=_int(given, "maxRecordsPerPartition", minimum=1),
                    max_offsets_per_trigger=_int(given, "maxOffsetsPerTrigger", minimum=1),
                    fail_on_data_loss=_bool(given, "failOnDataLoss", default=True),
-                   subscription=given.get("subscription") or None)
+                   subscription=given.get("subscription") or None, value_schema=parse_value_schema(options))
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,15 @@ class SinkOptions:
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         given = lowered(options)
         return cls(path=_required(given, "path"), topic=_required(given, "topic"))
+
+
+def parse_value_schema(options: Mapping[str, str]) -> str:
+    """The valueSchema option: 'binary' (the default) or 'topic'."""
+    text = lowered(options).get("valueschema", VALUE_BINARY)
+    if text.strip().lower() not in (VALUE_BINARY, VALUE_TOPIC):
+        raise InvalidArgumentError("valueSchema", text, f"'{VALUE_BINARY}' (the value as stored, the default) or "
+                                   f"'{VALUE_TOPIC}' (typed by the topic's schema)")
+    return text.strip().lower()
 
 
 def _required(given: dict[str, str], name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 
 from pyspark_seglog.arrow_rows import READ_SCHEMA, SPARK_SCHEMA
-from pyspark_seglog.options import SinkOptions, SourceOptions
+from pyspark_seglog.options import VALUE_BINARY, SinkOptions, SourceOptions, lowered, parse_value_schema
 
 
 class SeglogDataSource(DataSource):
@@ -21,18 +21,29 @@ class SeglogDataSource(DataSource):
     def name(cls) -> str:
         return "seglog"
 
-    def schema(self) -> str:
-        return SPARK_SCHEMA
+    def schema(self):
+        """The rows' schema: SPARK_SCHEMA, whose value column is typed by the topic's latest schema with
+        valueSchema 'topic'."""
+        if parse_value_schema(self.options) == VALUE_BINARY:
+            return SPARK_SCHEMA
+        from pyspark_seglog.offset_ranges import open_log
+        from pyspark_seglog.value_schema import TopicValueSchema
+        given = lowered(self.options)
+        path, topic = given.get("path"), given.get("topic")
+        if not path or not topic:  # the reader's checks name the missing option
+            return SPARK_SCHEMA
+        with open_log(path) as log:
+            return _rows_with_value(TopicValueSchema.latest(log, topic).value_type())
 
     def reader(self, schema):
         from pyspark_seglog.batch_reader import SeglogBatchReader
-        _own_schema(schema)
-        return SeglogBatchReader(SourceOptions.parse(self.options, streaming=False))
+        options = SourceOptions.parse(self.options, streaming=False)
+        return SeglogBatchReader(options, _value_schema(schema, options))
 
     def streamReader(self, schema):
         from pyspark_seglog.stream_reader import SeglogStreamReader
-        _own_schema(schema)
-        return SeglogStreamReader(SourceOptions.parse(self.options, streaming=True))
+        options = SourceOptions.parse(self.options, streaming=True)
+        return SeglogStreamReader(options, _value_schema(schema, options))
 
     def writer(self, schema, overwrite: bool):
         from pyspark_seglog.writer import SeglogWriter, check_columns
@@ -47,12 +58,43 @@ class SeglogDataSource(DataSource):
         return SeglogStreamWriter(SinkOptions.parse(self.options), sink_id(self.options))
 
 
-def _own_schema(schema) -> None:
-    """A schema given with .schema(...) must be the source's own: the rows come as they are stored."""
-    if schema.simpleString() != READ_SCHEMA:
-        from seglog.errors import InvalidArgumentError
-        raise InvalidArgumentError("schema", schema.simpleString(), f"the source's own, {SPARK_SCHEMA} (leave "
-                                   ".schema() out)")
+def _value_schema(schema, options: SourceOptions):
+    """The version of the topic's schema the query reads values with (valueSchema 'topic'), the one whose type
+    the planned value column has; None for binary values. A schema given with .schema(...) must be the
+    source's own: the rows come as they are stored."""
+    from seglog.errors import InvalidArgumentError
+    if options.value_schema == VALUE_BINARY:
+        if schema.simpleString() != READ_SCHEMA:
+            raise InvalidArgumentError("schema", schema.simpleString(), f"the source's own, {SPARK_SCHEMA} (leave "
+                                       ".schema() out)")
+        return None
+    from pyspark_seglog.offset_ranges import open_log
+    from pyspark_seglog.value_schema import TopicValueSchema
+    value_type = schema["value"].dataType if "value" in schema.names else None
+    with open_log(options.path) as log:
+        if value_type is None or _rows_with_value(value_type).simpleString() != schema.simpleString():
+            latest = _rows_with_value(TopicValueSchema.latest(log, options.topic).value_type())
+            raise InvalidArgumentError("schema", schema.simpleString(), f"the source's own, {latest.simpleString()} "
+                                       "(leave .schema() out)")
+        return TopicValueSchema.matching(log, options.topic, value_type)
+
+
+def _rows_with_value(value_type):
+    """SPARK_SCHEMA's columns as a StructType, the value column of type `value_type`."""
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+    return StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
+                       StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                       StructField("key", BinaryType()), StructField("value", value_type),
+                       StructField("properties", MapType(StringType(), StringType()))])
 
 
 def _append_only(overwrite: bool, option: str, given: str) -> None:

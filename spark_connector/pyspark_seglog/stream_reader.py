@@ -16,14 +16,16 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.value_schema import TopicValueSchema
 
 
 class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Runs in one long-lived driver process per query, except read(), which gets a pickled copy on the
     executors (so all it needs travels in the OffsetRange)."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: TopicValueSchema | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema  # valueSchema 'topic': the version of the topic's schema read with
         self._initial: dict | None = None  # resolved once: Spark asks for it more than once
         self._available_now: dict[int, int] | None = None  # trigger availableNow: the ends to stop at
 
@@ -65,7 +67,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         self._offsets_in(end), self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(partition)
+        return read_range(partition, self.value_schema)
 
     def commit(self, end: dict) -> None:
         """Spark has committed everything before `end`: acknowledge it on the subscription. If another
