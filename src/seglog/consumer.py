@@ -210,6 +210,8 @@ class Consumer:
         partition, offsets = self._offsets(target, partition)
         offsets = np.array([offsets], dtype=np.int64) if isinstance(offsets, int) else offsets
         self.subscription.negative_ack(partition, offsets, self.nack_delay_ms)
+        if self.state.traffic is not None:  # (as a remote consumer's negative acks are, in its REDELIVER)
+            self.state.traffic.redelivery_asked(partition, len(offsets))
 
     def _offsets(self, target: Any, partition: int | None) -> tuple[int, Any]:
         if isinstance(target, (Message, MessageId)):

@@ -3,7 +3,11 @@
 namespace="tenant/ns", topic="persistent://tenant/ns/topic", subscription), so Pulsar's dashboards and
 alerts work unchanged. A topic's partitions are summed into the topic, as the dashboards sum Pulsar's.
 
-A collector reads the stats of every topic (admin.stats) when scraped, so the figures are the admin API's own."""
+A collector reads the stats of every topic (admin.stats) when scraped, so the figures are the admin API's own:
+the rates and counters (pulsar_rate_in, pulsar_in_messages_total, pulsar_subscription_msg_rate_out ...) are the
+live ones of this process (seglog.rates), which start at 0 with it, as a Pulsar broker's do. Pulsar's
+producer- and consumer-level metrics (off by default in Pulsar: exposeProducerLevelMetricsInPrometheus,
+exposeConsumerLevelMetricsInPrometheus) are left out."""
 
 from __future__ import annotations
 
@@ -21,7 +25,6 @@ if TYPE_CHECKING:
 # Pulsar's `cluster` label: the data directory's cluster (its `seglog serve --cluster`); for one never served,
 # "standalone", the name a Pulsar standalone broker reports
 UNNAMED_CLUSTER = "standalone"
-RATE_WINDOW_MS = 60_000  # rates over the last minute, as Pulsar's stats interval
 TOPIC_LABELS = ["cluster", "namespace", "topic"]
 SUBSCRIPTION_LABELS = [*TOPIC_LABELS, "subscription"]
 
@@ -35,12 +38,31 @@ TOPIC_GAUGES = (
     ("pulsar_storage_backlog_quota_limit_time", "backlogQuotaLimitTime", "message_age quota in seconds, -1: none"),
     ("pulsar_storage_backlog_age_seconds", "oldestBacklogMessageAgeSeconds",
      "Age of the oldest unacknowledged message of any subscription"),
+    ("pulsar_rate_in", "msgRateIn", "Messages written per second over the last minute"),
+    ("pulsar_throughput_in", "msgThroughputIn", "Value bytes written per second over the last minute"),
+    ("pulsar_rate_out", "msgRateOut", "Messages given to consumers per second over the last minute"),
+    ("pulsar_throughput_out", "msgThroughputOut", "Value bytes given to consumers per second over the last minute"),
+    ("pulsar_average_msg_size", "averageMsgSize", "Value bytes a message written over the last minute"),
+)
+# counters per topic (prometheus_client adds the _total of their names)
+TOPIC_COUNTERS = (
+    ("pulsar_in_messages", "msgInCounter", "Messages written to the topic since the server started"),
+    ("pulsar_in_bytes", "bytesInCounter", "Value bytes written to the topic since the server started"),
 )
 SUBSCRIPTION_GAUGES = (
     ("pulsar_subscription_back_log", "msgBacklog", "Unacknowledged messages of the subscription"),
     ("seglog_subscription_backlog_size", "backlogSize", "Unacknowledged bytes of the subscription"),
     ("pulsar_subscription_total_msg_expired", "msgExpired", "Messages acknowledged by the message TTL"),
     ("seglog_subscription_msg_evicted", "msgEvicted", "Messages skipped by eviction or deleted segments"),
+    ("pulsar_subscription_msg_rate_out", "msgRateOut", "Messages given to consumers per second, last minute"),
+    ("pulsar_subscription_msg_throughput_out", "msgThroughputOut",
+     "Value bytes given to consumers per second over the last minute"),
+    ("pulsar_subscription_msg_rate_redeliver", "msgRateRedeliver",
+     "Messages consumers asked to be redelivered per second over the last minute"),
+)
+SUBSCRIPTION_COUNTERS = (
+    ("pulsar_out_messages", "msgOutCounter", "Messages given to the subscription's consumers since the start"),
+    ("pulsar_out_bytes", "bytesOutCounter", "Value bytes given to the subscription's consumers since the start"),
 )
 
 
@@ -49,13 +71,6 @@ def topic_labels(broker: Broker, ref: TopicRef) -> list[str]:
     name = ref.name
     cluster = broker.catalog.local_cluster or UNNAMED_CLUSTER
     return [cluster, name.namespace_name, f"persistent://{name}"]  # seglog's topics are all persistent
-
-
-def written_since(broker: Broker, ref: TopicRef, since_ms: int) -> int:
-    """Messages of every partition whose timestamp is at least `since_ms` (by the time index)."""
-    store = broker.store
-    return sum(store.end_offset(ref.name, p) - store.start_offset(ref.name, p, {"timestamp": since_ms})
-               for p in range(ref.partitions))
 
 
 class BrokerCollector:
@@ -72,25 +87,32 @@ class BrokerCollector:
             for labels, figures in stats:
                 family.add_metric(labels, float(figures[key] or 0))
             yield family
-        subscriptions = GaugeMetricFamily("pulsar_subscriptions_count", "Subscriptions of the topic",
-                                          labels=TOPIC_LABELS)
-        rate_in = GaugeMetricFamily("pulsar_rate_in", "Messages written per second over the last minute",
-                                    labels=TOPIC_LABELS)
-        messages_in = CounterMetricFamily("pulsar_in_messages", "Messages written to the topic",
-                                          labels=TOPIC_LABELS)
-        window_start = broker.clock() - RATE_WINDOW_MS
-        for ref, (labels, figures) in zip(topics, stats):
-            subscriptions.add_metric(labels, len(figures["subscriptions"]))
-            rate_in.add_metric(labels, written_since(broker, ref, window_start) / (RATE_WINDOW_MS / 1000))
-            # offsets start at 0 and are never reused: the end offsets count every message ever written
-            messages_in.add_metric(labels, sum(p["endOffset"] for p in figures["partitions"].values()))
-        yield from (subscriptions, rate_in, messages_in)
+        for name, key, text in TOPIC_COUNTERS:
+            counter = CounterMetricFamily(name, text, labels=TOPIC_LABELS)
+            for labels, figures in stats:
+                counter.add_metric(labels, figures[key])
+            yield counter
+        counts = (("pulsar_subscriptions_count", "Subscriptions of the topic", lambda f: len(f["subscriptions"])),
+                  ("pulsar_producers_count", "Producers connected to the topic", lambda f: len(f["publishers"])),
+                  ("pulsar_consumers_count", "Consumers attached to the topic's subscriptions",
+                   lambda f: sum(len(s["consumers"]) for s in f["subscriptions"].values())))
+        for name, text, count in counts:
+            family = GaugeMetricFamily(name, text, labels=TOPIC_LABELS)
+            for labels, figures in stats:
+                family.add_metric(labels, count(figures))
+            yield family
         for name, key, text in SUBSCRIPTION_GAUGES:
             family = GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS)
             for labels, figures in stats:
                 for subscription, sub in figures["subscriptions"].items():
                     family.add_metric([*labels, subscription], float(sub[key]))
             yield family
+        for name, key, text in SUBSCRIPTION_COUNTERS:
+            counter = CounterMetricFamily(name, text, labels=SUBSCRIPTION_LABELS)
+            for labels, figures in stats:
+                for subscription, sub in figures["subscriptions"].items():
+                    counter.add_metric([*labels, subscription], sub[key])
+            yield counter
 
 
 def prometheus_text(broker: Broker) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from seglog.admin import traffic_stats
 from seglog.catalog.policies import MB, MINUTE_MS, Retention
 from seglog.lifecycle.backlog import backlog_count, partition_backlog
 from seglog.lifecycle.maintenance import limits_of
@@ -91,15 +92,20 @@ def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 
 def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
-    """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage, and
-    `replication`: the replication cursors' backlogs per remote cluster (replication_section)."""
+    """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage,
+    `replication`: the replication cursors' backlogs per remote cluster (replication_section), and the live
+    rates and counters (traffic_stats) of what was written, of each subscription and consumer, and of the
+    producers connected."""
     now = broker.clock()
     tables = _tables(broker, ref)
+    traffic = broker.store.traffic.topic(str(ref.name))
+    every = range(ref.partitions)
     subscriptions: dict[str, Any] = {}
     for name, record, live in broker.subscriptions.states(ref):
         with reading(live):
             backlogs = [partition_backlog(view, table, cursor.acks)
                         for (view, table), cursor in zip(tables, record.partitions)]
+            consumers = [traffic_stats.consumer(c) for c in live.consumers] if live is not None else []
         oldest = min((b.oldest_timestamp for b in backlogs if b.oldest_timestamp is not None), default=None)
         subscriptions[name] = {
             "type": record.subscription_type,
@@ -109,9 +115,10 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "msgEvicted": sum(c.evicted for c in record.partitions),
             "msgDelayed": live.delayed_messages() if live is not None else 0,
             "oldestUnackedMessageAgeSeconds": None if oldest is None else (now - oldest) / 1000,
-            "consumers": [c.name for c in live.consumers] if live is not None else [],
+            "consumers": consumers,
             # on any partition, as Pulsar adds up a partitioned topic's subscription stats
             "isReplicated": any(replicated(broker, c) for c in record.partitions),
+            **traffic_stats.subscription_out(traffic.subscriptions.get(name), every),
         }
     policies = broker.catalog.policies(ref)
     slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
@@ -121,6 +128,9 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     size_quota = policies.backlog_quotas.get("destination_storage")
     time_quota = policies.backlog_quotas.get("message_age")
     return {
+        **traffic_stats.inbound(traffic, every),
+        **traffic_stats.outbound(list(subscriptions.values()), traffic.removed_out),
+        "publishers": traffic_stats.publishers(traffic, every),
         "storageSize": sum(table.total_size for _, table in tables),
         "physicalStorageSize": physical_size(broker, ref),
         "backlogSize": slowest_size,
@@ -180,10 +190,11 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 
 def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, Any]]]:
-    """Each subscription's backlog and replication per partition: [{'msgBacklog': .., 'backlogSize': ..,
-    'isReplicated': .., 'msgDelayed': ..}, ...] (what the server's per-partition stats of a partitioned topic
-    show)."""
+    """Each subscription's backlog, replication, delayed messages and out figures per partition:
+    [{'msgBacklog': .., 'backlogSize': .., 'isReplicated': .., 'msgDelayed': .., 'msgRateOut': .., ...}, ...]
+    (what per-partition stats show)."""
     tables = _tables(broker, ref)
+    traffic = broker.store.traffic.topic(str(ref.name))
     subscriptions = {}
     for name, record, live in broker.subscriptions.states(ref):
         with reading(live):
@@ -191,7 +202,8 @@ def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dic
                      for (view, table), cursor in zip(tables, record.partitions)]
         subscriptions[name] = [{"msgBacklog": b.messages, "backlogSize": b.bytes,
                                 "isReplicated": replicated(broker, c),
-                                "msgDelayed": live.delayed_messages(p) if live is not None else 0}
+                                "msgDelayed": live.delayed_messages(p) if live is not None else 0,
+                                **traffic_stats.subscription_out(traffic.subscriptions.get(name), (p,))}
                                for p, (b, c) in enumerate(zip(found, record.partitions))]
     return subscriptions
 
@@ -210,13 +222,12 @@ def backlog_messages(broker: Broker, ref: TopicRef, prefix: str) -> dict[str, in
     return backlogs
 
 
-def consumer_states(broker: Broker, ref: TopicRef, subscription: str) -> list[dict[str, Any]]:
-    """The consumers attached to a subscription in this process: name, the permits granted and not used
-    (None for an in-process consumer, which asks for what it wants), the messages delivered and not known
-    to be acknowledged, and whether dispatch holds it at its most unacknowledged messages."""
+def consumer_states(broker: Broker, ref: TopicRef, subscription: str,
+                    partition: int | None = None) -> list[dict[str, Any]]:
+    """ConsumerStats of the consumers attached to a subscription in this process (traffic_stats.consumer);
+    with `partition`, of those that consume it."""
     live = broker.subscriptions.live(ref, subscription)
     if live is None:
         return []
     with reading(live):
-        return [{"name": c.name, "permits": c.permits, "unacked": c.pending_messages,
-                 "blocked": c.blocked_on_unacked} for c in live.consumers]
+        return [traffic_stats.consumer(c) for c in live.consumers if partition is None or c.covers(partition)]

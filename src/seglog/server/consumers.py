@@ -23,6 +23,7 @@ import numpy as np
 
 from seglog._core._messages import Message
 from seglog.server.errors import ServerFailure
+from seglog.server.producers import peer_address
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.encryption import ack_set, cleared_indexes, entry_metadata
 from seglog.server.protocol.frames import Type, command, encode_payload_command
@@ -101,6 +102,8 @@ class ConsumerSession:
 
     def start(self, subscription: Subscription) -> None:
         self.subscription = subscription
+        if self.state.traffic is not None:  # (its subscription made it on attaching it; Pulsar's address form)
+            self.state.traffic.address = f"/{peer_address(self.connection.peer)}"
         for signal in subscription.appended:
             signal.watch(self._signal_event)
         self.task = self.loop.create_task(self._run())

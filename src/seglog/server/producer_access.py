@@ -105,12 +105,6 @@ class ProducerRegistry:
         if not state.producers and not state.waiting:
             del self._partitions[key]
 
-    def names_by_partition(self, topic: str) -> dict[int, list[str]]:
-        """The names of the producers connected to each partition of `topic` (the first part of the keys
-        claim was given), sorted; partitions without producers are left out."""
-        return {partition: sorted(state.producers) for (name, partition), state in sorted(self._partitions.items())
-                if name == topic and state.producers}
-
     def _fence_all(self, state: _Partition, described: str, fencer: str) -> None:
         fenced = list(state.producers.values())
         state.producers.clear()

@@ -231,7 +231,8 @@ class ConnectionProducers:
         with self.connection.answering_failures(request.request_id) as attempt:
             try:
                 handle = await self.connection.blocking(service.open_writer, target, name,
-                                                        peer_address(self.connection.peer))
+                                                        peer_address(self.connection.peer),
+                                                        api.ProducerAccessMode.Name(request.producer_access_mode))
             except Exception:
                 service.release_producer(target, name)
                 raise

@@ -18,7 +18,7 @@ from seglog.catalog.topics import TopicRef
 from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.lifecycle.quota import QuotaGuard
 from seglog.names import NonPersistentTopicName, TopicName, partition_of
-from seglog.rates import RateMeter, iso_time
+from seglog.rates import Publisher
 from seglog.server.deduplication import Deduplication, PartitionSequences
 from seglog.server.errors import ServerFailure
 from seglog.server.non_persistent import NonPersistentTopics
@@ -72,11 +72,10 @@ class ProducerHandle:
     fence: TopicFence
     quota: QuotaGuard
     sequences: PartitionSequences | None  # the partition's deduplication table, when the topic deduplicates
+    # what it wrote (counted by the writer), where it connects from and since when: stats' publishers, and a
+    # replicator's replication.*In
+    publisher: Publisher
     quota_armed: bool = False  # the topic has backlog quotas: each SEND is checked against them
-    # a replicator producer: what it wrote, where it connects from and since when (stats' replication.*In)
-    inbound: RateMeter | None = None
-    peer: str = ""
-    connected_since: str = ""
 
     @cached_property  # (asked twice for every SEND: parsing the name each time cost 2% of a cluster's time)
     def origin(self) -> str | None:
@@ -290,8 +289,9 @@ class BrokerService:
         does, so nothing sent to a dead-letter topic is lost before a consumer comes (blocking)."""
         self.broker.subscriptions.create(target.ref, subscription, "earliest")
 
-    def open_writer(self, target: Target, name: str, peer: str = "") -> ProducerHandle:
-        """The partition's writer for a new producer from `peer` (blocking: the first user opens it)."""
+    def open_writer(self, target: Target, name: str, peer: str = "", access_mode: str = "Shared") -> ProducerHandle:
+        """The partition's writer for a new producer from `peer` (`host:port`) in Pulsar's `access_mode`
+        (blocking: the first user opens it)."""
         store = self.broker.store
         fence = store.fence(target.ref.name)
         fence.check()
@@ -303,11 +303,13 @@ class BrokerService:
         # receipted, and nothing may arrive twice
         if replicator_origin(name) is not None or self.broker.catalog.policies(target.ref).deduplication.value:
             sequences = self.deduplication.sequences(target.ref.name, target.partition, fence)
-        handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref), sequences)
+        # (Pulsar's address: the client's socket address as Java writes one, `/host:port`)
+        publisher = store.traffic.topic(str(target.ref.name)).add_publisher(name, target.partition, f"/{peer}",
+                                                                             access_mode)
+        handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref), sequences,
+                                publisher)
         handle.quota.register(handle.arm_quota)
         if handle.origin is not None:
-            handle.inbound, handle.peer = RateMeter(self.broker.clock), peer
-            handle.connected_since = iso_time(self.broker.clock())
             with self._lock:
                 self._replicators_in.setdefault(str(target.ref.name), set()).add(handle)
         return handle
@@ -316,6 +318,7 @@ class BrokerService:
         with self._lock:
             self._replicators_in.get(str(handle.target.ref.name), set()).discard(handle)
         store = self.broker.store
+        store.traffic.topic(str(handle.target.ref.name)).remove_publisher(handle.publisher)
         store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
         store.producer_closed(handle.target.ref.name, handle.fence, routes=handle.origin is None)
 
@@ -348,8 +351,6 @@ class BrokerService:
                 messages = messages.without_first(stored - highest + len(messages.values))
             offset = self._write(handle, messages)
             sequences.record(name, highest, offset, offset + len(messages.values))
-        if origin is not None and handle.inbound is not None:
-            handle.inbound.add(len(messages.values), sum(len(value or b"") for value in messages.values))
         if self.on_append is not None:
             self.on_append(str(handle.target.ref.name), handle.target.partition, offset, len(messages.values), origin)
         return offset
@@ -398,13 +399,13 @@ class BrokerService:
                                event_times=messages.event_times, ordering_keys=ordering_keys,
                                attributes=messages.attributes)
         if not handle.quota_armed:
-            return writer.append(source)
+            return writer.append(source, handle.publisher.meter)
         # Pulsar's test: refused while the backlog is at or above a quota, so a SEND may take it past by its
         # own size (the stricter in-process test, backlog with the send, would let a client re-create its
         # producer and be refused its next SEND forever)
         partition = handle.target.partition
         _check_quota(handle.quota, partition, 0)
-        offset = writer.append(source)
+        offset = writer.append(source, handle.publisher.meter)
         handle.quota.count_written(partition, source.size(0, source.count))
         return offset
 
@@ -530,23 +531,18 @@ class BrokerService:
             handles = sorted(self._replicators_in.get(topic, ()), key=lambda h: h.target.partition)
         inbound: dict[str, dict[str, Any]] = {}
         for handle in handles:
-            assert handle.inbound is not None and handle.origin is not None
-            rate, throughput = handle.inbound.rates()
+            assert handle.origin is not None
+            publisher = handle.publisher
+            rate, throughput = publisher.meter.rates()
             entry = inbound.setdefault(handle.origin, {"msgRateIn": 0.0, "msgThroughputIn": 0.0,
                                                        "msgInCounter": 0, "bytesInCounter": 0,
-                                                       "inboundConnection": handle.peer,
-                                                       "inboundConnectedSince": handle.connected_since})
+                                                       "inboundConnection": (publisher.address or "").lstrip("/"),
+                                                       "inboundConnectedSince": publisher.connected_since})
             entry["msgRateIn"] += rate
             entry["msgThroughputIn"] += throughput
-            entry["msgInCounter"] += handle.inbound.messages
-            entry["bytesInCounter"] += handle.inbound.bytes
+            entry["msgInCounter"] += publisher.meter.messages
+            entry["bytesInCounter"] += publisher.meter.bytes
         return inbound
-
-
-    def producer_names(self, topic: str) -> dict[int, list[str]]:
-        """The names of the producers connected to each partition of the seglog topic `topic`
-        ('tenant/namespace/topic'), sorted; partitions without producers are left out."""
-        return self.producers.names_by_partition(topic)
 
 
 _INT64_MAX = (1 << 63) - 1

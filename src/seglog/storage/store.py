@@ -19,6 +19,7 @@ from typing import Any, Collection
 from seglog.clock import Clock
 from seglog.errors import ClosedError
 from seglog.names import TopicName
+from seglog.rates import Traffic
 from seglog.storage.check import topic_directory, unowned_topics
 from seglog.storage.fence import FENCE_FILE, TopicFence, create_fence, fence_deleted, has_fence, set_deleted
 from seglog.storage.linger import LingerFlusher
@@ -49,6 +50,7 @@ class PartitionStore:
         self._signals_lock = threading.Lock()
         self._writers_lock = threading.Lock()
         self._linger = LingerFlusher()
+        self.traffic = Traffic(clock)  # the live rates and counters of this process's topics (stats)
         self._closed = False
 
     # files and fences
@@ -190,7 +192,8 @@ class PartitionStore:
             if writer is None:
                 writer = self._writers[key] = PartitionWriter(self.partition_directory(name, partition), partition,
                                                               settings, self.clock, self._linger, self.fence(name),
-                                                              self.append_signal(name, partition))
+                                                              self.append_signal(name, partition),
+                                                              self.traffic.topic(str(name)).written(partition))
             self._writer_users[key] = self._writer_users.get(key, 0) + 1
             return writer
 
@@ -262,7 +265,8 @@ class PartitionStore:
 
     def forget_topic(self, name: TopicName) -> None:
         """Let go of this process's writers and views of a deleted topic (fenced: its writers unmap and
-        leave the files alone; batches already read keep their maps alive)."""
+        leave the files alone; batches already read keep their maps alive), and of its live figures."""
+        self.traffic.forget(str(name))
         with self._writers_lock:
             for routes in (True, False):
                 self._producers.pop((str(name), routes), None)

@@ -26,6 +26,7 @@ from seglog._core._mapping import Mapping
 from seglog._core._writer import BatchSource
 from seglog.clock import Clock
 from seglog.errors import TopicNotFoundError
+from seglog.rates import RateMeter
 from seglog.storage.batch import make_source
 from seglog.storage.fence import TopicFence
 from seglog.storage.linger import LingerFlusher
@@ -49,6 +50,7 @@ from seglog.storage.segment import (
     sync_directory,
     truncate_file,
 )
+from seglog.storage.value_bytes import value_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -340,7 +342,9 @@ class PartitionWriter:
     holding it holds the partition's writer lock."""
 
     def __init__(self, directory: Path, partition: int, config: WriterSettings, clock: Clock,
-                 background: LingerFlusher, fence: TopicFence, appended: AppendSignal) -> None:
+                 background: LingerFlusher, fence: TopicFence, appended: AppendSignal,
+                 written: RateMeter | None = None) -> None:
+        """`written` counts the messages and value bytes of every write (stats' msgInCounter ...; rates.py)."""
         fence.check()
         refuse_symbolic_links(directory)  # before mkdir: through a linked topic directory it would make one outside
         try:
@@ -374,6 +378,7 @@ class PartitionWriter:
         self._linger_call: float | None = None  # when the flusher's call to flush_lingering is due
         self.appended = appended  # signalled after each append, when someone waits (notification.py)
         self._waiting = appended.watchers  # tested without a lock after every append
+        self.written = written
         self.closed = False
 
     @property
@@ -427,8 +432,9 @@ class PartitionWriter:
                            log_append_time=self.config.log_append_time, event_times=event_times,
                            ordering_keys=ordering_keys, attributes=attributes)
 
-    def append(self, source: BatchSource) -> int:
+    def append(self, source: BatchSource, counted: RateMeter | None = None) -> int:
         """Write one send_batch call; returns its base offset. Messages queued by send() before it go first.
+        `counted`: a meter of the producer's own that counts these messages and their value bytes too.
 
         The offsets are reserved with the queued messages taken in one step of the accumulator: a send()
         from another thread meanwhile (the copy runs without the GIL) is numbered after this batch."""
@@ -436,7 +442,9 @@ class PartitionWriter:
             queued, base = self.accumulator.reserve(source.count)
             if queued is not None:
                 self._write_queued(queued)
-            self._write(source, base)
+            nbytes = self._write(source, base)
+        if counted is not None:
+            counted.add(source.count, nbytes)
         if self._waiting:
             self.appended.notify()
         return base
@@ -487,16 +495,20 @@ class PartitionWriter:
         self._write(source, base)
         return source.count
 
-    def _write(self, source: BatchSource, base: int) -> None:
+    def _write(self, source: BatchSource, base: int) -> int:
+        """Write `source` at `base`; returns the bytes of its values, which `written` counted."""
         try:
             self.fence.check()  # a deleted topic's files are no one's to write (or another topic's now)
             if base != self.end_offset:
                 raise RuntimeError(f"offset {base} assigned but the partition ends at {self.end_offset}")
-            self._write_records(source, base)
+            nbytes = self._write_records(source, base)
             self._sync_if_due()
         except BaseException:
             self._drop_queued()
             raise
+        if self.written is not None:
+            self.written.add(source.count, nbytes)
+        return nbytes
 
     def _drop_queued(self) -> None:
         """After a write that failed: drop what send() queued since (numbered after it) and number on from
@@ -505,9 +517,11 @@ class PartitionWriter:
         if dropped:
             logger.error("%s: write failed; %d queued messages dropped", self.directory, dropped)
 
-    def _write_records(self, source: BatchSource, base: int) -> None:
+    def _write_records(self, source: BatchSource, base: int) -> int:
+        """Write `source` as batches of the active segment, rolling where one is full; returns the bytes of
+        its values (read from the batches written: the source's columns do not say)."""
         config = self.config
-        start, count = 0, source.count
+        start, count, nbytes = 0, source.count, 0
         while start < count:
             segment = self._segment_for_write()
             limit = count
@@ -521,12 +535,15 @@ class PartitionWriter:
                     continue
                 self._roll()
                 continue
+            position = segment.end_position
             segment.write(source, start, stop, base + start)
+            nbytes += value_bytes(segment.data, position, 0, stop - start)
             segment.last_write_ms = self.clock()
             self._unsynced = True
             start = stop
         if 4 * segment.end_position >= 3 * segment.capacity:  # late enough that few are made in vain
             self._spares.ask(self, self._background)
+        return nbytes
 
     def _new_segment_size(self) -> tuple[int, int]:
         """(capacity, index slots) of the next segment, by the topic's settings now."""

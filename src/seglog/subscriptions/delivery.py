@@ -15,8 +15,10 @@ import pyarrow as pa
 from seglog._core._format import HEADER_BYTES, read_header
 from seglog._core._mapping import Mapping
 from seglog._core._messages import Message, batch_attributes, messages_from_batch
+from seglog.rates import ConsumerTraffic
 from seglog.storage.batch import to_record_batch
 from seglog.storage.partition_view import SegmentView
+from seglog.storage.value_bytes import values_bytes
 
 _BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
@@ -50,6 +52,11 @@ class Piece:
         """What these messages take of their stored batch: its bytes, shared evenly among its messages."""
         body_length = read_header(self.data, self.position)[_BODY_LENGTH]
         return (HEADER_BYTES + body_length) * len(self.offsets) // self.count
+
+    @property
+    def value_bytes(self) -> int:
+        """The bytes of these messages' values (what stats count as their size)."""
+        return values_bytes(self.data, self.position, self.offsets - self.base)
 
     @property
     def contiguous(self) -> bool:
@@ -130,6 +137,8 @@ class ConsumerState:
     max_unacked: int | None = None
     # held at max_unacked: when its pending messages are counted again (Dispatcher._may_give)
     recount_at: int | None = None
+    # what it was given and gave back for redelivery, for stats (rates.py): set by its subscription
+    traffic: ConsumerTraffic | None = None
 
     @property
     def blocked_on_unacked(self) -> bool:

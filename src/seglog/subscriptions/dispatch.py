@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
+from seglog.rates import ConsumerTraffic
 from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
 from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
@@ -140,6 +141,8 @@ class Dispatcher:
         deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
         for piece in pieces:
             consumer.hold(Pending(deadline, piece.partition, piece.offsets))
+        if pieces and consumer.traffic is not None:
+            count_delivered(consumer.traffic, pieces)
         return pieces
 
     def _may_give(self, consumer: ConsumerState, now: int) -> bool:
@@ -269,6 +272,11 @@ class Dispatcher:
         """Deliver again (to any consumer) what `consumer` was given and has not acknowledged: the offsets
         in `given` per partition, or everything pending on it for None (Pulsar's
         REDELIVER_UNACKNOWLEDGED_MESSAGES: negative acks and ack timeouts of a remote consumer)."""
+        if consumer.traffic is not None:  # (Pulsar's msgRateRedeliver counts what the consumer asks for)
+            asked = ({p.partition: len(p.offsets) for p in consumer.pending} if given is None
+                     else {partition: len(offsets) for partition, offsets in given.items()})
+            for partition, messages in asked.items():
+                consumer.traffic.redelivery_asked(partition, messages)
         if given is None:
             for pending in consumer.pending:
                 self.redeliveries.add(pending.partition, pending.offsets)
@@ -474,6 +482,18 @@ DISPATCHERS: dict[str, type[Dispatcher]] = {
     "shared": MultipleConsumersDispatcher,
     "key_shared": StickyKeyDispatcher,
 }
+
+
+def count_delivered(traffic: ConsumerTraffic, pieces: list[Piece]) -> None:
+    """Count what one delivery gave a consumer: once per partition (a delivery is mostly of one), not per piece."""
+    partition, messages, nbytes = pieces[0].partition, 0, 0
+    for piece in pieces:
+        if piece.partition != partition:
+            traffic.delivered(partition, messages, nbytes)
+            partition, messages, nbytes = piece.partition, 0, 0
+        messages += len(piece.offsets)
+        nbytes += piece.value_bytes
+    traffic.delivered(partition, messages, nbytes)
 
 
 def dispatcher_for(subscription_type: str, cursor: Cursor, readers: list[Reader], redeliveries: Redeliveries,

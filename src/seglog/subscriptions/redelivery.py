@@ -95,6 +95,8 @@ class Redeliveries:
                 elif head.deadline_ms is not None and head.deadline_ms <= now:
                     consumer.release_head()
                     self.add(head.partition, head.offsets)
+                    if consumer.traffic is not None:  # (a remote consumer's client asks for these itself)
+                        consumer.traffic.redelivery_asked(head.partition, len(head.offsets))
                 else:
                     break
         for partition, waiting in enumerate(self.partitions):

@@ -19,6 +19,7 @@ import numpy as np
 
 from seglog.catalog.topics import TopicRef
 from seglog.errors import ConsumerBusyError
+from seglog.rates import ConsumerTraffic
 from seglog.storage.lock import ExclusiveFileLock
 from seglog.subscriptions.cursor import Cursor
 from seglog.subscriptions.cursor_file import CursorRecord, PartitionCursor
@@ -104,6 +105,8 @@ class Subscription:
                 self.dispatcher = self.dispatcher.with_type(subscription_type)
                 self.cursor.set_subscription_type(subscription_type)
             self.dispatcher.add(consumer)
+            consumer.traffic = ConsumerTraffic(self.store.traffic.topic(str(self.ref.name)).subscription(self.name),
+                                               self.store.clock)
 
     def detach(self, consumer: ConsumerState) -> None:
         """A consumer left: what it was given and did not acknowledge goes to the others."""
@@ -209,6 +212,8 @@ class Subscription:
     def close(self) -> None:
         """Persist the whole cursor state (individual acks included) and release the subscription."""
         self.cursor.close()
+        if not self.durable:  # a reader's subscription ends with it
+            self.store.traffic.topic(str(self.ref.name)).remove_subscription(self.name)
 
     def abandon(self) -> None:
         """Release the subscription without persisting it: its topic is being deleted."""
@@ -217,6 +222,7 @@ class Subscription:
     def remove(self) -> None:
         """Delete the subscription's files (an unsubscribe; the caller holds the mutex)."""
         self.cursor.remove()
+        self.store.traffic.topic(str(self.ref.name)).remove_subscription(self.name)
 
 
 def reading(subscription: Subscription | None) -> AbstractContextManager:

@@ -1,6 +1,7 @@
 """Topic stats and internal stats in Pulsar's shapes (TopicStats, PartitionedTopicStats,
-PersistentTopicInternalStats): the admin layer's (admin/pulsar_stats.py) with what only the server knows, its
-connected producers, its replicators' connections and counts, and the messages it refused to replicate.
+PersistentTopicInternalStats): the admin layer's (admin/pulsar_stats.py, with the producers and consumers and
+their rates) with what only the server knows, its replicators' connections and counts, and the messages it
+refused to replicate.
 
 Positions are message ids as the binary protocol sends them (`0:offset`, server/protocol/message_ids.py);
 in internalStats a ledger is a segment, its `ledgerId` the segment's base offset."""
@@ -9,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.admin.pulsar_stats import publisher_stats, pulsar_topic_stats
+from seglog.admin.pulsar_stats import pulsar_topic_stats
 from seglog.admin.stats import REPLICATOR_STATS, backlog_messages, replication_section
 from seglog.catalog.topics import TopicRef
 from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol.message_ids import LEDGER_ID
-from seglog.server.protocol.metadata import replicator_origin
 from seglog.server.rest.base import RestContext
 
 
@@ -46,35 +46,29 @@ def replication_of(ctx: RestContext, ref: TopicRef) -> dict[str, Any]:
     return _replication(ctx, ref, None, replication_section(backlog_messages(ctx.broker, ref, REPLICATOR_PREFIX)))
 
 
-def _add_live(ctx: RestContext, ref: TopicRef, stats: dict[str, Any], producers: list[str],
-              partition: int | None) -> None:
-    """Give TopicStats of the admin layer (of the topic, or of `partition`) the server's connected producers
-    (`producers`, by name) and its replicators."""
-    # (replicator producers are not publishers: they show in `replication`, as in Pulsar)
-    stats["publishers"] = [publisher_stats(name) for name in producers if replicator_origin(name) is None]
+def _add_live(ctx: RestContext, ref: TopicRef, stats: dict[str, Any], partition: int | None) -> None:
+    """Give TopicStats of the admin layer (of the topic, or of `partition`) the server's replicators."""
     stats["replication"] = _replication(ctx, ref, partition, stats["replication"])
     if partition is None:
         stats["replicationNotAllowed"] = ctx.service.not_allowed_counts(str(ref.name))
 
 
-def topic_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]]) -> dict[str, Any]:
-    """TopicStats of a topic (every partition together); `producers` are the connected producers' names by
-    partition (BrokerService.producer_names, read on the loop's thread)."""
+def topic_stats(ctx: RestContext, topic: str) -> dict[str, Any]:
+    """TopicStats of a topic (every partition together)."""
     ref = ctx.broker.topic(topic)
     stats = pulsar_topic_stats(ctx.broker, ref)
-    _add_live(ctx, ref, stats, [name for names in producers.values() for name in names], None)
+    _add_live(ctx, ref, stats, None)
     return stats
 
 
-def partitioned_stats(ctx: RestContext, topic: str, producers: dict[int, list[str]], per_partition: bool
-                      ) -> dict[str, Any]:
-    """PartitionedTopicStats (log.admin.topics.partitioned_stats) with the server's producers and replicators,
-    in the aggregate and in each partition's TopicStats."""
+def partitioned_stats(ctx: RestContext, topic: str, per_partition: bool) -> dict[str, Any]:
+    """PartitionedTopicStats (log.admin.topics.partitioned_stats) with the server's replicators, in the
+    aggregate and in each partition's TopicStats."""
     ref = ctx.broker.topic(topic)
     stats = ctx.admin.topics.partitioned_stats(topic, per_partition=per_partition)
-    _add_live(ctx, ref, stats, [name for names in producers.values() for name in names], None)
+    _add_live(ctx, ref, stats, None)
     for p, name in enumerate(stats["partitions"]):
-        _add_live(ctx, ref, stats["partitions"][name], producers.get(p, []), p)
+        _add_live(ctx, ref, stats["partitions"][name], p)
     return stats
 
 

@@ -182,21 +182,19 @@ def _kind(ctx: RestContext, topic: TopicName, partitioned: bool) -> None:
 
 async def get_stats(request: web.Request, ctx: RestContext) -> web.Response:
     topic = topic_of(request)
-    producers = ctx.service.producer_names(str(topic))
 
     def stats() -> dict[str, Any]:
         _kind(ctx, topic, False)
-        return topic_stats(ctx, str(topic), producers)
+        return topic_stats(ctx, str(topic))
     return json_response(await ctx.blocking(stats))
 
 
 async def get_partitioned_stats(request: web.Request, ctx: RestContext) -> web.Response:
     topic = topic_of(request)
-    producers = ctx.service.producer_names(str(topic))
     per_partition = request.query.get("perPartition", "true").lower() != "false"
 
     def stats() -> dict[str, Any]:  # (NotFoundError, 404, for a non-partitioned topic)
-        return partitioned_stats(ctx, str(topic), producers, per_partition)
+        return partitioned_stats(ctx, str(topic), per_partition)
     return json_response(await ctx.blocking(stats))
 
 
