@@ -6,6 +6,7 @@ act on the entry's messages; nothing on disk holds the plaintext."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import time
 
@@ -301,3 +302,24 @@ def test_an_encrypted_entry_replicates_whole_to_another_cluster(tmp_path, key_fi
         assert_nothing_more(raw)
     finally:
         stop_clusters(clusters)
+
+
+def test_an_encrypted_message_sent_in_chunks_is_reassembled_and_decrypted(tmp_path, key_files):
+    """Each chunk is encrypted on its own by the client: stored and sent back as a chunk and as an encrypted
+    entry, with both sets of fields."""
+    keys = key_files["rsa-2048"]
+    server = start_server(tmp_path / "data", "--max-message-size", "65536")
+    try:
+        client = server.client()
+        consumer = client.subscribe(TOPIC, "s", crypto_key_reader=keys, initial_position=EARLIEST)
+        value = random.Random(28).randbytes(200_000)  # (incompressible) four chunks of at most 64 KiB
+        encrypted_producer(client, keys, batching_enabled=False, chunking_enabled=True,
+                           compression_type=pulsar.CompressionType.LZ4).send(value)
+        message = consumer.receive(10_000)
+        assert message.data() == value
+        consumer.acknowledge(message)
+        assert backlog(server, "s", 0) == 0
+    finally:
+        assert server.stop() == 0
+    stored = read_all(tmp_path / "data", "public/default/secret")
+    assert len(stored) > 1 and all({"pulsar.chunk", "pulsar.encryption"} <= set(m.batch_attributes) for m in stored)
