@@ -9,7 +9,9 @@
     seglog [--data DIR] namespaces create|list|delete|set-retention|get-retention|set-backlog-quota|...
     seglog [--data DIR] topics stats|internal-stats|explain|update-partitioned-topic NAME | maintenance | metrics
     seglog [--data DIR] topics subscriptions|create-subscription|unsubscribe|reset-cursor|skip|... NAME -s SUB
-    seglog --url http://HOST:PORT clusters|tenants|namespaces|topics|maintenance|metrics ...   (on a seglog serve)
+    seglog [--data DIR] schemas get|upload|delete|compatibility TOPIC [--filename FILE]
+    seglog --url http://HOST:PORT clusters|tenants|namespaces|topics|schemas|maintenance|metrics ...
+                                                                                          (on a seglog serve)
 
 --data may also follow the command. One module per command group; errors.py and base.py turn library errors
 into clean messages and exit codes."""
@@ -33,6 +35,8 @@ from seglog.cli.maintenance import maintenance, metrics
 from seglog.cli.namespaces import namespaces
 from seglog.cli.produce import produce
 from seglog.cli.repair import repair
+from seglog.cli.schemas import TOPIC_COMMANDS as TOPIC_SCHEMA_COMMANDS
+from seglog.cli.schemas import schemas
 from seglog.cli.serve import serve
 from seglog.cli.tenants import tenants
 from seglog.cli.tokens import tokens
@@ -49,8 +53,8 @@ __all__ = ["main"]
                    f"./{DEFAULT_DATA}.")
 @click.option("--url", envvar=URL_ENV_VAR, show_envvar=True, metavar="http://HOST:PORT",
               help="Run the admin command on a seglog serve at this HTTP URL instead of on a data directory "
-                   "(clusters, tenants, namespaces, topics, maintenance, metrics; not with --data). A server with "
-                   "authentication takes a token (--token); an https:// one whose CA the system does not "
+                   "(clusters, tenants, namespaces, topics, schemas, maintenance, metrics; not with --data). A "
+                   "server with authentication takes a token (--token); an https:// one whose CA the system does not "
                    "trust, the CA's certificate file in $SEGLOG_TLS_TRUST_CERTS.")
 @auth_options
 @click.version_option(__version__, "--version", "-V", prog_name="seglog", message="%(prog)s %(version)s")
@@ -86,7 +90,9 @@ def _url(ctx: click.Context, data: Path, url: str | None) -> str | None:
     return url
 
 
-for command in (demo, bench, topic, produce, consume, check, repair, clusters, tenants, namespaces, maintenance,
-                metrics, serve, tokens):
+for command in (demo, bench, topic, produce, consume, check, repair, clusters, tenants, namespaces, schemas,
+                maintenance, metrics, serve, tokens):
     main.add_command(command)
+for command in TOPIC_SCHEMA_COMMANDS:  # a topic's schema policies, beside its other policies
+    topic.add_command(command)
 main.add_command(topic_alias)  # `seglog topic`: hidden, the same commands (older scripts)

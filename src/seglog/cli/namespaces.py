@@ -14,6 +14,7 @@ from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.options import cluster_list, namespace_name, tenant_name
 from seglog.cli.output import out, print_json, print_names
 from seglog.cli.policy_commands import PolicyScope, add_policy_commands
+from seglog.cli.schemas import NAMESPACE_COMMANDS as SCHEMA_POLICY_COMMANDS
 from seglog.errors import NotFoundError
 from seglog.names import DEFAULT_TENANT
 
@@ -111,6 +112,8 @@ def policies(data: DataDir, namespace: str) -> None:
 add_policy_commands(namespaces, PolicyScope("namespace", "TENANT/NAMESPACE", namespace_name,
                                             lambda admin: admin.namespaces,
                                             "its topics fall back to the data directory's default (broker.conf)"))
+for command in SCHEMA_POLICY_COMMANDS:  # (schemas.py: beside `seglog schemas`)
+    namespaces.add_command(command)
 
 
 # topic auto-creation (what seglog serve does with a topic a client names that does not exist)

@@ -34,6 +34,7 @@ import httpx
 from seglog import errors
 from seglog.catalog.clusters import check_cluster_data, cluster_names
 from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
+from seglog.catalog.schemas import UNDEFINED, checked_strategy
 from seglog.cli.auth_options import TOKEN_ENV_VAR, given_token
 from seglog.cli.errors import CliError, CliFailure
 from seglog.lifecycle.maintenance import MaintenanceReport
@@ -44,9 +45,10 @@ TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
     "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "ConfigurationStoreError",
-    "SeglogError")}
+    "IncompatibleSchemaError", "SeglogError")}
 _ARGUMENT_ERRORS = {name: getattr(errors, name) for name in (
-    "InvalidArgumentError", "InvalidNameError", "UnusableClusterError", "ClusterNotAllowedError")}
+    "InvalidArgumentError", "InvalidNameError", "UnusableClusterError", "ClusterNotAllowedError",
+    "InvalidSchemaError")}
 
 
 class _Repr:
@@ -488,8 +490,94 @@ class RemoteTopics(RemotePolicyLevel):
         return [t["name"] for t in self.list_with_settings()]
 
 
+class RemoteSchemas:
+    """AdminSchemas on a server: Pulsar's schema routes, PostSchemaPayload out and GetSchemaResponse back, and
+    the schema policies of namespaces and topics."""
+
+    def __init__(self, http: Http) -> None:
+        self._http = http
+
+    def _path(self, topic: str) -> str:
+        return f"/admin/v2/schemas/{_topic_path(topic)}"
+
+    def _post(self, topic: str, route: str, type: str, schema: str | bytes,  # noqa: A002
+              properties: Mapping[str, str] | None) -> Any:
+        """POST a PostSchemaPayload to one of the topic's schema routes."""
+        payload = {"type": type, "schema": schema.decode() if isinstance(schema, bytes) else schema,
+                   "properties": dict(properties or {})}
+        return self._http.call("POST", f"{self._path(topic)}/{route}", payload)
+
+    def get(self, topic: str, version: int | None = None) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._path(topic)}/schema" + ("" if version is None else f"/{version}"))
+
+    def versions(self, topic: str) -> list[dict[str, Any]]:
+        return self._http.call("GET", f"{self._path(topic)}/schemas")["getSchemaResponses"]
+
+    def create(self, topic: str, type: str, schema: str | bytes = "",  # noqa: A002  (Pulsar's field name)
+               properties: Mapping[str, str] | None = None) -> int:
+        return self._post(topic, "schema", type, schema, properties)["version"]
+
+    def delete(self, topic: str, *, force: bool = False) -> int | None:
+        return self._http.call("DELETE", f"{self._path(topic)}/schema",
+                               params={"force": "true"} if force else None)["version"]
+
+    def compatibility(self, topic: str, type: str, schema: str | bytes = "",  # noqa: A002
+                      properties: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self._post(topic, "compatibility", type, schema, properties)
+
+    def version_of(self, topic: str, type: str, schema: str | bytes = "",  # noqa: A002
+                   properties: Mapping[str, str] | None = None) -> int:
+        return self._post(topic, "version", type, schema, properties)["version"]
+
+    def _namespace(self, namespace: str) -> str:
+        return f"/admin/v2/namespaces/{_namespace_path(namespace)}"
+
+    def _topic(self, topic: str) -> str:
+        return f"/admin/v2/persistent/{_topic_path(topic)}"
+
+    def get_compatibility_strategy(self, namespace: str) -> str:
+        return self._http.call("GET", f"{self._namespace(namespace)}/schemaCompatibilityStrategy")
+
+    def set_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        self._http.call("PUT", f"{self._namespace(namespace)}/schemaCompatibilityStrategy",
+                        checked_strategy(strategy) or UNDEFINED)
+
+    def get_topic_compatibility_strategy(self, topic: str, *, applied: bool = False) -> str | None:
+        return self._http.call("GET", f"{self._topic(topic)}/schemaCompatibilityStrategy",
+                               params={"applied": str(applied).lower()})
+
+    def set_topic_compatibility_strategy(self, topic: str, strategy: str | None) -> None:
+        strategy = None if strategy is None else checked_strategy(strategy)
+        if strategy is None:
+            self._http.call("DELETE", f"{self._topic(topic)}/schemaCompatibilityStrategy")
+        else:
+            self._http.call("PUT", f"{self._topic(topic)}/schemaCompatibilityStrategy", strategy)
+
+    def get_allow_auto_update(self, namespace: str) -> bool:
+        return self._http.call("GET", f"{self._namespace(namespace)}/isAllowAutoUpdateSchema")
+
+    def set_allow_auto_update(self, namespace: str, allowed: bool) -> None:
+        self._http.call("POST", f"{self._namespace(namespace)}/isAllowAutoUpdateSchema", allowed)
+
+    def get_validation_enforced(self, namespace: str) -> bool:
+        return self._http.call("GET", f"{self._namespace(namespace)}/schemaValidationEnforced")
+
+    def set_validation_enforced(self, namespace: str, enforced: bool) -> None:
+        self._http.call("POST", f"{self._namespace(namespace)}/schemaValidationEnforced", enforced)
+
+    def get_topic_validation_enforced(self, topic: str, *, applied: bool = False) -> bool | None:
+        return self._http.call("GET", f"{self._topic(topic)}/schemaValidationEnforced",
+                               params={"applied": str(applied).lower()})
+
+    def set_topic_validation_enforced(self, topic: str, enforced: bool | None) -> None:
+        if enforced is None:
+            self._http.call("DELETE", f"{self._topic(topic)}/schemaValidationEnforced")
+        else:
+            self._http.call("POST", f"{self._topic(topic)}/schemaValidationEnforced", enforced)
+
+
 class RemoteAdmin:
-    """seglog.admin.api.Admin's surface, on a server: `clusters`, `tenants`, `namespaces`, `topics`,
+    """seglog.admin.api.Admin's surface, on a server: `clusters`, `tenants`, `namespaces`, `topics`, `schemas`,
     `run_maintenance`, `metrics`, `now_ms`."""
 
     def __init__(self, url: str) -> None:
@@ -501,6 +589,7 @@ class RemoteAdmin:
         self.tenants = RemoteTenants(self._http)
         self.namespaces = RemoteNamespaces(self._http)
         self.topics = RemoteTopics(self._http)
+        self.schemas = RemoteSchemas(self._http)
 
     def run_maintenance(self) -> MaintenanceReport:
         report = self._http.call("POST", "/seglog/v1/maintenance")
