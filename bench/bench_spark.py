@@ -24,6 +24,11 @@ Group "spark streaming: availableNow, 4 micro-batches":
 Group "spark write: 10M rows of 100 B":
   baseline  the same DataFrame into format("noop")
   seglog    df.write.format("seglog")    tasks stage Arrow files, the driver publishes  >= 0.4M rows/s
+Groups "spark read: valueSchema topic, 1M AVRO records" and "... JSON records" (noop sink):
+  baseline  the same rows, value as binary   valueSchema 'binary' (the default)
+  seglog    valueSchema 'topic'               the value decoded into a struct of 5 fields (long, string,
+                                              double, timestamp-millis, array<string>); the ratio to binary
+                                              is recorded (no target)
 Group "spark read: Python worker memory":
   seglog    the growth of a Python worker's anonymous memory during one read() task, reading a fifth of
             the topic and all of it: flat in the topic's size, <= 64 MiB
@@ -309,6 +314,71 @@ def test_write_to_seglog(bench, spark, topic_path, scratch):
         topic = log.topic(TOPIC)
         assert sum(topic.end_offset(p) for p in range(PARTITIONS)) == messages
     shutil.rmtree(out, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Typed values: valueSchema 'topic'
+
+RECORD = {"type": "record", "name": "Reading", "namespace": "bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "sensor", "type": "string"}, {"name": "value", "type": "double"},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+
+
+@pytest.fixture(scope="module", params=["AVRO", "JSON"])
+def typed_topic(request, scratch, scale):
+    """(data directory, topic, messages): records of RECORD encoded as the schema type says, over 2 partitions,
+    the topic's schema RECORD."""
+    import io
+
+    import fastavro
+    schema_type, messages = request.param, scale(1_000_000, 20_000)
+    parsed = fastavro.parse_schema(RECORD)
+
+    def encoded(i: int) -> bytes:
+        record = {"id": i, "sensor": f"sensor-{i % 100}", "value": i / 7, "at": 1_700_000_000_000 + i,
+                  "tags": ["a", "b"][: i % 3]}
+        if schema_type == "JSON":
+            return json.dumps(record).encode()
+        buffer = io.BytesIO()
+        fastavro.schemaless_writer(buffer, parsed, record)
+        return buffer.getvalue()
+
+    path, name = scratch / f"typed-{schema_type}", f"readings-{schema_type.lower()}"
+    with seglog.open(path) as log:
+        topic = log.create_topic(name, partitions=2)
+        log.admin.schemas.create(name, schema_type, json.dumps(RECORD))
+        with topic.producer() as producer:
+            for start in range(0, messages, 100_000):
+                producer.send_batch([encoded(i) for i in range(start, min(start + 100_000, messages))])
+    yield path, name, messages
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _typed_read(spark, path, name, value_schema):
+    df = spark.read.format("seglog").option("path", str(path)).option("topic", name) \
+        .option("valueSchema", value_schema).load()
+    df.write.format("noop").mode("overwrite").save()
+    return df
+
+
+def test_value_schema_binary_read(bench, spark, typed_topic):
+    path, name, messages = typed_topic
+    schema_type = name.rpartition("-")[2].upper()
+    bench.baseline(f"spark read: valueSchema topic, 1M {schema_type} records", "the same rows, value as binary",
+                   messages=messages, unit="row")
+    bench.run(lambda: _typed_read(spark, path, name, "binary"), rounds=3)
+
+
+def test_value_schema_topic_read(bench, spark, typed_topic):
+    path, name, messages = typed_topic
+    schema_type = name.rpartition("-")[2].upper()
+    bench.seglog(f"spark read: valueSchema topic, 1M {schema_type} records", "valueSchema 'topic', decoded",
+                 messages=messages, unit="row")
+    df = bench.run(lambda: _typed_read(spark, path, name, "topic"), rounds=3)
+    assert df.schema["value"].dataType.simpleString() == \
+        "struct<id:bigint,sensor:string,value:double,at:timestamp,tags:array<string>>"
+    assert df.selectExpr("sum(value.id)").first()[0] == messages * (messages - 1) // 2
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -196,24 +196,47 @@ class AvroDecoder:
         self._resolved: dict[int, tuple[Any, Any]] = {version: (self._reader, None)}
 
     def __call__(self, values: pa.Array, versions: pa.Array | None) -> pa.Array:
+        present = values.drop_null()
+        rows = np.flatnonzero(pc.is_valid(values).to_numpy(zero_copy_only=False))  # of the present values
+        written = np.full(len(rows), self._version, np.int64) if versions is None else \
+            versions.fill_null(self._version).to_numpy(zero_copy_only=False)[rows]
+        if not len(rows) or (written == written[0]).all():  # one version: the common case
+            decoded = self._decode_run(present, int(written[0]) if len(rows) else self._version, rows)
+        else:  # each version's values decoded together, then put back in order
+            order = np.argsort(written, kind="stable")
+            runs = []
+            for version in np.unique(written):
+                indices = order[written[order] == version]
+                runs.append(self._decode_run(present.take(indices), int(version), rows[indices]))
+            decoded = pa.concat_arrays(runs).take(np.argsort(order, kind="stable"))
+        return self._mapped.from_raw(with_nulls(decoded, values))
+
+    def _decode_run(self, present: pa.Array, version: int, rows: np.ndarray) -> pa.Array:
+        """Values (no nulls, in `rows` of the column) all written with `version`, read one after another from
+        their packed bytes: each record must end where its value does."""
         from fastavro import schemaless_reader
-        written = [None] * len(values) if versions is None else versions.to_pylist()
+        if not len(present):
+            return pa.array([], self._mapped.raw)
+        writer, reader = self._schemas(int(rows[0]), version)
+        stream = io.BytesIO(_value_bytes(present).tobytes())
         records: list[Any] = []
-        for row, (value, version) in enumerate(zip(values.to_pylist(), written)):
-            if value is None:
-                records.append(None)
-                continue
-            writer, reader = self._schemas(row, self._version if version is None else version)
-            buffer = io.BytesIO(value)
-            try:
-                records.append(schemaless_reader(buffer, writer, reader))
-            except Exception as error:  # noqa: BLE001 (fastavro raises what its reads meet: EOF, index, unicode)
-                raise UndecodableValue(row, f"not Avro of schema version {version} ({type(error).__name__}: "
-                                            f"{error})") from None
-            if buffer.tell() != len(value):
-                raise UndecodableValue(row, f"{len(value) - buffer.tell()} bytes left over after a record of "
-                                            f"schema version {version}: written with another schema")
-        return self._mapped.from_raw(_records_array(records, self._mapped.raw, lambda row: row))
+        ends = (_offsets(present)[1:] - _offsets(present)[0]).tolist()
+        try:
+            for end in ends:
+                records.append(schemaless_reader(stream, writer, reader))
+                if stream.tell() != end:
+                    break
+        except Exception as error:  # noqa: BLE001 (fastavro raises what its reads meet: EOF, index, unicode)
+            raise UndecodableValue(int(rows[len(records)]), f"not Avro of schema version {version} "
+                                                            f"({type(error).__name__}: {error})") from None
+        index = len(records) - 1
+        if stream.tell() != ends[index]:  # the last record read did not end where its value does
+            value_end, record_end = ends[index], stream.tell()
+            raise UndecodableValue(int(rows[index]), f"{value_end - record_end} bytes left over after a record of "
+                                   f"schema version {version}: written with another schema" if record_end < value_end
+                                   else f"the record of schema version {version} runs past the value's end: written "
+                                   "with another schema")
+        return _records_array(records, self._mapped.raw, lambda index: int(rows[index]))
 
     def _schemas(self, row: int, version: int) -> tuple[Any, Any]:
         """(writer's schema, reader's schema or None when it is the writer's) for values of `version`."""

@@ -179,14 +179,16 @@ def test_a_value_that_does_not_decode_fails_the_query_naming_its_offset(spark, t
 
 
 @pytest.mark.parametrize(("schema_type", "value", "reason"), [
+    ("AVRO", as_avro(order(2))[:-4], r"not Avro of schema version 0 \(IndexError"),
+    ("AVRO", as_avro(order(2))[:4], "not Avro of schema version 0"),
     ("JSON", b'{"id": "not a number"}', "does not fit the schema"),
     ("JSON", b"{not json", "not JSON"),
     ("STRING", b"\xff", "not UTF-8"),
     ("INT32", b"\x00\x01", "2 bytes, not the 4 of a INT32"),
 ])
 def test_undecodable_values_are_named_by_offset(tmp_path, schema_type, value, reason):
-    definition = json.dumps(ORDER) if schema_type == "JSON" else ""
-    good = as_json(order(0)) if schema_type == "JSON" else b"ok" if schema_type == "STRING" else b"\x00" * 4
+    definition = json.dumps(ORDER) if schema_type in ("AVRO", "JSON") else ""
+    good = {"AVRO": as_avro(order(0)), "JSON": as_json(order(0)), "STRING": b"ok"}.get(schema_type, b"\x00" * 4)
     make_schema_topic(tmp_path, "t", schema_type, [good, None, value], definition)
     with pytest.raises(seglog.errors.SeglogError, match=f"topic t partition 0 offset 2: .*{reason}"):
         decoded(tmp_path, "t")
