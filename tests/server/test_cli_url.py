@@ -248,6 +248,9 @@ def test_every_admin_command_is_compared():
                 if step[0] in ("clusters", "tenants", "namespaces", "topic", "topics")
                 else step[:1] for step in STEPS}
     missing = {(groups.get(leaf[0], leaf[0]), *leaf[1:]) for leaf in _admin_leaves()} - compared
+    # the schema commands are compared in tests/cli/test_schemas_cli.py (their steps need schema files), which
+    # checks that its steps run every one of them
+    missing = {leaf for leaf in missing if leaf[0] != "schemas" and "-schema" not in leaf[-1]}
     assert not missing, f"admin commands never run with --url here: {sorted(missing)}"
 
 
