@@ -249,9 +249,8 @@ def test_a_restart_keeps_encrypted_entries_and_their_fields(tmp_path, key_files)
 
 
 def test_a_consumer_with_fewer_permits_than_a_batch_receives_each_message_once(server, key_files):
-    """A receiver queue smaller than a batch: the client skips what an entry's ack_set leaves out, and once
-    it was sent an encrypted entry, the consumer is given entries whole (its permits may go below zero, as
-    on Pulsar's broker)."""
+    """A receiver queue smaller than a batch: an encrypted entry is given whole, never cut to the permits
+    (which may go below zero, as on Pulsar's broker), so each message arrives once."""
     keys = key_files["rsa-2048"]
     client = server.client()
     decrypting = client.subscribe(TOPIC, "small", crypto_key_reader=keys, receiver_queue_size=2,
@@ -265,6 +264,18 @@ def test_a_consumer_with_fewer_permits_than_a_batch_receives_each_message_once(s
     assert [raw.receive(10_000).encryption_context().batch_size() for _ in range(3)] == [5, 5, 5]
     assert_nothing_more(raw)
     assert_nothing_more(decrypting)
+
+
+def test_a_consumer_without_the_key_and_few_permits_gets_the_first_entry_once(server, key_files):
+    """Fewer permits than the first encrypted entry holds: the entry goes out whole once, not cut in two
+    that a consumer unable to decrypt would take for two messages."""
+    keys = key_files["rsa-2048"]
+    client = server.client()
+    raw = client.subscribe(TOPIC, "raw", crypto_failure_action=CONSUME, receiver_queue_size=2,
+                           initial_position=EARLIEST)
+    send_batch(batching(client, keys, 5), [f"m-{i}".encode() for i in range(5)])
+    assert raw.receive(10_000).encryption_context().batch_size() == 5
+    assert_nothing_more(raw)
 
 
 def test_a_producer_sending_an_encrypted_batch_over_the_limit_is_refused_that_message(tmp_path, key_files):

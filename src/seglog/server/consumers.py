@@ -83,7 +83,7 @@ class ConsumerSession:
         # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
         self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
                                    partitions=frozenset({target.partition}) if target.partitioned else None,
-                                   hash_ranges=hash_ranges,
+                                   hash_ranges=hash_ranges, whole_if_marked=ENCRYPTION.encode(),
                                    max_unacked=connection.service.settings.max_unacked_messages_per_consumer or None)
         self.subscription: Subscription | None = None
         self.task: asyncio.Task | None = None
@@ -182,11 +182,8 @@ class ConsumerSession:
 
     def _entry_frame(self, piece: Piece, given: Message, subscription: Subscription) -> bytes:
         """A MESSAGE for the encrypted entry stored in `piece`'s batch, of which the piece's messages (the
-        first of them `given`) are delivered. From now on the consumer is given stored batches whole, as
-        Pulsar's broker gives entries: a batch cut by the permits would go out twice."""
-        if not self.state.whole_batches:
-            with subscription.mutex:
-                self.state.whole_batches = True
+        first of them `given`) are delivered: all of them unless some were acknowledged or are redelivered
+        alone (dispatch never cuts an encrypted entry to fit the permits: ConsumerState.whole_if_marked)."""
         first = given if given.offset == piece.base else \
             piece.with_offsets(np.array([piece.base], dtype=np.int64)).messages()[0]
         self.encrypted.sent(piece.base, piece.count)

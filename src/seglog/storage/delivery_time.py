@@ -7,7 +7,6 @@ message on its own, never batched), so seglog keeps it once per stored batch, as
 
 from __future__ import annotations
 
-from seglog._core._messages import batch_attribute
 from seglog.storage.partition_view import SegmentView
 
 DELIVER_AT = "pulsar.deliver_at"
@@ -21,7 +20,5 @@ def deliver_at_attributes(deliver_at_ms: int) -> dict[str, str]:
 
 def deliver_at(view: SegmentView, position: int) -> int | None:
     """The delivery time of the stored batch at `position` of a mapped segment, None for one not delayed."""
-    data = view.data
-    assert data is not None  # (a located batch's segment is mapped)
-    value = batch_attribute(data, position, _DELIVER_AT_BYTES)
+    value = view.batch_attribute(position, _DELIVER_AT_BYTES)
     return None if value is None else int(value)

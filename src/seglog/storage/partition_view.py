@@ -21,6 +21,7 @@ from seglog._core import _format
 from seglog._core._format import ScanStatus
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
+from seglog._core._messages import batch_attribute
 from seglog.errors import CorruptLogError, IndexMismatchError, InvalidArgumentError
 from seglog.storage.lock import unattended
 from seglog.storage.segment import (
@@ -222,6 +223,11 @@ class SegmentView:
         # numpy's stubs take only the built-in buffers before Python 3.12 (no PEP 688 protocol)
         return np.frombuffer(data, dtype=np.int64, count=count,  # type: ignore[call-overload]
                              offset=position + column)
+
+    def batch_attribute(self, position: int, name: bytes) -> str | None:
+        """The attribute `name` (UTF-8) of the batch at `position`, or None when it has none: one attribute,
+        without making the batch's mapping of them (dispatch asks each batch it reads)."""
+        return batch_attribute(self._mapped(position + _format.HEADER_BYTES), position, name)
 
     def timestamp_of(self, offset: int) -> int:
         """The timestamp of the message at `offset` (which must be in this segment)."""

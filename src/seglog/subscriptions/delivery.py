@@ -128,6 +128,10 @@ class ConsumerState:
     # stored batches are given whole, the last past max_messages (a geo-replicator sends each as one entry,
     # as Pulsar's does; cut to fit, a producer's batch would arrive as several)
     whole_batches: bool = False
+    # stored batches with this attribute are given whole, however many messages they hold: a batch that goes
+    # out as one entry (the server's encrypted entries, which the client unpacks) is never cut to fit, or
+    # the entry would go out again for its rest
+    whole_if_marked: bytes | None = None
     # what one read gives it at most, in bytes of stored batches (the first batch is given however large): a
     # consumer that copies what it is given (into frames, Python messages) costs memory in proportion to one
     # read, whatever its permits or max_messages

@@ -178,8 +178,7 @@ class Dispatcher:
         partitions = self.partitions_for(consumer)
         for i in range(len(partitions)):
             partition = partitions[(self.next_partition + i) % len(partitions)]
-            pieces = self._share(consumer, self._take(partition, max_messages, consumer.whole_batches,
-                                                      consumer.max_read_bytes))
+            pieces = self._share(consumer, self._take(partition, max_messages, consumer))
             if pieces:
                 self.next_partition = (self.next_partition + i + 1) % max(len(partitions), 1)
                 return pieces
@@ -189,12 +188,13 @@ class Dispatcher:
         """What of the pieces read for `consumer` it gets: all of them, but for key_shared."""
         return pieces
 
-    def _take(self, partition: int, max_messages: int | None, whole_batches: bool = False,
-              max_bytes: int | None = None) -> list[Piece]:
+    def _take(self, partition: int, max_messages: int | None, consumer: ConsumerState) -> list[Piece]:
         """Redeliveries due on the partition, else its next messages: with `max_messages`, stored batches in
         turn up to that many messages (one a piece: for a topic of unbatched messages, taking them one call
-        each cost more than the rest of dispatch; with `whole_batches`, the last one whole), without, the next
-        stored batch's; with `max_bytes`, no further batch once the pieces taken reach that many bytes."""
+        each cost more than the rest of dispatch; the last one whole for a consumer of `whole_batches`, or if
+        it bears the consumer's `whole_if_marked` attribute), without, the next stored batch's; no further
+        batch once the pieces taken reach the consumer's `max_read_bytes`."""
+        max_bytes = consumer.max_read_bytes
         if self.redeliveries.waiting(partition):
             redelivered = self._take_redeliveries(partition, max_messages, max_bytes)
             if redelivered:
@@ -229,7 +229,10 @@ class Dispatcher:
                     if delayed_passed == MAX_DELAYED_PASSED:
                         break
                     continue
-            stop = count if room is None or whole_batches else min(count, offset - base + room)
+            stop = count if room is None or consumer.whole_batches else min(count, offset - base + room)
+            if stop < count and consumer.whole_if_marked is not None and \
+                    view.batch_attribute(position, consumer.whole_if_marked) is not None:
+                stop = count
             reader.seek(base + stop)
             offsets = _unacked_from(acks, offset, base + stop)
             if len(offsets):
