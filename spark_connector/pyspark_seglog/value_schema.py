@@ -111,12 +111,16 @@ class TopicValueSchema:
 
     def _record(self) -> MappedType:
         try:
-            return record_type(self.definition)
+            mapped = record_type(self.definition)
         except ValueError as error:
             if isinstance(error, InvalidArgumentError):
                 raise
             raise InvalidArgumentError("valueSchema", "topic", "a topic whose schema's definition is an Avro schema",
                                        f"topic {self.topic}'s is not JSON ({error})") from None
+        if self.type == "JSON" and not isinstance(mapped.raw, pa.StructType):  # a JSON schema holds an object
+            raise InvalidArgumentError("valueSchema", "topic", "a JSON schema whose definition is an Avro record",
+                                       f"topic {self.topic}'s is {self.definition[:80]!r}")
+        return mapped
 
     def _writer_definition(self, log: Any) -> Callable[[int], str]:
         def definition(version: int) -> str:

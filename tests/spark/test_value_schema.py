@@ -207,6 +207,11 @@ def test_value_schema_options_and_topics_that_cannot_be_decoded_are_refused(tmp_
         decoded(tmp_path, "plain")
     with pytest.raises(seglog.errors.InvalidArgumentError, match="topic kv has a KEY_VALUE schema"):
         decoded(tmp_path, "kv")
+    with seglog.open(tmp_path) as log:
+        log.create_topic("words")
+        log.admin.schemas.create("words", "JSON", '"string"')
+    with pytest.raises(seglog.errors.InvalidArgumentError, match="a JSON schema whose definition is an Avro record"):
+        decoded(tmp_path, "words")
     with seglog.open(tmp_path) as log, log.topic("kv").producer() as producer:  # binary, the default, reads
         producer.send(b"x")                                                     # any topic's values as stored
     reader = SeglogBatchReader(SourceOptions.parse({"path": str(tmp_path), "topic": "kv"}, streaming=False))
