@@ -13,7 +13,7 @@ import pytest
 import seglog
 from seglog import ManualClock
 from seglog.errors import InvalidArgumentError, ReceiveTimeoutError
-from seglog.subscriptions import delayed
+from seglog.subscriptions import delayed, dispatch
 from seglog.subscriptions.delayed import PartitionDelays
 
 
@@ -184,3 +184,33 @@ def test_the_index_spills_full_buckets_and_releases_in_time_order(tmp_path, monk
             released += due.tolist()
         assert sorted(released) == np.flatnonzero(times <= now).tolist()  # everything due, once
     assert delays.count == 0
+
+
+def test_a_ready_message_behind_more_delayed_ones_than_one_read_passes_is_given_at_once(log, monkeypatch):
+    monkeypatch.setattr(dispatch, "MAX_DELAYED_PASSED", 5)
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", subscription_type="shared", initial_position="earliest")
+    producer = topic.producer()
+    for i in range(12):
+        producer.send(b"later %d" % i, deliver_after="1h")
+    producer.send_batch([b"ready"])
+    assert consumer.receive(timeout=0).value == b"ready"
+    assert consumer.subscription.delayed_messages() == 12
+
+
+def test_released_delayed_batches_come_back_whole_and_once(log, clock):
+    topic = log.create_topic("t")
+    consumer = topic.subscribe("s", subscription_type="shared", initial_position="earliest")
+    producer = topic.producer()
+    for start in range(0, 3000, 1000):
+        producer.send_batch([b"%d" % i for i in range(start, start + 1000)], deliver_after="1s")
+    assert drain(consumer) == []
+    clock.advance(seconds=1)
+    values = []
+    for _ in range(100):
+        batch = consumer.receive_batch(2000)
+        if batch is None:
+            break
+        values += batch.column("value").to_pylist()
+        consumer.ack(batch)
+    assert sorted(values, key=int) == [b"%d" % i for i in range(3000)]  # every message, once

@@ -72,6 +72,8 @@ class Dispatcher:
         self.described = described
         self.consumers: list[ConsumerState] = []
         self.next_partition = 0  # where the turn of the partitions starts next
+        # the last read ended at MAX_DELAYED_PASSED delayed batches, not at the end: reading on may find more
+        self.read_on = False
 
     def with_type(self, subscription_type: str) -> Dispatcher:
         """A dispatcher for `subscription_type` that takes over this one's read positions and redeliveries;
@@ -105,8 +107,10 @@ class Dispatcher:
 
     def next_delivery(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         """The next messages for `consumer`; [] if none now. Each is pending on the consumer until
-        acknowledged (or its ack timeout passes)."""
+        acknowledged (or its ack timeout passes). [] with `read_on` set: the read stopped after passing
+        over MAX_DELAYED_PASSED delayed batches, and a next call reads on."""
         now = self.clock()
+        self.read_on = False
         self.redeliveries.expire(self.consumers, now)
         return self._give(consumer, max_messages, now)
 
@@ -115,6 +119,7 @@ class Dispatcher:
         given, in one call: the time read and due redeliveries expired once, not once a piece, which is once
         a message for a topic of unbatched messages."""
         now = self.clock()
+        self.read_on = False
         self.redeliveries.expire(self.consumers, now)
         given: list[Piece] = []
         while max_messages > 0:
@@ -227,6 +232,7 @@ class Dispatcher:
                     self.redeliveries.delay(partition, _unacked_from(acks, offset, base + count), due)
                     delayed_passed += 1
                     if delayed_passed == MAX_DELAYED_PASSED:
+                        self.read_on = True
                         break
                     continue
             stop = count if room is None or consumer.whole_batches else min(count, offset - base + room)
@@ -248,27 +254,29 @@ class Dispatcher:
         return pieces
 
     def _take_redeliveries(self, partition: int, max_messages: int | None, max_bytes: int | None) -> list[Piece]:
-        """Redeliveries due on the partition, up to `max_messages` and `max_bytes` as _take counts them."""
+        """Redeliveries due on the partition, up to `max_messages` and `max_bytes` as _take counts them: a
+        piece per stored batch, its offsets cut from the sorted redeliveries in one step."""
         pieces: list[Piece] = []
         reader = self.readers[partition]
-        offsets = self.redeliveries.take(partition, max_messages)
-        for index, offset in enumerate(offsets):
-            if pieces and pieces[-1].base <= offset < pieces[-1].base + pieces[-1].count:
-                pieces[-1].offsets = np.append(pieces[-1].offsets, offset)
-                continue
+        offsets = np.asarray(self.redeliveries.take(partition, max_messages), dtype=np.int64)
+        index = 0
+        while index < len(offsets):
             if max_bytes is not None and pieces:
                 max_bytes -= pieces[-1].stored_bytes
                 if max_bytes <= 0:
-                    self.redeliveries.put_back(partition, offsets[index:])
+                    self.redeliveries.put_back(partition, offsets[index:].tolist())
                     break
             try:
-                located = reader.locate(offset)
+                located = reader.locate(int(offsets[index]))
             except OffsetOutOfRangeError:
-                continue  # deleted meanwhile: skip_deleted counts it when dispatch reaches the gap
+                located = None  # deleted meanwhile: skip_deleted counts it when dispatch reaches the gap
             if located is None:
+                index += 1
                 continue
             view, position, base, count = located
-            pieces.append(Piece(partition, view, position, base, count, np.array([offset], dtype=np.int64)))
+            stop = int(np.searchsorted(offsets, base + count))
+            pieces.append(Piece(partition, view, position, base, count, offsets[index:stop]))
+            index = stop
         return pieces
 
     def redeliver_pending(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:

@@ -9,7 +9,7 @@ timeout and negative-ack delay are ages, measured by the log's clock."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
@@ -121,16 +121,22 @@ class Subscription:
     def next_delivery(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
         """The next messages for `consumer`: what was routed to it, redeliveries, then new messages; [] if
         none now. Each is pending on the consumer until acknowledged."""
-        self.fence.check()
-        with self.mutex:
-            return self.dispatcher.next_delivery(consumer, max_messages)
+        return self._reading_on(lambda: self.dispatcher.next_delivery(consumer, max_messages))
 
     def next_deliveries(self, consumer: ConsumerState, max_messages: int) -> list[Piece]:
         """next_delivery until it gives nothing or `max_messages` messages were given, holding the mutex
-        once (Dispatcher.next_deliveries)."""
+        once a read (Dispatcher.next_deliveries)."""
+        return self._reading_on(lambda: self.dispatcher.next_deliveries(consumer, max_messages))
+
+    def _reading_on(self, read: Callable[[], list[Piece]]) -> list[Piece]:
+        """`read`, again while it gave nothing only because it passed over as many delayed batches as one read
+        may (each time further on: the log's end bounds it), the mutex let go in between."""
         self.fence.check()
-        with self.mutex:
-            return self.dispatcher.next_deliveries(consumer, max_messages)
+        while True:
+            with self.mutex:
+                pieces = read()
+                if pieces or not self.dispatcher.read_on:
+                    return pieces
 
     def flow(self, consumer: ConsumerState, permits: int) -> None:
         """A remote consumer grants `permits` more messages (Pulsar's FLOW), its outstanding permits capped at
