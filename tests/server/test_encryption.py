@@ -7,10 +7,11 @@ act on the entry's messages; nothing on disk holds the plaintext."""
 from __future__ import annotations
 
 import random
-import subprocess
 import time
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from test_consume import EARLIEST, assert_nothing_more, receive_all
 from test_produce import read_all
 
@@ -25,14 +26,16 @@ CONSUME = pulsar.ConsumerCryptoFailureAction.CONSUME
 
 @pytest.fixture(scope="module")
 def key_files(tmp_path_factory) -> dict[str, pulsar.CryptoKeyReader]:
-    """A CryptoKeyReader per RSA key size, of a key pair made with openssl (pulsar-client's C++ core encrypts
-    data keys with RSA only: an ECDSA key fails the producer's send with CryptoError, in the client)."""
+    """A CryptoKeyReader per RSA key size, of a key pair written as PEM files (pulsar-client's C++ core
+    encrypts data keys with RSA only: an ECDSA key fails the producer's send with CryptoError, in the client)."""
     folder = tmp_path_factory.mktemp("keys")
     readers = {}
     for bits in (2048, 4096):
-        for arguments in (["genrsa", "-out", f"{bits}.key", str(bits)],
-                          ["rsa", "-in", f"{bits}.key", "-pubout", "-out", f"{bits}.pub"]):
-            subprocess.run(["openssl", *arguments], cwd=folder, check=True, capture_output=True, timeout=120)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+        (folder / f"{bits}.key").write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
+        (folder / f"{bits}.pub").write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         readers[f"rsa-{bits}"] = pulsar.CryptoKeyReader(str(folder / f"{bits}.pub"), str(folder / f"{bits}.key"))
     return readers
 
