@@ -38,3 +38,10 @@ def test_the_layer_table_names_every_module_of_the_package(package):
     row = next(line for line in table.splitlines() if f"| `{package}/` |" in line)
     modules = sorted(p.name for p in (ROOT / "src" / "seglog" / package).glob("*.py") if p.name != "__init__.py")
     assert [m for m in modules if f"`{m}`" not in row] == [], f"docs/ARCHITECTURE.md's {package}/ row misses them"
+
+
+def test_every_test_file_has_a_name_of_its_own():
+    """tests/ has no packages, so pytest imports each test file by its base name: two files of one name (in two
+    folders) fail the whole collection with 'import file mismatch'."""
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
