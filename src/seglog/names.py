@@ -89,8 +89,8 @@ class NamespaceName:
 
 
 @dataclass(frozen=True)
-class TopicName:
-    """A topic within a namespace; str() gives 'tenant/namespace/topic'. The parts are validated."""
+class _TopicParts:
+    """What the names of persistent and non-persistent topics share: three validated parts."""
 
     tenant: str
     namespace: str
@@ -100,6 +100,16 @@ class TopicName:
         validate_part(self.tenant, kind="tenant name")
         validate_part(self.namespace, kind="namespace name")
         validate_part(self.topic, kind="topic name")
+
+    @property
+    def namespace_name(self) -> str:
+        """'tenant/namespace'."""
+        return f"{self.tenant}/{self.namespace}"
+
+
+@dataclass(frozen=True)
+class TopicName(_TopicParts):
+    """A topic within a namespace; str() gives 'tenant/namespace/topic'. The parts are validated."""
 
     @classmethod
     def parse(cls, name: str) -> TopicName:
@@ -123,11 +133,6 @@ class TopicName:
                                                   kinds=("tenant name", "namespace name", "topic name"))
         return cls(tenant, namespace, topic)
 
-    @property
-    def namespace_name(self) -> str:
-        """'tenant/namespace'."""
-        return f"{self.tenant}/{self.namespace}"
-
     def path_parts(self) -> tuple[str, str, str]:
         """(tenant, namespace, topic): directory names, each safe to join under the data directory."""
         return self.tenant, self.namespace, self.topic
@@ -149,19 +154,10 @@ def is_non_persistent(name: object) -> bool:
 
 
 @dataclass(frozen=True)
-class NonPersistentTopicName:
+class NonPersistentTopicName(_TopicParts):
     """A non-persistent topic (Pulsar's `non-persistent://tenant/namespace/topic`): `seglog serve` keeps it in
     memory only, so it never names a directory and is never a TopicName (which the data directory's topics
     are). str() gives the full name, domain included. The parts are validated as TopicName's."""
-
-    tenant: str
-    namespace: str
-    topic: str
-
-    def __post_init__(self) -> None:
-        validate_part(self.tenant, kind="tenant name")
-        validate_part(self.namespace, kind="namespace name")
-        validate_part(self.topic, kind="topic name")
 
     @classmethod
     def parse(cls, name: str) -> NonPersistentTopicName:
@@ -179,11 +175,6 @@ class NonPersistentTopicName:
         tenant, namespace, topic = _checked_parts(name, parts, argument="topic name", accepted=_NON_PERSISTENT_ACCEPTED,
                                                   kinds=("tenant name", "namespace name", "topic name"))
         return cls(tenant, namespace, topic)
-
-    @property
-    def namespace_name(self) -> str:
-        """'tenant/namespace'."""
-        return f"{self.tenant}/{self.namespace}"
 
     def __str__(self) -> str:
         return f"{NON_PERSISTENT}{self.tenant}/{self.namespace}/{self.topic}"
