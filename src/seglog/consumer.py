@@ -32,6 +32,7 @@ from seglog.units import parse_duration, parse_timeout
 
 if TYPE_CHECKING:
     from seglog.catalog.topics import TopicRef
+    from seglog.dead_letters import DeadLetters
     from seglog.storage.fence import TopicFence
 
 RECEIVER_QUEUE_SIZE = 1000  # messages one receive() prefetches, as Pulsar's receiverQueueSize
@@ -68,8 +69,9 @@ class Consumer:
 
     def __init__(self, topic: ConsumerTopic, subscription: Subscription, registry: Subscriptions, *,
                  subscription_type: str, consumer_name: str | None, ack_timeout: Any,
-                 negative_ack_redelivery_delay: Any) -> None:
+                 negative_ack_redelivery_delay: Any, dead_letters: DeadLetters | None = None) -> None:
         self.topic = topic
+        self._dead_letters = dead_letters  # where messages past their redeliveries go (dead_letters.py)
         self._registry = registry
         self._fence: memoryview | bytes = topic.fence.lend(self._let_go)  # tested on every ack: one byte, no call
         self.subscription = subscription
@@ -112,7 +114,7 @@ class Consumer:
                     if not cursor.is_acked(message.partition, message.offset):  # skipped meanwhile: drop
                         return message
                 prefetched.popleft()
-            pieces = self.subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE)
+            pieces = self._deliverable(self.subscription.next_delivery(self.state, RECEIVER_QUEUE_SIZE))
             if not pieces:
                 return None
             prefetched.extend(_Prefetched(piece, piece.messages()) for piece in pieces)
@@ -132,7 +134,8 @@ class Consumer:
         if self._prefetched:  # receive() took these: hand them over first
             return self._prefetched_batch(max_messages)
         subscription = self.subscription
-        pieces = wait_until(time.monotonic() + seconds, lambda: subscription.next_delivery(self.state, max_messages),
+        pieces = wait_until(time.monotonic() + seconds,
+                            lambda: self._deliverable(subscription.next_delivery(self.state, max_messages)),
                             subscription.appended)
         if not pieces:
             return None
@@ -141,6 +144,22 @@ class Consumer:
             return batches[0]
         return pa.Table.from_batches(batches).combine_chunks().to_batches()[0].replace_schema_metadata(
             batches[0].schema.metadata)
+
+    def _deliverable(self, pieces: list[Piece]) -> list[Piece]:
+        """The pieces dispatch gave, less the messages past the dead-letter policy's redeliveries: those go to
+        the dead-letter topic and are acknowledged here (a piece of nothing else is left out)."""
+        if self._dead_letters is None:
+            return pieces
+        kept = []
+        for piece in pieces:
+            dead = self._dead_letters.dead(self.subscription, piece)
+            if dead.any():
+                self._dead_letters.send(piece.with_offsets(piece.offsets[dead]).messages())
+                self.ack(piece.offsets[dead], partition=piece.partition)
+                piece = piece.with_offsets(piece.offsets[~dead])
+            if len(piece.offsets):
+                kept.append(piece)
+        return kept
 
     def _prefetched_batch(self, max_messages: int | None) -> pa.RecordBatch:
         """The rest of the piece receive() is going through, over the log's memory as any batch is."""
@@ -268,6 +287,8 @@ class Consumer:
         self.subscription.detach(self.state)
         if not self.subscription.consumers:
             self._registry.release(self.subscription)
+        if self._dead_letters is not None:
+            self._dead_letters.close()
 
     def unsubscribe(self) -> None:
         """Delete the subscription (refused while other consumers are attached): its backlog no longer

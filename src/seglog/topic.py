@@ -10,6 +10,8 @@ from seglog.broker import Broker
 from seglog.catalog.config import TopicConfig
 from seglog.catalog.topics import TopicRef
 from seglog.consumer import Consumer
+from seglog.dead_letters import DeadLetterPolicy, DeadLetters
+from seglog.errors import InvalidArgumentError, TopicExistsError, TopicNotFoundError
 from seglog.names import TopicName
 from seglog.producer import Producer
 from seglog.storage.reader import Reader
@@ -75,7 +77,8 @@ class Topic:
 
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,
-                  negative_ack_redelivery_delay: Any = 60) -> Consumer:
+                  negative_ack_redelivery_delay: Any = 60,
+                  dead_letter_policy: DeadLetterPolicy | None = None) -> Consumer:
         """A consumer of the durable subscription `name` (created at `initial_position`, 'latest' or
         'earliest', if it does not exist). subscription_type: 'exclusive' (one consumer), 'failover' (one
         active consumer per partition), 'shared' (messages spread over the consumers), 'key_shared' (each
@@ -83,24 +86,46 @@ class Topic:
         'Earliest').
         ack_timeout: seconds after which an unacknowledged message is redelivered (None: never);
         negative_ack_redelivery_delay: seconds before a negatively acknowledged message is redelivered
-        (Pulsar's default, 60). Both are measured by the log's clock."""
+        (Pulsar's default, 60). Both are measured by the log's clock.
+        dead_letter_policy: a DeadLetterPolicy (seglog.dead_letters): a message redelivered more than its
+        max_redeliver_count times goes to the dead-letter topic instead, as with pulsar-client's policy."""
         # Partitions added since this handle was made (log.update_partitions): a subscription spans them all.
         self.fence.check()
         subscription_type = parse_subscription_type(subscription_type)
         self.ref = self._broker.topic(self.ref.name)
         registry = self._broker.subscriptions
         new = name not in self.subscriptions()
+        if dead_letter_policy is not None and not isinstance(dead_letter_policy, DeadLetterPolicy):
+            raise InvalidArgumentError("dead_letter_policy", dead_letter_policy, "a seglog.DeadLetterPolicy or None")
+        dead_letters = None if dead_letter_policy is None else DeadLetters(
+            dead_letter_policy, self.ref.name, lambda: self._dead_letter_producer(dead_letter_policy, name))
         subscription = registry.open(self.ref, name, subscription_type, initial_position)
         try:
             return Consumer(self, subscription, registry, subscription_type=subscription_type,
                             consumer_name=consumer_name,
-                            ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay)
+                            ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay,
+                            dead_letters=dead_letters)
         except BaseException:
             if new:  # a refused first consumer leaves no subscription behind
                 registry.remove_unused(subscription)
             elif not subscription.consumers:
                 registry.release(subscription)
             raise
+
+    def _dead_letter_producer(self, policy: DeadLetterPolicy, subscription: str) -> Producer:
+        """A producer of the dead-letter topic of `subscription`, the topic created if it does not exist and
+        the policy's initial subscription made on it at the earliest message if it has none of that name."""
+        name = policy.topic_for(self.ref.name, subscription)
+        try:
+            ref = self._broker.topic(name)
+        except TopicNotFoundError:
+            try:
+                ref = self._broker.create_topic(str(name), 1, {})
+            except TopicExistsError:  # (created by another consumer meanwhile)
+                ref = self._broker.topic(name)
+        if policy.initial_subscription_name is not None:
+            self._broker.subscriptions.create(ref, policy.initial_subscription_name, "earliest")
+        return Topic(self._broker, ref).producer()
 
     def subscriptions(self) -> list[str]:
         """The names of the topic's subscriptions."""
