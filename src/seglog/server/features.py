@@ -1,17 +1,12 @@
-"""What a client may ask for at PRODUCER or SUBSCRIBE time that seglog's server does not do, refused then,
-where the client reports it at once (rather than failing its first message). (A producer's or a consumer's
-schema is checked against the topic's once the topic is resolved: schemas.py.)"""
+"""What a client may not ask for at SUBSCRIBE time, refused then, where the client reports it at once: the
+subscriptions seglog keeps for itself. (Producers may ask for everything Pulsar's broker serves; a producer's
+or a consumer's schema is checked against the topic's once the topic is resolved: schemas.py.)"""
 
 from __future__ import annotations
 
 from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.metadata import reserved_subscription
-
-
-def check_producer_features(request: api.CommandProducer) -> None:
-    """Nothing a producer asks for is refused now (encryption and schemas are served), for persistent and
-    non-persistent topics alike."""
 
 
 def check_subscribe_features(request: api.CommandSubscribe) -> None:

@@ -21,7 +21,7 @@ from seglog.rates import RateMeter, iso_time
 from seglog.server import auth
 from seglog.server.consumers import SUBSCRIPTION_TYPES, sticky_ranges
 from seglog.server.errors import Attempt, ServerFailure
-from seglog.server.features import check_producer_features, check_subscribe_features
+from seglog.server.features import check_subscribe_features
 from seglog.server.non_persistent import (
     Entry,
     NonPersistentConsumer,
@@ -163,7 +163,6 @@ class NonPersistentClients:
         connection = self.connection
         with connection.answering_failures(request.request_id) as attempt:
             await connection.authorize(request.topic, auth.PRODUCE, f"produce to {request.topic}")
-            check_producer_features(request)
             topic = await self._client_topic(request.topic)
             try:
                 claim = connection.service.producers.claim((topic.name, 0), topic.name, request.producer_name or None,
