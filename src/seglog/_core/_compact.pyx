@@ -1,0 +1,412 @@
+# cython: freethreading_compatible=False
+"""Compaction's kernel: each key's latest offset over stored batches, and each message's verdict.
+
+Compaction keeps the latest message of every key (Kafka's cleanup.policy=compact, Pulsar's topic
+compaction). As Kafka's log cleaner does, it takes two passes over the range being compacted:
+
+1. `OffsetMap.add_segment`: every keyed message's key bytes, read from the mapped key columns, are hashed
+   into a fixed-capacity offset map, key hash -> latest offset (offsets only grow within a partition, so
+   the last write of a key wins). `OffsetMap.latest_offsets` then lists the map's offsets, sorted: the
+   messages to keep, one per key.
+2. `classify_segment`: a walk over the same batches that gives each message its verdict by merging its
+   offset with that sorted list (no hashing, no lookup in the map): SUPERSEDED, LATEST, LATEST_TOMBSTONE
+   (its key's latest message has a null value) or KEYLESS. What to do with tombstones and keyless messages
+   is the caller's: Kafka keeps a tombstone for delete_retention and drops keyless messages, Pulsar's
+   compactor drops both from its compacted view.
+
+No Python object is made per message: the passes read the batches' key offsets, key data and validity
+bitmaps in place (docs/FORMAT.md, "Body"), one call per segment.
+
+The hash: MurmurHash3's x64 128-bit variant of the key bytes (the null key has none, b"" is a key and hashes
+as zero bytes do). Two keys merge only if all 128 bits agree: among a million keys the chance that any two
+do is about 1.5e-27 (n^2 / 2^129), among a billion 1.5e-21, far below the chance that a damaged batch passes
+its CRC32C (2^-32). A 64-bit hash would give 2.7e-8 at a million keys and 2.7e-2 at a billion: too likely
+over the life of many partitions. Comparing the full key bytes on every hash match instead would cost a
+random read of the earlier message's batch per message (most messages of a compacted topic repeat a key),
+or a pointer and a length per slot. Kafka's cleaner makes the same choice with a 16-byte MD5. The hash is
+not keyed: someone who can write two keys with the same hash can already write a tombstone for either.
+
+The map: open addressing with linear probing over `capacity = ceil(max_keys / MAX_LOAD)` slots of 24 bytes
+(the hash's 16, the offset's 8: Kafka's cleaner uses the same 24 bytes a key), so at most MAX_LOAD of them
+are ever used: 30 bytes a key of the bound, 28.6 MiB for a million. A slot is chosen by the hash's low
+word scaled to the capacity (a multiply, no power of two needed, so the memory follows the bound). The
+caller sizes the map with a bound on the range's distinct keys (its message count is one); a key beyond
+the bound is refused (MAP_FULL), never dropped. The slots are an anonymous mapping of their own, unmapped
+when the map is released: pages are zero until touched and go back to the system at once. Lookups ahead
+of use: the hashes of the next PREFETCH_DEPTH keys are computed and their slots fetched into the cache
+before the key is placed, as a million keys' slots do not fit the CPU's caches."""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.exc cimport PyErr_SetFromErrno
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, mmap, munmap
+
+from seglog._core._format cimport BatchLayout, C_ENTRY_SOUND, compute_layout, entry_status
+from seglog._core._index cimport IndexView
+
+import numpy as np
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+
+    static inline uint64_t seglog_rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+    static inline uint64_t seglog_fmix64(uint64_t k) {
+        k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33; k *= 0xc4ceb9fe1a85ec53ULL; k ^= k >> 33;
+        return k;
+    }
+
+    /* MurmurHash3_x64_128 (Austin Appleby, public domain), as mmh3.hash128(data, seed, x64arch=True):
+       out[0] is the low 64 bits of that 128-bit value, out[1] the high ones. */
+    static inline void seglog_murmur3_128(const uint8_t *data, size_t length, uint64_t seed, uint64_t out[2]) {
+        const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+        uint64_t h1 = seed, h2 = seed, k1, k2;
+        size_t i, blocks = length / 16;
+        const uint8_t *tail = data + blocks * 16;
+        for (i = 0; i < blocks; i++) {
+            memcpy(&k1, data + 16 * i, 8);
+            memcpy(&k2, data + 16 * i + 8, 8);
+            k1 *= c1; k1 = seglog_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+            h1 = seglog_rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+            k2 *= c2; k2 = seglog_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+            h2 = seglog_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+        }
+        k1 = k2 = 0;
+        switch (length & 15) {
+        case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
+        case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
+        case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
+        case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
+        case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
+        case 10: k2 ^= (uint64_t)tail[9] << 8;   /* fall through */
+        case 9:  k2 ^= (uint64_t)tail[8];
+                 k2 *= c2; k2 = seglog_rotl64(k2, 33); k2 *= c1; h2 ^= k2; /* fall through */
+        case 8:  k1 ^= (uint64_t)tail[7] << 56;  /* fall through */
+        case 7:  k1 ^= (uint64_t)tail[6] << 48;  /* fall through */
+        case 6:  k1 ^= (uint64_t)tail[5] << 40;  /* fall through */
+        case 5:  k1 ^= (uint64_t)tail[4] << 32;  /* fall through */
+        case 4:  k1 ^= (uint64_t)tail[3] << 24;  /* fall through */
+        case 3:  k1 ^= (uint64_t)tail[2] << 16;  /* fall through */
+        case 2:  k1 ^= (uint64_t)tail[1] << 8;   /* fall through */
+        case 1:  k1 ^= (uint64_t)tail[0];
+                 k1 *= c1; k1 = seglog_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        }
+        h1 ^= (uint64_t)length; h2 ^= (uint64_t)length;
+        h1 += h2; h2 += h1;
+        h1 = seglog_fmix64(h1); h2 = seglog_fmix64(h2);
+        h1 += h2; h2 += h1;
+        out[0] = h1;
+        out[1] = h2;
+    }
+
+    /* The slot of a hash: its low word scaled to [0, capacity) (Lemire's multiply-shift range reduction). */
+    static inline uint64_t seglog_scaled(uint64_t hash, uint64_t capacity) {
+    #if defined(__SIZEOF_INT128__)
+        return (uint64_t)(((unsigned __int128)hash * capacity) >> 64);
+    #else
+        return hash % capacity;
+    #endif
+    }
+
+    #if defined(__GNUC__) || defined(__clang__)
+    #define seglog_prefetch_write(address) __builtin_prefetch((address), 1, 0)
+    #else
+    #define seglog_prefetch_write(address) ((void)(address))
+    #endif
+    """
+    void murmur3_128 "seglog_murmur3_128" (const uint8_t *data, size_t length, uint64_t seed,
+                                           uint64_t *out) noexcept nogil
+    uint64_t scaled "seglog_scaled" (uint64_t hash, uint64_t capacity) noexcept nogil
+    void prefetch_write "seglog_prefetch_write" (const void *address) noexcept nogil
+
+
+# A message's verdict (classify_segment): what compaction makes of it.
+cpdef enum Verdict:
+    SUPERSEDED = 0          # a later message in the range has its key
+    LATEST = 1              # its key's latest message in the range, with a value
+    LATEST_TOMBSTONE = 2    # its key's latest message in the range, with a null value (a tombstone)
+    KEYLESS = 3             # no key (a null key; b"" is a key)
+
+# OffsetMap.add_segment's outcome besides the entry of a damaged batch (>= 0).
+cdef enum:
+    C_MAP_DONE = -1
+    C_MAP_FULL = -2
+    C_HASH_SEED = 0     # mmh3's default: the tests check the hash against mmh3
+    PREFETCH_DEPTH = 16  # keys hashed and their slots fetched ahead of placing them (a power of two)
+
+MAP_DONE = C_MAP_DONE
+MAP_FULL = C_MAP_FULL
+HASH_SEED = C_HASH_SEED
+
+SLOT_BYTES = 24
+MAX_LOAD = 0.8          # of the slots in use at most: linear probing slows sharply as a table fills up
+
+
+cdef struct Slot:
+    uint64_t hash_low
+    uint64_t hash_high
+    int64_t stored      # offset + 1; 0 marks an empty slot (the mapping's pages start zero)
+
+
+cdef struct Pending:
+    uint64_t hash[2]
+    uint64_t slot
+    int64_t offset
+
+
+cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
+    """Whether item i of a column is present (not null): always, without a validity bitmap (-1)."""
+    return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
+
+
+def key_hash(key) -> int:
+    """The 128-bit hash the offset map keeps of a key's bytes (low word + high word << 64), for tests."""
+    cdef const uint8_t[::1] view = memoryview(key).cast("B")
+    cdef uint64_t out[2]
+    murmur3_128(&view[0] if view.shape[0] else NULL, view.shape[0], C_HASH_SEED, out)
+    return out[0] | (<object>out[1] << 64)
+
+
+def capacity_for(Py_ssize_t max_keys) -> int:
+    """The slots a map bounded to `max_keys` keys has: at most MAX_LOAD of them are ever used."""
+    if max_keys < 1:
+        raise ValueError(f"max_keys must be at least 1, not {max_keys}")
+    return (max_keys * 5 + 3) // 4  # ceil(max_keys / MAX_LOAD)
+
+
+cdef class OffsetMap:
+    """Key hash -> latest offset for at most `max_keys` keys, in SLOT_BYTES * capacity_for(max_keys) bytes
+    of anonymous memory (the module docstring has the design). Filled one segment at a time by
+    `add_segment`; `latest_offsets` lists it; `release` gives the memory back (also done when collected)."""
+    cdef Slot *slots
+    cdef uint64_t capacity
+    cdef readonly Py_ssize_t max_keys
+    cdef readonly Py_ssize_t keys           # distinct keys placed
+    cdef readonly int64_t messages          # messages walked, with a key or not
+    cdef readonly int64_t keyless           # of them, messages without a key
+    cdef readonly int64_t tombstones        # of them, messages with a key and a null value
+    cdef readonly int64_t full_at           # the offset of the key that found the map full (-1: never)
+
+    def __cinit__(self, Py_ssize_t max_keys):
+        cdef void *address
+        self.capacity = capacity_for(max_keys)
+        self.max_keys = max_keys
+        self.full_at = -1
+        address = mmap(NULL, self.capacity * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0)
+        if address == MAP_FAILED:
+            PyErr_SetFromErrno(MemoryError)
+        self.slots = <Slot *>address
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the map's slots (anonymous memory, touched as keys land in them; 0 once released)."""
+        return 0 if self.slots == NULL else self.capacity * sizeof(Slot)
+
+    def release(self) -> None:
+        """Give the slots' memory back now; the map is empty and unusable after."""
+        if self.slots != NULL:
+            munmap(self.slots, self.capacity * sizeof(Slot))
+            self.slots = NULL
+
+    def __dealloc__(self):
+        if self.slots != NULL:
+            munmap(self.slots, self.capacity * sizeof(Slot))
+
+    cdef inline bint place(self, const Pending *p) noexcept nogil:
+        """Record p's offset as its key's latest; False when the key is new and the map holds max_keys."""
+        cdef uint64_t i = p.slot
+        cdef Slot *s
+        while True:
+            s = &self.slots[i]
+            if s.stored == 0:
+                if self.keys == self.max_keys:
+                    return False
+                s.hash_low = p.hash[0]
+                s.hash_high = p.hash[1]
+                s.stored = p.offset + 1
+                self.keys += 1
+                return True
+            if s.hash_low == p.hash[0] and s.hash_high == p.hash[1]:
+                s.stored = p.offset + 1
+                return True
+            i += 1
+            if i == self.capacity:
+                i = 0
+
+    cdef inline void hash_ahead(self, Pending *p, const uint8_t *batch, const BatchLayout *L, Py_ssize_t i,
+                                int64_t offset) noexcept nogil:
+        cdef int32_t first = i32(batch + L.key_offsets + 4 * i), stop = i32(batch + L.key_offsets + 4 * i + 4)
+        murmur3_128(batch + L.key_data + first, stop - first, C_HASH_SEED, p.hash)
+        p.slot = scaled(p.hash[0], self.capacity)
+        p.offset = offset
+        prefetch_write(&self.slots[p.slot])
+
+    cdef int add_batch(self, const uint8_t *batch, const BatchLayout *L, int64_t base, Py_ssize_t low,
+                       Py_ssize_t high) noexcept nogil:
+        """Records [low, high) of one batch into the map; 0, or -1 when the map is full (full_at set)."""
+        cdef Pending ring[PREFETCH_DEPTH]
+        cdef Py_ssize_t i, ahead, keyed = 0, placed = 0
+        # The indexes of the keyed records, in order, go through the ring: each is hashed PREFETCH_DEPTH
+        # records before it is placed, so that its slot is in the cache by then.
+        cdef Py_ssize_t next_keyed = low
+        self.messages += high - low
+        if L.key_offsets < 0:
+            self.keyless += high - low
+            return 0
+        while True:
+            while keyed - placed < PREFETCH_DEPTH and next_keyed < high:
+                i = next_keyed
+                next_keyed += 1
+                if not present(batch, L.key_validity, i):
+                    self.keyless += 1
+                    continue
+                if not present(batch, L.value_validity, i):
+                    self.tombstones += 1
+                self.hash_ahead(&ring[keyed & (PREFETCH_DEPTH - 1)], batch, L, i, base + i)
+                keyed += 1
+            if placed == keyed:
+                return 0
+            if not self.place(&ring[placed & (PREFETCH_DEPTH - 1)]):
+                self.full_at = ring[placed & (PREFETCH_DEPTH - 1)].offset
+                return -1
+            placed += 1
+
+    def add_segment(self, data, IndexView index, Py_ssize_t first_entry, Py_ssize_t stop_entry, int64_t start,
+                    int64_t end, bint verify_crc) -> int:
+        """Pass 1 over one segment: the messages of [start, end) in its indexed batches [first_entry,
+        stop_entry) (`data`: its log's map, `index`: its index) into the map. Each batch is checked against
+        its index entry, and its CRC32C with `verify_crc`.
+
+        Returns MAP_DONE; MAP_FULL when a new key found the map holding max_keys (`full_at` says where;
+        the map is then partly filled and useless); or the entry of the first batch that failed its
+        checks (the caller reports the damage)."""
+        cdef Py_buffer buffer
+        cdef Py_ssize_t entry
+        cdef int status = C_MAP_DONE
+        cdef const int64_t *entries
+        if self.slots == NULL:
+            raise ValueError("the offset map was released")
+        entries = index_entries(index, first_entry, stop_entry)
+        if first_entry == stop_entry:
+            return C_MAP_DONE
+        PyObject_GetBuffer(data, &buffer, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                for entry in range(first_entry, stop_entry):
+                    status = self.add_entry(<const uint8_t *>buffer.buf, buffer.len, index.base_offset, entries,
+                                            entry, start, end, verify_crc)
+                    if status != C_MAP_DONE:
+                        break
+        finally:
+            PyBuffer_Release(&buffer)
+        return status
+
+    cdef int add_entry(self, const uint8_t *data, Py_ssize_t size, int64_t base_offset, const int64_t *entries,
+                       Py_ssize_t entry, int64_t start, int64_t end, bint verify_crc) noexcept nogil:
+        cdef BatchLayout L
+        cdef int64_t base = entries[2 * entry - 2] if entry else base_offset
+        cdef int64_t next_offset = entries[2 * entry]
+        cdef Py_ssize_t position = entries[2 * entry - 1] if entry else 0
+        if not sound(data, size, position, entries[2 * entry + 1], base, next_offset, verify_crc, &L):
+            return <int>entry
+        if self.add_batch(data + position, &L, base, max(start, base) - base, min(end, next_offset) - base) != 0:
+            return C_MAP_FULL
+        return C_MAP_DONE
+
+    def latest_offsets(self):
+        """The offset of each key's latest message, ascending: an int64 numpy array of `keys` offsets."""
+        if self.slots == NULL:
+            raise ValueError("the offset map was released")
+        out = np.empty(self.keys, dtype=np.int64)
+        cdef int64_t[::1] offsets = out
+        cdef uint64_t i
+        cdef Py_ssize_t n = 0
+        with nogil:
+            for i in range(self.capacity):
+                if self.slots[i].stored != 0:
+                    offsets[n] = self.slots[i].stored - 1
+                    n += 1
+        out.sort()
+        return out
+
+
+cdef inline bint sound(const uint8_t *data, Py_ssize_t size, Py_ssize_t position, Py_ssize_t end_position,
+                       int64_t base, int64_t next_offset, bint verify_crc, BatchLayout *L) noexcept nogil:
+    """Whether the batch an index entry names is there and sound (header, layout, CRC32C with
+    `verify_crc`), its layout computed into L."""
+    if entry_status(data, size, position, end_position, base, next_offset - base, verify_crc) != C_ENTRY_SOUND:
+        return False
+    return compute_layout(data + position, end_position - position, L) == 0
+
+
+cdef const int64_t *index_entries(IndexView index, Py_ssize_t first_entry, Py_ssize_t stop_entry) except NULL:
+    """The index's entries as (next_offset, end_position) pairs, after checking that [first_entry,
+    stop_entry) are published ones."""
+    if not 0 <= first_entry <= stop_entry <= index.count:
+        raise ValueError(f"entries [{first_entry}, {stop_entry}) are not within the index's {index.count}")
+    cdef const int64_t[:, ::1] offsets = index.offsets
+    return &offsets[0, 0]
+
+
+def classify_segment(data, IndexView index, Py_ssize_t first_entry, Py_ssize_t stop_entry, int64_t start,
+                     int64_t end, const int64_t[::1] latest, Py_ssize_t latest_from, uint8_t[::1] verdicts) -> int:
+    """Pass 2 over one segment: the Verdict of each message of [start, end) in its indexed batches
+    [first_entry, stop_entry) into `verdicts`, whose item 0 is the first of those messages. `latest`:
+    OffsetMap.latest_offsets() of the whole range; `latest_from`: the first of them this segment may hold
+    (0 for the range's first segment, then what the previous call returned).
+
+    Returns the position in `latest` after this segment's offsets, or -1 - entry for the first batch that
+    failed its checks (its header against the index entry; its CRC32C was checked by pass 1)."""
+    cdef Py_buffer buffer
+    cdef Py_ssize_t entry, k = latest_from, n_latest = latest.shape[0], i, low, high, written = 0
+    cdef int64_t base, offset, next_offset
+    cdef Py_ssize_t position
+    cdef const uint8_t *batch
+    cdef BatchLayout L
+    cdef Py_ssize_t result = 0
+    cdef const int64_t *entries = index_entries(index, first_entry, stop_entry)
+    if first_entry == stop_entry:
+        return k
+    base = entries[2 * first_entry - 2] if first_entry else index.base_offset
+    if verdicts.shape[0] != min(end, entries[2 * stop_entry - 2]) - max(start, base):
+        raise ValueError(f"verdicts holds {verdicts.shape[0]} items, not one per message of the range")
+    PyObject_GetBuffer(data, &buffer, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            for entry in range(first_entry, stop_entry):
+                base = entries[2 * entry - 2] if entry else index.base_offset
+                position = entries[2 * entry - 1] if entry else 0
+                next_offset = entries[2 * entry]
+                if not sound(<const uint8_t *>buffer.buf, buffer.len, position, entries[2 * entry + 1], base,
+                             next_offset, False, &L):
+                    result = -1 - entry
+                    break
+                batch = <const uint8_t *>buffer.buf + position
+                low = max(start, base) - base
+                high = min(end, next_offset) - base
+                for i in range(low, high):
+                    offset = base + i
+                    while k < n_latest and latest[k] < offset:
+                        k += 1  # (a caller's `latest` of another range: its offsets here are passed over)
+                    if L.key_offsets < 0 or not present(batch, L.key_validity, i):
+                        verdicts[written] = KEYLESS
+                    elif k < n_latest and latest[k] == offset:
+                        k += 1
+                        verdicts[written] = LATEST if present(batch, L.value_validity, i) else LATEST_TOMBSTONE
+                    else:
+                        verdicts[written] = SUPERSEDED
+                    written += 1
+    finally:
+        PyBuffer_Release(&buffer)
+    return result if result < 0 else k
