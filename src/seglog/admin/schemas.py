@@ -8,12 +8,13 @@ Answers use Pulsar's JSON: a schema is a GetSchemaResponse ({"version", "type", 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from seglog.catalog.schemas import UNDEFINED, SchemaInfo, Schemas, SchemaVersion, checked_strategy, key_value_parts
-from seglog.errors import IncompatibleSchemaError, InvalidArgumentError, NotFoundError
+from seglog.errors import IncompatibleSchemaError, InvalidArgumentError, InvalidSchemaError, NotFoundError
 from seglog.names import NamespaceName, TopicName
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class AdminSchemas:
         """Upload a schema (PostSchemaPayload: its `type`, its definition `schema`, its `properties`): its
         version, a new one when it differs from those kept and is compatible with them under the strategy in
         force, else IncompatibleSchemaError. Automatic-update settings do not stop an admin's upload."""
-        return self._schemas.put(TopicName.parse(topic), SchemaInfo.checked(type, schema, properties))
+        return self._schemas.put(TopicName.parse(topic), uploaded(type, schema, properties))
 
     def delete(self, topic: str, *, force: bool = False) -> int | None:
         """Delete the topic's schema: the tombstone version written (the versions before it no longer count);
@@ -71,7 +72,7 @@ class AdminSchemas:
         """Whether the schema could be uploaded to the topic now, as Pulsar's IsCompatibilityResponse:
         {"isCompatibility": bool, "schemaCompatibilityStrategy": the strategy in force}."""
         name = TopicName.parse(topic)
-        info = SchemaInfo.checked(type, schema, properties)
+        info = uploaded(type, schema, properties)
         strategy = self._schemas.rules(name).strategy
         try:
             self._schemas.check(name, info, strategy)
@@ -82,7 +83,7 @@ class AdminSchemas:
     def version_of(self, topic: str, type: str, schema: str | bytes = "",  # noqa: A002
                    properties: Mapping[str, str] | None = None) -> int:
         """The version of the kept schema equal to this one; -1 when there is none (Pulsar's NO_SCHEMA_VERSION)."""
-        version = self._schemas.version_of(TopicName.parse(topic), SchemaInfo.checked(type, schema, properties))
+        version = self._schemas.version_of(TopicName.parse(topic), uploaded(type, schema, properties))
         return -1 if version is None else version
 
     # the schema policies: a namespace's and a topic's compatibility strategy, a namespace's automatic updates,
@@ -154,6 +155,32 @@ class AdminSchemas:
         with metadata.transaction():
             metadata.set_topic_policies(name, replace(metadata.topic_policies(name), **changes))
         self._broker.catalog.policies_changed(name)
+
+
+def uploaded(type: object, schema: object, properties: object) -> SchemaInfo:  # noqa: A002
+    """The schema a PostSchemaPayload uploads. A KEY_VALUE schema given as text is Pulsar's JSON of its two
+    definitions, {"key": ..., "value": ...}, each an Avro schema's JSON or "" for a primitive type (the
+    properties' key.schema.type and value.schema.type say which), kept as Pulsar's broker keeps it
+    (SchemaUtils.convertKeyValueDataStringToSchemaInfoSchema): each definition's compact JSON after its length
+    (4 bytes, big-endian). Bytes are taken as that encoding already."""
+    if isinstance(type, str) and type.upper() == "KEY_VALUE" and isinstance(schema, str):
+        schema = _key_value_data(schema)
+    return SchemaInfo.checked(type, schema, properties)
+
+
+def _key_value_data(text: str) -> bytes:
+    accepted = 'a JSON object {"key": <definition>, "value": <definition>}, a definition "" for a primitive type'
+    try:
+        parts = json.loads(text)
+    except ValueError as error:
+        raise InvalidSchemaError("KEY_VALUE schema definition", text[:80], accepted, detail=str(error)) from None
+    if not isinstance(parts, dict) or set(parts) != {"key", "value"}:
+        raise InvalidSchemaError("KEY_VALUE schema definition", text[:80], accepted)
+    data = b""
+    for part in (parts["key"], parts["value"]):
+        encoded = b"" if part == "" else json.dumps(part, separators=(",", ":")).encode()
+        data += struct.pack(">i", len(encoded)) + encoded
+    return data
 
 
 def schema_response(kept: SchemaVersion) -> dict[str, Any]:
