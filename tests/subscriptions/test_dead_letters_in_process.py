@@ -8,19 +8,8 @@ from __future__ import annotations
 import pytest
 
 import seglog
-from seglog import DeadLetterPolicy, ManualClock
+from seglog import DeadLetterPolicy
 from seglog.errors import InvalidArgumentError, InvalidNameError, ReceiveTimeoutError
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def log(tmp_path, clock):
-    with seglog.open(tmp_path / "log", clock=clock, background=False) as opened:
-        yield opened
 
 
 def test_a_message_past_its_redeliveries_goes_to_the_dead_letter_topic(log, clock):

@@ -11,21 +11,9 @@ import numpy as np
 import pytest
 
 import seglog
-from seglog import ManualClock
 from seglog.errors import InvalidArgumentError, ReceiveTimeoutError
 from seglog.subscriptions import delayed, dispatch
 from seglog.subscriptions.delayed import PartitionDelays
-
-
-@pytest.fixture
-def clock():
-    return ManualClock()
-
-
-@pytest.fixture
-def log(tmp_path, clock):
-    with seglog.open(tmp_path / "log", clock=clock, background=False) as opened:
-        yield opened
 
 
 def drain(consumer) -> list[bytes]:
