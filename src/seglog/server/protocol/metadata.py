@@ -31,6 +31,7 @@ entry likewise: its payload is stored as sent, in its first record, and sent bac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
@@ -150,10 +151,15 @@ def message_metadata(message: Message, base_offset: int, replicated_from: str | 
         replicated_from if replicated_from is not None else attributes.get(REPLICATED_FROM), replicate_to,
         None if chunk is None else _chunk_fields(chunk, attributes[COMPRESSION]))
     schema_version = attributes.get(SCHEMA_VERSION)
-    if schema_version is None:
-        return encoded
-    # (protobuf takes a field after the others: the stored version is appended, not built into the kernel's)
-    return encoded + api.MessageMetadata(schema_version=bytes.fromhex(schema_version)).SerializePartialToString()
+    return encoded if schema_version is None else encoded + _schema_version_field(schema_version)
+
+
+@lru_cache(maxsize=256)
+def _schema_version_field(schema_version: str) -> bytes:
+    """The serialized schema_version field of a stored version (hex), appended to a message's metadata (protobuf
+    takes a field after the others, so the kernel's encoder needs no part in it): made once a version, not
+    once a message."""
+    return api.MessageMetadata(schema_version=bytes.fromhex(schema_version)).SerializePartialToString()
 
 
 def _chunk_fields(chunk: str, compression: str) -> tuple[str, int, int, int, int, int]:
