@@ -5,8 +5,10 @@ the namespace policies (strategy, auto update, validation) take effect."""
 
 from __future__ import annotations
 
+import json
 import struct
 
+import _pulsar
 import pytest
 from pulsar.schema import AvroSchema, Float, Integer, JsonSchema, Record, String, StringSchema
 
@@ -136,3 +138,18 @@ def test_string_schema_round_trips(server) -> None:
     client.create_producer("texts", schema=StringSchema()).send("héllo")
     assert consumer.receive(10_000).value() == "héllo"
     assert rest(server.http_url, "GET", "/admin/v2/schemas/public/default/texts/schema")[1]["type"] == "STRING"
+
+
+def test_get_schema_of_a_partition_answers_its_topic_schema(server) -> None:
+    """GET_SCHEMA (the client's get_schema_info): a partition's name means its partitioned topic's schema;
+    -1 asks for the latest; a topic without a schema is TopicNotFound, as Pulsar answers. (pulsar.Client
+    offers the call only on its C++ core, `_client`: the one way to send GET_SCHEMA with the real client.)"""
+    assert rest(server.http_url, "PUT", "/admin/v2/persistent/public/default/parts/partitions", 2)[0] == 204
+    client = server.client()
+    client.create_producer("parts", schema=AvroSchema(User)).close()
+    for topic in ("persistent://public/default/parts-partition-1", "persistent://public/default/parts"):
+        info = client._client.get_schema_info(topic, -1)
+        assert info.schema_type() == _pulsar.SchemaType.AVRO
+        assert json.loads(info.schema())["name"] == "User"
+    with pytest.raises(pulsar.TopicNotFound):
+        client._client.get_schema_info("persistent://public/default/schemaless", -1)

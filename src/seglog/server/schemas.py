@@ -100,16 +100,14 @@ def get_schema(broker: Broker, topic: TopicName, version: bytes | None) -> tuple
     return protocol_schema(topic, kept.schema), version_bytes(kept.version)
 
 
-def schema_topic(name: str) -> TopicName:
-    """The topic whose schema a GET_SCHEMA names: a partition's name means its partitioned topic's."""
-    base = name.removeprefix("persistent://")
-    stem, separator, number = base.rpartition("-partition-")
-    if separator and number.isdigit():
-        base = stem
+def schema_topic(service: BrokerService, name: str) -> TopicName:
+    """The topic whose schema a GET_SCHEMA names: a partition's name (`NAME-partition-N`, as the service
+    parses it) means its partitioned topic's."""
     try:
-        return TopicName.parse(base)
+        topic, partitioned, _ = service.parse(name)
     except InvalidArgumentError as error:
         raise ServerFailure(api.InvalidTopicName, str(error)) from None
+    return partitioned or topic
 
 
 async def answer_get_schema(connection: SchemaConnection, request: api.CommandGetSchema) -> None:
@@ -117,7 +115,7 @@ async def answer_get_schema(connection: SchemaConnection, request: api.CommandGe
     TopicNotFound for a topic without schema)."""
     version = request.schema_version if request.HasField("schema_version") else None
     try:
-        topic = schema_topic(request.topic)
+        topic = schema_topic(connection.service, request.topic)
         await connection.authorize(request.topic, auth.LOOKUP, f"get the schema of {request.topic}")
         schema, kept_version = await connection.blocking(get_schema, connection.service.broker, topic, version)
     except Exception as error:  # (answered)
