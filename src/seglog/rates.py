@@ -78,24 +78,39 @@ class Publisher:
     access_mode: str = "Shared"
 
 
+class PartitionMeters:
+    """A RateMeter per partition, made at the partition's first count, each counting from `started_ms` (its
+    owner's start): a partition first counted late still shows its rate over its owner's whole life."""
+
+    def __init__(self, clock: Callable[[], int], started_ms: int) -> None:
+        self._clock = clock
+        self._started_ms = started_ms
+        self._lock = threading.Lock()
+        self._meters: dict[int, RateMeter] = {}
+
+    def __getitem__(self, partition: int) -> RateMeter:
+        meter = self._meters.get(partition)
+        if meter is None:
+            with self._lock:
+                meter = self._meters.setdefault(partition, RateMeter(self._clock, self._started_ms))
+        return meter
+
+    def items(self) -> list[tuple[int, RateMeter]]:
+        return list(self._meters.items())
+
+    def values(self) -> list[RateMeter]:
+        return list(self._meters.values())
+
+
 class SubscriptionTraffic:
     """What a subscription's consumers were given, and asked to be given again, per partition: its consumers
     add to it as they count, so it outlives them (a subscription's counters are all its consumers', as in
     Pulsar)."""
 
     def __init__(self, clock: Callable[[], int]) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._started_ms = clock()  # each partition's figures count from here, however late their first add
-        self.out: dict[int, RateMeter] = {}
-        self.redelivered: dict[int, RateMeter] = {}
-
-    def meter(self, meters: dict[int, RateMeter], partition: int) -> RateMeter:
-        meter = meters.get(partition)
-        if meter is None:
-            with self._lock:
-                meter = meters.setdefault(partition, RateMeter(self._clock, self._started_ms))
-        return meter
+        started_ms = clock()  # each partition's figures count from here, however late their first add
+        self.out = PartitionMeters(clock, started_ms)
+        self.redelivered = PartitionMeters(clock, started_ms)
 
 
 class ConsumerTraffic:
@@ -111,12 +126,12 @@ class ConsumerTraffic:
 
     def delivered(self, partition: int, messages: int, nbytes: int) -> None:
         self.out.add(messages, nbytes)
-        self.subscription.meter(self.subscription.out, partition).add(messages, nbytes)
+        self.subscription.out[partition].add(messages, nbytes)
 
     def redelivery_asked(self, partition: int, messages: int) -> None:
         """The consumer gave back `messages` to be delivered again (a negative ack, an ack timeout)."""
         self.redelivered.add(messages, 0)
-        self.subscription.meter(self.subscription.redelivered, partition).add(messages, 0)
+        self.subscription.redelivered[partition].add(messages, 0)
 
 
 @dataclass(eq=False)
@@ -126,7 +141,7 @@ class TopicTraffic:
     publishers."""
     clock: Callable[[], int]
     started_ms: int
-    inbound: dict[int, RateMeter] = field(default_factory=dict)
+    inbound: PartitionMeters = field(init=False)  # what was written to each partition (its writer counts)
     subscriptions: dict[str, SubscriptionTraffic] = field(default_factory=dict)
     publishers: list[Publisher] = field(default_factory=list)
     # messages and bytes given to the consumers of subscriptions deleted since: the topic's msgOutCounter and
@@ -134,13 +149,8 @@ class TopicTraffic:
     removed_out: tuple[int, int] = (0, 0)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def written(self, partition: int) -> RateMeter:
-        """What was written to `partition` (its writer counts)."""
-        with self.lock:
-            meter = self.inbound.get(partition)
-            if meter is None:
-                meter = self.inbound[partition] = RateMeter(self.clock, self.started_ms)
-            return meter
+    def __post_init__(self) -> None:
+        self.inbound = PartitionMeters(self.clock, self.started_ms)
 
     def subscription(self, name: str) -> SubscriptionTraffic:
         with self.lock:

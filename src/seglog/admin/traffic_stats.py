@@ -30,7 +30,7 @@ def average_size(rate: float, throughput: float) -> float:
 
 def inbound(traffic: TopicTraffic, partitions: Collection[int]) -> dict[str, Any]:
     """What was written to `partitions`, by anyone: producers of a server, in-process ones, replicators."""
-    rate, throughput, messages, nbytes = _sum([m for p, m in list(traffic.inbound.items()) if p in partitions])
+    rate, throughput, messages, nbytes = _sum([m for p, m in traffic.inbound.items() if p in partitions])
     return {"msgRateIn": rate, "msgThroughputIn": throughput, "msgInCounter": messages, "bytesInCounter": nbytes,
             "averageMsgSize": average_size(rate, throughput)}
 
@@ -58,8 +58,8 @@ def subscription_out(traffic: SubscriptionTraffic | None, partitions: Collection
         rate = throughput = redeliver = 0.0
         messages = nbytes = 0
     else:
-        rate, throughput, messages, nbytes = _sum([m for p, m in list(traffic.out.items()) if p in partitions])
-        redeliver = _sum([m for p, m in list(traffic.redelivered.items()) if p in partitions])[0]
+        rate, throughput, messages, nbytes = _sum([m for p, m in traffic.out.items() if p in partitions])
+        redeliver = _sum([m for p, m in traffic.redelivered.items() if p in partitions])[0]
     return {"msgRateOut": rate, "msgThroughputOut": throughput, "msgOutCounter": messages,
             "bytesOutCounter": nbytes, "msgRateRedeliver": redeliver}
 

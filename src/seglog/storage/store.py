@@ -193,7 +193,7 @@ class PartitionStore:
                 writer = self._writers[key] = PartitionWriter(self.partition_directory(name, partition), partition,
                                                               settings, self.clock, self._linger, self.fence(name),
                                                               self.append_signal(name, partition),
-                                                              self.traffic.topic(str(name)).written(partition))
+                                                              self.traffic.topic(str(name)).inbound[partition])
             self._writer_users[key] = self._writer_users.get(key, 0) + 1
             return writer
 
