@@ -35,7 +35,9 @@ def test_topic_create_list_describe_delete(runner: CliRunner, data: Path) -> Non
     assert as_json[1] == {"name": "public/default/events", "partitions": 3, "segmentSize": 64 << 20,
                           "segmentRollTimeMs": 3_600_000, "segmentMaxMessages": 1000,
                           "timestampType": "log_append_time", "fsync": "100ms",
-                          "retentionTimeMs": None, "maxPartitionSize": None, "retentionMinTimestampMs": 0}
+                          "retentionTimeMs": None, "maxPartitionSize": None, "retentionMinTimestampMs": 0,
+                          "cleanupPolicy": "delete", "minCompactionLagMs": 0, "maxCompactionLagMs": None,
+                          "deleteRetentionMs": 86_400_000, "minCleanableDirtyRatio": 0.5}
 
     run(runner, data, "produce", "events", "--partition", "2", input="a\nb\nc\n")
     described = run(runner, data, "topic", "describe", "events").output
@@ -113,7 +115,7 @@ def test_topic_create_retention_settings_and_list(runner: CliRunner, data: Path)
     run(runner, data, "namespaces", "set-backlog-quota", "public/default", "-lt", "1h", "-p", "producer_exception",
         "-t", "message_age")
     described = {line.split("  ")[0].strip(): line.split("  ", 1)[1].strip()
-                 for line in run(runner, data, "topic", "describe", "kept").output.splitlines()[:16] if line.strip()}
+                 for line in run(runner, data, "topic", "describe", "kept").output.splitlines()[:21] if line.strip()}
     assert described["Retention time"] == "1day 2h 3m 4s"
     assert described["Max partition size"] == "9.3 GiB"  # 10 GB: binary units, as the other sizes shown
     assert described["Retention min timestamp"].startswith("1700000000000 (2023-11-14T22:13:20.000+00:00")

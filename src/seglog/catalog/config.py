@@ -13,12 +13,15 @@ from typing import Any, Callable, Mapping
 
 from seglog.catalog.policies import QUOTA_POLICIES, TOPIC_TYPES, AutoTopicCreation, BacklogQuota, Policies, Retention
 from seglog.errors import ConfigFileError, InvalidArgumentError
-from seglog.units import as_typed, format_size, parse_duration, parse_size
+from seglog.units import as_typed, format_duration, format_size, parse_duration, parse_size
 
 GiB = 1 << 30
 MIN_SEGMENT_SIZE = 1024
 MAX_SEGMENT_SIZE = 2 * GiB  # batch offsets are int32, as in Arrow's binary arrays
 TIMESTAMP_TYPES = ("create_time", "log_append_time")
+# Kafka's cleanup.policy: a list of these, each once; kept as this normal form (compact first)
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+DAY_MS = 86_400_000
 
 
 def _segment_size(value: Any) -> int:
@@ -69,6 +72,51 @@ def _min_timestamp(value: Any) -> int:
     return value
 
 
+def _cleanup_policy(value: Any) -> str:
+    """Kafka's cleanup.policy, a list of 'compact' and 'delete': a str of them separated by commas (spaces
+    around a comma allowed, as Kafka splits it) or a list of them. Case matters and an empty list is refused:
+    Kafka refuses 'COMPACT' too, and seglog has no policy that neither deletes nor compacts."""
+    accepted = ("'delete', 'compact' or 'compact,delete' (either order, or a list of them), as Kafka's "
+                "cleanup.policy")
+    if isinstance(value, str):
+        given = [part.strip() for part in value.strip().split(",")]
+    elif isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value):
+        given = [part.strip() for part in value]
+    else:
+        raise InvalidArgumentError("cleanup_policy", value, accepted)
+    unknown = [part for part in given if part not in ("compact", "delete")]
+    if unknown:
+        detail = ("it is empty" if given == [""] or not given else "it has an empty entry" if "" in unknown
+                  else f"{unknown[0]!r} is neither 'compact' nor 'delete'")
+        raise InvalidArgumentError("cleanup_policy", value, accepted, detail=detail)
+    return ",".join(policy for policy in ("compact", "delete") if policy in given)
+
+
+def _max_compaction_lag(value: Any) -> int | None:
+    """Kafka's max.compaction.lag.ms: at least 1 ms; None or -1 for no bound (Kafka's default, Long.MAX_VALUE)."""
+    if value is None or value in (-1, "-1"):
+        return None
+    lag = parse_duration(value, argument="max_compaction_lag")
+    if lag == 0:
+        raise InvalidArgumentError("max_compaction_lag", value, "a duration greater than 0 with its unit, e.g. '7d' "
+                                   "or '12h'; None or -1 for no bound")
+    return lag
+
+
+def _min_cleanable_dirty_ratio(value: Any) -> float:
+    """Kafka's min.cleanable.dirty.ratio: a number from 0 to 1 (text from broker.conf or the CLI too)."""
+    accepted = "a number from 0 to 1, e.g. 0.5 (Kafka's default) or '0.1'"
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise InvalidArgumentError("min_cleanable_dirty_ratio", value, accepted) from None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number <= 1:
+        raise InvalidArgumentError("min_cleanable_dirty_ratio", value, accepted)
+    return float(number)
+
+
 def _timestamp_type(value: Any) -> str:
     if value not in TIMESTAMP_TYPES:
         raise InvalidArgumentError("timestamp_type", value, " or ".join(map(repr, TIMESTAMP_TYPES)))
@@ -100,6 +148,18 @@ class TopicConfig:
     retention_time: int | None = None
     max_partition_size: int | None = None
     retention_min_timestamp: int = 0
+    # Kafka's log compaction (docs/LIFECYCLE.md, Compaction): cleanup.policy, min/max.compaction.lag.ms,
+    # delete.retention.ms (how long a tombstone is kept) and min.cleanable.dirty.ratio, with Kafka's defaults
+    cleanup_policy: str = "delete"
+    min_compaction_lag: int = 0
+    max_compaction_lag: int | None = None
+    delete_retention: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the cleanup policy compacts ('compact' or 'compact,delete'): every message needs a key."""
+        return self.cleanup_policy != "delete"
 
     @property
     def fsync_interval_ms(self) -> int | None:
@@ -132,6 +192,14 @@ class TopicConfig:
                                        given.get("max_partition_size", self.max_partition_size),
                                        f"a size of at least the segment_size ({segment_size})",
                                        detail="a partition always keeps its active segment")
+        if self.max_compaction_lag is not None and self.min_compaction_lag > self.max_compaction_lag:
+            name = "min_compaction_lag" if "min_compaction_lag" in given else "max_compaction_lag"
+            other = "max_compaction_lag" if name == "min_compaction_lag" else "min_compaction_lag"
+            other_ms = getattr(self, other)
+            raise InvalidArgumentError(name, given.get(name, getattr(self, name)),
+                                       f"a duration {'at most' if name == 'min_compaction_lag' else 'at least'} "
+                                       f"{other} ({format_duration(other_ms)})",
+                                       detail="Kafka refuses min.compaction.lag.ms > max.compaction.lag.ms")
         return self
 
     def to_admin(self) -> dict[str, Any]:
@@ -149,6 +217,11 @@ TOPIC_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "retention_time": _optional_duration("retention_time"),
     "max_partition_size": _optional_size("max_partition_size"),
     "retention_min_timestamp": _min_timestamp,
+    "cleanup_policy": _cleanup_policy,
+    "min_compaction_lag": lambda value: parse_duration(value, argument="min_compaction_lag"),
+    "max_compaction_lag": _max_compaction_lag,
+    "delete_retention": lambda value: parse_duration(value, argument="delete_retention"),
+    "min_cleanable_dirty_ratio": _min_cleanable_dirty_ratio,
 }
 assert set(TOPIC_SETTINGS) == {f.name for f in fields(TopicConfig)}
 
@@ -157,7 +230,9 @@ ADMIN_NAMES = {
     "segment_size": "segmentSize", "segment_roll_time": "segmentRollTimeMs",
     "segment_max_messages": "segmentMaxMessages", "timestamp_type": "timestampType", "fsync": "fsync",
     "retention_time": "retentionTimeMs", "max_partition_size": "maxPartitionSize",
-    "retention_min_timestamp": "retentionMinTimestampMs",
+    "retention_min_timestamp": "retentionMinTimestampMs", "cleanup_policy": "cleanupPolicy",
+    "min_compaction_lag": "minCompactionLagMs", "max_compaction_lag": "maxCompactionLagMs",
+    "delete_retention": "deleteRetentionMs", "min_cleanable_dirty_ratio": "minCleanableDirtyRatio",
 }
 assert set(ADMIN_NAMES) == set(TOPIC_SETTINGS)
 

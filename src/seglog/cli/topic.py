@@ -207,6 +207,11 @@ def describe(data: DataDir, name: str, as_json: bool) -> None:
             ("Retention time", _off(config.retention_time, format_duration)),
             ("Max partition size", _off(config.max_partition_size, readable_size)),
             ("Retention min timestamp", _min_timestamp(config.retention_min_timestamp)),
+            ("Cleanup policy", config.cleanup_policy),
+            ("Min compaction lag", format_duration(config.min_compaction_lag)),
+            ("Max compaction lag", _off(config.max_compaction_lag, format_duration)),
+            ("Delete retention", format_duration(config.delete_retention)),
+            ("Min cleanable dirty ratio", f"{config.min_cleanable_dirty_ratio:g}"),
             *_policy_rows(policies),
             ("Storage size", f"{readable_size(storage)} ({storage:,} bytes)")):
         settings.add_row(label, value)

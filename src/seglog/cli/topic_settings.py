@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from seglog.catalog.config import TIMESTAMP_TYPES
+from seglog.catalog.config import CLEANUP_POLICIES, TIMESTAMP_TYPES
 from seglog.cli.options import SIZE_UNITS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +36,21 @@ _SETTINGS: tuple[tuple[str, dict[str, Any], str, str], ...] = (
     ("--retention-min-timestamp", {"type": int, "metavar": "MS"},
      "Delete sealed segments whose newest timestamp is below MS (ms since the epoch), as Kafka's retention "
      "minimum timestamp.", "0, off"),
+    ("--cleanup-policy", {"metavar": "|".join(CLEANUP_POLICIES)},
+     "Kafka's cleanup.policy: delete old segments by the retention rules, keep the latest message per key "
+     "(compact; every message then needs a key), or both.", CLEANUP_POLICIES[0]),
+    ("--min-compaction-lag", {"metavar": "DURATION"},
+     "Compaction leaves messages younger than this alone (Kafka's min.compaction.lag.ms): '1h' (a number needs "
+     "its unit).", "0"),
+    ("--max-compaction-lag", {"metavar": "DURATION"},
+     "A message is compacted at the latest this long after it was written (Kafka's max.compaction.lag.ms): "
+     "'7d' (a number needs its unit); -1 for no bound.", "no bound"),
+    ("--delete-retention", {"metavar": "DURATION"},
+     "How long compaction keeps a tombstone (a message with a null value) (Kafka's delete.retention.ms): "
+     "'1d' (a number needs its unit).", "1 day"),
+    ("--min-cleanable-dirty-ratio", {"metavar": "RATIO"},
+     "Compact once this share of a partition is not compacted yet (Kafka's min.cleanable.dirty.ratio): a "
+     "number from 0 to 1.", "0.5"),
 )
 SETTING_FLAGS = tuple(flag for flag, *_ in _SETTINGS)
 
