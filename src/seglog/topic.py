@@ -132,8 +132,9 @@ class Topic:
         return self._broker.subscriptions.names(self.ref)
 
     def policies(self) -> EffectivePolicies:
-        """The retention, message TTL and backlog quotas in force on this topic, each with the level that set
-        it: the topic's own policy, else its namespace's, else the broker default."""
+        """The retention, message TTL, backlog quotas, deduplication and compaction threshold in force on this
+        topic, each with the level that set it: the topic's own policy, else its namespace's, else the broker
+        default."""
         return self._broker.catalog.policies(self.ref)
 
     def stats(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ def test_policies_as_pulsar_names_them(tmp_path):
             "retention_policies": None, "message_ttl_in_seconds": None, "backlog_quota_map": {},
             "replication_clusters": [], "allowed_clusters": [],
             "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
-            "autoTopicCreationOverride": None, "deleted": False}
+            "autoTopicCreationOverride": None, "compaction_threshold": None, "deleted": False}
         log.admin.tenants.create("acme")
         namespaces.create("acme/ns")
         namespaces.set_retention("acme/ns", size="10G", time="3h")

@@ -66,3 +66,32 @@ def test_refused_values_name_the_flag_and_change_nothing(runner: CliRunner, data
     assert "Invalid value for '--cleanup-policy': '': it is empty" in one_line(refused.output)
     with seglog.open(data, background=False) as log:
         assert log.admin.topics.list() == ["public/default/table"]
+
+
+def test_compaction_threshold_commands_at_both_levels(runner: CliRunner, data: Path) -> None:
+    run(runner, data, "topics", "create", "acme/billing/ledger")
+    said = run(runner, data, "namespaces", "set-compaction-threshold", "acme/billing", "--threshold", "10M").output
+    assert "Set compaction threshold of acme/billing: 10 MiB" in said
+    assert run(runner, data, "namespaces", "get-compaction-threshold", "acme/billing").output == "10485760\n"
+    assert run(runner, data, "topics", "get-compaction-threshold", "acme/billing/ledger").output == "null\n"
+    described = one_line(in_a_terminal(runner, data, "topics", "describe", "acme/billing/ledger"))
+    assert "Compaction threshold 10 MiB (namespace)" in described
+
+    said = run(runner, data, "topics", "set-compaction-threshold", "acme/billing/ledger", "-t", "0").output
+    assert "Set compaction threshold of acme/billing/ledger: 0 (no compaction by size)" in said
+    got = run(runner, data, "topics", "get-compaction-threshold", "acme/billing/ledger")
+    assert got.stdout == "0\n" and "0: no compaction is started by the backlog's size" in got.stderr
+    described = one_line(in_a_terminal(runner, data, "topics", "describe", "acme/billing/ledger"))
+    assert "Compaction threshold off (topic)" in described
+
+    refused = run(runner, data, "topics", "set-compaction-threshold", "acme/billing/ledger", "-t", "-5", code=2)
+    assert ("Invalid value for '--threshold' / '-t': invalid compaction threshold '-5': it is negative" in
+            one_line(refused.output))
+    assert "0 for no compaction by size" in one_line(refused.output)
+    assert run(runner, data, "topics", "get-compaction-threshold", "acme/billing/ledger").stdout == "0\n"
+
+    assert "Removed compaction threshold of acme/billing/ledger" in run(
+        runner, data, "topics", "remove-compaction-threshold", "acme/billing/ledger").output
+    run(runner, data, "namespaces", "remove-compaction-threshold", "acme/billing")
+    described = one_line(in_a_terminal(runner, data, "topics", "describe", "acme/billing/ledger"))
+    assert "Compaction threshold off (broker)" in described

@@ -75,3 +75,47 @@ def test_refused_settings_are_400_naming_the_setting_and_change_nothing(http, se
     described = http.get(path).json()
     assert (described["cleanupPolicy"], described["segmentSize"], described["minCompactionLagMs"]) == (
         "delete", 1 << 30, 0)
+
+
+def namespace(http) -> str:
+    tenant = fresh("tenant")
+    assert http.put(f"/admin/v2/tenants/{tenant}", json={"adminRoles": [], "allowedClusters": ["standalone"]}
+                    ).status_code == 204
+    assert http.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
+    return f"{tenant}/ns"
+
+
+def test_namespace_compaction_threshold_on_pulsars_path(http):
+    path = f"/admin/v2/namespaces/{namespace(http)}/compactionThreshold"
+    assert (http.get(path).status_code, http.get(path).json()) == (200, None)
+    assert http.put(path, json=10 << 20).status_code == 204  # Pulsar's method: PUT, a bare number of bytes
+    assert http.get(path).json() == 10 << 20
+    assert http.post(path, json=0).status_code == 204  # 0: no compaction by size
+    assert http.get(path).json() == 0
+    refused(http.put(path, json=-1), 412, "compactionThreshold must be 0 or more")
+    refused(http.put(path, json="10M"), 400, "compactionThreshold must be an integer >= 0")
+    refused(http.put(path, json=1.5), 400, "compactionThreshold must be an integer >= 0")
+    assert http.get(path).json() == 0  # unchanged by the refusals
+    assert http.delete(path).status_code == 204
+    assert http.get(path).json() is None
+    assert http.put("/admin/v2/namespaces/public/nope/compactionThreshold", json=1).status_code == 404
+
+
+def test_topic_compaction_threshold_and_the_value_applied(http):
+    ns = namespace(http)
+    topic = fresh("ledger")
+    assert http.put(f"/admin/v2/persistent/{ns}/{topic}").status_code == 204
+    path = f"/admin/v2/persistent/{ns}/{topic}/compactionThreshold"
+    assert http.get(path).json() is None
+    assert http.get(path, params={"applied": "true"}).json() == 0  # the broker's default: off
+    assert http.put(f"/admin/v2/namespaces/{ns}/compactionThreshold", json=5 << 20).status_code == 204
+    assert http.get(path, params={"applied": "true"}).json() == 5 << 20
+    assert http.post(path, json=1 << 20).status_code == 204  # Pulsar's method for a topic: POST
+    assert (http.get(path).json(), http.get(path, params={"applied": "true"}).json()) == (1 << 20, 1 << 20)
+    refused(http.post(path, json=-7), 412, "compactionThreshold must be 0 or more")
+    assert http.get(path).json() == 1 << 20
+    described = http.get(f"/seglog/v1/topics/{ns}/{topic}").json()
+    assert described["policiesInForce"]["compactionThreshold"] == {"value": 1 << 20, "level": "topic"}
+    assert http.delete(path).status_code == 204
+    assert (http.get(path).json(), http.get(path, params={"applied": "true"}).json()) == (None, 5 << 20)
+    assert http.post(f"/admin/v2/persistent/{ns}/nope/compactionThreshold", json=1).status_code == 404

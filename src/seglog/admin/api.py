@@ -36,6 +36,7 @@ from seglog.catalog.policies import (
     GlobalPolicies,
     Policies,
     Retention,
+    parse_compaction_threshold,
     parse_ttl,
 )
 from seglog.errors import (
@@ -286,6 +287,18 @@ class PolicyLevel:
         quotas.pop(type, None)
         self._update(name, backlog_quotas=quotas or None)
 
+    def set_compaction_threshold(self, name: str, threshold: Any) -> None:
+        """Pulsar's compaction threshold: a compaction starts once a topic's backlog not yet compacted reaches
+        this size (bytes as an int, or '10M', '1 GB'); 0 never starts one by size."""
+        self._update(name, compaction_threshold=parse_compaction_threshold(threshold))
+
+    def get_compaction_threshold(self, name: str) -> int | None:
+        """The compaction threshold set at this level in bytes, or None."""
+        return self._read(name).compaction_threshold
+
+    def remove_compaction_threshold(self, name: str) -> None:
+        self._update(name, compaction_threshold=None)
+
 
 class Namespaces(PolicyLevel):
     """The namespaces ('tenant/namespace'): their clusters, permissions and policies, which their topics
@@ -348,15 +361,16 @@ class Namespaces(PolicyLevel):
         """Pulsar's Policies of the namespace, with its field names (pulsar-admin namespaces policies; GET
         /admin/v2/namespaces/{tenant}/{namespace}): retention_policies, message_ttl_in_seconds,
         backlog_quota_map (Pulsar's BacklogQuota by type), replication_clusters, allowed_clusters,
-        auth_policies (namespace_auth: the permissions; seglog has no topic or subscription ones) and
-        autoTopicCreationOverride. A policy not set is None: its default applies."""
+        auth_policies (namespace_auth: the permissions; seglog has no topic or subscription ones),
+        autoTopicCreationOverride and compaction_threshold. A policy not set is None: its default applies."""
         quotas = self.get_backlog_quotas(name)  # (first: NotFoundError for a namespace that does not exist)
         return {"retention_policies": self.get_retention(name), "message_ttl_in_seconds": self.get_message_ttl(name),
                 "backlog_quota_map": {t: pulsar_backlog_quota(q) for t, q in quotas.items()},
                 "replication_clusters": self.get_clusters(name), "allowed_clusters": self.get_allowed_clusters(name),
                 "auth_policies": {"namespace_auth": self.permissions(name), "destination_auth": {},
                                   "subscription_auth_roles": {}},
-                "autoTopicCreationOverride": self.get_auto_topic_creation(name), "deleted": False}
+                "autoTopicCreationOverride": self.get_auto_topic_creation(name),
+                "compaction_threshold": self.get_compaction_threshold(name), "deleted": False}
 
     def set_auto_topic_creation(self, name: str, allowed: bool, topic_type: str = "non-partitioned",
                                 partitions: int | None = None) -> None:
@@ -481,7 +495,9 @@ class Topics(PolicyLevel):
                                "sizeBytes": policies.retention.value.size_bytes, "level": policies.retention.level},
                  "messageTtlMs": {"value": policies.message_ttl_ms.value, "level": policies.message_ttl_ms.level},
                  "backlogQuotas": {t: {"limit": q.value.limit, "policy": q.value.policy, "level": q.level}
-                                   for t, q in policies.backlog_quotas.items()}}
+                                   for t, q in policies.backlog_quotas.items()},
+                 "compactionThreshold": {"value": policies.compaction_threshold.value,
+                                         "level": policies.compaction_threshold.level}}
         return {"name": str(ref.name), "partitions": ref.partitions, **ref.config.to_admin(),
                 "storageSize": stats["storageSize"], "partitionOffsets": offsets, "policies": stats["policies"],
                 "policiesInForce": exact}

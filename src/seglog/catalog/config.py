@@ -311,6 +311,8 @@ class BrokerConfig:
     backlog_quota_default_limit_seconds: int = -1
     backlog_quota_default_retention_policy: str = "producer_request_hold"
     broker_deduplication_enabled: bool = False
+    # Pulsar's brokerServiceCompactionThresholdInBytes: the backlog in bytes that starts a topic's compaction (0: off)
+    broker_service_compaction_threshold_in_bytes: int = 0
     # seglog serve: a topic a client names is created on first use, as Pulsar's broker does by default
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: str = "non-partitioned"
@@ -375,7 +377,8 @@ class BrokerConfig:
                                        topic_type=self.allow_auto_topic_creation_type,
                                        partitions=self.default_num_partitions if partitioned else None)
         return Policies(retention, max(self.ttl_duration_default_seconds, 0) * 1000, quotas,
-                        self.broker_deduplication_enabled, auto)
+                        self.broker_deduplication_enabled, auto,
+                        compaction_threshold=self.broker_service_compaction_threshold_in_bytes)
 
 
 BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
@@ -390,6 +393,8 @@ BROKER_SETTINGS: dict[str, Callable[[Any], Any]] = {
     "backlog_quota_default_limit_seconds": _int_setting("backlog_quota_default_limit_seconds",
                                                         "seconds as an int, -1 for no quota"),
     "backlog_quota_default_retention_policy": _quota_policy,
+    "broker_service_compaction_threshold_in_bytes": _int_at_least("broker_service_compaction_threshold_in_bytes", 0,
+                                                                  "bytes as an int, 0 for no compaction by size"),
     "allow_auto_topic_creation": _bool_setting("allow_auto_topic_creation"),
     "allow_auto_topic_creation_type": _topic_type,
     "default_num_partitions": _int_at_least("default_num_partitions", 1, "a partition count of at least 1"),
@@ -419,6 +424,7 @@ PULSAR_BROKER_NAMES = {
     "backlogQuotaDefaultLimitSecond": "backlog_quota_default_limit_seconds",
     "backlogQuotaDefaultRetentionPolicy": "backlog_quota_default_retention_policy",
     "brokerDeduplicationEnabled": "broker_deduplication_enabled",
+    "brokerServiceCompactionThresholdInBytes": "broker_service_compaction_threshold_in_bytes",
     "allowAutoTopicCreation": "allow_auto_topic_creation",
     "allowAutoTopicCreationType": "allow_auto_topic_creation_type",
     "defaultNumPartitions": "default_num_partitions",

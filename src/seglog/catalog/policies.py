@@ -1,5 +1,5 @@
 """Topic policies (retention, message TTL, backlog quotas, deduplication, topic auto-creation, replication
-clusters): their values, units and levels.
+clusters, the compaction threshold): their values, units and levels.
 
 As in Pulsar, each policy is set on a namespace or on a topic; the topic's wins over the namespace's, the
 namespace's over the broker's default, and removing one falls back to the next level (docs/LIFECYCLE.md).
@@ -184,6 +184,16 @@ def parse_ttl(seconds: Any) -> int:
                   accepted="whole seconds: 120, '2h', '1d', 0 for no TTL")
 
 
+def parse_compaction_threshold(threshold: Any) -> int:
+    """Pulsar's compaction threshold in bytes: the backlog that starts a compaction; 0 turns that off (as
+    brokerServiceCompactionThresholdInBytes=0). Negative values are refused, as Pulsar refuses them."""
+    try:
+        return parse_size(threshold, argument="compaction threshold")
+    except InvalidArgumentError as error:
+        raise InvalidArgumentError("compaction threshold", threshold, f"{error.accepted}; 0 for no compaction by size",
+                                   detail=error.detail) from None
+
+
 def _whole(amount: int, per_unit: int, *, argument: str, given: Any, shown: Callable[[int], str], unit: str,
            accepted: str) -> int:
     """`amount` (ms or bytes), if -1, 0 or a whole number of the `unit` it is reported in (`per_unit` ms or
@@ -220,6 +230,8 @@ class Policies:
     schema_compatibility_strategy: str | None = None
     allow_auto_update_schema: bool | None = None
     schema_validation_enforced: bool | None = None
+    # Pulsar's compaction_threshold (bytes of backlog that start a compaction, 0: never), a namespace's or a topic's
+    compaction_threshold: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -237,7 +249,7 @@ class Policies:
             data["replication_clusters"] = sorted(self.replication_clusters)
         if self.allowed_clusters is not None:
             data["allowed_clusters"] = sorted(self.allowed_clusters)
-        for name in _SCHEMA_POLICIES:
+        for name in _PLAIN_POLICIES:
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
         return data
@@ -253,10 +265,12 @@ class Policies:
                    AutoTopicCreation.from_admin(auto) if auto is not None else None,
                    frozenset(replication) if replication is not None else None,
                    frozenset(allowed) if allowed is not None else None,
-                   **{name: data[name] for name in _SCHEMA_POLICIES if name in data})
+                   **{name: data[name] for name in _PLAIN_POLICIES if name in data})
 
 
-_SCHEMA_POLICIES = ("schema_compatibility_strategy", "allow_auto_update_schema", "schema_validation_enforced")
+# the policies kept in JSON as they are (a str, a bool or an int)
+_PLAIN_POLICIES = ("schema_compatibility_strategy", "allow_auto_update_schema", "schema_validation_enforced",
+                   "compaction_threshold")
 
 
 @dataclass(frozen=True)
@@ -312,6 +326,7 @@ class EffectivePolicies:
     message_ttl_ms: InForce  # value 0: no TTL
     backlog_quotas: Mapping[str, InForce]  # by type; only the types that have a quota
     deduplication: InForce  # value True or False
+    compaction_threshold: InForce  # bytes; value 0: no compaction started by the backlog's size
 
     @classmethod
     def resolve(cls, broker: Policies, namespace: Policies, topic: Policies, *,
@@ -334,4 +349,6 @@ class EffectivePolicies:
                     quotas[quota_type] = InForce(p.backlog_quotas[quota_type], level)
                     break
         deduplication = next(InForce(p.deduplication, level) for level, p in levels if p.deduplication is not None)
-        return cls(retention, ttl, quotas, deduplication)
+        threshold = next(InForce(p.compaction_threshold, level) for level, p in levels
+                         if p.compaction_threshold is not None)
+        return cls(retention, ttl, quotas, deduplication, threshold)

@@ -54,6 +54,7 @@ _PARAMETER_ALIASES = {
     "cluster name": ("cluster",),
     "namespace name": ("namespace",),
     "message TTL": ("message_ttl",),
+    "compaction threshold": ("threshold",),
     "type": ("quota_type",),
     # ClusterData's keys: the options of seglog clusters create and update
     "serviceUrl": ("url",),

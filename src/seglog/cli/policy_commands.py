@@ -1,5 +1,5 @@
-"""pulsar-admin's policy commands (retention, backlog quotas, message TTL, deduplication) for one level of
-policies:
+"""pulsar-admin's policy commands (retention, backlog quotas, message TTL, deduplication, compaction threshold)
+for one level of policies:
 `seglog namespaces set-retention NS ...` and `seglog topics set-retention NAME ...`, where a topic's own
 policy overrides its namespace's. Same command and option names as pulsar-admin, so its command lines carry
 over; the getters print the JSON pulsar-admin prints (Pulsar's names and units), which is what
@@ -78,6 +78,28 @@ def add_policy_commands(group: click.Group, level: PolicyScope) -> None:
                f"Print whether the {noun} deduplicates server producers' messages by producer name and sequence "
                "id (true or false), or null when it is not set here.")
     add_remover("remove_deduplication", "deduplication setting")
+    add_getter("get_compaction_threshold", "Print the compaction threshold in bytes (or null).",
+               f"Print the compaction threshold set on the {noun} in bytes (the backlog that starts a compaction), "
+               "or null; 0 never starts one by size.",
+               note=lambda threshold: "0: no compaction is started by the backlog's size" if threshold == 0 else None)
+    add_remover("remove_compaction_threshold", "compaction threshold")
+
+    @group.command(name="set-compaction-threshold", short_help="Compact topics once their backlog reaches "
+                                                               "--threshold.",
+                   help=f"Set the compaction threshold of the {noun}: a topic is compacted once the part of it not "
+                        "compacted yet reaches this size, as Pulsar's compaction_threshold.")
+    @name_argument
+    @click.option("--threshold", "-t", required=True, metavar="SIZE",
+                  help=f"The backlog that starts a compaction: '10M', '1G', bytes as an int; 0 for none by size. "
+                       f"{SIZE_UNITS}.")
+    @pass_data
+    def set_compaction_threshold(data: DataDir, name: str, threshold: str) -> None:
+        name = level.parse_name(name)
+        with data.admin() as admin:
+            level.admin(admin).set_compaction_threshold(name, threshold)
+            size = level.admin(admin).get_compaction_threshold(name)
+        shown = "0 (no compaction by size)" if not size else format_size(size)
+        out().print(f"[green]Set compaction threshold[/] of {name}: {shown}")
 
     @group.command(name="set-deduplication", short_help="Turn message deduplication on (--enable) or off.",
                    help=f"Turn on or off the deduplication of the {noun}'s messages sent through seglog serve: a "

@@ -33,7 +33,15 @@ import httpx
 
 from seglog import errors
 from seglog.catalog.clusters import check_cluster_data, cluster_names
-from seglog.catalog.policies import QUOTA_TYPES, SECOND_MS, AutoTopicCreation, BacklogQuota, Retention, parse_ttl
+from seglog.catalog.policies import (
+    QUOTA_TYPES,
+    SECOND_MS,
+    AutoTopicCreation,
+    BacklogQuota,
+    Retention,
+    parse_compaction_threshold,
+    parse_ttl,
+)
 from seglog.catalog.schemas import UNDEFINED, checked_strategy
 from seglog.cli.auth_options import TOKEN_ENV_VAR, given_token
 from seglog.cli.errors import CliError, CliFailure
@@ -212,6 +220,18 @@ class RemotePolicyLevel:
     def remove_deduplication(self, name: str) -> None:
         self._http.call("DELETE", f"{self._base(name)}/{self._DEDUPLICATION}")
 
+    _SET_THRESHOLD = "POST"  # Pulsar's method to set a topic's compaction threshold; a namespace's differs
+
+    def set_compaction_threshold(self, name: str, threshold: Any) -> None:
+        self._http.call(self._SET_THRESHOLD, f"{self._base(name)}/compactionThreshold",
+                        parse_compaction_threshold(threshold))
+
+    def get_compaction_threshold(self, name: str) -> int | None:
+        return self._http.call("GET", f"{self._base(name)}/compactionThreshold")
+
+    def remove_compaction_threshold(self, name: str) -> None:
+        self._http.call("DELETE", f"{self._base(name)}/compactionThreshold")
+
     def remove_backlog_quota(self, name: str, type: str = "destination_storage") -> None:  # noqa: A002
         if type not in QUOTA_TYPES:
             raise errors.InvalidArgumentError("type", type, " or ".join(map(repr, QUOTA_TYPES)))
@@ -268,6 +288,8 @@ class RemoteTenants:
 
 
 class RemoteNamespaces(RemotePolicyLevel):
+    _SET_THRESHOLD = "PUT"  # (Pulsar's method for a namespace's compaction threshold)
+
     def _base(self, name: str) -> str:
         return f"/admin/v2/namespaces/{_namespace_path(name)}"
 

@@ -257,8 +257,10 @@ def _policy_rows(policies: dict[str, Any]) -> list[tuple[str, str]]:
     """The policies in force (describe's policiesInForce: ms and bytes), each with the level it comes from."""
     retention, ttl = policies["retention"], policies["messageTtlMs"]
     kept = f"time {format_duration(retention['timeMs'])}, size {readable_size(retention['sizeBytes'])}"
+    threshold = policies["compactionThreshold"]
     rows = [("Retention", f"{kept} ({retention['level']})"),
-            ("Message TTL", f"{_off(ttl['value'] or None, format_duration)} ({ttl['level']})")]
+            ("Message TTL", f"{_off(ttl['value'] or None, format_duration)} ({ttl['level']})"),
+            ("Compaction threshold", f"{_off(threshold['value'] or None, readable_size)} ({threshold['level']})")]
     for quota_type, quota in policies["backlogQuotas"].items():
         limit = readable_size if quota_type == "destination_storage" else format_duration
         shown = f"{limit(quota['limit'])}, {quota['policy']} ({quota['level']})"

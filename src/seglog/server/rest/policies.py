@@ -1,9 +1,9 @@
-"""The policies namespaces and topics share (retention, message TTL, backlog quotas, deduplication), as
-Pulsar's JSON:
+"""The policies namespaces and topics share (retention, message TTL, backlog quotas, deduplication, the
+compaction threshold), as Pulsar's JSON:
 RetentionPolicies in minutes and MB, the TTL in seconds, BacklogQuota with limitSize (bytes) or limitTime
-(seconds). One set of handlers per level: `namespace_routes` under /admin/v2/namespaces/{t}/{ns},
-`topic_routes` under /admin/v2/persistent/{t}/{ns}/{topic} (where GET takes ?applied=true for the value in
-force, and the TTL is set by the query parameter messageTTL, as in Pulsar)."""
+(seconds), the compaction threshold in bytes. One set of handlers per level: `namespace_routes` under
+/admin/v2/namespaces/{t}/{ns}, `topic_routes` under /admin/v2/persistent/{t}/{ns}/{topic} (where GET takes
+?applied=true for the value in force, and the TTL is set by the query parameter messageTTL, as in Pulsar)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from seglog.server.rest.base import (
 from seglog.server.rest.errors import RestError
 
 RETENTION = 'RetentionPolicies: {"retentionTimeInMinutes": int, "retentionSizeInMB": int} (-1: no limit)'
+COMPACTION_THRESHOLD = "the compaction threshold in bytes, a bare integer (0: no compaction by size)"
 BACKLOG_QUOTA = ('BacklogQuota: {"limitSize": bytes} for destination_storage or {"limitTime": seconds} for '
                  'message_age, and "policy": producer_request_hold, producer_exception or consumer_backlog_eviction')
 
@@ -67,6 +68,13 @@ def parse_backlog_quota(body: Any, quota_type: str) -> dict[str, Any]:
             "type": quota_type}
 
 
+def parse_compaction_threshold(body: Any) -> int:
+    """A compactionThreshold body's bytes: 412 for a negative one, as Pulsar answers it."""
+    if isinstance(body, int) and not isinstance(body, bool) and body < 0:
+        raise RestError(412, "compactionThreshold must be 0 or more")
+    return int_of(body, "compactionThreshold", minimum=0)
+
+
 def quota_type_of(request: web.Request) -> str:
     quota_type = request.query.get("backlogQuotaType", "destination_storage")
     if quota_type not in QUOTA_TYPES:
@@ -76,9 +84,9 @@ def quota_type_of(request: web.Request) -> str:
 
 def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
             name_of: Callable[[web.Request], str], applied: Callable[[RestContext, str, str], Any] | None,
-            deduplication: str) -> list[Route]:
-    """Retention, message TTL, backlog quota and deduplication (at `prefix/deduplication`) routes for one level
-    of policies."""
+            deduplication: str, set_threshold: tuple[str, ...]) -> list[Route]:
+    """Retention, message TTL, backlog quota, deduplication (at `prefix/deduplication`) and compaction threshold
+    (set with the methods `set_threshold`) routes for one level of policies."""
 
     async def get(request: web.Request, ctx: RestContext, policy: str) -> Any:
         name = name_of(request)
@@ -145,6 +153,18 @@ def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
         await ctx.blocking(level(ctx).remove_deduplication, name_of(request))
         return no_content()
 
+    async def get_compaction_threshold(request: web.Request, ctx: RestContext) -> web.Response:
+        return json_response(await get(request, ctx, "compaction_threshold"))
+
+    async def set_compaction_threshold(request: web.Request, ctx: RestContext) -> web.Response:
+        threshold = parse_compaction_threshold(await json_body(request, COMPACTION_THRESHOLD))
+        await ctx.blocking(level(ctx).set_compaction_threshold, name_of(request), threshold)
+        return no_content()
+
+    async def remove_compaction_threshold(request: web.Request, ctx: RestContext) -> web.Response:
+        await ctx.blocking(level(ctx).remove_compaction_threshold, name_of(request))
+        return no_content()
+
     get_query = ("applied",) if applied is not None else ()
     missing = (404, 412)
     return [
@@ -172,6 +192,14 @@ def _routes(prefix: str, noun: str, level: Callable[[RestContext], PolicyLevel],
               (204, 400, *missing), "true or false"),
         Route("DELETE", f"{prefix}/{deduplication}", remove_deduplication,
               f"Remove the {noun}'s deduplication setting.", (204, *missing)),
+        Route("GET", f"{prefix}/compactionThreshold", get_compaction_threshold,
+              f"The backlog in bytes that starts a compaction of the {noun}'s topics (null: unset).", (200, *missing),
+              query=get_query),
+        *(Route(method, f"{prefix}/compactionThreshold", set_compaction_threshold,
+                f"Set the {noun}'s compaction threshold (0: no compaction by size).", (204, 400, 412, 404),
+                COMPACTION_THRESHOLD) for method in set_threshold),
+        Route("DELETE", f"{prefix}/compactionThreshold", remove_compaction_threshold,
+              f"Remove the {noun}'s compaction threshold.", (204, *missing)),
     ]
 
 
@@ -184,12 +212,15 @@ def _applied(ctx: RestContext, topic: str, policy: str) -> Any:
         return policies.message_ttl_ms.value // SECOND_MS
     if policy == "deduplication":
         return policies.deduplication.value
+    if policy == "compaction_threshold":
+        return policies.compaction_threshold.value
     return {t: pulsar_backlog_quota(q.value.to_admin()) for t, q in policies.backlog_quotas.items()}
 
 
-# Pulsar's paths: a namespace's `deduplication`, a topic's `deduplicationEnabled`
+# Pulsar's paths: a namespace's `deduplication`, a topic's `deduplicationEnabled`; a namespace's compaction
+# threshold is set with PUT (Pulsar's Namespaces; POST taken too, as for every other policy), a topic's with POST
 NAMESPACE_ROUTES = _routes("/admin/v2/namespaces/{tenant}/{namespace}", "namespace",
-                           lambda ctx: ctx.admin.namespaces, namespace_of, None, "deduplication")
+                           lambda ctx: ctx.admin.namespaces, namespace_of, None, "deduplication", ("PUT", "POST"))
 TOPIC_ROUTES = _routes("/admin/v2/persistent/{tenant}/{namespace}/{topic}", "topic",
                        lambda ctx: ctx.admin.topics, lambda request: str(topic_of(request)), _applied,
-                       "deduplicationEnabled")
+                       "deduplicationEnabled", ("POST",))
