@@ -31,6 +31,7 @@ from seglog.catalog.metadata import Metadata
 from seglog.catalog.topics import Catalog, TopicRef
 from seglog.clock import Clock
 from seglog.errors import ClosedError, InvalidArgumentError, PartitionLockedError, TopicInUseError, TopicNotFoundError
+from seglog.lifecycle.compactor import Compactor
 from seglog.lifecycle.maintenance import Housekeeper, Maintenance, MaintenanceReport
 from seglog.lifecycle.quota import QuotaGuards
 from seglog.names import TopicName
@@ -68,6 +69,7 @@ class Broker:
         self.maintenance = maintenance
         self.quotas = quotas
         self.housekeeper = housekeeper
+        self.compactor = Compactor(store, clock)  # compactions asked for (admin.topics.compact) and their status
         self.cleanup = TopicCleanup()  # what the open finished (Broker.open)
         self._closed = False
         self._close_lock = threading.Lock()

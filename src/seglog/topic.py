@@ -67,13 +67,18 @@ class Topic:
         whose writers, and writer locks, it takes at once; the others at their first message)."""
         return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref), self._broker.clock, **config)
 
-    def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None) -> Reader:
+    def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None,
+               read_compacted: bool = False) -> Reader:
         """A reader of one partition from `start`: 'earliest', 'latest', an offset, or {'timestamp': ms}
-        (the first message whose timestamp is >= it). CRC checks follow the log's `verify_crc` setting."""
+        (the first message whose timestamp is >= it). CRC checks follow the log's `verify_crc` setting.
+        With `read_compacted`, each key's latest message up to the partition's compaction horizon (its
+        compacted view, tombstones left out), then the rest of the log (docs/LIFECYCLE.md, Compaction)."""
         verify = self._broker.config.verify_crc if verify_crc is None else verify_crc
         self.fence.check()
+        if not isinstance(read_compacted, bool):
+            raise InvalidArgumentError("read_compacted", read_compacted, "True or False")
         return self._broker.store.reader(self.ref.name, self.ref.check_partition(partition), start,
-                                         verify_crc=verify)
+                                         verify_crc=verify, read_compacted=read_compacted)
 
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,

@@ -467,7 +467,7 @@ def test_a_version_2_flag_in_a_version_1_batch_is_invalid(flag):
 
 
 def test_unknown_versions_and_contradicting_flags_are_invalid():
-    for version in (0, 3, 0xFFFF):
+    for version in (0, 4, 0xFFFF):
         batch = version_2_batch()
         struct.pack_into("<H", batch, 4, version)
         assert statuses(reseal(batch)) == (_format.ScanStatus.SCAN_BAD_VERSION,) * 3

@@ -254,7 +254,8 @@ cdef const uint8_t *locate(const Py_buffer *view, Py_ssize_t position, BatchHead
 
 def record_batch(buffer, Py_ssize_t position):
     """The batch at `position` of `buffer` (a segment's map, or any bytes-like object holding batches) as a
-    RecordBatch of SCHEMA: `offset` computed from the base offset, `timestamp`, `key`, `value` (its validity
+    RecordBatch of SCHEMA: `offset` computed from the base offset (a compacted batch's own offsets column),
+    `timestamp`, `key`, `value` (its validity
     bitmap too, when the batch has null values) and `properties` the batch's own sections. Ordering keys
     and batch attributes are not columns (docs/FORMAT.md): Message objects and Reader.batch_infos have them. ValueError if its sections do not fit its length. The caller
     has checked the batch (its header against the index, its CRC when asked)."""
@@ -306,10 +307,13 @@ cdef object import_batch(Py_buffer *view, Py_ssize_t position):
         PyBuffer_Release(view)
         raise
     stored.view = view[0]  # moved: released once, with the batch
-    offsets = <int64_t *>(stored + 1)
-    for i in range(layout.count):
-        offsets[i] = h.base_offset + i
-    fill_batch(stored, batch, &layout, offsets, zeroed, &root)
+    if layout.offsets >= 0:  # a compacted batch: its own column, the offsets with gaps
+        fill_batch(stored, batch, &layout, <const int64_t *>(batch + layout.offsets), zeroed, &root)
+    else:
+        offsets = <int64_t *>(stored + 1)
+        for i in range(layout.count):
+            offsets[i] = h.base_offset + i
+        fill_batch(stored, batch, &layout, offsets, zeroed, &root)
     try:
         return _import_batch(<uintptr_t>&root, SCHEMA)
     finally:

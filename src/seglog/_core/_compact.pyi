@@ -50,6 +50,9 @@ class OffsetMap:
     def add_segment(self, data: BufferLike, index: IndexView, first_entry: int, stop_entry: int, start: int,
                     end: int, verify_crc: bool) -> int:
         """Pass 1 over one segment; MAP_DONE, MAP_FULL, or the entry of the first damaged batch."""
+    def probe_stored(self, data: BufferLike, positions: npt.NDArray[np.int64], verdicts: npt.NDArray[np.uint8]) -> int:
+        """Each record's Verdict against the map (SUPERSEDED when it holds the key); -1, or the index of a
+        damaged batch."""
     def latest_offsets(self) -> npt.NDArray[np.int64]:
         """The offset of each key's latest message, ascending."""
 
@@ -57,3 +60,8 @@ def classify_segment(data: BufferLike, index: IndexView, first_entry: int, stop_
                      latest: npt.NDArray[np.int64], latest_from: int, verdicts: npt.NDArray[np.uint8]) -> int:
     """Pass 2 over one segment: each message's Verdict into `verdicts`; the position in `latest` after the
     segment, or -1 - entry for the first damaged batch."""
+
+def copy_kept(data: BufferLike, positions: npt.NDArray[np.int64], keep: npt.NDArray[np.uint8],
+              out: BufferLike) -> tuple[int, int, int]:
+    """The kept records of the batches at `positions` as compacted batches into `out`: (batches done,
+    records done, bytes written)."""

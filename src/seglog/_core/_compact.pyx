@@ -38,11 +38,13 @@ before the key is placed, as a million keys' slots do not fit the CPU's caches."
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.exc cimport PyErr_SetFromErrno
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, madvise, mmap, munmap
 
-from seglog._core._format cimport BatchLayout, C_ENTRY_SOUND, compute_layout, entry_status
+from seglog._core._format cimport (BatchLayout, C_ENTRY_SOUND, compute_layout, encode_selected, entry_status,
+                                   selected_batch_size)
 from seglog._core._index cimport IndexView
 
 import numpy as np
@@ -334,6 +336,60 @@ cdef class OffsetMap:
             return C_MAP_FULL
         return C_MAP_DONE
 
+    cdef inline bint holds(self, const uint64_t *hash) noexcept nogil:
+        """Whether a key of this hash is in the map."""
+        cdef uint64_t i = scaled(hash[0], self.capacity)
+        cdef Slot *slot
+        while True:
+            slot = &self.slots[i]
+            if slot.stored == 0:
+                return False
+            if slot.hash_low == hash[0] and slot.hash_high == hash[1]:
+                return True
+            i += 1
+            if i == self.capacity:
+                i = 0
+
+    def probe_stored(self, data, const int64_t[::1] positions, uint8_t[::1] verdicts) -> int:
+        """The Verdict of every record of the whole stored batches at `positions` of `data` (the previous
+        compacted view, all older than the map's range) into `verdicts`, in order: SUPERSEDED when the map
+        holds its key (a later message has it), else LATEST or LATEST_TOMBSTONE; KEYLESS without a key.
+        Returns -1, or the index in `positions` of a batch whose sections do not fit it."""
+        cdef Py_buffer buffer
+        cdef Py_ssize_t k, i, written = 0
+        cdef int32_t first, stop
+        cdef uint64_t hash[2]
+        cdef const uint8_t *batch
+        cdef BatchLayout L
+        cdef Py_ssize_t result = -1
+        if self.slots == NULL:
+            raise ValueError("the offset map was released")
+        PyObject_GetBuffer(data, &buffer, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                for k in range(positions.shape[0]):
+                    if not laid_out(<const uint8_t *>buffer.buf, buffer.len, positions[k], &L) or \
+                            written + L.count > verdicts.shape[0]:
+                        result = k
+                        break
+                    batch = <const uint8_t *>buffer.buf + positions[k]
+                    for i in range(L.count):
+                        if L.key_offsets < 0 or not present(batch, L.key_validity, i):
+                            verdicts[written] = KEYLESS
+                        else:
+                            first, stop = i32(batch + L.key_offsets + 4 * i), i32(batch + L.key_offsets + 4 * i + 4)
+                            murmur3_128(batch + L.key_data + first, stop - first, C_HASH_SEED, hash)
+                            if self.holds(hash):
+                                verdicts[written] = SUPERSEDED
+                            elif present(batch, L.value_validity, i):
+                                verdicts[written] = LATEST
+                            else:
+                                verdicts[written] = LATEST_TOMBSTONE
+                        written += 1
+        finally:
+            PyBuffer_Release(&buffer)
+        return result
+
     def latest_offsets(self):
         """The offset of each key's latest message, ascending: an int64 numpy array of `keys` offsets."""
         if self.slots == NULL:
@@ -358,6 +414,17 @@ cdef inline bint sound(const uint8_t *data, Py_ssize_t size, Py_ssize_t position
     if entry_status(data, size, position, end_position, base, next_offset - base, verify_crc) != C_ENTRY_SOUND:
         return False
     return compute_layout(data + position, end_position - position, L) == 0
+
+
+cdef inline bint laid_out(const uint8_t *data, Py_ssize_t size, int64_t position, BatchLayout *L) noexcept nogil:
+    """Whether a whole batch whose sections fit it lies at `position`, its layout computed into L."""
+    cdef uint32_t body_length
+    if position < 0 or position + 64 > size:
+        return False
+    memcpy(&body_length, data + position + 44, 4)
+    if position + 64 + <Py_ssize_t>body_length > size:
+        return False
+    return compute_layout(data + position, 64 + body_length, L) == 0
 
 
 cdef const int64_t *index_entries(IndexView index, Py_ssize_t first_entry, Py_ssize_t stop_entry) except NULL:
@@ -420,3 +487,58 @@ def classify_segment(data, IndexView index, Py_ssize_t first_entry, Py_ssize_t s
     finally:
         PyBuffer_Release(&buffer)
     return result if result < 0 else k
+
+
+def copy_kept(data, const int64_t[::1] positions, const uint8_t[::1] keep, uint8_t[::1] out):
+    """Write the kept records of the whole stored batches at `positions` of `data` into `out` as compacted
+    batches (format version 3, docs/FORMAT.md), one for each stored batch that keeps any: `keep` has one
+    item a record, in order (non-zero: kept). Stops before the first compacted batch that would not fit
+    `out`. Returns (batches done, records done, bytes written); (0, 0, 0) when `out` cannot hold the first
+    batch's (the caller gives it at least that batch's length plus 8 bytes a record, and calls again)."""
+    cdef Py_buffer buffer
+    cdef Py_ssize_t k, i, kept, done_batches = 0, done_records = 0, written = 0, size
+    cdef const uint8_t *batch
+    cdef BatchLayout L
+    cdef int64_t *rows = NULL
+    cdef Py_ssize_t rows_capacity = 0
+    cdef int problem = 0  # 1: a damaged batch at positions[done_batches], 2: keep too short, 3: no memory
+    PyObject_GetBuffer(data, &buffer, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            for k in range(positions.shape[0]):
+                if not laid_out(<const uint8_t *>buffer.buf, buffer.len, positions[k], &L):
+                    problem = 1
+                    break
+                if done_records + L.count > keep.shape[0]:
+                    problem = 2
+                    break
+                if L.count > rows_capacity:
+                    free(rows)
+                    rows_capacity = L.count
+                    rows = <int64_t *>malloc(8 * rows_capacity)
+                    if rows == NULL:
+                        problem = 3
+                        break
+                kept = 0
+                for i in range(L.count):
+                    if keep[done_records + i]:
+                        rows[kept] = i
+                        kept += 1
+                if kept:
+                    batch = <const uint8_t *>buffer.buf + positions[k]
+                    size = selected_batch_size(batch, &L, rows, kept)
+                    if written + size > out.shape[0]:
+                        break
+                    written += encode_selected(&out[0] + written, batch, &L, rows, kept)
+                done_records += L.count
+                done_batches += 1
+    finally:
+        free(rows)
+        PyBuffer_Release(&buffer)
+    if problem == 1:
+        raise ValueError(f"the batch at position {positions[done_batches]}: its sections do not fit it")
+    if problem == 2:
+        raise ValueError(f"keep holds {keep.shape[0]} items, fewer than the batches' records")
+    if problem == 3:
+        raise MemoryError()
+    return done_batches, done_records, written

@@ -32,7 +32,8 @@ cdef enum:
     HEADER_SIZE = 64
     CRC_START = 12          # the CRC covers every byte after itself
     FORMAT_VERSION_1 = 1
-    FORMAT_VERSION_2 = 2    # the newest: a batch is written as version 2 when it has a section of version 2
+    FORMAT_VERSION_2 = 2    # a batch is written as version 2 when it has a section of version 2
+    FORMAT_VERSION_3 = 3    # compacted batches only: an explicit offsets column, the offsets with gaps
     MAGIC = 0x424C4753      # b"SGLB" read as a little-endian uint32
 
     FLAG_HAS_KEYS = 1 << 0
@@ -45,9 +46,12 @@ cdef enum:
     FLAG_ORDERING_KEY_NULLS = 1 << 7       # version 2, only with FLAG_ORDERING_KEYS
     FLAG_LOG_APPEND_TIME = 1 << 8
     FLAG_BATCH_ATTRIBUTES = 1 << 9         # version 2
+    FLAG_OFFSETS = 1 << 10                 # version 3
     KNOWN_FLAGS_V1 = 0x11F
     VERSION_2_FLAGS_MASK = 0x2E0
     KNOWN_FLAGS_V2 = 0x3FF
+    VERSION_3_FLAGS_MASK = 0x400
+    KNOWN_FLAGS_V3 = 0x7FF
 
 
 # The fixed header, in file order; every field little-endian (docs/FORMAT.md).
@@ -121,6 +125,7 @@ cdef Py_ssize_t fit_records(const BatchColumns *columns, Py_ssize_t start, Py_ss
 cdef struct BatchLayout:
     Py_ssize_t count
     uint32_t flags
+    Py_ssize_t offsets                 # version 3's offsets column, -1 without FLAG_OFFSETS
     Py_ssize_t timestamps
     Py_ssize_t event_times
     Py_ssize_t key_validity
@@ -148,6 +153,13 @@ cdef struct BatchLayout:
 
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
+
+
+# Some records of a stored batch as one compacted batch (format version 3, its offsets column first).
+cdef Py_ssize_t selected_batch_size(const uint8_t *batch, const BatchLayout *layout, const int64_t *rows,
+                                    Py_ssize_t n) noexcept nogil
+cdef Py_ssize_t encode_selected(uint8_t *dest, const uint8_t *batch, const BatchLayout *layout, const int64_t *rows,
+                                Py_ssize_t n) noexcept nogil
 
 
 # entry_status (check_entry without Python objects): ENTRY_SOUND is SCAN_END (0), damage a SCAN_* code.

@@ -21,6 +21,8 @@ ORDERING_KEY_NULLS: int
 LOG_APPEND_TIME: int
 BATCH_ATTRIBUTES: int
 VERSION_2_FLAGS: int
+VERSION_3_FLAGS: int
+OFFSETS: int
 NO_EVENT_TIME: int
 
 class ScanStatus(enum.IntEnum):
@@ -85,8 +87,13 @@ def check_entry(buffer: BufferLike | None, start: int, end: int, base_offset: in
 
 def scan_batches(buffer: BufferLike, start: int, end: int, expected_offset: int, verify_crc: bool,
                  next_offsets: npt.NDArray[np.int64], end_positions: npt.NDArray[np.int64],
-                 max_timestamps: npt.NDArray[np.int64], running_max_timestamp: int = ...) -> tuple[int, int, int, int]:
-    """Fill one index entry per sound batch from `start`; (entries, stop_position, status, running_max_timestamp)."""
+                 max_timestamps: npt.NDArray[np.int64], running_max_timestamp: int = ..., gaps: bool = ...,
+                 base_offsets: npt.NDArray[np.int64] | None = ...) -> tuple[int, int, int, int]:
+    """Fill one index entry per sound batch from `start`; (entries, stop_position, status, running_max_timestamp).
+    With `gaps` (a compacted file) a batch may start past the previous one's next offset."""
+
+def selected_records(buffer: BufferLike, position: int, rows: npt.NDArray[np.int64]) -> bytes:
+    """Records `rows` of the batch at `position` as one compacted batch (format version 3)."""
 
 def batch_layout(buffer: BufferLike, position: int) -> dict[str, int]:
     """The column positions of the batch at `position`, relative to it (-1: section absent)."""

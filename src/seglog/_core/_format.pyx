@@ -28,7 +28,9 @@ ORDERING_KEYS = FLAG_ORDERING_KEYS
 ORDERING_KEY_NULLS = FLAG_ORDERING_KEY_NULLS
 LOG_APPEND_TIME = FLAG_LOG_APPEND_TIME
 BATCH_ATTRIBUTES = FLAG_BATCH_ATTRIBUTES
+OFFSETS = FLAG_OFFSETS
 VERSION_2_FLAGS = VERSION_2_FLAGS_MASK  # the flags only a version-2 batch may have
+VERSION_3_FLAGS = VERSION_3_FLAGS_MASK  # the flags only a version-3 (compacted) batch may have
 NO_EVENT_TIME = INT64_MIN
 
 # Scan outcomes (scan_batches, verify_batch): why a scan stopped where it did.
@@ -39,7 +41,7 @@ cpdef enum ScanStatus:
     SCAN_BAD_VERSION = 3
     SCAN_BAD_LENGTH = 4
     SCAN_BAD_CRC = 5
-    SCAN_BAD_OFFSET = 6     # base offset does not follow the previous batch
+    SCAN_BAD_OFFSET = 6     # base offset does not follow the previous batch, or offsets do not grow
     SCAN_INDEX_FULL = 7     # more batches than the index arrays given can hold
     SCAN_BAD_FLAGS = 8      # a flag unknown to the batch's format version, or flags that contradict
     SCAN_BAD_LAYOUT = 9     # sound CRC, but the column sections do not fit the batch
@@ -51,7 +53,7 @@ SCAN_REASONS = {
     SCAN_BAD_VERSION: "unsupported format version",
     SCAN_BAD_LENGTH: "invalid header length fields",
     SCAN_BAD_CRC: "CRC32C mismatch (corrupt batch)",
-    SCAN_BAD_OFFSET: "base offset does not follow the previous batch",
+    SCAN_BAD_OFFSET: "base offset does not follow the previous batch, or its offsets do not grow",
     SCAN_BAD_FLAGS: "flags not valid for the batch's format version",
     SCAN_BAD_LAYOUT: "column sections do not fit the batch (a damaged offsets section)",
     SCAN_INDEX_FULL: "index capacity reached",
@@ -209,13 +211,14 @@ def read_header(buffer, Py_ssize_t position) -> tuple:
 
 
 cdef inline bint known_version(uint16_t version) noexcept nogil:
-    return version == FORMAT_VERSION_1 or version == FORMAT_VERSION_2
+    return version == FORMAT_VERSION_1 or version == FORMAT_VERSION_2 or version == FORMAT_VERSION_3
 
 
 cdef inline bint flags_valid(uint16_t version, uint32_t flags) noexcept nogil:
     """Every flag set is one the batch's format version defines, and ORDERING_KEY_NULLS comes with
     ORDERING_KEYS (docs/FORMAT.md, Flags)."""
-    cdef uint32_t known = KNOWN_FLAGS_V1 if version == FORMAT_VERSION_1 else KNOWN_FLAGS_V2
+    cdef uint32_t known = KNOWN_FLAGS_V1 if version == FORMAT_VERSION_1 else (
+        KNOWN_FLAGS_V2 if version == FORMAT_VERSION_2 else KNOWN_FLAGS_V3)
     if flags & ~known:
         return False
     return not (flags & FLAG_ORDERING_KEY_NULLS) or (flags & FLAG_ORDERING_KEYS) != 0
@@ -244,13 +247,38 @@ cdef inline int crc_status(const uint8_t *batch, const BatchHeader *h) noexcept 
 
 cdef inline int body_status(const uint8_t *batch, const BatchHeader *h, bint verify_crc) noexcept nogil:
     """The rest of a batch whose header passed check_header: its CRC32C (with `verify_crc`), then whether
-    its column sections fit it (O(1): a few offsets read, no record walked)."""
+    its column sections fit it (O(1): a few offsets read, no record walked), and for a batch with an
+    offsets column, that its offsets grow (with `verify_crc`: a walk of the column, as cheap as the CRC)."""
     cdef BatchLayout layout
     if verify_crc and crc_status(batch, h) != SCAN_END:
         return SCAN_BAD_CRC
     if compute_layout(batch, HEADER_SIZE + h.body_length, &layout) != 0:
         return SCAN_BAD_LAYOUT
+    if verify_crc and layout.offsets >= 0 and not offsets_grow(batch + layout.offsets, layout.count):
+        return SCAN_BAD_OFFSET
     return SCAN_END
+
+
+cdef inline bint offsets_grow(const uint8_t *column, Py_ssize_t n) noexcept nogil:
+    cdef int64_t previous, offset
+    cdef Py_ssize_t i
+    memcpy(&previous, column, 8)
+    for i in range(1, n):
+        memcpy(&offset, column + 8 * i, 8)
+        if offset <= previous:
+            return False
+        previous = offset
+    return True
+
+
+cdef inline int64_t next_offset_of(const uint8_t *batch, const BatchHeader *h) noexcept nogil:
+    """The offset after the batch's last record: its base offset plus its record count, or for a batch
+    with an offsets column (whose layout was computed sound) one past that column's last offset."""
+    cdef int64_t last
+    if not h.flags & FLAG_OFFSETS:
+        return h.base_offset + h.record_count
+    memcpy(&last, batch + HEADER_SIZE + 8 * (h.record_count - 1), 8)
+    return last + 1
 
 
 def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
@@ -349,12 +377,14 @@ cdef int entry_status(const uint8_t *data, Py_ssize_t size, Py_ssize_t start, Py
 
 def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offset, bint verify_crc,
                  int64_t[::1] next_offsets, int64_t[::1] end_positions, int64_t[::1] max_timestamps,
-                 int64_t running_max_timestamp=INT64_MIN):
+                 int64_t running_max_timestamp=INT64_MIN, bint gaps=False, int64_t[::1] base_offsets=None):
     """Walk the batches of a segment from `start` to `end`, as recovery, index rebuild and `seglog check` do.
 
     Fills one index entry per sound batch (the offset after it, the position after it, and the running
     maximum timestamp) and stops at the first batch that is not sound (its header, CRC32C with `verify_crc`,
-    or column layout), or at zeroed space (never written).
+    or column layout), or at zeroed space (never written). With `gaps` (a compacted file, whose batches
+    hold offsets with gaps) a batch may start past the offset after the previous one, never before it, and
+    `base_offsets`, when given, receives each batch's base offset.
     Returns (entries, stop_position, status, running_max_timestamp); status is a SCAN_* code."""
     cdef const uint8_t[::1] view = buffer
     cdef Py_ssize_t position = start, capacity = next_offsets.shape[0], entries = 0
@@ -363,7 +393,8 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
     cdef uint32_t zero_magic = 0
     if end > view.shape[0]:
         end = view.shape[0]
-    if end_positions.shape[0] < capacity or max_timestamps.shape[0] < capacity:
+    if end_positions.shape[0] < capacity or max_timestamps.shape[0] < capacity or \
+            (base_offsets is not None and base_offsets.shape[0] < capacity):
         raise ValueError("index arrays must have equal capacity")
     with nogil:
         while True:
@@ -381,7 +412,8 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
             status = check_header(&h, position, end)
             if status != SCAN_END:
                 break
-            if expected_offset >= 0 and h.base_offset != expected_offset:
+            if expected_offset >= 0 and (h.base_offset < expected_offset if gaps
+                                         else h.base_offset != expected_offset):
                 status = SCAN_BAD_OFFSET
                 break
             status = body_status(&view[position], &h, verify_crc)
@@ -390,7 +422,9 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
             if entries == capacity:
                 status = SCAN_INDEX_FULL
                 break
-            expected_offset = h.base_offset + h.record_count
+            if base_offsets is not None:
+                base_offsets[entries] = h.base_offset
+            expected_offset = next_offset_of(&view[position], &h)
             position += HEADER_SIZE + h.body_length
             if h.max_timestamp > running_max_timestamp:
                 running_max_timestamp = h.max_timestamp
@@ -567,11 +601,195 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Encoding a selection: some records of a stored batch as a compacted batch (format version 3), which keeps
+# each record's offset in its offsets column. Every section is gathered from the stored one, so nothing of
+# a record is lost (event times, ordering keys, properties, the batch attributes) and no record is decoded.
+
+cdef inline Py_ssize_t gathered_items(const uint8_t *batch, Py_ssize_t entries_at, const int64_t *rows,
+                                      Py_ssize_t n) noexcept nogil:
+    """The items the selected rows own: one each, or with `entries_at` (properties) their entry ranges."""
+    cdef Py_ssize_t k, items = 0
+    if entries_at < 0:
+        return n
+    for k in range(n):
+        items += read_i32(batch + entries_at + 4 * rows[k] + 4) - read_i32(batch + entries_at + 4 * rows[k])
+    return items
+
+
+cdef Py_ssize_t gathered_size(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t entries_at,
+                              const int64_t *rows, Py_ssize_t n) noexcept nogil:
+    """The bytes gather_binary writes for the selected rows of one binary section."""
+    cdef Py_ssize_t k, e, first, last, data = 0
+    for k in range(n):
+        first, last = rows[k], rows[k] + 1
+        if entries_at >= 0:
+            first, last = read_i32(batch + entries_at + 4 * first), read_i32(batch + entries_at + 4 * last)
+        for e in range(first, last):
+            data += read_i32(batch + offsets_at + 4 * e + 4) - read_i32(batch + offsets_at + 4 * e)
+    return align8(4 * (gathered_items(batch, entries_at, rows, n) + 1)) + align8(data)
+
+
+cdef uint8_t *gather_binary(uint8_t *dest, uint8_t *p, const uint8_t *batch, Py_ssize_t offsets_at,
+                            Py_ssize_t data_at, Py_ssize_t entries_at, const int64_t *rows,
+                            Py_ssize_t n) noexcept nogil:
+    """An offsets + data section of the selected rows' items (with `entries_at`, each row's entries)."""
+    cdef Py_ssize_t k, e, first, last, items = gathered_items(batch, entries_at, rows, n), written = 0
+    cdef int32_t *offsets = <int32_t *>p
+    cdef int32_t start, stop, total = 0
+    cdef uint8_t *out = <uint8_t *>pad_to8(dest, p + 4 * (items + 1))
+    offsets[0] = 0
+    for k in range(n):
+        first, last = rows[k], rows[k] + 1
+        if entries_at >= 0:
+            first, last = read_i32(batch + entries_at + 4 * first), read_i32(batch + entries_at + 4 * last)
+        for e in range(first, last):
+            start, stop = read_i32(batch + offsets_at + 4 * e), read_i32(batch + offsets_at + 4 * e + 4)
+            memcpy(out + total, batch + data_at + start, stop - start)
+            total += stop - start
+            written += 1
+            offsets[written] = total
+    return pad_to8(dest, out + total)
+
+
+cdef uint8_t *gather_validity(uint8_t *dest, uint8_t *p, const uint8_t *batch, Py_ssize_t validity_at,
+                              const int64_t *rows, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t k
+    memset(p, 0, (n + 7) // 8)
+    for k in range(n):
+        if batch[validity_at + (rows[k] >> 3)] & (1 << (rows[k] & 7)):
+            p[k >> 3] |= <uint8_t>(1 << (k & 7))
+    return pad_to8(dest, p + (n + 7) // 8)
+
+
+cdef Py_ssize_t selected_batch_size(const uint8_t *batch, const BatchLayout *L, const int64_t *rows,
+                                    Py_ssize_t n) noexcept nogil:
+    """The length encode_selected gives records `rows` of the sound batch at `batch`: at most the stored
+    batch's length plus 8 bytes a record (the offsets column); every other section shrinks or stays."""
+    cdef Py_ssize_t size = HEADER_SIZE + 16 * n, bitmap = align8((n + 7) // 8)
+    if L.event_times >= 0:
+        size += 8 * n
+    if L.key_offsets >= 0:
+        size += gathered_size(batch, L.key_offsets, -1, rows, n) + (bitmap if L.key_validity >= 0 else 0)
+    size += gathered_size(batch, L.value_offsets, -1, rows, n) + (bitmap if L.value_validity >= 0 else 0)
+    if L.property_entries >= 0:
+        size += align8(4 * (n + 1))
+        size += gathered_size(batch, L.property_key_offsets, L.property_entries, rows, n)
+        size += gathered_size(batch, L.property_value_offsets, L.property_entries, rows, n)
+    if L.ordering_key_offsets >= 0:
+        size += gathered_size(batch, L.ordering_key_offsets, -1, rows, n)
+        size += bitmap if L.ordering_key_validity >= 0 else 0
+    if L.attributes >= 0:
+        size += L.end - L.attributes
+    return size
+
+
+cdef Py_ssize_t encode_selected(uint8_t *dest, const uint8_t *batch, const BatchLayout *L, const int64_t *rows,
+                                Py_ssize_t n) noexcept nogil:
+    """Write records `rows` (ascending record indexes, at least one) of the sound batch at `batch` as one
+    compacted batch at `dest` (selected_batch_size bytes, made room for by the caller); returns its length."""
+    cdef BatchHeader source, h
+    cdef uint8_t *p = dest + HEADER_SIZE
+    cdef Py_ssize_t k, e
+    cdef int64_t offset, stamp, max_ts
+    cdef int32_t *entries
+    cdef int32_t total = 0
+    memcpy(&source, batch, HEADER_SIZE)
+    for k in range(n):
+        offset = read_i64(batch + L.offsets + 8 * rows[k]) if L.offsets >= 0 else source.base_offset + rows[k]
+        memcpy(p + 8 * k, &offset, 8)
+    p += 8 * n
+    max_ts = INT64_MIN
+    for k in range(n):
+        stamp = read_i64(batch + L.timestamps + 8 * rows[k])
+        max_ts = stamp if stamp > max_ts else max_ts
+        memcpy(p + 8 * k, &stamp, 8)
+    p += 8 * n
+    if L.event_times >= 0:
+        for k in range(n):
+            memcpy(p + 8 * k, batch + L.event_times + 8 * rows[k], 8)
+        p += 8 * n
+    if L.key_offsets >= 0:
+        if L.key_validity >= 0:
+            p = gather_validity(dest, p, batch, L.key_validity, rows, n)
+        p = gather_binary(dest, p, batch, L.key_offsets, L.key_data, -1, rows, n)
+    if L.value_validity >= 0:
+        p = gather_validity(dest, p, batch, L.value_validity, rows, n)
+    p = gather_binary(dest, p, batch, L.value_offsets, L.value_data, -1, rows, n)
+    if L.property_entries >= 0:
+        entries = <int32_t *>p
+        entries[0] = 0
+        for k in range(n):
+            e = rows[k]
+            total += read_i32(batch + L.property_entries + 4 * e + 4) - read_i32(batch + L.property_entries + 4 * e)
+            entries[k + 1] = total
+        p = pad_to8(dest, p + 4 * (n + 1))
+        p = gather_binary(dest, p, batch, L.property_key_offsets, L.property_key_data, L.property_entries, rows, n)
+        p = gather_binary(dest, p, batch, L.property_value_offsets, L.property_value_data, L.property_entries,
+                          rows, n)
+    if L.ordering_key_offsets >= 0:
+        if L.ordering_key_validity >= 0:
+            p = gather_validity(dest, p, batch, L.ordering_key_validity, rows, n)
+        p = gather_binary(dest, p, batch, L.ordering_key_offsets, L.ordering_key_data, -1, rows, n)
+    if L.attributes >= 0:  # the last sections, position-independent (8-aligned, offsets from 0): copied whole
+        memcpy(p, batch + L.attributes, L.end - L.attributes)
+        p += L.end - L.attributes
+    h = source
+    h.version = FORMAT_VERSION_3
+    h.flags = source.flags | FLAG_OFFSETS
+    memcpy(&h.base_offset, dest + HEADER_SIZE, 8)
+    h.first_timestamp = read_i64(dest + HEADER_SIZE + 8 * n)
+    h.max_timestamp = max_ts
+    h.record_count = <int32_t>n
+    h.body_length = <uint32_t>(p - dest - HEADER_SIZE)
+    if source.origin_cluster != 0:  # (the origin's offset of the first record kept)
+        h.origin_base_offset = source.origin_base_offset + rows[0]
+    h.crc = 0
+    memcpy(dest, &h, HEADER_SIZE)
+    h.crc = seglog_crc32c(0, dest + CRC_START, (p - dest) - CRC_START)
+    memcpy(dest + 8, &h.crc, 4)
+    return p - dest
+
+
+def selected_records(buffer, Py_ssize_t position, const int64_t[::1] rows) -> bytes:
+    """Records `rows` (ascending record indexes) of the sound batch at `position` as one compacted batch
+    (format version 3: each record keeps its offset in an offsets column; docs/FORMAT.md)."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchHeader h
+    cdef BatchLayout layout
+    cdef const uint8_t *batch
+    cdef Py_ssize_t n = rows.shape[0], k, size
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise ValueError(f"no batch header at position {position}")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    batch = &view[position]
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
+            compute_layout(batch, HEADER_SIZE + h.body_length, &layout) != 0:
+        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    if n == 0:
+        raise ValueError("no records selected: a batch holds at least one")
+    for k in range(n):
+        if not 0 <= rows[k] < layout.count or (k and rows[k] <= rows[k - 1]):
+            raise ValueError(f"rows must be ascending record indexes of the batch's {layout.count}")
+    size = selected_batch_size(batch, &layout, &rows[0], n)
+    out = bytearray(size)
+    cdef uint8_t[::1] dest = out
+    with nogil:
+        size = encode_selected(&dest[0], batch, &layout, &rows[0], n)
+    return bytes(out[:size])
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Decoding: where each column sits. Every section stays inside the batch, or the batch is reported corrupt.
 
 cdef inline int32_t read_i32(const uint8_t *p) noexcept nogil:
     cdef int32_t v
     memcpy(&v, p, 4)
+    return v
+
+
+cdef inline int64_t read_i64(const uint8_t *p) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, p, 8)
     return v
 
 
@@ -601,7 +819,7 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
     n = h.record_count
     out.count = n
     out.flags = h.flags
-    out.event_times = out.key_validity = out.key_offsets = out.key_data = out.value_validity = -1
+    out.offsets = out.event_times = out.key_validity = out.key_offsets = out.key_data = out.value_validity = -1
     out.property_entries = out.property_key_offsets = out.property_key_data = -1
     out.property_value_offsets = out.property_value_data = -1
     out.ordering_key_validity = out.ordering_key_offsets = out.ordering_key_data = -1
@@ -610,6 +828,11 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
     out.property_entry_count = out.attribute_count = 0
     if n <= 0 or not known_version(h.version) or not flags_valid(h.version, h.flags):
         return -1
+    if h.flags & FLAG_OFFSETS:
+        if p + 8 * n > length or read_i64(batch + p) != h.base_offset:
+            return -1
+        out.offsets = p
+        p += 8 * n
     out.timestamps = p
     p += 8 * n
     if h.flags & FLAG_EVENT_TIME_COLUMN:

@@ -1,6 +1,9 @@
 from collections.abc import Iterator, Mapping
 from typing import ClassVar
 
+import numpy as np
+import numpy.typing as npt
+
 from seglog._core._buffer import BufferLike
 
 class MessageId:
@@ -65,3 +68,6 @@ def batch_attribute(buffer: BufferLike, position: int, name: bytes) -> str | Non
 
 def messages_from_batch(buffer: BufferLike, position: int, partition: int, start: int, stop: int) -> list[Message]:
     """Messages [start, stop) (record indexes within the batch) of the sound batch at `position`."""
+
+def batch_offsets(buffer: BufferLike, position: int) -> npt.NDArray[np.int64]:
+    """The offsets of the records of the batch at `position` (a compacted batch's own column)."""

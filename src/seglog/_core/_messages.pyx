@@ -14,6 +14,8 @@ from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLA
 
 from types import MappingProxyType
 
+import numpy as np
+
 from seglog.errors import InvalidArgumentError
 
 # The batch attributes of every message of a batch without any: one shared empty read-only mapping.
@@ -239,7 +241,7 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
         else:
             m = with_extras(batch, &L, i, attributes)
         m.partition = partition
-        m.offset = base_offset + i
+        m.offset = base_offset + i if L.offsets < 0 else i64(batch + L.offsets + 8 * i)
         m.timestamp = i64(batch + L.timestamps + 8 * i)
         if present(batch, L.value_validity, i):
             m.value = binary_item(batch, L.value_offsets, L.value_data, i)
@@ -264,3 +266,15 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
                             for j in range(e, e_stop)}
         out.append(m)
     return out
+
+
+def batch_offsets(buffer, Py_ssize_t position):
+    """The offsets of the records of the sound batch at `position`, ascending: a compacted batch's offsets
+    column (a read-only view of `buffer`, docs/FORMAT.md), else its base offset onwards, one by one."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    cdef const uint8_t *batch = located(view, position, &L)
+    cdef int64_t base_offset = i64(batch + 16)
+    if L.offsets >= 0:
+        return np.frombuffer(buffer, dtype=np.int64, count=L.count, offset=position + L.offsets)
+    return np.arange(base_offset, base_offset + L.count, dtype=np.int64)

@@ -529,6 +529,20 @@ class Topics(PolicyLevel):
     def internal_stats(self, topic: str) -> dict[str, Any]:
         return internal_stats(self._broker, self._broker.topic(topic))
 
+    def compact(self, topic: str) -> dict[str, Any]:
+        """Compact the topic now, Pulsar's model (docs/LIFECYCLE.md, Compaction): each partition's compacted
+        view then holds each key's latest message up to the end offset it had; the log itself is unchanged.
+        Returns what was done per partition (horizon, messages read, kept, removed); CompactionRunningError
+        while another compaction of the topic runs. `compaction_status` says how the last one went."""
+        outcomes = self._broker.compactor.compact(self._broker.topic(topic))
+        return {"partitions": [{"partition": p, "horizon": o.horizon, "read": o.read, "kept": o.kept,
+                                "removed": o.removed, "durationMs": o.duration_ms} for p, o in enumerate(outcomes)]}
+
+    def compaction_status(self, topic: str) -> dict[str, Any]:
+        """Pulsar's compaction status of the topic: {"status": NOT_RUN | RUNNING | SUCCESS | ERROR,
+        "lastError": text, "" unless ERROR}, for compactions asked of this process."""
+        return self._broker.compactor.status(self._broker.topic(topic)).to_admin()
+
     def explain_retention(self, topic: str) -> dict[str, Any]:
         """Why each segment is kept, or which rule deletes it next and when (see retention.py)."""
         return explain_retention(self._broker, self._broker.topic(topic))

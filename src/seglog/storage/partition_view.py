@@ -23,6 +23,7 @@ from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
 from seglog._core._messages import batch_attribute
 from seglog.errors import CorruptLogError, IndexMismatchError, InvalidArgumentError
+from seglog.storage.compacted import CompactedView
 from seglog.storage.lock import unattended
 from seglog.storage.segment import (
     CLEAN_MARKER,
@@ -277,6 +278,7 @@ class PartitionView:
         self._listed_mtime_ns: int | None = None  # the directory's mtime when its listing can be trusted
         self._lock = threading.RLock()
         self.facts = SegmentFacts(self)  # the segments as rows of arrays, sealed ones read once
+        self.compacted = CompactedView(directory)  # its compacted view (read_compacted), when it has one
         self.rescan()
 
     def rescan(self, *, force: bool = False) -> None:

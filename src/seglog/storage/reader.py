@@ -7,14 +7,16 @@ import time
 from collections.abc import Mapping
 from typing import Any, Iterator, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from seglog._core._arrow import indexed_batch
 from seglog._core._index import IndexView
-from seglog._core._messages import Message, batch_attributes, messages_from_batch
+from seglog._core._messages import Message, batch_attributes, batch_offsets, messages_from_batch
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
+from seglog.storage.compacted import CompactedView
 from seglog.storage.fence import TopicFence
 from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
@@ -44,18 +46,24 @@ class Reader:
     Thread safety: a reader keeps its position, so it is used by one thread at a time; give each thread its
     own (the readers of a partition share its mapped segments). Readers may run in any number of processes
     while another process writes. A RecordBatch it returns is immutable and may be read by any thread; it
-    keeps its segment's map alive, so it stays valid after the reader or the log is closed."""
+    keeps its segment's map alive, so it stays valid after the reader or the log is closed.
+
+    With `compacted` (read_compacted), offsets below the partition's compaction horizon are read from its
+    compacted view: each key's latest message there, with its own offset, tombstones left out; then the log
+    from the horizon on (docs/LIFECYCLE.md, Compaction). 'earliest' is then the view's first message."""
 
     def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True,
-                 fence: TopicFence, appended: AppendSignal | None = None) -> None:
+                 fence: TopicFence, appended: AppendSignal | None = None,
+                 compacted: CompactedView | None = None) -> None:
         self.partition = partition
+        self._compacted = compacted
         self._fence = fence
         self._signals = () if appended is None else (appended,)
         self.verify_crc = verify_crc
         self._view = segments
         self._verified: tuple[IndexView, int] | None = None  # the last batch this reader checked
         self._last: tuple[SegmentView, IndexView, int, int] | None = None  # the last one located, its end offset
-        self._offset = start_offset(segments, start)
+        self._offset = 0 if compacted is not None and start == "earliest" else start_offset(segments, start)
         self._closed = False
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
 
@@ -77,6 +85,10 @@ class Reader:
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
         '500ms', see units.parse_timeout; ClosedError if the log is closed meanwhile); without, it returns at
         once."""
+        if self._compacted is not None:
+            batch = self._compacted_batch(max_messages)
+            if batch is not None:
+                return batch
         batch = self._following_batch() if timeout is None else None
         if batch is not None:
             base, count = self._offset, batch.num_rows
@@ -111,6 +123,10 @@ class Reader:
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
         """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
+        if self._compacted is not None:
+            compacted = self._compacted_messages(max_messages)
+            if compacted:
+                return compacted
         located = self._next_batch(timeout)
         if located is None:
             return []
@@ -120,6 +136,47 @@ class Reader:
         messages = messages_from_batch(view.data, position, self.partition, skip, stop)
         self._offset += len(messages)
         return messages
+
+    def _compacted_rows(self, max_messages: int | None):
+        """(the compacted file, its batch's position, first row, rows) of the next messages of the compacted
+        view at the read position, which moves past them; None once the position is at or past the view's
+        horizon (moved there when the view holds nothing more below it)."""
+        if self._closed:
+            raise ClosedError("reader is closed")
+        current = self._compacted.current() if self._compacted is not None else None
+        if current is None or self._offset >= current[0].horizon:
+            return None
+        state, file = current
+        index = file.find(self._offset) if file is not None else 0
+        if file is None or index == file.batches:
+            self._offset = state.horizon
+            return None
+        position = int(file.positions[index])
+        offsets = batch_offsets(file.data, position)
+        row = int(np.searchsorted(offsets, self._offset))
+        rows = len(offsets) - row if max_messages is None else min(len(offsets) - row, max_messages)
+        self._offset = int(offsets[row + rows - 1]) + 1
+        return file, position, row, rows
+
+    def _compacted_batch(self, max_messages: int | None) -> pa.RecordBatch | None:
+        while (located := self._compacted_rows(max_messages)) is not None:
+            file, position, row, rows = located
+            batch = to_record_batch(file.data, position).slice(row, rows)
+            values = batch.column(3)
+            if values.null_count:  # tombstones: not part of the compacted view
+                batch = batch.filter(values.is_valid())
+            if batch.num_rows:
+                return batch
+        return None
+
+    def _compacted_messages(self, max_messages: int | None) -> list[Message]:
+        while (located := self._compacted_rows(max_messages)) is not None:
+            file, position, row, rows = located
+            messages = [m for m in messages_from_batch(file.data, position, self.partition, row, row + rows)
+                        if m.value is not None]
+            if messages:
+                return messages
+        return []
 
     def batch_infos(self) -> Iterator[BatchInfo]:
         """(base_offset, record_count, attributes) of each stored batch from the one holding the current

@@ -128,10 +128,14 @@ class PartitionStore:
             view = self._views[directory] = PartitionView(directory)
         return view
 
-    def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool) -> Reader:
-        """A reader of the partition from `start`, closed when the store closes if not before."""
-        reader = Reader(self.view(name, partition), partition, start, verify_crc=verify_crc, fence=self.fence(name),
-                        appended=self.append_signal(name, partition))
+    def reader(self, name: TopicName, partition: int, start: Any, *, verify_crc: bool,
+               read_compacted: bool = False) -> Reader:
+        """A reader of the partition from `start`, closed when the store closes if not before; with
+        `read_compacted`, of its compacted view below the compaction horizon, then of the log."""
+        view = self.view(name, partition)
+        reader = Reader(view, partition, start, verify_crc=verify_crc, fence=self.fence(name),
+                        appended=self.append_signal(name, partition),
+                        compacted=view.compacted if read_compacted else None)
         with self._writers_lock:
             self._readers.add(reader)
         return reader

@@ -1,0 +1,300 @@
+"""A partition's compacted view on disk: each key's latest message below a horizon, as compacted batches
+(format version 3: each record keeps its offset, docs/FORMAT.md) in one data file beside the partition's
+segments, and the state that names that file (docs/LIFECYCLE.md, Compaction).
+
+    <partition>/compacted/state.json                 the current generation, its horizon, recent runs
+    <partition>/compacted/<generation>.compacted     its batches, offsets ascending, all below the horizon
+
+A compaction writes the next generation's file whole, fsyncs it, then replaces state.json atomically: that
+rename is the commit. Files state.json does not name (an older generation, a run a crash cut short) are
+removed by the next compaction. A reader maps the file state.json names; once mapped, the file may be
+removed under it (its pages stay until the last batch over them is gone), so a swap never breaks a read."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from seglog._core._compact import copy_kept
+from seglog._core._format import HEADER_BYTES, SCAN_REASONS, ScanStatus, read_header, scan_batches
+from seglog._core._mapping import Mapping
+from seglog.errors import CorruptLogError
+from seglog.storage.segment import map_file, sync_directory
+
+COMPACTED_DIRECTORY = "compacted"
+STATE_NAME = "state.json"
+DATA_SUFFIX = ".compacted"
+STATE_VERSION = 1
+# Recent compactions kept in the state for Kafka's tombstone rule (CompactedState.cleaned_before): when
+# more accumulate, the oldest are merged into the next, which only keeps tombstones longer.
+MAX_RUNS = 256
+# What the writer buffers before a write(): the compactor's memory stays this, whatever it writes.
+WRITE_BUFFER_BYTES = 8 << 20
+# Batches listed per scan call when a data file is opened (the listing's arrays grow a chunk at a time).
+_SCAN_CHUNK = 65536
+_RECORD_COUNT, _BODY_LENGTH = 8, 9  # of read_header's fields (docs/FORMAT.md, the batch header)
+# Times a reader tries again when a compaction replaced the file between reading the state and mapping it.
+_OPEN_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class CompactedState:
+    """What state.json holds. `generation` counts the compactions and names the data file (0: none yet);
+    offsets below `horizon` are compacted: the file holds each key's latest message among them (`records`
+    messages, `size` bytes). `runs`: (horizon, finished at, ms) of recent compactions, oldest first, which
+with `oldest_tombstone` tell when Kafka's tombstones are due to go (cleaned_before). The
+    last compaction's figures are Pulsar's `compaction` section of internal stats."""
+    generation: int = 0
+    horizon: int = 0
+    records: int = 0
+    size: int = 0
+    runs: tuple[tuple[int, int], ...] = ()
+    oldest_tombstone: int = -1     # the offset of the oldest tombstone the view keeps (-1: none)
+    last_removed: int = 0          # messages the last compaction left out of the view
+    last_duration_ms: int = 0
+    last_finished_ms: int = 0
+
+    @property
+    def file_name(self) -> str | None:
+        return None if self.generation == 0 else f"{self.generation:020d}{DATA_SUFFIX}"
+
+    def cleaned_before(self, time_ms: int) -> int:
+        """The highest horizon of a compaction finished at or before `time_ms` (0: none): every offset
+        below it was in the compacted view by then (Kafka's delete horizon for tombstones)."""
+        return max((horizon for horizon, finished in self.runs if finished <= time_ms), default=0)
+
+    def after_run(self, *, horizon: int, records: int, size: int, removed: int, duration_ms: int,
+                  finished_ms: int, oldest_tombstone: int) -> CompactedState:
+        runs = (*self.runs, (horizon, finished_ms))
+        if len(runs) > MAX_RUNS:  # merge the oldest into the next: its offsets then count as cleaned later
+            runs = runs[1:]
+        return replace(self, generation=self.generation + 1, horizon=horizon, records=records, size=size,
+                       runs=runs, oldest_tombstone=oldest_tombstone, last_removed=removed,
+                       last_duration_ms=duration_ms, last_finished_ms=finished_ms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "generation": self.generation, "horizon": self.horizon,
+                "records": self.records, "size": self.size, "runs": [list(run) for run in self.runs],
+                "oldest_tombstone": self.oldest_tombstone,
+                "last_removed": self.last_removed, "last_duration_ms": self.last_duration_ms,
+                "last_finished_ms": self.last_finished_ms}
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> CompactedState:
+        try:
+            if data["version"] != STATE_VERSION:
+                raise ValueError(f"version {data['version']!r}, not {STATE_VERSION}")
+            state = cls(int(data["generation"]), int(data["horizon"]), int(data["records"]), int(data["size"]),
+                        tuple((int(h), int(t)) for h, t in data["runs"]), int(data["oldest_tombstone"]),
+                        int(data["last_removed"]),
+                        int(data["last_duration_ms"]), int(data["last_finished_ms"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CorruptLogError(str(path), 0, f"not a compacted view's state ({error})") from None
+        if min(state.generation, state.horizon, state.records, state.size) < 0:
+            raise CorruptLogError(str(path), 0, "not a compacted view's state (a negative count)")
+        return state
+
+
+def compacted_directory(partition_directory: Path) -> Path:
+    return partition_directory / COMPACTED_DIRECTORY
+
+
+def read_state(partition_directory: Path) -> CompactedState | None:
+    """The partition's compacted state, or None when it was never compacted."""
+    path = compacted_directory(partition_directory) / STATE_NAME
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CorruptLogError(str(path), 0, "not a compacted view's state (not JSON)") from None
+    return CompactedState.from_json(data, path)
+
+
+def commit_state(partition_directory: Path, state: CompactedState) -> None:
+    """Make `state` the partition's compacted state, durably (the new data file was fsynced before), then
+    remove every data file it does not name."""
+    directory = compacted_directory(partition_directory)
+    path = directory / STATE_NAME
+    staging = directory / (STATE_NAME + ".tmp")
+    with open(staging, "w", encoding="utf-8") as file:
+        json.dump(state.to_json(), file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(staging, path)
+    sync_directory(directory)
+    remove_unnamed(directory, state)
+
+
+def remove_unnamed(directory: Path, state: CompactedState | None) -> None:
+    """Remove the data files `state` does not name: older generations and runs a crash cut short."""
+    keep = None if state is None else state.file_name
+    for name in os.listdir(directory):
+        if name.endswith(DATA_SUFFIX) and name != keep:
+            (directory / name).unlink(missing_ok=True)
+
+
+class CompactedFile:
+    """One generation's data file, mapped read-only, its batches listed when opened: every batch's header,
+    CRC32C and layout checked, its offsets growing and all below the horizon (CorruptLogError otherwise).
+    Immutable once written: shared by the partition's readers."""
+
+    def __init__(self, path: Path, state: CompactedState) -> None:
+        self.path = path
+        self.records = state.records
+        horizon = state.horizon
+        data = map_file(path, writable=False)
+        if data is None:
+            raise CorruptLogError(str(path), 0, f"empty, though the view's state says it holds {self.records} messages")
+        self.data: Mapping = data
+        size = len(data)
+        bases, nexts, ends = [], [], []
+        position, expected = 0, 0
+        while position < size:
+            chunk = [np.empty(_SCAN_CHUNK, dtype=np.int64) for _ in range(4)]
+            count, stop, status, _ = scan_batches(self.data, position, size, expected, True, chunk[0], chunk[1],
+                                                  chunk[2], gaps=True, base_offsets=chunk[3])
+            bases.append(chunk[3][:count])
+            nexts.append(chunk[0][:count])
+            ends.append(chunk[1][:count])
+            if count:
+                expected = int(chunk[0][count - 1])
+            if status not in (ScanStatus.SCAN_END, ScanStatus.SCAN_INDEX_FULL) or \
+                    (status == ScanStatus.SCAN_END and stop != size):
+                raise CorruptLogError(str(path), stop, SCAN_REASONS.get(status, "a batch is damaged"))
+            position = stop
+        self.bases: npt.NDArray[np.int64] = np.concatenate(bases) if bases else np.empty(0, np.int64)
+        self.nexts: npt.NDArray[np.int64] = np.concatenate(nexts) if nexts else np.empty(0, np.int64)
+        ends_all = np.concatenate(ends) if ends else np.empty(0, np.int64)
+        self.positions: npt.NDArray[np.int64] = np.concatenate(([0], ends_all[:-1])).astype(np.int64) \
+            if len(ends_all) else np.empty(0, np.int64)
+        if len(self.nexts) and int(self.nexts[-1]) > horizon:
+            raise CorruptLogError(str(path), int(self.positions[-1]),
+                                  f"offset {int(self.nexts[-1]) - 1} is not below the horizon, {horizon}")
+
+    @property
+    def batches(self) -> int:
+        return len(self.positions)
+
+    def find(self, offset: int) -> int:
+        """The index of the first batch holding an offset at or after `offset` (`batches` if none)."""
+        return int(np.searchsorted(self.nexts, offset, side="right"))
+
+
+@dataclass
+class CompactedView:
+    """A partition's compacted view as its readers see it: the current state and its file, opened again
+    when state.json changes. One per partition per open log (storage.store), thread-safe."""
+    partition_directory: Path
+    _identity: tuple[int, int, int] | None = None
+    _current: tuple[CompactedState, CompactedFile | None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def current(self) -> tuple[CompactedState, CompactedFile | None] | None:
+        """(state, its file; None when the view is empty) as state.json says now; None when the partition
+        was never compacted."""
+        path = compacted_directory(self.partition_directory) / STATE_NAME
+        with self._lock:
+            for _ in range(_OPEN_ATTEMPTS):
+                identity = _identity(path)
+                if identity == self._identity:
+                    return self._current
+                state = read_state(self.partition_directory)
+                if state is None:
+                    self._identity, self._current = None, None
+                    return None
+                try:
+                    name = state.file_name
+                    file = CompactedFile(compacted_directory(self.partition_directory) / name, state) \
+                        if name is not None and state.records else None
+                except FileNotFoundError:  # replaced since the state was read: read it again
+                    continue
+                self._identity, self._current = identity, (state, file)
+                return self._current
+        raise OSError(f"{path}: the compacted view kept changing while being opened")
+
+    def horizon(self) -> int:
+        current = self.current()
+        return 0 if current is None else current[0].horizon
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
+class CompactedWriter:
+    """Writes the next generation's data file: compacted batches through a bounded buffer (the
+    compactor's memory is the buffer, whatever it writes), fsynced by `finish`. Nothing is visible to
+    readers until commit_state names the file."""
+
+    def __init__(self, partition_directory: Path, generation: int) -> None:
+        directory = compacted_directory(partition_directory)
+        directory.mkdir(exist_ok=True)
+        self.path = directory / f"{generation:020d}{DATA_SUFFIX}"
+        self.path.unlink(missing_ok=True)  # a run of the same generation a crash cut short
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._buffer = bytearray(WRITE_BUFFER_BYTES)
+        self._used = 0
+        self.size = 0
+        self.records = 0
+
+    def append(self, data: Mapping, positions: npt.NDArray[np.int64], keep: npt.NDArray[np.uint8]) -> None:
+        """The kept records (`keep`: one item a record, non-zero to keep) of the whole stored batches at
+        `positions` of `data`, as compacted batches."""
+        self.records += int(np.count_nonzero(keep))
+        while len(positions):
+            out = memoryview(self._buffer)[self._used:]
+            batches, records, written = copy_kept(data, positions, keep, out)
+            self._used += written
+            if batches == 0:  # the next batch does not fit what is left of the buffer
+                if self._used:
+                    self._flush()
+                    continue
+                need = _selected_bound(data, int(positions[0]))
+                self._buffer = bytearray(max(need, WRITE_BUFFER_BYTES))
+                continue
+            positions, keep = positions[batches:], keep[records:]
+
+    def _flush(self) -> None:
+        view = memoryview(self._buffer)[:self._used]
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self.size += self._used
+        self._used = 0
+        if len(self._buffer) > WRITE_BUFFER_BYTES:  # after an oversized batch
+            self._buffer = bytearray(WRITE_BUFFER_BYTES)
+
+    def finish(self) -> None:
+        """Write what is buffered and make the file durable."""
+        self._flush()
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    def abort(self) -> None:
+        """Give the file up (a failed run): closed and removed."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.path.unlink(missing_ok=True)
+
+
+def _selected_bound(data: Mapping, position: int) -> int:
+    """The most a compacted batch of records of the stored batch at `position` can take: its length plus
+    8 bytes a record (the offsets column); every other section only shrinks."""
+    header = read_header(data, position)
+    return HEADER_BYTES + header[_BODY_LENGTH] + 8 * header[_RECORD_COUNT]
