@@ -22,6 +22,7 @@ from seglog.storage.delivery_time import deliver_at_attributes
 from seglog.units import parse_duration, parse_size, parse_time_ms, parse_timeout
 
 if TYPE_CHECKING:
+    from seglog.catalog.message_keys import KeysRequired
     from seglog.catalog.topics import TopicRef
     from seglog.clock import Clock
     from seglog.lifecycle.quota import QuotaGuard
@@ -55,8 +56,8 @@ class Producer(SendPath):
     `send_batch` and `flush` interleave, every message is stored once, at the MessageId its call returned.
     A producer cannot cross processes; each process makes its own, for partitions no other process writes."""
 
-    def __init__(self, topic: ProducerTopic, store: PartitionStore, quota_guard: QuotaGuard, clock: Clock, *,
-                 batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
+    def __init__(self, topic: ProducerTopic, store: PartitionStore, quota_guard: QuotaGuard, keys: KeysRequired,
+                 clock: Clock, *, batch_size: int | str = PRODUCER_DEFAULTS["batch_size"],
                  linger_ms: int | str = PRODUCER_DEFAULTS["linger_ms"], send_timeout: float | str = 30.0,
                  partitions: Iterable[int] | None = None) -> None:
         self.topic = topic
@@ -88,11 +89,28 @@ class Producer(SendPath):
             self.close()
             raise
         self._quota_guard = quota_guard
+        self._keys = keys  # (a compacted topic's messages need keys: catalog/message_keys.py)
+        self._quota_armed = False
         quota_guard.register(self._arm_quota_gate)
 
     def _arm_quota_gate(self, armed: bool) -> None:
-        """The topic has backlog quotas (armed) or none: send() checks them only while it has."""
-        self._quota_gate = self._check_message_quota if armed else None
+        """The topic has backlog quotas (armed) or none, or its settings may have changed (the quota guard
+        calls this whenever either may have): send()'s gate, which it calls before it queues a message, checks
+        the key while the topic compacts and the quotas while it has some, and is None, costing nothing, while
+        neither."""
+        self._quota_armed = armed
+        self._keys.refresh()
+        if self._keys.required:
+            self._quota_gate = self._check_message
+        else:
+            self._quota_gate = self._check_message_quota if armed else None
+
+    def _check_message(self, partition: int, value: bytes | None, key: bytes | None, timestamp: int | None,
+                       properties: dict[str, str] | None) -> None:
+        """send()'s gate on a compacted topic: a key first, then the backlog quotas if any."""
+        self._keys.check_key(key)
+        if self._quota_armed:
+            self._check_message_quota(partition, value, key, timestamp, properties)
 
     def _check_message_quota(self, partition: int, value: bytes | None, key: bytes | None, timestamp: int | None,
                              properties: dict[str, str] | None) -> None:
@@ -141,6 +159,7 @@ class Producer(SendPath):
         (Pulsar's delayed delivery; exclusive and failover deliver them at once). The whole call is checked
         before anything is written: a bad argument writes nothing."""
         self._check_open()
+        keys = self._keys.checked_keys(keys)
         attributes = self._delivery_time(deliver_at, deliver_after)
         if partition is not None:
             self._ref.check_partition(partition)
@@ -151,7 +170,7 @@ class Producer(SendPath):
             self._next_batch_partition += 1
         writer = self._writer(partition)
         source = writer.source(values, keys, timestamps, properties, attributes=attributes)
-        if self._quota_gate is not None:
+        if self._quota_armed:
             self._check_quota(partition, source.size(0, source.count))
         return MessageId(partition, writer.append(source))
 
@@ -159,6 +178,7 @@ class Producer(SendPath):
                       properties: dict[str, str] | None, partition: int | None, deliver_at: Any,
                       deliver_after: Any) -> MessageId:
         """send() of a delayed message: a batch of its own, as the delivery time is kept per stored batch."""
+        self._keys.check_key(key)
         return self.send_batch([value], keys=None if key is None else [key],
                                timestamps=None if timestamp is None else [timestamp],
                                properties=None if properties is None else [properties], partition=partition,
@@ -189,7 +209,7 @@ class Producer(SendPath):
         batches = [(partition, self._writer(partition).source(*parts, attributes=attributes))
                    for partition, parts in split_by_key(self._partitions, whole.keys, values, keys, timestamps,
                                                         properties)]
-        if self._quota_gate is not None:
+        if self._quota_armed:
             for partition, source in batches:
                 self._check_quota(partition, source.size(0, source.count))
         ids = [MessageId(partition, self._writer(partition).append(source)) for partition, source in batches]

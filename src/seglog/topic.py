@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from seglog.admin.stats import explain_retention, internal_stats, topic_stats
 from seglog.broker import Broker
 from seglog.catalog.config import TopicConfig
+from seglog.catalog.message_keys import KeysRequired
 from seglog.catalog.topics import TopicRef
 from seglog.consumer import Consumer
 from seglog.dead_letters import DeadLetterPolicy, DeadLetters
@@ -65,7 +66,8 @@ class Topic:
         """A producer for this topic: batch_size (bytes, default 1 MiB), linger_ms (default 5), send_timeout
         (seconds a producer_request_hold quota may hold a send, default 30), partitions (the partitions
         whose writers, and writer locks, it takes at once; the others at their first message)."""
-        return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref), self._broker.clock, **config)
+        return Producer(self, self._broker.store, self._broker.quotas.guard(self.ref),
+                        KeysRequired(self._broker.catalog, self.ref.name), self._broker.clock, **config)
 
     def reader(self, start: Any = "earliest", partition: int = 0, *, verify_crc: bool | None = None,
                read_compacted: bool = False) -> Reader:

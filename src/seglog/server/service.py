@@ -14,8 +14,9 @@ from functools import cached_property
 from typing import Any
 
 from seglog.broker import Broker
+from seglog.catalog.message_keys import KeysRequired
 from seglog.catalog.topics import TopicRef
-from seglog.errors import NotFoundError, TopicExistsError, TopicNotFoundError
+from seglog.errors import InvalidArgumentError, NotFoundError, TopicExistsError, TopicNotFoundError
 from seglog.lifecycle.quota import QuotaGuard
 from seglog.names import NonPersistentTopicName, TopicName, partition_of
 from seglog.rates import Publisher
@@ -75,6 +76,7 @@ class ProducerHandle:
     # what it wrote (counted by the writer), where it connects from and since when: stats' publishers, and a
     # replicator's replication.*In
     publisher: Publisher
+    keys: KeysRequired  # while the topic compacts, every message of a SEND needs a key (Kafka's rule)
     quota_armed: bool = False  # the topic has backlog quotas: each SEND is checked against them
 
     @cached_property  # (asked twice for every SEND: parsing the name each time cost 2% of a cluster's time)
@@ -97,8 +99,9 @@ class ProducerHandle:
         return -1 if self.sequences is None else self.sequences.last(self.deduplication_name)
 
     def arm_quota(self, armed: bool) -> None:
-        """The topic's backlog quotas were set or removed (QuotaGuard.register)."""
+        """The topic's backlog quotas were set or removed, or its settings may have changed (QuotaGuard.register)."""
         self.quota_armed = armed
+        self.keys.refresh()
 
 
 @dataclass
@@ -307,7 +310,7 @@ class BrokerService:
         publisher = store.traffic.topic(str(target.ref.name)).add_publisher(name, target.partition, f"/{peer}",
                                                                              access_mode)
         handle = ProducerHandle(target, name, writer, fence, self.broker.quotas.guard(target.ref), sequences,
-                                publisher)
+                                publisher, KeysRequired(self.broker.catalog, target.ref.name))
         handle.quota.register(handle.arm_quota)
         if handle.origin is not None:
             with self._lock:
@@ -329,6 +332,8 @@ class BrokerService:
         says so) when this returns."""
         handle.fence.check()
         origin = handle.origin
+        if handle.keys.required and origin is None:  # (a replicated entry was taken by its origin cluster)
+            _check_keys(handle, messages)
         if origin is not None:  # a replicated entry: never replicated again, deduplicated by origin offset
             messages.attributes[REPLICATED_FROM] = origin
             messages.attributes[REPLICATED_OFFSET] = str(sequence_id)
@@ -550,6 +555,17 @@ _INT64_MAX = (1 << 63) - 1
 
 class QuotaRefusal(ServerFailure):
     """A backlog quota refuses the partition's producers: they are closed and refused until it clears."""
+
+
+def _check_keys(handle: ProducerHandle, messages: Messages) -> None:
+    """Refuse a SEND to a compacted topic with a message that has no partition key, before anything is written:
+    SEND_ERROR ChecksumError, the one code for which pulsar-client fails that message alone (on any other code it
+    drops the connection and resends it until its send timeout). Pulsar's broker has no such rule (its compactor
+    leaves keyless messages out); this is Kafka's, for topics whose cleanup_policy compacts (docs/SERVER.md)."""
+    try:
+        handle.keys.checked_keys(messages.keys)
+    except InvalidArgumentError as refused:
+        raise ServerFailure(api.ChecksumError, f"{refused.detail}: give the message a partition key") from None
 
 
 def _check_quota(guard: QuotaGuard, partition: int, nbytes: int) -> None:
