@@ -24,8 +24,8 @@ from seglog.units import readable_size
 @pass_data
 @click.pass_context
 def check(ctx: click.Context, data: DataDir) -> None:
-    """Verify the whole data directory: every batch's header, offsets and CRC32C, every index, and what a
-    crash in the middle of creating or deleting a topic left.
+    """Verify the whole data directory: every batch's header, offsets and CRC32C, every index, every
+    partition's compacted view, and what a crash in the middle of creating or deleting a topic left.
 
     Nothing is changed. Exits with 1 and lists each problem (file, byte position, reason) if any is found;
     `seglog repair` fixes what can be fixed.
@@ -52,8 +52,8 @@ def check(ctx: click.Context, data: DataDir) -> None:
         return
     count = len(report.problems)
     in_storage = any(problem.unit in ("byte", "") for problem in report.problems)  # broker.conf's are by line
-    hint = " (`seglog repair` cuts what follows the last committed batch, rebuilds indexes and finishes what a " \
-        "crash left of a topic's creation or deletion)" if in_storage else ""
+    hint = " (`seglog repair` cuts what follows the last committed batch, rebuilds indexes, removes damaged " \
+        "compacted views and finishes what a crash left of a topic's creation or deletion)" if in_storage else ""
     console.print(f"[bold red]{count} problem{'s' if count > 1 else ''} found[/]{hint}:")
     print_problems(console, report.problems)
     ctx.exit(EXIT_DAMAGE)

@@ -1,7 +1,8 @@
 """Verifying and repairing a data directory (`seglog check`, `seglog repair`).
 
 check: read every batch of every segment, checking header, offsets and CRC32C, and every index against its
-log; nothing is changed (`seglog check` checks broker.conf too). repair: the recovery a writer runs when it
+log, and each partition's compacted view (check_compacted_view); nothing is changed (`seglog check` checks
+broker.conf too). repair: the recovery a writer runs when it
 opens a partition, applied to every partition and forced (clean shutdown markers are not trusted): newest
 segments cut back to their commit point, every index that disagrees with its log rebuilt. Damage inside a
 sealed segment cannot be repaired without losing what follows it; repair reports it. recover_log: the
@@ -10,12 +11,22 @@ left, which the next `seglog.open` (or `seglog repair`) finishes or removes."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Collection, Iterator
 
-from seglog.errors import InvalidNameError, PartitionLockedError, SymbolicLinkError
+from seglog._core._format import read_header
+from seglog.errors import CorruptLogError, InvalidNameError, PartitionLockedError, SymbolicLinkError
 from seglog.names import TopicName
+from seglog.storage.compacted import (
+    DATA_SUFFIX,
+    STATE_NAME,
+    CompactedFile,
+    CompactedState,
+    compacted_directory,
+    read_state,
+)
 from seglog.storage.fence import FENCE_FILE, fence_deleted
 from seglog.storage.lock import ExclusiveFileLock, writer_locks
 from seglog.storage.recovery import RecoveryReport, mark_recovered, recover_partition
@@ -114,6 +125,10 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
     report.partitions += 1
     if reported_symbolic_links(directory, report):
         return
+    # Read before the segments: a horizon is never past the end a compaction saw, and the end only grows.
+    view = check_compacted_view(directory)
+    report.problems += view.problems
+    report.notes += view.notes
     expected = bases[0] if bases else 0
     for i, base in enumerate(bases):
         paths = SegmentPaths.of(directory, base)
@@ -137,6 +152,9 @@ def check_partition(directory: Path, report: CheckReport, progress: Callable[[in
         else:
             _check_sealed(paths, commit, report)
         expected = int(commit.scan.next_offsets[commit.count - 1]) if commit.count else base
+    horizon = view.horizon_problem(expected)
+    if horizon is not None:
+        report.problems.append(horizon)
 
 
 def _check_sealed(paths: SegmentPaths, commit: Commit, report: CheckReport) -> None:
@@ -164,6 +182,105 @@ def _check_newest(paths: SegmentPaths, commit: Commit, report: CheckReport) -> N
 
 
 INDEX_DIFFERS = "index does not match its log (rebuilt by `seglog repair` or the next writer)"
+
+
+# A damaged view is derived data, as an index is: `seglog repair` removes it and the next compaction makes it
+# again from the log (docs/LIFECYCLE.md, Compaction).
+VIEW_REMOVED_BY_REPAIR = "removed by `seglog repair`; the next compaction makes the view again from the log"
+# (the record count field of read_header's tuple, in file order: docs/FORMAT.md, the batch header)
+_RECORD_COUNT = 8
+# The file storage.compacted.commit_state writes a view's next state into before renaming it over state.json.
+STATE_STAGING = STATE_NAME + ".tmp"
+# Times the view is read again when a compaction replaced it while it was being checked.
+_VIEW_ATTEMPTS = 20
+
+
+@dataclass
+class CompactedViewCheck:
+    """What check_compacted_view found in a partition's compacted view: its state (None: never compacted,
+    or not readable), its damage, and what is not damage (the leftovers of an unfinished compaction)."""
+    state: CompactedState | None = None
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
+    directory: Path | None = None
+
+    def horizon_problem(self, log_end: int) -> Problem | None:
+        """The view's horizon past the log's end offset `log_end` (measured after the state was read): the
+        log lost messages the view was made from, and a compacted read would hide the offsets written
+        again."""
+        if self.state is None or self.state.horizon <= log_end or self.directory is None:
+            return None
+        return Problem(str(compacted_directory(self.directory) / STATE_NAME), 0,
+                       f"the compacted view's horizon, {self.state.horizon}, is past the log's end offset, {log_end} "
+                       f"(the log lost messages the view was made from; {VIEW_REMOVED_BY_REPAIR})")
+
+
+def check_compacted_view(partition_directory: Path) -> CompactedViewCheck:
+    """Check a partition's compacted view (storage.compacted), changing nothing: its state.json parses, the
+    data file it names is there, every batch of it is sound (header, CRC32C, offsets ascending below the
+    horizon), and its batches hold the state's `records` messages in its `size` bytes. Data files the
+    state does not name are notes, not damage: what an unfinished compaction left, which the next one
+    removes. A compaction that replaces the view meanwhile makes the check read it again."""
+    directory = compacted_directory(partition_directory)
+    if not directory.is_dir():
+        return CompactedViewCheck()
+    for _ in range(_VIEW_ATTEMPTS):
+        checked = CompactedViewCheck(directory=partition_directory)
+        try:
+            checked.state = read_state(partition_directory)
+        except CorruptLogError as error:
+            checked.problems.append(Problem(error.path, error.position, f"{error.reason} ({VIEW_REMOVED_BY_REPAIR})"))
+            return checked
+        named = None if checked.state is None else checked.state.file_name
+        if named is not None and checked.state is not None:
+            try:
+                problem = _data_file_problem(partition_directory, named, checked.state)
+            except FileNotFoundError:  # a compaction replaced the view since its state was read
+                continue
+            if problem is not None:
+                checked.problems.append(problem)
+        checked.notes += _leftovers(directory, named)
+        return checked
+    raise OSError(f"{directory / STATE_NAME}: the compacted view kept changing while being checked")
+
+
+def _data_file_problem(partition_directory: Path, name: str, state: CompactedState) -> Problem | None:
+    """What is wrong with the view's data file `name` against its `state`. FileNotFoundError when the file
+    is gone because a compaction replaced the view meanwhile."""
+    path = compacted_directory(partition_directory) / name
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if read_state(partition_directory) != state:
+            raise
+        return Problem(str(path), 0, f"missing: the compacted view's state names it ({VIEW_REMOVED_BY_REPAIR})")
+    records = 0
+    if size:
+        try:
+            file = CompactedFile(path, state)
+        except CorruptLogError as error:
+            return Problem(error.path, error.position, f"{error.reason} ({VIEW_REMOVED_BY_REPAIR})")
+        records = sum(read_header(file.data, position)[_RECORD_COUNT] for position in file.positions.tolist())
+        close_map(file.data)
+    if records != state.records or size != state.size:
+        return Problem(str(path), 0, f"holds {records} messages in {size} bytes, its state says {state.records} "
+                                     f"messages in {state.size} bytes ({VIEW_REMOVED_BY_REPAIR})")
+    return None
+
+
+def _leftovers(directory: Path, named: str | None) -> list[Problem]:
+    """The files of the view's directory that its state does not name: an older generation, or a
+    compaction a crash cut short (before its commit, or while it was replacing the state)."""
+    notes = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(DATA_SUFFIX) and name != named:
+            notes.append(Problem(str(directory / name), 0, "a compacted view's data file its state does not name, "
+                                 "left by a compaction that did not finish (removed by the next compaction or "
+                                 "`seglog repair`)", unit=""))
+        elif name == STATE_STAGING:
+            notes.append(Problem(str(directory / name), 0, "a compacted view's state a compaction did not finish "
+                                 "writing (replaced by the next compaction, removed by `seglog repair`)", unit=""))
+    return notes
 
 
 def reported_symbolic_links(directory: Path, report: CheckReport) -> bool:
