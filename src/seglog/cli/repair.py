@@ -1,5 +1,6 @@
 """`seglog repair`: finish the topic creations and deletions a crash cut short, run forced recovery on every
-partition of the data directory, then check what remains."""
+partition of the data directory, remove damaged compacted views and what unfinished compactions left, then
+check what remains."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from seglog.cli.errors import EXIT_DAMAGE
 from seglog.cli.output import out
 from seglog.cli.verify import check_with_progress, print_problems
 from seglog.clock import system_clock
+from seglog.lifecycle.compacted_repair import compaction_locks, repair_compacted_views
 from seglog.storage.check import repair_log
 from seglog.units import readable_size
 
@@ -23,18 +25,22 @@ from seglog.units import readable_size
 @click.pass_context
 def repair(ctx: click.Context, data: DataDir) -> None:
     """Repair the data directory: finish what a crash left of a topic's creation or deletion, cut each
-    partition back to its last committed batch, rebuild indexes that do not match their log.
+    partition back to its last committed batch, rebuild indexes that do not match their log, remove damaged
+    compacted views and the files unfinished compactions left.
 
-    The first is what every open of the data directory does; the rest what a writer does when it opens a
-    partition, applied to every partition without trusting clean-shutdown markers; then the whole directory
-    is checked as `seglog check` does. Damage inside a sealed (not the last) segment cannot be cut without
-    losing what follows it: it is listed and the exit code is 1. A partition being written by a running
-    process is refused (exit code 1).
+    The first is what every open of the data directory does; the next two what a writer does when it opens a
+    partition, applied to every partition without trusting clean-shutdown markers; a compacted view is made
+    again from the log by the next compaction; then the whole directory is checked as `seglog check` does.
+    Damage inside a sealed (not the last) segment cannot be cut without losing what follows it: it is listed
+    and the exit code is 1. A partition being written or compacted by a running process is refused (exit
+    code 1).
     """
     path = data.require()
     broker = Broker.open(path, clock=system_clock, background=False)  # the open finishes the topics' changes
     broker.close()
-    repaired = repair_log(path)
+    with compaction_locks(path) as compacted:
+        repaired = repair_log(path)
+        views = repair_compacted_views(compacted)
     report, _seconds = check_with_progress(path, label="verifying")
     report.problems += topic_problems(path)
     remaining = list(dict.fromkeys([*repaired.damaged, *report.problems]))  # Problem is hashable: no duplicates
@@ -50,6 +56,12 @@ def repair(ctx: click.Context, data: DataDir) -> None:
               if repaired.unused_bytes else "")
     console.print(f"Cut {cut:,} bytes ({readable_size(cut)}) after the last committed batches{unused}")
     console.print(f"Rebuilt {rebuilt:,} index{'es' if rebuilt != 1 else ''}")
+    for problem in views.removed_views:
+        console.print(f"Removed a damaged compacted view, made again by the next compaction: {escape(str(problem))}",
+                      soft_wrap=True)
+    if views.removed_leftovers:
+        left = len(views.removed_leftovers)
+        console.print(f"Removed {left} file{'s' if left != 1 else ''} that unfinished compactions left")
     if repaired.lost:
         console.print("[bold yellow]Acknowledged batches were lost[/] before this repair (a power loss without "
                       "fsync, or damage) and are cut now:")
