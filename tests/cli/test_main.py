@@ -32,7 +32,8 @@ def all_commands(command: click.Command = main, path: tuple[str, ...] = ()) -> l
 def test_the_commands() -> None:
     policy_commands = ["get-backlog-quotas", "get-deduplication", "get-message-ttl", "get-retention",
                        "remove-backlog-quota", "remove-deduplication", "remove-message-ttl", "remove-retention",
-                       "set-backlog-quota", "set-deduplication", "set-message-ttl", "set-retention"]
+                       "set-backlog-quota", "set-deduplication", "set-message-ttl", "set-retention",
+                       "get-compaction-threshold", "remove-compaction-threshold", "set-compaction-threshold"]
     subscription_commands = ["clear-backlog", "create-subscription", "expire-messages", "peek-messages",
                              "reset-cursor", "skip", "subscriptions", "unsubscribe",
                              "get-replicated-subscription-status", "set-replicated-subscription-status"]
