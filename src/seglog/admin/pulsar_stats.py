@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from seglog.admin import traffic_stats
-from seglog.admin.stats import consumer_states, partition_subscriptions, replication_section, topic_stats
+from seglog.admin.stats import (
+    compacted_state,
+    compaction_stats,
+    consumer_states,
+    partition_subscriptions,
+    replication_section,
+    topic_stats,
+)
 from seglog.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -41,14 +48,16 @@ def _subscription(seglog: dict[str, Any], consumers: list[dict[str, Any]],
 
 
 def _topic(live: dict[str, Any], subscriptions: dict[str, Any], storage: int, backlog: int,
-           replication: dict[str, Any]) -> dict[str, Any]:
-    """A TopicStats: `live` holds the rates and counters (traffic_stats) and the publishers."""
+           replication: dict[str, Any], compaction: dict[str, int]) -> dict[str, Any]:
+    """A TopicStats: `live` holds the rates and counters (traffic_stats) and the publishers; `compaction` is
+    Pulsar's CompactionStats (stats.compaction_stats)."""
     return {**{key: live[key] for key in TOPIC_LIVE_KEYS},
             "msgChunkPublished": False, "storageSize": storage, "backlogSize": backlog,
             "offloadedStorageSize": 0, "earliestMsgPublishTimeInBacklogs": 0,
             "waitingPublishers": 0, "subscriptions": subscriptions, "replication": replication,
             "deduplicationStatus": "Disabled",
-            "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0}
+            "nonContiguousDeletedMessagesRanges": 0, "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+            "compaction": compaction}
 
 
 def pulsar_topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
@@ -58,7 +67,8 @@ def pulsar_topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 def _together(seglog: dict[str, Any]) -> dict[str, Any]:
     subscriptions = {name: _subscription(s, s["consumers"]) for name, s in seglog["subscriptions"].items()}
-    stats = _topic(seglog, subscriptions, seglog["storageSize"], seglog["backlogSize"], seglog["replication"])
+    stats = _topic(seglog, subscriptions, seglog["storageSize"], seglog["backlogSize"], seglog["replication"],
+                   seglog["compaction"])
     # seglog's: messages whose producer named clusters outside the namespace's allowed ones, per cluster (a
     # server's producers only: in-process producers name no clusters)
     stats["replicationNotAllowed"] = {}
@@ -88,5 +98,6 @@ def partitioned_stats(broker: Broker, ref: TopicRef, *, per_partition: bool) -> 
         stats["partitions"][ref.pulsar_name(p)] = _topic(
             live, subscriptions, seglog["partitions"][str(p)]["storageSize"],
             max((s["backlogSize"] for s in subscriptions.values()), default=0),
-            replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}))
+            replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}),
+            compaction_stats([compacted_state(broker.store.partition_directory(ref.name, p))]))
     return stats

@@ -9,6 +9,7 @@ a topic may hold more than its retention size until its oldest segment can go as
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from seglog.admin import traffic_stats
@@ -17,10 +18,13 @@ from seglog.lifecycle.backlog import backlog_count, partition_backlog
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
 from seglog.names import REPLICATOR_PREFIX
+from seglog.storage.compacted import CompactedState, read_state
 from seglog.storage.segment import list_segments
 from seglog.subscriptions.subscription import reading
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from seglog.broker import Broker
     from seglog.catalog.topics import TopicRef
     from seglog.storage.partition_view import PartitionView
@@ -41,6 +45,31 @@ def physical_size(broker: Broker, ref: TopicRef) -> int:
             if name.endswith((".log", ".index", ".timeindex")):
                 total += os.stat(directory / name).st_blocks * 512
     return total
+
+
+def compacted_state(directory: Path) -> CompactedState:
+    """The compacted view's state of the partition in `directory`; generation 0 (an empty view, horizon 0)
+    where it was never compacted."""
+    return read_state(directory) or CompactedState()
+
+
+def compaction_stats(states: Sequence[CompactedState]) -> dict[str, int]:
+    """Pulsar's `compaction` section of TopicStats (CompactionStats) of the partitions whose compacted views'
+    `states` are given: the last compaction that changed each view, every partition together (the messages it
+    left out and the time it took added up, its end the latest; by the log's clock). The state on disk keeps
+    no failure: lastCompactionFailedTimestamp is 0, and compaction_status says what failed."""
+    done = [state for state in states if state.generation]
+    return {"lastCompactionRemovedEventCount": sum(state.last_removed for state in done),
+            "lastCompactionSucceedTimestamp": max((state.last_finished_ms for state in done), default=0),
+            "lastCompactionFailedTimestamp": 0,
+            "lastCompactionDurationTimeInMills": sum(state.last_duration_ms for state in done)}
+
+
+def _compaction(state: CompactedState) -> dict[str, int]:
+    """seglog's compaction section of a partition's internal stats: its compacted view (docs/LIFECYCLE.md)."""
+    return {"horizon": state.horizon, "generation": state.generation, "messages": state.records,
+            "size": state.size, "lastRemoved": state.last_removed, "lastFinishedMs": state.last_finished_ms,
+            "lastDurationMs": state.last_duration_ms}
 
 
 def replicated(broker: Broker, cursor: PartitionCursor) -> bool:
@@ -93,9 +122,9 @@ def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage,
-    `replication`: the replication cursors' backlogs per remote cluster (replication_section), and the live
+    `replication`: the replication cursors' backlogs per remote cluster (replication_section), the live
     rates and counters (traffic_stats) of what was written, of each subscription and consumer, and of the
-    producers connected."""
+    producers connected, and `compaction` (compaction_stats) with each partition's compactionHorizon."""
     now = broker.clock()
     tables = _tables(broker, ref)
     traffic = broker.store.traffic.topic(str(ref.name))
@@ -121,6 +150,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             **traffic_stats.subscription_out(traffic.subscriptions.get(name), every),
         }
     policies = broker.catalog.policies(ref)
+    compacted = [compacted_state(view.directory) for view, _ in tables]
     slowest_size = max((s["backlogSize"] for s in subscriptions.values()), default=0)
     ages = [(s["oldestUnackedMessageAgeSeconds"], n) for n, s in subscriptions.items()
             if s["oldestUnackedMessageAgeSeconds"] is not None]
@@ -141,8 +171,10 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
         "oldestBacklogMessageAgeSeconds": oldest_age,
         "oldestBacklogMessageSubscriptionName": oldest_name,
         "partitions": {str(p): {"earliestOffset": table.earliest_offset, "endOffset": table.end_offset,
-                                "storageSize": table.total_size, "segments": len(table)}
+                                "storageSize": table.total_size, "segments": len(table),
+                                "compactionHorizon": compacted[p].horizon}
                        for p, (_, table) in enumerate(tables)},
+        "compaction": compaction_stats(compacted),
         "policies": _policies(broker, ref),
         "subscriptions": subscriptions,
         "replication": replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}),
@@ -150,7 +182,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
 
 
 def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
-    """Segments and cursors of every partition (Pulsar's stats-internal)."""
+    """Segments, cursors and the compacted view of every partition (Pulsar's stats-internal)."""
     tables = _tables(broker, ref)
     states = list(broker.subscriptions.states(ref))
     partitions = {}
@@ -170,6 +202,7 @@ def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
         partitions[str(p)] = {"numberOfEntries": table.end_offset - table.earliest_offset,
                               "totalSize": table.total_size, "segments": segments, "cursors": cursors,
                               "segmentFiles": len(list_segments(view.directory)),
+                              "compaction": _compaction(compacted_state(view.directory)),
                               "spareSegmentReady": broker.store.spare_ready(ref.name, p)}
     return {"partitions": partitions}
 

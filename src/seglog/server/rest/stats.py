@@ -4,7 +4,8 @@ their rates) with what only the server knows, its replicators' connections and c
 refused to replicate.
 
 Positions are message ids as the binary protocol sends them (`0:offset`, server/protocol/message_ids.py);
-in internalStats a ledger is a segment, its `ledgerId` the segment's base offset."""
+in internalStats a ledger is a segment, its `ledgerId` the segment's base offset, and the compacted ledger the
+partition's compacted view (compacted_ledger), with seglog's `compactionHorizon` beside it."""
 
 from __future__ import annotations
 
@@ -103,5 +104,15 @@ def internal_stats(ctx: RestContext, topic: str, partition: int = 0) -> dict[str
             "lastLedgerCreatedTimestamp": "", "lastLedgerCreationFailureTimestamp": "",
             "waitingCursorsCount": 0, "pendingAddEntriesCount": 0, "lastConfirmedEntry": position(end - 1),
             "state": "LedgerOpened", "ledgers": ledgers, "cursors": cursors, "schemaLedgers": [],
-            "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
-                                "underReplicated": False}}
+            "compactedLedger": compacted_ledger(seglog["compaction"]),
+            "compactionHorizon": seglog["compaction"]["horizon"]}
+
+
+def compacted_ledger(compaction: dict[str, int]) -> dict[str, Any]:
+    """Pulsar's compactedLedger (a LedgerInfo) of a partition's compacted view, from seglog's compaction
+    section of its internal stats: the view's generation stands for the ledger's id (each compaction writes
+    the next one, as each of Pulsar's writes a new ledger), its messages for the entries; -1 for all three
+    where the partition was never compacted, as Pulsar answers without a compacted ledger."""
+    made = compaction["generation"] > 0
+    return {"ledgerId": compaction["generation"] if made else -1, "entries": compaction["messages"] if made else -1,
+            "size": compaction["size"] if made else -1, "offloaded": False, "underReplicated": False}
