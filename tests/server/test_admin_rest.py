@@ -288,7 +288,7 @@ def test_topics_create_list_partitions_delete(http):
     assert http.delete(f"{base}/plain").status_code == 204
     reason(http.delete(f"{base}/plain"), 404, "does not exist")
     reason(http.get(f"/admin/v2/persistent/{ns}/nope/stats"), 404)
-    reason(http.put(f"{base}/plain/compaction"), 405, "does not compact")
+    reason(http.put(f"{base}/plain/compaction"), 404, "does not exist")  # (compaction: test_compaction_rest.py)
 
 
 def test_stats_and_delete_with_real_clients(http, server):

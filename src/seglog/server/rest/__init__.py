@@ -3,8 +3,8 @@ admin REST API (/admin/v2), the HTTP lookup (/lookup/v2), /metrics, seglog's own
 the OpenAPI document of all of them (GET /admin/v2/openapi.json), made from the route table below so it
 cannot drift from what is served.
 
-One module per resource (clusters, tenants, namespaces, topics, non_persistent_topics, subscriptions, policies,
-replication_clusters, brokers, seglog_routes, schemas), each a list of Routes; every request goes through
+One module per resource (clusters, tenants, namespaces, topics, compaction, non_persistent_topics, subscriptions,
+policies, replication_clusters, brokers, seglog_routes, schemas), each a list of Routes; every request goes through
 middleware.dispatch (authentication, then errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers
 call seglog.admin's API in the thread pool (RestContext.blocking)."""
 
@@ -18,6 +18,7 @@ from aiohttp import web
 from seglog.server.rest import (
     brokers,
     clusters,
+    compaction,
     namespaces,
     non_persistent_topics,
     replication_clusters,
@@ -43,7 +44,7 @@ async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
 
 
 ROUTES: list[Route] = [
-    *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES,
+    *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES, *compaction.ROUTES,
     *non_persistent_topics.ROUTES, *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
     *schemas.ROUTES,
     Route("GET", OPENAPI, _openapi, "This document."),

@@ -19,6 +19,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from seglog.admin.api import Admin
 from seglog.broker import Broker
+from seglog.errors import TopicNotFoundError
 from seglog.names import NamespaceName, TopicName
 from seglog.server.auth import Authority
 from seglog.server.rest.errors import RestError
@@ -101,6 +102,21 @@ def namespace_of(request: web.Request) -> str:
 def topic_of(request: web.Request) -> TopicName:
     """The topic of the path, validated (InvalidNameError: 412)."""
     return TopicName(request.match_info["tenant"], request.match_info["namespace"], request.match_info["topic"])
+
+
+def partition_named(ctx: RestContext, topic: TopicName) -> tuple[TopicName, int | None]:
+    """(the seglog topic, the partition) of a topic name (blocking): `NAME-partition-i` names partition i of a
+    partitioned topic NAME, any other name a whole topic (None)."""
+    base, sep, index = topic.topic.rpartition("-partition-")
+    if sep and base and index.isdigit():
+        name = TopicName(topic.tenant, topic.namespace, base)
+        try:
+            partitions = ctx.broker.topic(name).partitions
+        except TopicNotFoundError:
+            partitions = 0
+        if partitions > 1 and int(index) < partitions:
+            return name, int(index)
+    return topic, None
 
 
 async def json_body(request: web.Request, what: str, *, optional: bool = False) -> Any:

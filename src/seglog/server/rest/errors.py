@@ -30,6 +30,7 @@ from seglog.errors import (
     TopicNotFoundError,
     UnusableClusterError,
 )
+from seglog.lifecycle.compaction import CompactionRunningError
 from seglog.server.errors import ServerFailure
 from seglog.server.protocol import pulsar_api_pb2 as api
 
@@ -60,6 +61,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (TopicInUseError, 412),  # Pulsar: 412 "Topic has active producers/subscriptions"
     (ConsumerBusyError, 412),  # Pulsar: 412 "Subscription has active consumers"
     (PartitionLockedError, 412),  # another process writes the partition
+    (CompactionRunningError, 409),  # Pulsar: 409 "Compaction already in progress"
     (ClosedError, 503),  # the server is stopping
     (ConfigurationStoreError, 503),  # the shared configuration store is unreachable (Pulsar: 500 or 503)
     (MetadataError, 500),

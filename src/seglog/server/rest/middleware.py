@@ -34,6 +34,8 @@ NAMESPACE_TOPIC_LISTS = frozenset({"/admin/v2/namespaces/{tenant}/{namespace}/to
                                    "/admin/v2/persistent/{tenant}/{namespace}/partitioned",
                                    "/admin/v2/non-persistent/{tenant}/{namespace}",
                                    "/admin/v2/non-persistent/{tenant}/{namespace}/partitioned"})
+# Topic paths whose GET is for the tenant's admins too, as Pulsar's TopicOperation.COMPACT is (its status as well)
+ADMIN_READS = frozenset({"/admin/v2/persistent/{tenant}/{namespace}/{topic}/compaction"})
 
 
 def access(request: web.Request) -> tuple[str | None, tuple[str, ...]] | None:
@@ -41,7 +43,8 @@ def access(request: web.Request) -> tuple[str | None, tuple[str, ...]] | None:
     or None when it is open to anyone. Pulsar's rules: the broker's own resources (clusters, the tenants list,
     maintenance) and creating, changing or deleting a tenant are for superusers; everything within a tenant
     for its admin roles; a role granted produce or consume on a namespace may also list its topics and read
-    its topics' stats, partitions and lookups, and a role granted consume may act on subscriptions."""
+    its topics' stats, partitions and lookups (not their compaction status: ADMIN_READS), and a role granted
+    consume may act on subscriptions."""
     if request.path in OPEN_PATHS:
         return None
     info = request.match_info
@@ -59,7 +62,7 @@ def access(request: web.Request) -> tuple[str | None, tuple[str, ...]] | None:
     name = f"{tenant}/{namespace}/{topic}"
     if "subscription" in info:
         return name, auth.CONSUME
-    return name, auth.LOOKUP if reading else ()
+    return name, auth.LOOKUP if reading and template not in ADMIN_READS else ()
 
 
 async def authenticate(request: web.Request) -> None:

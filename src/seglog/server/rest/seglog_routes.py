@@ -7,6 +7,7 @@ admin command answers on a server as on a data directory) and for scripts:
     DELETE /seglog/v1/topics/{t}/{ns}/{topic}[?force=true]      delete, partitioned or not
     POST   /seglog/v1/topics/{t}/{ns}/{topic}/settings          change settings (topic update)
     GET    /seglog/v1/topics/{t}/{ns}/{topic}/stats|internal-stats|explain   seglog's stats
+    POST   /seglog/v1/topics/{t}/{ns}/{topic}/compaction        compact now, answer what was done (topics compact)
     PUT    …/subscriptions/{sub}                                create at earliest, latest or {"offsets": {p: o}}
     POST   …/subscriptions/{sub}/reset                          {"offsets": {p: o}} or {"timestamp": ms}
     POST   …/subscriptions/{sub}/skip/{n}, …/expire/{seconds}   answer {"skipped": n}, {"expired": n}
@@ -183,6 +184,9 @@ ROUTES = [
           "settings to change"),
     Route("GET", f"{TOPIC}/stats", _view("stats"), "seglog's topic stats.", (200, 404, 412)),
     Route("GET", f"{TOPIC}/internal-stats", _view("internal_stats"), "seglog's internal stats.", (200, 404, 412)),
+    Route("POST", f"{TOPIC}/compaction", _view("compact"), "Compact the topic now and answer what was done per "
+                                                             "partition; 409 while a compaction of it runs.",
+          (200, 404, 409, 412)),
     Route("GET", f"{TOPIC}/explain", _view("explain_retention"), "Why each segment is kept, or when it goes.",
           (200, 404, 412)),
     Route("PUT", SUBSCRIPTION, create_subscription, "Create a subscription.", (204, 400, 404, 409, 412),

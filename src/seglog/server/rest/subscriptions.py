@@ -24,6 +24,7 @@ from seglog.server.rest.base import (
     int_of,
     json_body,
     no_content,
+    partition_named,
     path_int,
     query_flag,
     topic_of,
@@ -197,7 +198,7 @@ async def peek(request: web.Request, ctx: RestContext) -> web.Response:
     n = path_int(request, "position", "the message position (from 1)", minimum=1)
 
     def find() -> tuple[Any, bool]:
-        name, named = _partition_named(ctx, topic)
+        name, named = partition_named(ctx, topic)
         partition = named or 0
         messages = [m for m in ctx.admin.topics.peek_messages(str(name), subscription, n) if m.partition == partition]
         if len(messages) < n:
@@ -209,28 +210,13 @@ async def peek(request: web.Request, ctx: RestContext) -> web.Response:
                         headers=message_headers(message, partitioned))
 
 
-def _partition_named(ctx: RestContext, topic: TopicName) -> tuple[TopicName, int | None]:
-    """(the seglog topic, the partition) of a topic name: `NAME-partition-i` names partition i of a partitioned
-    topic NAME, any other name a whole topic (None)."""
-    base, sep, index = topic.topic.rpartition("-partition-")
-    if sep and base and index.isdigit():
-        name = TopicName(topic.tenant, topic.namespace, base)
-        try:
-            partitions = partitions_of(ctx, name)
-        except KeyError:
-            partitions = 0
-        if partitions > 1 and int(index) < partitions:
-            return name, int(index)
-    return topic, None
-
-
 async def get_replicated_status(request: web.Request, ctx: RestContext) -> web.Response:
     """{topic or partition: replicated} (Admin's get_replicated_subscription_status): every partition of a
     partitioned topic, or the one its name (NAME-partition-i) names."""
     topic, subscription = topic_of(request), subscription_of(request)
 
     def get() -> dict[str, bool]:
-        name, partition = _partition_named(ctx, topic)
+        name, partition = partition_named(ctx, topic)
         return ctx.admin.topics.get_replicated_subscription_status(str(name), subscription, partition=partition)
     return json_reply(await ctx.blocking(get))
 
@@ -242,7 +228,7 @@ async def set_replicated_status(request: web.Request, ctx: RestContext) -> web.R
         raise RestError(400, f"expected {REPLICATED}, not {json.dumps(enabled)}")
 
     def set_status() -> None:
-        name, partition = _partition_named(ctx, topic)
+        name, partition = partition_named(ctx, topic)
         ctx.admin.topics.set_replicated_subscription_status(str(name), subscription, enabled, partition=partition)
     await ctx.blocking(set_status)
     return no_content()

@@ -218,10 +218,6 @@ async def get_partitioned_internal_stats(request: web.Request, ctx: RestContext)
     return json_response(await ctx.blocking(stats))
 
 
-async def compaction(request: web.Request, ctx: RestContext) -> web.Response:
-    raise RestError(405, "seglog does not compact topics")
-
-
 ROUTES = [
     Route("GET", PREFIX, list_topics, "The namespace's topics: non-partitioned ones and the partitions of "
                                       "partitioned ones (persistent://...).", (200, 404, 412)),
@@ -251,7 +247,5 @@ ROUTES = [
           (200, 404, 405, 412)),
     Route("GET", f"{TOPIC}/partitioned-internalStats", get_partitioned_internal_stats,
           "Each partition's PersistentTopicInternalStats.", (200, 404, 412)),
-    Route("PUT", f"{TOPIC}/compaction", compaction, "Not supported: seglog does not compact topics.", (405,)),
-    Route("GET", f"{TOPIC}/compaction", compaction, "Not supported: seglog does not compact topics.", (405,)),
     *TOPIC_ROUTES,
 ]
