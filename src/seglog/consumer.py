@@ -69,7 +69,8 @@ class Consumer:
 
     def __init__(self, topic: ConsumerTopic, subscription: Subscription, registry: Subscriptions, *,
                  subscription_type: str, consumer_name: str | None, ack_timeout: Any,
-                 negative_ack_redelivery_delay: Any, dead_letters: DeadLetters | None = None) -> None:
+                 negative_ack_redelivery_delay: Any, dead_letters: DeadLetters | None = None,
+                 read_compacted: bool = False) -> None:
         self.topic = topic
         self._dead_letters = dead_letters  # where messages past their redeliveries go (dead_letters.py)
         self._registry = registry
@@ -78,7 +79,8 @@ class Consumer:
         self.name = consumer_name if consumer_name is not None else f"consumer-{next(_consumer_numbers)}"
         ack_timeout_ms = None if ack_timeout is None else _seconds("ack_timeout", ack_timeout)
         self.nack_delay_ms = _seconds("negative_ack_redelivery_delay", negative_ack_redelivery_delay)
-        self.state = ConsumerState(self.name, ack_timeout_ms, self._drop_prefetched, self.close)
+        self.state = ConsumerState(self.name, ack_timeout_ms, self._drop_prefetched, self.close,
+                                   read_compacted=read_compacted)
         self._prefetched: deque[_Prefetched] = deque()  # taken by receive(), not all returned yet
         self._cursor = subscription.cursor  # the per-message ack and is_acked go to it directly
         self._cursors = subscription.cursors

@@ -16,6 +16,7 @@ from seglog.errors import InvalidArgumentError, TopicExistsError, TopicNotFoundE
 from seglog.names import TopicName
 from seglog.producer import Producer
 from seglog.storage.reader import Reader
+from seglog.subscriptions.delivery import READ_COMPACTED_REFUSED, READ_COMPACTED_TYPES
 from seglog.subscriptions.registry import parse_subscription_type
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class Topic:
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,
                   negative_ack_redelivery_delay: Any = 60,
-                  dead_letter_policy: DeadLetterPolicy | None = None) -> Consumer:
+                  dead_letter_policy: DeadLetterPolicy | None = None, read_compacted: bool = False) -> Consumer:
         """A consumer of the durable subscription `name` (created at `initial_position`, 'latest' or
         'earliest', if it does not exist). subscription_type: 'exclusive' (one consumer), 'failover' (one
         active consumer per partition), 'shared' (messages spread over the consumers), 'key_shared' (each
@@ -95,10 +96,18 @@ class Topic:
         negative_ack_redelivery_delay: seconds before a negatively acknowledged message is redelivered
         (Pulsar's default, 60). Both are measured by the log's clock.
         dead_letter_policy: a DeadLetterPolicy (seglog.dead_letters): a message redelivered more than its
-        max_redeliver_count times goes to the dead-letter topic instead, as with pulsar-client's policy."""
+        max_redeliver_count times goes to the dead-letter topic instead, as with pulsar-client's policy.
+        read_compacted: below each partition's compaction horizon, the consumer is given its compacted view
+        (each key's latest message; docs/LIFECYCLE.md, Compaction), then the log; exclusive and failover
+        subscriptions only, as in Pulsar."""
         # Partitions added since this handle was made (log.update_partitions): a subscription spans them all.
         self.fence.check()
         subscription_type = parse_subscription_type(subscription_type)
+        if not isinstance(read_compacted, bool):
+            raise InvalidArgumentError("read_compacted", read_compacted, "True or False")
+        if read_compacted and subscription_type not in READ_COMPACTED_TYPES:
+            raise InvalidArgumentError("read_compacted", read_compacted, "False on a shared or key_shared "
+                                       "subscription", detail=READ_COMPACTED_REFUSED)
         self.ref = self._broker.topic(self.ref.name)
         registry = self._broker.subscriptions
         new = name not in self.subscriptions()
@@ -111,7 +120,7 @@ class Topic:
             return Consumer(self, subscription, registry, subscription_type=subscription_type,
                             consumer_name=consumer_name,
                             ack_timeout=ack_timeout, negative_ack_redelivery_delay=negative_ack_redelivery_delay,
-                            dead_letters=dead_letters)
+                            dead_letters=dead_letters, read_compacted=read_compacted)
         except BaseException:
             if new:  # a refused first consumer leaves no subscription behind
                 registry.remove_unused(subscription)

@@ -40,6 +40,7 @@ from seglog.server.protocol.frames import (
 )
 from seglog.server.schemas import answer_get_or_create_schema, answer_get_schema, consumer_schema
 from seglog.server.service import BrokerService
+from seglog.subscriptions.delivery import READ_COMPACTED_REFUSED
 from seglog.subscriptions.subscription import Subscription
 from seglog.version import __version__
 
@@ -321,6 +322,9 @@ class Connection:
         with self.answering_failures(request.request_id) as attempt:
             await self.authorize(request.topic, auth.CONSUME, f"consume from {request.topic}")
             check_subscribe_features(request)
+            if request.read_compacted and request.sub_type not in (api.CommandSubscribe.Exclusive,
+                                                                   api.CommandSubscribe.Failover):
+                raise ServerFailure(api.NotAllowedError, READ_COMPACTED_REFUSED)
             target = await self.blocking(service.resolve, request.topic, request.force_topic_creation)
             if target is None:
                 raise ServerFailure(api.TopicNotFound, f"topic {request.topic} does not exist")
@@ -331,6 +335,7 @@ class Connection:
                                       request.consumer_name or f"{service.settings.cluster}-consumer-"
                                                                f"{request.consumer_id}",
                                       sticky_ranges(request))
+            session.state.read_compacted = request.read_compacted
             async with service.subscribing:
                 parked = self.parked_readers.pop((target.key, request.subscription), None)
                 if request.durable:

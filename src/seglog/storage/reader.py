@@ -68,6 +68,11 @@ class Reader:
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
 
     @property
+    def compacted_view(self) -> CompactedView:
+        """The partition's compacted view (whether or not this reader reads compacted)."""
+        return self._view.compacted
+
+    @property
     def offset(self) -> int:
         """The offset of the next message this reader returns."""
         return self._offset

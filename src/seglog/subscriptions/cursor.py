@@ -97,6 +97,13 @@ class Cursor:
             self.record.partitions[partition].acks.ack_many(offsets)
             self.dirty = True
 
+    def ack_range(self, partition: int, start: int, stop: int) -> None:
+        """Acknowledge offsets [start, stop): messages dispatch passed over for good (a compacted read's gaps)."""
+        if start < stop:
+            with self.mutex:
+                self.record.partitions[partition].acks.ack_range(start, stop)
+                self.dirty = True
+
     def ack_cumulative(self, partition: int, offset: int) -> None:
         with self.mutex:
             self.record.partitions[partition].acks.ack_cumulative(offset)

@@ -14,23 +14,31 @@ import pyarrow as pa
 
 from seglog._core._format import HEADER_BYTES, read_header
 from seglog._core._mapping import Mapping
-from seglog._core._messages import Message, batch_attributes, messages_from_batch
+from seglog._core._messages import Message, batch_attributes, batch_offsets, messages_from_batch
 from seglog.rates import ConsumerTraffic
 from seglog.storage.batch import to_record_batch
+from seglog.storage.compacted import CompactedFile
 from seglog.storage.partition_view import SegmentView
 from seglog.storage.value_bytes import values_bytes
 
 _BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
 
+# Pulsar reads compacted only on subscriptions with one active consumer (its clients and broker refuse it on
+# shared and key_shared: which consumer would get a key's latest message?), and says so in these words
+READ_COMPACTED_TYPES = ("exclusive", "failover")
+READ_COMPACTED_REFUSED = "Read compacted can only be used with exclusive or failover persistent subscriptions"
+
 HashRanges = tuple[tuple[int, int], ...]  # a sticky key_shared consumer's slots: inclusive (start, end) pairs
 
 
 @dataclass
 class Piece:
-    """Messages of one stored batch handed to one consumer: `offsets` ascending, all inside the batch."""
+    """Messages of one stored batch handed to one consumer: `offsets` ascending, all inside the batch. The
+    batch is a segment's, or a compacted view's (`view` then the view's file): a compacted batch's offsets
+    have gaps, so its records are found by its offsets column, not by counting from `base`."""
     partition: int
-    view: SegmentView
+    view: SegmentView | CompactedFile
     position: int
     base: int
     count: int  # messages in the stored batch
@@ -42,6 +50,17 @@ class Piece:
         data = self.view.data
         assert data is not None
         return data
+
+    @property
+    def compacted(self) -> bool:
+        return isinstance(self.view, CompactedFile)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The index of each of these messages in the stored batch."""
+        if not self.compacted:
+            return self.offsets - self.base
+        return np.searchsorted(batch_offsets(self.data, self.position), self.offsets)
 
     def with_offsets(self, offsets: np.ndarray) -> Piece:
         """The same stored batch, other messages of it."""
@@ -56,20 +75,23 @@ class Piece:
     @property
     def value_bytes(self) -> int:
         """The bytes of these messages' values (what stats count as their size)."""
-        return values_bytes(self.data, self.position, self.offsets - self.base)
+        return values_bytes(self.data, self.position, self.rows)
 
     @property
     def contiguous(self) -> bool:
-        return int(self.offsets[-1]) - int(self.offsets[0]) + 1 == len(self.offsets)
+        """Whether these messages are one run of the stored batch's records."""
+        rows = self.rows
+        return int(rows[-1]) - int(rows[0]) + 1 == len(rows)
 
     def record_batch(self) -> pa.RecordBatch:
-        """Zero-copy when the offsets are one run; a filtered copy otherwise."""
-        first = int(self.offsets[0])
-        span = int(self.offsets[-1]) - first + 1
-        batch = to_record_batch(self.data, self.position).slice(first - self.base, span)
-        if not self.contiguous:
+        """Zero-copy when the messages are one run of the batch's records; a filtered copy otherwise."""
+        rows = self.rows
+        first = int(rows[0])
+        span = int(rows[-1]) - first + 1
+        batch = to_record_batch(self.data, self.position).slice(first, span)
+        if span != len(rows):
             keep = np.zeros(span, dtype=bool)
-            keep[self.offsets - first] = True
+            keep[rows - first] = True
             batch = batch.filter(pa.array(keep))
         return batch.replace_schema_metadata({b"partition": str(self.partition).encode()})
 
@@ -79,10 +101,10 @@ class Piece:
         return batch_attributes(self.data, self.position)
 
     def messages(self) -> list[Message]:
-        first, last = int(self.offsets[0]), int(self.offsets[-1])
-        messages = messages_from_batch(self.data, self.position, self.partition, first - self.base,
-                                       last - self.base + 1)
-        if last - first + 1 == len(self.offsets):  # (contiguous, without reading the offsets again)
+        rows = self.rows
+        first, last = int(rows[0]), int(rows[-1])
+        messages = messages_from_batch(self.data, self.position, self.partition, first, last + 1)
+        if last - first + 1 == len(rows):  # (contiguous, without reading the offsets again)
             return messages
         wanted = set(self.offsets.tolist())
         return [m for m in messages if m.offset in wanted]
@@ -128,6 +150,9 @@ class ConsumerState:
     # stored batches are given whole, the last past max_messages (a geo-replicator sends each as one entry,
     # as Pulsar's does; cut to fit, a producer's batch would arrive as several)
     whole_batches: bool = False
+    # Pulsar's readCompacted: below the compaction horizon it is given the compacted view (exclusive and
+    # failover subscriptions only, as Pulsar's broker has it)
+    read_compacted: bool = False
     # stored batches with this attribute are given whole, however many messages they hold: a batch that goes
     # out as one entry (the server's encrypted entries, which the client unpacks) is never cut to fit, or
     # the entry would go out again for its rest

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from seglog._core._messages import batch_offsets
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.rates import ConsumerTraffic
+from seglog.storage.batch import to_record_batch
 from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
 from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
@@ -204,6 +206,10 @@ class Dispatcher:
             redelivered = self._take_redeliveries(partition, max_messages, max_bytes)
             if redelivered:
                 return redelivered
+        if consumer.read_compacted:
+            compacted = self._take_compacted(partition, max_messages, consumer)
+            if compacted is not None:
+                return compacted
         acks = self.cursor.acks(partition)
         reader = self.readers[partition]
         pieces: list[Piece] = []
@@ -247,6 +253,52 @@ class Dispatcher:
                 if room is None:
                     break
                 room -= len(offsets)
+                if max_bytes is not None:
+                    max_bytes -= piece.stored_bytes
+                    if max_bytes <= 0:
+                        break
+        return pieces
+
+    def _take_compacted(self, partition: int, max_messages: int | None, consumer: ConsumerState) -> list[Piece] | None:
+        """For a consumer that reads compacted (Pulsar's readCompacted), while the read position is below the
+        partition's compaction horizon: the next messages of its compacted view (each key's latest there),
+        stored batches in turn as _take takes them. The offsets passed over (messages compaction removed,
+        tombstones) are acknowledged: they are no message of this subscription's any more, and left
+        unacknowledged they would hold its backlog, and retention, forever. None once the read position is
+        at or past the horizon (moved there when the view holds nothing more): the log from there on."""
+        reader = self.readers[partition]
+        current = reader.compacted_view.current()
+        if current is None or reader.offset >= current[0].horizon:
+            return None
+        state, file = current
+        acks = self.cursor.acks(partition)
+        pieces: list[Piece] = []
+        room, max_bytes = max_messages, consumer.max_read_bytes
+        while (room is None or room > 0) and reader.offset < state.horizon:
+            offset = reader.offset
+            index = file.find(offset) if file is not None else 0
+            if file is None or index == file.batches:
+                self.cursor.ack_range(partition, offset, state.horizon)
+                reader.seek(state.horizon)
+                break
+            position = int(file.positions[index])
+            offsets = batch_offsets(file.data, position)
+            row = int(np.searchsorted(offsets, offset))
+            stop = len(offsets) if room is None or consumer.whole_batches else min(len(offsets), row + room)
+            taken = offsets[row:stop]
+            kept = taken[to_record_batch(file.data, position).column(3).slice(row, stop - row).is_valid()
+                         .to_numpy(zero_copy_only=False)]  # (tombstones are no part of the view)
+            end = int(taken[-1]) + 1
+            for start, gap_end in zip([offset, *(kept + 1).tolist()], [*kept.tolist(), end]):
+                self.cursor.ack_range(partition, start, gap_end)
+            reader.seek(end)
+            unacked = unacknowledged(acks, kept) if len(kept) else kept
+            if len(unacked):
+                piece = Piece(partition, file, position, int(offsets[0]), len(offsets), unacked)
+                pieces.append(piece)
+                if room is None:
+                    break
+                room -= len(unacked)
                 if max_bytes is not None:
                     max_bytes -= piece.stored_bytes
                     if max_bytes <= 0:

@@ -74,7 +74,7 @@ def route_by_key(ring: HashRing, consumers: Sequence[ConsumerState], consumer: C
     mine = []
     for piece in pieces:
         keys = to_record_batch(piece.data, piece.position).column("key")
-        owners = ring.owners(key_slots(keys.take(pa.array(piece.offsets - piece.base))))
+        owners = ring.owners(key_slots(keys.take(pa.array(piece.rows))))
         for index, owner in enumerate(consumers):
             chosen = piece.offsets[owners == index]
             joined_at = owner.joined_at[piece.partition] if owner.joined_at is not None else None
