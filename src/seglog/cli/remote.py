@@ -425,6 +425,12 @@ class RemoteTopics(RemotePolicyLevel):
     def explain_retention(self, topic: str) -> dict[str, Any]:
         return self._http.call("GET", f"{self._seglog(topic)}/explain")
 
+    def compact(self, topic: str) -> dict[str, Any]:
+        return self._http.call("POST", f"{self._seglog(topic)}/compaction")
+
+    def compaction_status(self, topic: str) -> dict[str, Any]:
+        return self._http.call("GET", f"{self._base(topic)}/compaction")
+
     def update_partitions(self, topic: str, partitions: int) -> None:
         self._http.call("POST", f"{self._base(topic)}/partitions", partitions)
 

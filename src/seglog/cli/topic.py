@@ -1,6 +1,7 @@
 """`seglog topics create|list|describe|delete|stats|partitioned-stats|internal-stats|explain|...`: managing the
 topics of a data directory or server, with pulsar-admin's group name (`seglog topic` is a hidden alias that older
-scripts use), a topic's own policies (policy_commands.py) and its replication clusters."""
+scripts use), a topic's own policies (policy_commands.py), its subscriptions (subscriptions.py), compaction
+(compaction.py) and its replication clusters."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from seglog.catalog.config import ADMIN_NAMES, TopicConfig
 from seglog.cli.base import AdminGroup
+from seglog.cli.compaction import COMPACTION_COMMANDS
 from seglog.cli.datadir import DataDir, pass_data
 from seglog.cli.errors import UsageProblem
 from seglog.cli.options import cluster_list, namespace_name, topic_name, topic_settings
@@ -347,7 +349,7 @@ def _deleted_when(at_ms: int | None, now_ms: int) -> str:
 add_policy_commands(topic, PolicyScope("topic", "NAME", topic_name, lambda admin: admin.topics,
                                        "the topic falls back to its namespace's policy, else the data "
                                        "directory's default"))
-for command in SUBSCRIPTION_COMMANDS:
+for command in (*SUBSCRIPTION_COMMANDS, *COMPACTION_COMMANDS):
     topic.add_command(command)
 
 
