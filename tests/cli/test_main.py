@@ -45,7 +45,7 @@ def test_the_commands() -> None:
                              ("set-replication-clusters",), ("get-schema-compatibility-strategy",),
                              ("set-schema-compatibility-strategy",), ("remove-schema-compatibility-strategy",),
                              ("get-schema-validation-enforce",), ("set-schema-validation-enforce",),
-                             ("remove-schema-validation-enforce",),
+                             ("remove-schema-validation-enforce",), ("compact",), ("compaction-status",),
                              *[(c,) for c in policy_commands + subscription_commands]])
     namespace_commands = sorted(["clear-backlog", "create", "delete", "list", "grant-permission", "permissions",
                                  "revoke-permission", "get-auto-topic-creation", "remove-auto-topic-creation",
