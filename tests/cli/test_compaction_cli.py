@@ -63,7 +63,7 @@ def test_status_on_a_data_directory_is_this_process(runner: CliRunner, data: Pat
     produce(data, "prices", PRICES)
     run(runner, data, "topics", "compact", "prices")
     printed = run(runner, data, "topics", "compaction-status", "prices").output
-    assert printed == "Compaction has not been run for public/default/prices by this process\n"
+    assert printed == "Compaction has not been run for public/default/prices since broker startup\n"
 
 
 def test_a_missing_topic_is_a_usage_error(runner: CliRunner, data: Path) -> None:

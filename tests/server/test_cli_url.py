@@ -164,6 +164,9 @@ STEPS: list[tuple[str, ...]] = [
     ("topics", "partitioned-stats", "events"), ("topics", "partitioned-stats", "events", "--per-partition"),
     ("topics", "partitioned-stats", "acme/ns/orders"), ("topics", "partitioned-stats", "nope"),
     ("topics", "stats-internal", "acme/ns/orders"), ("topics", "explain", "events", "--json"),
+    # (the status is each process's: compared before any compaction, where both say it has not run)
+    ("topics", "compaction-status", "events"), ("topics", "compact", "events", "--json"),
+    ("topics", "compact", "nope"), ("topics", "compaction-status", "nope"),
     ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),
     ("topics", "unsubscribe", "acme/ns/orders", "-s", "late"),
     ("namespaces", "clear-backlog", "acme/ns", "-f"), ("namespaces", "clear-backlog", "acme/nope", "-f"),
@@ -184,7 +187,7 @@ STEPS: list[tuple[str, ...]] = [
 ]
 # what depends on the moment a command runs, or on the server's background work (a spare segment made ahead)
 _MOMENT = {"oldestUnackedMessageAgeSeconds", "oldestBacklogMessageAgeSeconds", "timeSeconds", "nowMs",
-           "deletedAtMs", "spareSegmentReady", "physicalStorageSize"}
+           "deletedAtMs", "spareSegmentReady", "physicalStorageSize", "durationMs"}
 
 
 def _normalized(output: str) -> str:

@@ -58,17 +58,17 @@ def compact(data: DataDir, name: str, as_json: bool) -> None:
               help="While it runs, wait until it ends (as pulsar-admin's --wait-complete; Ctrl-C stops waiting).")
 @pass_data
 def compaction_status(data: DataDir, name: str, wait: bool) -> None:
-    """Pulsar's status of the last compaction of topic NAME asked of the server (--url), or of this command's
-    process on a data directory, which keeps none between commands (`seglog topics internal-stats NAME` shows
-    each partition's compacted view): not run, running, a success, or an error, printed as pulsar-admin
-    prints them; an error exits with 1 and says what failed."""
+    """Pulsar's status of the last compaction of topic NAME asked of the server (--url) since it started, or,
+    on a data directory, of this command's own broker, which has run none (the status is kept by the process
+    that compacted; `seglog topics internal-stats NAME` shows each partition's compacted view): not run,
+    running, a success, or an error, printed as pulsar-admin prints them; an error exits with 1 and says what
+    failed."""
     full_name = topic_name(name)
     with data.admin() as admin:
         status = _status(admin, name, wait)
     state = status["status"]
-    if state == "NOT_RUN":
-        since = "since broker startup" if data.url is not None else "by this process"
-        click.echo(f"Compaction has not been run for {full_name} {since}")
+    if state == "NOT_RUN":  # (on a data directory, the broker started is this command's)
+        click.echo(f"Compaction has not been run for {full_name} since broker startup")
     elif state == "RUNNING":
         click.echo("Compaction is currently running")
     elif state == "SUCCESS":
