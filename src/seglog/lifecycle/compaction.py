@@ -70,22 +70,23 @@ class CompactionOutcome:
 
 
 def compact_partition(view: PartitionView, *, horizon: int, now_ms: int, delete_retention_ms: int | None,
-                      max_keys: int = MAP_KEYS) -> CompactionOutcome:
+                      max_keys: int = MAP_KEYS, log_compacted: bool = False) -> CompactionOutcome:
     """Compact the partition `view` shows up to `horizon` (a batch boundary: the end offset, or a segment's
     base offset), at `now_ms` by the log's clock. The new view's horizon may stop short of `horizon` when the
     range holds more than `max_keys` keys (the outcome says where). A horizon at or below the current one
-    leaves the view as it is, unless tombstones are due to go (Kafka's delete_retention)."""
+    leaves the view as it is, unless tombstones are due to go (Kafka's delete_retention). `log_compacted`:
+    Kafka's model, whose caller deletes the segments below the new horizon (CompactedState.log_compacted)."""
     directory = view.directory
     compacted_directory(directory).mkdir(exist_ok=True)
     lock = ExclusiveFileLock(compacted_directory(directory) / LOCK_NAME, busy=CompactionRunningError)
     try:
-        return _compact(view, directory, horizon, now_ms, delete_retention_ms, max_keys)
+        return _compact(view, directory, horizon, now_ms, delete_retention_ms, max_keys, log_compacted)
     finally:
         lock.release()
 
 
 def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, delete_retention_ms: int | None,
-             max_keys: int) -> CompactionOutcome:
+             max_keys: int, log_compacted: bool) -> CompactionOutcome:
     started = time.monotonic()
     state = read_state(directory) or CompactedState()
     remove_unnamed(compacted_directory(directory), state)  # what a crash left of an unfinished run
@@ -126,7 +127,8 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
     kept = writer.records
     duration_ms = int((time.monotonic() - started) * 1000)
     new_state = state.after_run(horizon=horizon, records=kept, size=writer.size, removed=read - kept,
-                                duration_ms=duration_ms, finished_ms=now_ms, oldest_tombstone=oldest_tombstone)
+                                duration_ms=duration_ms, finished_ms=now_ms, oldest_tombstone=oldest_tombstone,
+                                log_compacted=log_compacted)
     commit_state(directory, new_state)
     return CompactionOutcome(state.horizon, horizon, read, kept, writer.size, duration_ms, new_state)
 

@@ -2,7 +2,9 @@
 (docs/LIFECYCLE.md, When the rules run), and the background thread that runs it.
 
 Per partition, in order: message TTL (cursors skip expired messages), backlog-quota eviction (the slowest
-cursors skip their oldest messages), then segment deletion (retention.py decides). Only the process that
+cursors skip their oldest messages), compaction when due (compaction_rules.py decides; Kafka's model then
+deletes the compacted segments), then segment deletion (retention.py decides; not on a topic whose
+cleanup_policy is 'compact' alone, which Kafka's rules keep whole but for compaction). Only the process that
 holds a partition's writer deletes its segments: a writer of this process, or the writer lock taken for
 the deletion; a partition written by another process is left to that process's own pass. A subscription
 consumed by another process is likewise moved by that process."""
@@ -13,21 +15,21 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from seglog.catalog.policies import BacklogQuota, EffectivePolicies
 from seglog.catalog.topics import Catalog, TopicRef
 from seglog.clock import Clock
 from seglog.errors import PartitionLockedError, SymbolicLinkError, TopicNotFoundError
 from seglog.lifecycle.backlog import PartitionBacklog, offset_within_bytes, partition_backlog
+from seglog.lifecycle.compaction import CompactionRunningError, compact_partition
+from seglog.lifecycle.compaction_rules import CompactionPlan, compaction_plan
 from seglog.lifecycle.retention import AckFloor, Limits, deletable_prefix
+from seglog.storage.compacted import read_state
+from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable, first_offset_at_or_after
 from seglog.storage.store import PartitionStore
 from seglog.subscriptions.registry import Subscriptions
 from seglog.subscriptions.subscription import reading
-
-if TYPE_CHECKING:
-    from seglog.storage.partition_view import PartitionView
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ class MaintenanceReport:
     expired: int = 0   # messages acknowledged by message TTL
     evicted: int = 0   # messages skipped by backlog-quota eviction or segment deletion
     skipped_partitions: list[tuple[str, int, str]] = field(default_factory=list)  # (topic, partition, why)
+    # (topic, partition, new horizon, messages removed, the rule that called for it)
+    compactions: list[tuple[str, int, int, int, str]] = field(default_factory=list)
 
 
 def limits_of(ref: TopicRef, policies: EffectivePolicies) -> Limits:
@@ -103,11 +107,33 @@ class Maintenance:
         evicting = [q.value for q in policies.backlog_quotas.values() if q.value.policy == "consumer_backlog_eviction"]
         if evicting:
             report.evicted += self.evict(ref, partition, evicting)
+        plan = compaction_plan(ref.config, policies.compaction_threshold.value, view, table,
+                               read_state(view.directory), now)
+        if plan is not None:
+            self._compact(ref, partition, view, table, plan, report)
+            table = view.facts.table()
+        if ref.config.cleanup_policy == "compact":
+            return
         count = deletable_prefix(table, limits_of(ref, policies), now, self.acked_until(ref, partition, table))
         if count:
             self._delete(ref, partition, [int(b) for b in table.bases[:count]], report)
             report.freed_bytes += int(table.sizes[:count].sum())
             report.evicted += self._skip_older(ref, partition, int(table.bases[count]), "evicted")
+
+    def _compact(self, ref: TopicRef, partition: int, view: PartitionView, table: SegmentTable,
+                 plan: CompactionPlan, report: MaintenanceReport) -> None:
+        try:
+            outcome = compact_partition(view, horizon=plan.horizon, now_ms=self.clock(),
+                                        delete_retention_ms=plan.delete_retention_ms, log_compacted=plan.log_compacted)
+        except CompactionRunningError as error:
+            report.skipped_partitions.append((str(ref), partition, str(error)))
+            return
+        report.compactions.append((str(ref), partition, outcome.horizon, outcome.removed, plan.reason))
+        logger.info("%s partition %d: compacted up to offset %d (%s)", ref, partition, outcome.horizon, plan.reason)
+        if plan.log_compacted:  # Kafka's model: the view stands for the log below its horizon
+            below = table.next_offsets[:-1] <= outcome.horizon
+            self._delete(ref, partition, [int(b) for b in table.bases[:-1][below]], report)
+            report.freed_bytes += int(table.sizes[:-1][below].sum())
 
     def _skip_older(self, ref: TopicRef, partition: int, offset: int, counter: str) -> int:
         """Move every subscription's cursor on `partition` to at least `offset`; count what it skipped

@@ -57,6 +57,9 @@ with `oldest_tombstone` tell when Kafka's tombstones are due to go (cleaned_befo
     size: int = 0
     runs: tuple[tuple[int, int], ...] = ()
     oldest_tombstone: int = -1     # the offset of the oldest tombstone the view keeps (-1: none)
+    # Kafka's model: the log's segments below the horizon are deleted once compacted, and the view stands
+    # for the log there (every reader reads it where the log no longer has messages, tombstones included)
+    log_compacted: bool = False
     last_removed: int = 0          # messages the last compaction left out of the view
     last_duration_ms: int = 0
     last_finished_ms: int = 0
@@ -71,18 +74,19 @@ with `oldest_tombstone` tell when Kafka's tombstones are due to go (cleaned_befo
         return max((horizon for horizon, finished in self.runs if finished <= time_ms), default=0)
 
     def after_run(self, *, horizon: int, records: int, size: int, removed: int, duration_ms: int,
-                  finished_ms: int, oldest_tombstone: int) -> CompactedState:
+                  finished_ms: int, oldest_tombstone: int, log_compacted: bool) -> CompactedState:
         runs = (*self.runs, (horizon, finished_ms))
         if len(runs) > MAX_RUNS:  # merge the oldest into the next: its offsets then count as cleaned later
             runs = runs[1:]
         return replace(self, generation=self.generation + 1, horizon=horizon, records=records, size=size,
-                       runs=runs, oldest_tombstone=oldest_tombstone, last_removed=removed,
+                       runs=runs, oldest_tombstone=oldest_tombstone,
+                       log_compacted=self.log_compacted or log_compacted, last_removed=removed,
                        last_duration_ms=duration_ms, last_finished_ms=finished_ms)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": STATE_VERSION, "generation": self.generation, "horizon": self.horizon,
                 "records": self.records, "size": self.size, "runs": [list(run) for run in self.runs],
-                "oldest_tombstone": self.oldest_tombstone,
+                "oldest_tombstone": self.oldest_tombstone, "log_compacted": self.log_compacted,
                 "last_removed": self.last_removed, "last_duration_ms": self.last_duration_ms,
                 "last_finished_ms": self.last_finished_ms}
 
@@ -93,6 +97,7 @@ with `oldest_tombstone` tell when Kafka's tombstones are due to go (cleaned_befo
                 raise ValueError(f"version {data['version']!r}, not {STATE_VERSION}")
             state = cls(int(data["generation"]), int(data["horizon"]), int(data["records"]), int(data["size"]),
                         tuple((int(h), int(t)) for h, t in data["runs"]), int(data["oldest_tombstone"]),
+                        bool(data["log_compacted"]),
                         int(data["last_removed"]),
                         int(data["last_duration_ms"]), int(data["last_finished_ms"]))
         except (KeyError, TypeError, ValueError) as error:

@@ -50,7 +50,9 @@ class Reader:
 
     With `compacted` (read_compacted), offsets below the partition's compaction horizon are read from its
     compacted view: each key's latest message there, with its own offset, tombstones left out; then the log
-    from the horizon on (docs/LIFECYCLE.md, Compaction). 'earliest' is then the view's first message."""
+    from the horizon on (docs/LIFECYCLE.md, Compaction). 'earliest' is then the view's first message.
+    Every reader reads the view, tombstones included, where the log no longer has the messages and the view
+    stands for it (Kafka's model: CompactedState.log_compacted)."""
 
     def __init__(self, segments: PartitionView, partition: int, start: Any, *, verify_crc: bool = True,
                  fence: TopicFence, appended: AppendSignal | None = None,
@@ -63,7 +65,8 @@ class Reader:
         self._view = segments
         self._verified: tuple[IndexView, int] | None = None  # the last batch this reader checked
         self._last: tuple[SegmentView, IndexView, int, int] | None = None  # the last one located, its end offset
-        self._offset = 0 if compacted is not None and start == "earliest" else start_offset(segments, start)
+        self._offset = 0 if start == "earliest" and (compacted is not None or _log_compacted(segments)) \
+            else start_offset(segments, start)
         self._closed = False
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
 
@@ -90,7 +93,7 @@ class Reader:
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
         '500ms', see units.parse_timeout; ClosedError if the log is closed meanwhile); without, it returns at
         once."""
-        if self._compacted is not None:
+        if self._compacted is not None or self.below_log():
             batch = self._compacted_batch(max_messages)
             if batch is not None:
                 return batch
@@ -128,7 +131,7 @@ class Reader:
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
         """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
-        if self._compacted is not None:
+        if self._compacted is not None or self.below_log():
             compacted = self._compacted_messages(max_messages)
             if compacted:
                 return compacted
@@ -142,33 +145,58 @@ class Reader:
         self._offset += len(messages)
         return messages
 
-    def _compacted_rows(self, max_messages: int | None):
-        """(the compacted file, its batch's position, first row, rows) of the next messages of the compacted
-        view at the read position, which moves past them; None once the position is at or past the view's
-        horizon (moved there when the view holds nothing more below it)."""
-        if self._closed:
-            raise ClosedError("reader is closed")
-        current = self._compacted.current() if self._compacted is not None else None
-        if current is None or self._offset >= current[0].horizon:
+    def below_log(self) -> bool:
+        """Whether the read position is below the log's first segment (as last listed: no system call), where
+        a view that stands for the log is read."""
+        bases = self._view.bases
+        return not bases or self._offset < bases[0]
+
+    def _compacted_limit(self):
+        """(the view's state and file, where reading it stops, whether its tombstones are read) at the read
+        position, or None when the view is not read there."""
+        current = self._view.compacted.current()
+        if current is None:
             return None
         state, file = current
+        if self._compacted is not None:
+            limit, tombstones = state.horizon, False
+        elif state.log_compacted:
+            limit, tombstones = min(state.horizon, self._view.earliest_offset()), True
+        else:
+            return None
+        return (state, file, limit, tombstones) if self._offset < limit else None
+
+    def _compacted_rows(self, max_messages: int | None):
+        """(the compacted file, its batch's position, first row, rows, whether tombstones are read) of the
+        next messages of the compacted view at the read position, which moves past them; None once the view
+        is not read there (the position moved to where it stops when it holds nothing more before it)."""
+        if self._closed:
+            raise ClosedError("reader is closed")
+        limit = self._compacted_limit()
+        if limit is None:
+            return None
+        state, file, stop, tombstones = limit
         index = file.find(self._offset) if file is not None else 0
-        if file is None or index == file.batches:
-            self._offset = state.horizon
+        if file is None or index == file.batches or int(file.bases[index]) >= stop:
+            self._offset = stop
             return None
         position = int(file.positions[index])
         offsets = batch_offsets(file.data, position)
         row = int(np.searchsorted(offsets, self._offset))
-        rows = len(offsets) - row if max_messages is None else min(len(offsets) - row, max_messages)
+        stop_row = int(np.searchsorted(offsets, stop))
+        if row == stop_row:  # (the view's next message is at or past where reading it stops)
+            self._offset = stop
+            return None
+        rows = stop_row - row if max_messages is None else min(stop_row - row, max_messages)
         self._offset = int(offsets[row + rows - 1]) + 1
-        return file, position, row, rows
+        return file, position, row, rows, tombstones
 
     def _compacted_batch(self, max_messages: int | None) -> pa.RecordBatch | None:
         while (located := self._compacted_rows(max_messages)) is not None:
-            file, position, row, rows = located
+            file, position, row, rows, tombstones = located
             batch = to_record_batch(file.data, position).slice(row, rows)
             values = batch.column(3)
-            if values.null_count:  # tombstones: not part of the compacted view
+            if values.null_count and not tombstones:  # not part of the compacted view
                 batch = batch.filter(values.is_valid())
             if batch.num_rows:
                 return batch
@@ -176,9 +204,10 @@ class Reader:
 
     def _compacted_messages(self, max_messages: int | None) -> list[Message]:
         while (located := self._compacted_rows(max_messages)) is not None:
-            file, position, row, rows = located
-            messages = [m for m in messages_from_batch(file.data, position, self.partition, row, row + rows)
-                        if m.value is not None]
+            file, position, row, rows, tombstones = located
+            messages = messages_from_batch(file.data, position, self.partition, row, row + rows)
+            if not tombstones:
+                messages = [m for m in messages if m.value is not None]
             if messages:
                 return messages
         return []
@@ -319,3 +348,8 @@ class Reader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _log_compacted(view: PartitionView) -> bool:
+    """Whether the partition's compacted view stands for its log below the horizon (Kafka's model)."""
+    current = view.compacted.current()
+    return current is not None and current[0].log_compacted

@@ -25,6 +25,7 @@ from seglog._core._messages import batch_offsets
 from seglog.errors import ConsumerBusyError, OffsetOutOfRangeError
 from seglog.rates import ConsumerTraffic
 from seglog.storage.batch import to_record_batch
+from seglog.storage.compacted import CompactedFile
 from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
 from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
@@ -206,7 +207,7 @@ class Dispatcher:
             redelivered = self._take_redeliveries(partition, max_messages, max_bytes)
             if redelivered:
                 return redelivered
-        if consumer.read_compacted:
+        if consumer.read_compacted or self.readers[partition].below_log():
             compacted = self._take_compacted(partition, max_messages, consumer)
             if compacted is not None:
                 return compacted
@@ -260,34 +261,43 @@ class Dispatcher:
         return pieces
 
     def _take_compacted(self, partition: int, max_messages: int | None, consumer: ConsumerState) -> list[Piece] | None:
-        """For a consumer that reads compacted (Pulsar's readCompacted), while the read position is below the
-        partition's compaction horizon: the next messages of its compacted view (each key's latest there),
-        stored batches in turn as _take takes them. The offsets passed over (messages compaction removed,
-        tombstones) are acknowledged: they are no message of this subscription's any more, and left
-        unacknowledged they would hold its backlog, and retention, forever. None once the read position is
-        at or past the horizon (moved there when the view holds nothing more): the log from there on."""
+        """The next messages of the partition's compacted view, stored batches in turn as _take takes them:
+        for a consumer that reads compacted (Pulsar's readCompacted) while the read position is below the
+        view's horizon (each key's latest message there, tombstones left out), and for every consumer while
+        it is below the log's first segment where the view stands for the log (Kafka's model, tombstones
+        read). The offsets passed over (messages compaction removed) are acknowledged: they are no message
+        of this subscription's any more, and left unacknowledged they would hold its backlog, and retention,
+        forever. None when the view is not read at the read position (moved to where reading it stops when
+        it holds nothing more before it): the log from there on."""
         reader = self.readers[partition]
         current = reader.compacted_view.current()
-        if current is None or reader.offset >= current[0].horizon:
+        if current is None:
             return None
         state, file = current
+        if consumer.read_compacted:
+            limit, tombstones = state.horizon, False
+        elif state.log_compacted:
+            limit, tombstones = min(state.horizon, self.earliest_offset(partition)), True
+        else:
+            return None
+        if reader.offset >= limit:
+            return None
         acks = self.cursor.acks(partition)
         pieces: list[Piece] = []
         room, max_bytes = max_messages, consumer.max_read_bytes
-        while (room is None or room > 0) and reader.offset < state.horizon:
+        while (room is None or room > 0) and reader.offset < limit:
             offset = reader.offset
-            index = file.find(offset) if file is not None else 0
-            if file is None or index == file.batches:
-                self.cursor.ack_range(partition, offset, state.horizon)
-                reader.seek(state.horizon)
+            found = None if file is None else _view_batch(file, offset, limit)
+            if found is None:  # nothing more in the view before the limit: read on in the log
+                self.cursor.ack_range(partition, offset, limit)
+                reader.seek(limit)
                 break
-            position = int(file.positions[index])
-            offsets = batch_offsets(file.data, position)
-            row = int(np.searchsorted(offsets, offset))
-            stop = len(offsets) if room is None or consumer.whole_batches else min(len(offsets), row + room)
+            assert file is not None
+            position, offsets, row, end_row = found
+            stop = end_row if room is None or consumer.whole_batches else min(end_row, row + room)
             taken = offsets[row:stop]
-            kept = taken[to_record_batch(file.data, position).column(3).slice(row, stop - row).is_valid()
-                         .to_numpy(zero_copy_only=False)]  # (tombstones are no part of the view)
+            kept = taken if tombstones else taken[to_record_batch(file.data, position).column(3).slice(
+                row, stop - row).is_valid().to_numpy(zero_copy_only=False)]
             end = int(taken[-1]) + 1
             for start, gap_end in zip([offset, *(kept + 1).tolist()], [*kept.tolist(), end]):
                 self.cursor.ack_range(partition, start, gap_end)
@@ -303,7 +313,7 @@ class Dispatcher:
                     max_bytes -= piece.stored_bytes
                     if max_bytes <= 0:
                         break
-        return pieces
+        return pieces or None
 
     def _take_redeliveries(self, partition: int, max_messages: int | None, max_bytes: int | None) -> list[Piece]:
         """Redeliveries due on the partition, up to `max_messages` and `max_bytes` as _take counts them: a
@@ -529,6 +539,18 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         if ring is None:
             ring = self.rings[partition] = HashRing([c.name for c in consumers])
         return route_by_key(ring, consumers, consumer, pieces)
+
+
+def _view_batch(file: CompactedFile, offset: int, limit: int) -> tuple[int, np.ndarray, int, int] | None:
+    """(position, offsets, first row, stop row) of the compacted batch holding the view's next messages from
+    `offset` on, below `limit`; None when the view has none."""
+    index = file.find(offset)
+    if index == file.batches:
+        return None
+    position = int(file.positions[index])
+    offsets = batch_offsets(file.data, position)
+    row, end_row = int(np.searchsorted(offsets, offset)), int(np.searchsorted(offsets, limit))
+    return (position, offsets, row, end_row) if row < end_row else None
 
 
 def _unacked_from(acks: AckSet, start: int, stop: int) -> np.ndarray:

@@ -1,0 +1,90 @@
+"""When the maintenance pass compacts a partition, and how far (docs/LIFECYCLE.md, Compaction).
+
+Kafka's model (a topic whose cleanup_policy compacts): the log's sealed segments from the view's horizon up to
+the first segment that may not be compacted yet (the active one, or one holding a message newer than
+`min_compaction_lag`) are its dirty part; they are compacted when they make at least
+`min_cleanable_dirty_ratio` of the partition (the view's bytes and theirs), or when the oldest of their
+messages is older than `max_compaction_lag`, or when a tombstone's `delete_retention` has passed. The
+compacted segments are then deleted: the view stands for the log below its horizon.
+
+Pulsar's model: a `compaction_threshold` policy compacts a topic whose messages past the view's horizon hold
+at least that many bytes (Pulsar counts the backlog of its compaction cursor), up to the end offset, and
+leaves the log as it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seglog.catalog.config import TopicConfig
+from seglog.storage.compacted import CompactedState
+from seglog.storage.partition_view import PartitionView
+from seglog.storage.segment_table import SegmentTable
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """A compaction the rules call for: up to `horizon`, tombstones kept per `delete_retention_ms` (None:
+    dropped at once, Pulsar's rule), Kafka's model when `log_compacted`; `reason` says which rule."""
+    horizon: int
+    delete_retention_ms: int | None
+    log_compacted: bool
+    reason: str
+
+
+def compaction_plan(config: TopicConfig, threshold: int, view: PartitionView, table: SegmentTable,
+                    state: CompactedState | None, now: int) -> CompactionPlan | None:
+    """The compaction due on the partition `view` shows (`table`: its segments, the last one active), or None."""
+    state = state or CompactedState()
+    if config.compacted:
+        return _kafka_plan(config, view, table, state, now)
+    if threshold > 0:
+        return _threshold_plan(threshold, table, state)
+    return None
+
+
+def _kafka_plan(config: TopicConfig, view: PartitionView, table: SegmentTable, state: CompactedState,
+                now: int) -> CompactionPlan | None:
+    start = max(state.horizon, table.earliest_offset)
+    horizon = _first_uncleanable(config, table, now)
+    dirty = (table.next_offsets > start) & (table.bases < horizon)
+    dirty_bytes = int(table.log_sizes[dirty].sum())
+    ratio = dirty_bytes / (dirty_bytes + state.size) if dirty_bytes else 0.0
+    retention = config.delete_retention
+    if horizon > start and ratio >= config.min_cleanable_dirty_ratio:
+        reason = f"dirty ratio {ratio:.2f} >= min_cleanable_dirty_ratio {config.min_cleanable_dirty_ratio}"
+    elif horizon > start and config.max_compaction_lag is not None and \
+            _oldest_dirty(view, start) <= now - config.max_compaction_lag:
+        reason = f"a message waited max_compaction_lag ({config.max_compaction_lag} ms)"
+    elif 0 <= state.oldest_tombstone < state.cleaned_before(now - retention):
+        reason = f"a tombstone's delete_retention ({retention} ms) passed"
+    else:
+        return None
+    return CompactionPlan(max(horizon, start), retention, True, reason)
+
+
+def _oldest_dirty(view: PartitionView, start: int) -> int:
+    """The timestamp of the first message not compacted yet (at `start`)."""
+    base = view.segment_for(start)
+    assert base is not None
+    return view.view(base).timestamp_of(start)
+
+
+def _first_uncleanable(config: TopicConfig, table: SegmentTable, now: int) -> int:
+    """The base offset of the first segment that may not be compacted: the active one (the last), or the
+    first holding a message newer than min_compaction_lag."""
+    sealed = len(table) - 1
+    for i in range(sealed):
+        if config.min_compaction_lag and int(table.max_timestamps[i]) > now - config.min_compaction_lag:
+            return int(table.bases[i])
+    return int(table.bases[sealed])
+
+
+def _threshold_plan(threshold: int, table: SegmentTable, state: CompactedState) -> CompactionPlan | None:
+    """Pulsar's compaction_threshold: the bytes of the segments holding messages past the horizon (a whole
+    segment counted for the one the horizon falls in, so a compaction may come a little early)."""
+    past = table.next_offsets > state.horizon
+    backlog = int(table.log_sizes[past].sum())
+    if backlog < threshold or table.end_offset <= state.horizon:
+        return None
+    return CompactionPlan(table.end_offset, None, False,
+                          f"{backlog} bytes past the compaction horizon >= compaction_threshold {threshold}")

@@ -1,0 +1,141 @@
+"""Compaction as a lifecycle rule (docs/LIFECYCLE.md, Compaction): Kafka's cleanup_policy=compact compacts the
+log itself in the maintenance pass (by the injected clock), within min/max_compaction_lag and the dirty ratio,
+keeping tombstones for delete_retention; Pulsar's compaction_threshold compacts beside the log."""
+
+import pytest
+
+from seglog.storage.compacted import read_state
+
+MINUTE = 60_000
+
+
+def produce(topic, pairs):
+    """One batch per message (so the small segments roll often)."""
+    with topic.producer(linger_ms=0) as producer:
+        for key, value in pairs:
+            producer.send(value, key=key, partition=0)
+            producer.flush()
+
+
+def plain(topic):
+    return [(m.offset, m.key, m.value) for m in topic.reader()]
+
+
+def compacted(topic):
+    return [(m.offset, m.key, m.value) for m in topic.reader(read_compacted=True)]
+
+
+def latest(pairs, *, tombstones):
+    """Each key's latest message, by offset, from the messages as produced (offsets from 0)."""
+    last = {}
+    for offset, (key, value) in enumerate(pairs):
+        last[key] = (offset, key, value)
+    return sorted(v for v in last.values() if tombstones or v[2] is not None)
+
+
+def kafka_topic(log, **settings):
+    settings = {"segment_size": "1 KiB", "cleanup_policy": "compact", "min_cleanable_dirty_ratio": 0.5, **settings}
+    return log.create_topic("t", **settings)
+
+
+PAIRS = [(f"k{i % 5}".encode(), b"v%03d" % i) for i in range(20)] + [(b"k1", None)] + \
+    [(f"k{i % 4 + 2}".encode(), b"w%03d" % i) for i in range(20)]
+
+
+def test_a_compacted_topics_log_is_compacted_and_its_segments_go(log, clock):
+    topic = kafka_topic(log)
+    produce(topic, PAIRS)
+    segments = len(topic.partition_view(0).bases)
+    report = log.run_maintenance()
+    [(name, partition, horizon, removed, reason)] = report.compactions
+    view = topic.partition_view(0)
+    assert name == "public/default/t" and horizon == view.bases[-1] and "dirty ratio" in reason
+    assert len(report.deleted_segments) == segments - 1 and len(view.bases) == 1
+    below = [p for p in PAIRS[:horizon]]
+    # a plain reader sees each key's final state below the horizon, the tombstone too (Kafka keeps it), then
+    # the log; a compacted reader sees the exact view, without the tombstone
+    expected = latest(below, tombstones=True) + [(o, k, v) for o, (k, v) in enumerate(PAIRS) if o >= horizon]
+    assert plain(topic) == expected
+    assert compacted(topic)[:len(latest(below, tombstones=False))] == latest(below, tombstones=False)
+    assert read_state(view.directory).log_compacted
+
+
+def test_nothing_is_compacted_before_min_compaction_lag(log, clock):
+    topic = kafka_topic(log, min_compaction_lag="10min")
+    produce(topic, PAIRS)
+    assert log.run_maintenance().compactions == []
+    clock.advance(minutes=11)
+    assert len(log.run_maintenance().compactions) == 1
+
+
+def test_a_little_dirt_waits_for_the_dirty_ratio_or_max_compaction_lag(log, clock):
+    topic = kafka_topic(log, max_compaction_lag="1h")
+    produce(topic, [(b"key %d" % i, b"v" * 200) for i in range(60)])  # a view of 60 keys
+    assert len(log.run_maintenance().compactions) == 1
+    produce(topic, [(b"key 0", b"x" * 600), (b"key 0", b"y" * 600)])  # a little more than a segment
+    assert log.run_maintenance().compactions == []  # dirty: well under half of what the view holds
+    clock.advance(minutes=61)
+    [(_, _, _, _, reason)] = log.run_maintenance().compactions
+    assert "max_compaction_lag" in reason
+
+
+def test_a_tombstone_stays_for_delete_retention_after_its_first_compaction(log, clock):
+    topic = kafka_topic(log, delete_retention="1h")
+    produce(topic, PAIRS)
+    log.run_maintenance()
+    assert (20, b"k1", None) in plain(topic)  # kept, and read by plain readers
+    clock.advance(minutes=59)
+    assert log.run_maintenance().compactions == []
+    clock.advance(minutes=2)
+    [(_, _, _, _, reason)] = log.run_maintenance().compactions
+    assert "delete_retention" in reason
+    assert [(o, k) for o, k, v in plain(topic) if v is None] == []
+
+
+def test_compact_alone_keeps_what_retention_would_delete_compact_delete_does_not(log, clock):
+    for policy, kept in (("compact", 30), ("compact,delete", 3)):  # (3: the active segment's)
+        topic = log.create_topic(f"t-{policy.replace(',', '-')}", segment_size="1 KiB", cleanup_policy=policy,
+                                 retention_time="1min", min_compaction_lag="1h")  # (not compacted yet)
+        produce(topic, [(b"k%d" % i, b"v" * 200) for i in range(30)])
+        clock.advance(minutes=5)
+        log.run_maintenance()
+        assert len(plain(topic)) == kept, policy
+
+
+def test_a_plain_consumer_reads_the_view_where_the_log_was_compacted(log, clock):
+    topic = kafka_topic(log)
+    topic.subscribe("s", initial_position="earliest").close()
+    produce(topic, PAIRS)
+    log.run_maintenance()
+    got = []
+    with topic.subscribe("s") as consumer:
+        while True:
+            try:
+                message = consumer.receive(0.05)
+            except Exception:
+                break
+            got.append((message.offset, message.key, message.value))
+            consumer.ack(message)
+    assert got == plain(topic)
+    stats = log.admin.topics.stats("t")["subscriptions"]["s"]
+    assert stats["msgBacklog"] == 0
+
+
+def test_pulsars_compaction_threshold_compacts_beside_the_log(log, clock):
+    topic = log.create_topic("t", segment_size="1 KiB")
+    log.admin.topics.set_compaction_threshold("t", "2 KiB")
+    produce(topic, PAIRS[:10])
+    assert log.run_maintenance().compactions == []
+    produce(topic, PAIRS[10:])
+    [(_, _, horizon, _, reason)] = log.run_maintenance().compactions
+    assert horizon == len(PAIRS) and "compaction_threshold" in reason
+    assert len(plain(topic)) == len(PAIRS)  # the log is untouched
+    assert compacted(topic) == latest(PAIRS, tombstones=False)
+
+
+@pytest.mark.parametrize("policy", ["delete"])
+def test_a_delete_topic_is_never_compacted_by_maintenance(log, clock, policy):
+    topic = log.create_topic("t", segment_size="1 KiB", cleanup_policy=policy)
+    produce(topic, PAIRS)
+    assert log.run_maintenance().compactions == []
+    assert read_state(topic.partition_view(0).directory) is None
