@@ -91,6 +91,23 @@ def test_a_range_with_more_keys_than_the_map_holds_is_compacted_over_several_run
     assert compacted(topic) == latest_per_key(topic)
 
 
+def test_a_batch_with_more_keys_than_the_map_holds_is_compacted_over_several_runs(log):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        producer.send_batch([f"v{i}".encode() for i in range(100)], keys=[f"k{i % 90}".encode() for i in range(100)],
+                            partition=0)
+    horizons = [compact(topic, max_keys=40).horizon for _ in range(5)]
+    assert horizons[0] == 40 and horizons[-1] == 100
+    assert compacted(topic) == latest_per_key(topic)
+
+
+def test_a_partition_never_written_to_has_nothing_to_compact(log):
+    log.create_topic("t", partitions=2)
+    answer = log.admin.topics.compact("t")
+    assert [p["kept"] for p in answer["partitions"]] == [0, 0]
+    assert log.admin.topics.compaction_status("t") == {"status": "SUCCESS", "lastError": ""}
+
+
 def test_kafkas_tombstones_stay_for_delete_retention_after_their_first_compaction(log):
     topic = log.create_topic("t")
     produce(topic, [(b"a", b"a0"), (b"a", None), (b"b", b"b0")])
@@ -155,7 +172,7 @@ def test_a_damaged_view_is_reported_not_read(log):
         compact(topic)
 
 
-def test_one_compaction_of_a_partition_at_a_time(log):
+def test_one_compaction_of_a_partition_at_a_time(log, clock):
     topic = log.create_topic("t")
     produce(topic, [(b"a", b"a0")])
     from seglog.storage.lock import ExclusiveFileLock
@@ -170,6 +187,7 @@ def test_one_compaction_of_a_partition_at_a_time(log):
             log.admin.topics.compact("t")
         status = log.admin.topics.compaction_status("t")
         assert status["status"] == "ERROR" and "a compaction of this partition is running" in status["lastError"]
+        assert log.admin.topics.stats("t")["compaction"]["lastCompactionFailedTimestamp"] == log.admin.now_ms()
     finally:
         held.release()
     log.admin.topics.compact("t")

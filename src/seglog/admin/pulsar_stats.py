@@ -99,5 +99,6 @@ def partitioned_stats(broker: Broker, ref: TopicRef, *, per_partition: bool) -> 
             live, subscriptions, seglog["partitions"][str(p)]["storageSize"],
             max((s["backlogSize"] for s in subscriptions.values()), default=0),
             replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}),
-            compaction_stats([compacted_state(broker.store.partition_directory(ref.name, p))]))
+            compaction_stats([compacted_state(broker.store.partition_directory(ref.name, p))],
+                             broker.compactor.status(ref).failed_ms))
     return stats

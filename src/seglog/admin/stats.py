@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from seglog.admin import traffic_stats
 from seglog.catalog.policies import MB, MINUTE_MS, Retention
 from seglog.lifecycle.backlog import backlog_count, partition_backlog
+from seglog.lifecycle.compaction_rules import compaction_plan, explain_compaction
 from seglog.lifecycle.maintenance import limits_of
 from seglog.lifecycle.retention import explain
 from seglog.names import REPLICATOR_PREFIX
@@ -53,15 +54,15 @@ def compacted_state(directory: Path) -> CompactedState:
     return read_state(directory) or CompactedState()
 
 
-def compaction_stats(states: Sequence[CompactedState]) -> dict[str, int]:
+def compaction_stats(states: Sequence[CompactedState], failed_ms: int = 0) -> dict[str, int]:
     """Pulsar's `compaction` section of TopicStats (CompactionStats) of the partitions whose compacted views'
     `states` are given: the last compaction that changed each view, every partition together (the messages it
-    left out and the time it took added up, its end the latest; by the log's clock). The state on disk keeps
-    no failure: lastCompactionFailedTimestamp is 0, and compaction_status says what failed."""
+    left out and the time it took added up, its end the latest; by the log's clock). `failed_ms`: when the
+    last compaction asked of this process failed (Compactor's status; the state on disk keeps no failure)."""
     done = [state for state in states if state.generation]
     return {"lastCompactionRemovedEventCount": sum(state.last_removed for state in done),
             "lastCompactionSucceedTimestamp": max((state.last_finished_ms for state in done), default=0),
-            "lastCompactionFailedTimestamp": 0,
+            "lastCompactionFailedTimestamp": failed_ms,
             "lastCompactionDurationTimeInMills": sum(state.last_duration_ms for state in done)}
 
 
@@ -174,7 +175,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
                                 "storageSize": table.total_size, "segments": len(table),
                                 "compactionHorizon": compacted[p].horizon}
                        for p, (_, table) in enumerate(tables)},
-        "compaction": compaction_stats(compacted),
+        "compaction": compaction_stats(compacted, broker.compactor.status(ref).failed_ms),
         "policies": _policies(broker, ref),
         "subscriptions": subscriptions,
         "replication": replication_section({name: s["msgBacklog"] for name, s in subscriptions.items()}),
@@ -213,13 +214,20 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     policies = broker.catalog.policies(ref)
     limits = limits_of(ref, policies)
     partitions = {}
-    for p, (_, table) in enumerate(_tables(broker, ref)):
+    compaction = {}
+    for p, (view, table) in enumerate(_tables(broker, ref)):
         ack_floor = broker.maintenance.acked_until(ref, p, table)
-        partitions[str(p)] = [fate.to_dict() for fate in explain(table, limits, now, ack_floor)]
+        state = read_state(view.directory)
+        plan = compaction_plan(ref.config, policies.compaction_threshold.value, view, table, state, now) \
+            if len(table) else None
+        fates, compaction[str(p)] = explain_compaction(ref.config, explain(table, limits, now, ack_floor), table,
+                                                       state, plan)
+        partitions[str(p)] = [fate.to_dict() for fate in fates]
     config = ref.config.to_admin()
     return {"topic": str(ref), "nowMs": now, "policies": _policies(broker, ref),
-            **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs")},
-            "partitions": partitions}
+            **{name: config[name] for name in ("retentionTimeMs", "maxPartitionSize", "retentionMinTimestampMs",
+                                               "cleanupPolicy")},
+            "partitions": partitions, "compaction": compaction}
 
 
 def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, Any]]]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seglog.lifecycle.compaction import LOCK_NAME, CompactionRunningError
-from seglog.storage.check import STATE_STAGING, Problem, check_compacted_view, partition_directories
-from seglog.storage.compacted import STATE_NAME, compacted_directory, read_state, remove_unnamed
+from seglog.storage.check import Problem, check_compacted_view, partition_directories
+from seglog.storage.compacted import STATE_NAME, STATE_STAGING, compacted_directory, read_state, remove_unnamed
 from seglog.storage.lock import ExclusiveFileLock
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment import symbolic_links, sync_directory

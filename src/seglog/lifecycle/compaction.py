@@ -46,9 +46,9 @@ LOCK_NAME = ".lock"
 class CompactionRunningError(SeglogError):
     """Another compaction of the partition is running (in this process or another)."""
 
-    def __init__(self, path: str, holder: int | None) -> None:
+    def __init__(self, path: str, holder: int | None, what: str = "partition") -> None:
         by = f" by process {holder}" if holder is not None else ""
-        super().__init__(f"{path}: a compaction of this partition is running{by}")
+        super().__init__(f"{path}: a compaction of this {what} is running{by}")
         self.holder = holder
 
 
@@ -77,6 +77,8 @@ def compact_partition(view: PartitionView, *, horizon: int, now_ms: int, delete_
     leaves the view as it is, unless tombstones are due to go (Kafka's delete_retention). `log_compacted`:
     Kafka's model, whose caller deletes the segments below the new horizon (CompactedState.log_compacted)."""
     directory = view.directory
+    if not directory.is_dir():  # a partition never written to: nothing to compact
+        return CompactionOutcome(0, 0, 0, 0, 0, 0, CompactedState())
     compacted_directory(directory).mkdir(exist_ok=True)
     lock = ExclusiveFileLock(compacted_directory(directory) / LOCK_NAME, busy=CompactionRunningError)
     try:
@@ -116,8 +118,9 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
             read += previous.records
         for part in result.segments():
             keep, oldest_tombstone = _kept(part.verdicts, part.offsets, drop_tombstones_below, oldest_tombstone)
-            if part.skipped:  # (the range began inside this batch: its earlier messages are not the range's)
-                keep = np.concatenate((np.zeros(part.skipped, dtype=np.uint8), keep))
+            if part.skipped or part.trailing:  # (the range begins or ends inside a batch: the rest is not its)
+                keep = np.concatenate((np.zeros(part.skipped, dtype=np.uint8), keep,
+                                       np.zeros(part.trailing, dtype=np.uint8)))
             writer.append(part.data, part.batch_positions, keep)
             read += len(part.verdicts)
         writer.finish()

@@ -112,8 +112,8 @@ class SegmentVerdicts:
     """Pass 2's answer for one segment (or a part of one, VERDICT_CHUNK): `verdicts[i]` is the Verdict of
     the message at `first_offset + i`, for the messages of the range in this segment; `batch_offsets` the
     first offset of each stored batch they fall in (ascending, the first one clipped to the range),
-    `batch_positions` where each starts in `data`, the segment's mapped log, and `skipped` how many
-    messages of the first batch lie before the range."""
+    `batch_positions` where each starts in `data`, the segment's mapped log, `skipped` how many messages
+    of the first batch lie before the range and `trailing` how many of the last lie past it."""
     base_offset: int
     first_offset: int
     verdicts: npt.NDArray[np.uint8]
@@ -121,6 +121,7 @@ class SegmentVerdicts:
     batch_positions: npt.NDArray[np.int64]
     data: Mapping
     skipped: int = 0
+    trailing: int = 0
 
     def batches(self) -> Iterator[tuple[int, npt.NDArray[np.uint8]]]:
         """(first offset, verdicts of its messages) of each stored batch, a view of `verdicts` each."""
@@ -169,7 +170,8 @@ class CompactionMap:
                 if latest_from < 0:
                     _raise_damage(part.segment, -1 - latest_from)
                 yield SegmentVerdicts(part.segment.base_offset, first, verdicts, batch_offsets,
-                                      part.batch_positions(), part.data, first - int(part.batch_bases()[0]))
+                                      part.batch_positions(), part.data, first - int(part.batch_bases()[0]),
+                                      max(0, part.next_offset - self.end))
 
 
 def build_compaction_map(view: PartitionView, start: int, end: int, *, max_keys: int, verify_crc: bool = True,
@@ -191,6 +193,8 @@ def build_compaction_map(view: PartitionView, start: int, end: int, *, max_keys:
                                             start, end, verify_crc)
             if status == MAP_FULL:
                 cut = _batch_start(part, offset_map.full_at)
+                if cut <= start:  # one stored batch holds more keys than the map: cut inside it, as Kafka does
+                    cut = offset_map.full_at
                 if not cut_when_full or cut <= start:
                     raise InvalidArgumentError(
                         "max_keys", max_keys, f"at least the number of distinct keys in offsets {start} to "

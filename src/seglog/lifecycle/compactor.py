@@ -22,9 +22,11 @@ NOT_RUN, RUNNING, SUCCESS, ERROR = "NOT_RUN", "RUNNING", "SUCCESS", "ERROR"
 
 @dataclass(frozen=True)
 class CompactionStatus:
-    """Pulsar's answer to GET .../compaction: the status, and lastError when it is ERROR."""
+    """Pulsar's answer to GET .../compaction: the status, and lastError when it is ERROR (then `failed_ms`,
+    by the log's clock, is when)."""
     status: str
     last_error: str | None = None
+    failed_ms: int = 0
 
     def to_admin(self) -> dict[str, Any]:
         return {"status": self.status, "lastError": self.last_error or ""}
@@ -47,7 +49,7 @@ class Compactor:
         """Mark the topic's compaction RUNNING; CompactionRunningError if it already is."""
         with self._lock:
             if self._status.get(str(ref.name), CompactionStatus(NOT_RUN)).status == RUNNING:
-                raise CompactionRunningError(str(ref.name), None)
+                raise CompactionRunningError(str(ref.name), None, "topic")
             self._status[str(ref.name)] = CompactionStatus(RUNNING)
 
     def run(self, ref: TopicRef, delete_retention_ms: int | None = None) -> list[CompactionOutcome]:
@@ -61,7 +63,7 @@ class Compactor:
                                                   delete_retention_ms=delete_retention_ms))
         except Exception as error:
             with self._lock:
-                self._status[str(ref.name)] = CompactionStatus(ERROR, str(error))
+                self._status[str(ref.name)] = CompactionStatus(ERROR, str(error), self._clock())
             raise
         with self._lock:
             self._status[str(ref.name)] = CompactionStatus(SUCCESS)

@@ -30,6 +30,7 @@ from seglog.storage.segment import map_file, sync_directory
 
 COMPACTED_DIRECTORY = "compacted"
 STATE_NAME = "state.json"
+STATE_STAGING = STATE_NAME + ".tmp"  # the next state, written whole before it is renamed over STATE_NAME
 DATA_SUFFIX = ".compacted"
 STATE_VERSION = 1
 # Recent compactions kept in the state for Kafka's tombstone rule (CompactedState.cleaned_before): when
@@ -130,7 +131,7 @@ def commit_state(partition_directory: Path, state: CompactedState) -> None:
     remove every data file it does not name."""
     directory = compacted_directory(partition_directory)
     path = directory / STATE_NAME
-    staging = directory / (STATE_NAME + ".tmp")
+    staging = directory / STATE_STAGING
     with open(staging, "w", encoding="utf-8") as file:
         json.dump(state.to_json(), file)
         file.flush()
@@ -150,8 +151,8 @@ def remove_unnamed(directory: Path, state: CompactedState | None) -> None:
 
 class CompactedFile:
     """One generation's data file, mapped read-only, its batches listed when opened: every batch's header,
-    CRC32C and layout checked, its offsets growing and all below the horizon (CorruptLogError otherwise).
-    Immutable once written: shared by the partition's readers."""
+    CRC32C and layout checked, its offsets growing and all below the horizon, the messages and bytes its
+    state records (CorruptLogError otherwise). Immutable once written: shared by the partition's readers."""
 
     def __init__(self, path: Path, state: CompactedState) -> None:
         self.path = path
@@ -185,6 +186,10 @@ class CompactedFile:
         if len(self.nexts) and int(self.nexts[-1]) > horizon:
             raise CorruptLogError(str(path), int(self.positions[-1]),
                                   f"offset {int(self.nexts[-1]) - 1} is not below the horizon, {horizon}")
+        counted = sum(read_header(data, position)[_RECORD_COUNT] for position in self.positions.tolist())
+        if counted != state.records or size != state.size:
+            raise CorruptLogError(str(path), 0, f"holds {counted} messages in {size} bytes, its state says "
+                                                f"{state.records} messages in {state.size} bytes")
 
     @property
     def batches(self) -> int:
@@ -200,7 +205,7 @@ class CompactedView:
     """A partition's compacted view as its readers see it: the current state and its file, opened again
     when state.json changes. One per partition per open log (storage.store), thread-safe."""
     partition_directory: Path
-    _identity: tuple[int, int, int] | None = None
+    _identity: tuple[int, int, int, int] | None = None
     _current: tuple[CompactedState, CompactedFile | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -232,12 +237,12 @@ class CompactedView:
         return 0 if current is None else current[0].horizon
 
 
-def _identity(path: Path) -> tuple[int, int, int] | None:
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
     try:
         status = os.stat(path)
     except FileNotFoundError:
         return None
-    return status.st_ino, status.st_mtime_ns, status.st_size
+    return status.st_ino, status.st_mtime_ns, status.st_ctime_ns, status.st_size
 
 
 class CompactedWriter:
