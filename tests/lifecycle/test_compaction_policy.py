@@ -139,3 +139,29 @@ def test_a_delete_topic_is_never_compacted_by_maintenance(log, clock, policy):
     produce(topic, PAIRS)
     assert log.run_maintenance().compactions == []
     assert read_state(topic.partition_view(0).directory) is None
+
+
+def test_explain_retention_says_what_compaction_deletes_and_why(log, clock):
+    topic = kafka_topic(log)
+    produce(topic, PAIRS)
+    before = log.admin.topics.explain_retention("t")
+    fates = before["partitions"]["0"]
+    assert before["cleanupPolicy"] == "compact"
+    assert [f["rule"] for f in fates[:-1]] == ["compaction"] * (len(fates) - 1) and fates[-1]["rule"] == "active"
+    assert all(f["deletedNextPass"] and "dirty ratio" in f["reason"] for f in fates[:-1])
+    assert before["compaction"]["0"]["nextCompaction"]["horizon"] == fates[-1]["baseOffset"]
+    report = log.run_maintenance()
+    assert sorted(base for _, _, base in report.deleted_segments) == [f["baseOffset"] for f in fates[:-1]]
+    after = log.admin.topics.explain_retention("t")["compaction"]["0"]
+    assert after["logCompacted"] and after["horizon"] == fates[-1]["baseOffset"] and after["nextCompaction"] is None
+    assert "deleted by compaction" in after["compactedBelowHorizon"]
+
+
+def test_explain_retention_of_compact_alone_deletes_nothing_by_retention(log, clock):
+    topic = log.create_topic("t", segment_size="1 KiB", cleanup_policy="compact", retention_time="1min",
+                             min_compaction_lag="1h")
+    produce(topic, [(b"k%d" % i, b"v" * 200) for i in range(30)])
+    clock.advance(minutes=5)
+    fates = log.admin.topics.explain_retention("t")["partitions"]["0"]
+    assert not any(f["deletedNextPass"] for f in fates)
+    assert {f["rule"] for f in fates[:-1]} == {"cleanup_policy"}

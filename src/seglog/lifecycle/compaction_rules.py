@@ -13,9 +13,11 @@ leaves the log as it is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from seglog.catalog.config import TopicConfig
+from seglog.lifecycle.retention import SegmentFate
 from seglog.storage.compacted import CompactedState
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable
@@ -88,3 +90,29 @@ def _threshold_plan(threshold: int, table: SegmentTable, state: CompactedState) 
         return None
     return CompactionPlan(table.end_offset, None, False,
                           f"{backlog} bytes past the compaction horizon >= compaction_threshold {threshold}")
+
+
+def explain_compaction(config: TopicConfig, fates: list[SegmentFate], table: SegmentTable, state: CompactedState | None,
+                       plan: CompactionPlan | None) -> tuple[list[SegmentFate], dict[str, Any]]:
+    """The segments' fates (retention.explain) as compaction changes them, and the partition's compaction as
+    explain_retention shows it: a topic whose cleanup_policy is 'compact' alone keeps every segment from
+    retention; the segments a due Kafka compaction deletes are marked so, with its reason."""
+    if config.cleanup_policy == "compact":
+        fates = [replace(fate, deleted_next_pass=False, rule="cleanup_policy", deleted_at_ms=None,
+                         reason="cleanup_policy is compact: retention deletes no segment of the topic; compaction "
+                                "deletes those below its horizon") if fate.rule != "active" else fate
+                 for fate in fates]
+    if plan is not None and plan.log_compacted:
+        fates = [replace(fate, deleted_next_pass=True, rule="compaction", deleted_at_ms=None,
+                         reason=f"compacted into the view and deleted at the next pass: {plan.reason}")
+                 if fate.next_offset <= plan.horizon and i < len(table) - 1 else fate
+                 for i, fate in enumerate(fates)]
+    state = state or CompactedState()
+    return fates, {
+        "cleanupPolicy": config.cleanup_policy, "horizon": state.horizon, "viewMessages": state.records,
+        "viewSize": state.size, "logCompacted": state.log_compacted,
+        "compactedBelowHorizon": (f"offsets below {state.horizon}: each key's latest message is in the compacted "
+                                  "view" + ("; their segments were deleted by compaction (the view stands for "
+                                            "the log there)" if state.log_compacted else "; the log keeps them"))
+        if state.generation else None,
+        "nextCompaction": None if plan is None else {"horizon": plan.horizon, "reason": plan.reason}}
