@@ -59,6 +59,9 @@ def repair(ctx: click.Context, data: DataDir) -> None:
     for problem in views.removed_views:
         console.print(f"Removed a damaged compacted view, made again by the next compaction: {escape(str(problem))}",
                       soft_wrap=True)
+    for problem in views.salvaged_views:
+        console.print(f"Cut a damaged compacted view that stands for the log to its sound messages (what was past "
+                      f"the damage is lost): {escape(str(problem))}", soft_wrap=True)
     if views.removed_leftovers:
         left = len(views.removed_leftovers)
         console.print(f"Removed {left} file{'s' if left != 1 else ''} that unfinished compactions left")

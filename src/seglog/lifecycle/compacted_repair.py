@@ -1,8 +1,10 @@
 """`seglog repair`'s part for compacted views (docs/LIFECYCLE.md, Compaction): a view that
 storage.check.check_compacted_view finds damaged is removed, its state first and then its data files, and
-the files unfinished compactions left beside sound views are removed too. A view is derived from the log, as
-an index is: the next compaction makes it again. Each partition's view is repaired under its compaction
-lock, taken for every partition before anything changes, so no compaction runs there meanwhile."""
+the files unfinished compactions left beside sound views are removed too. A view of Pulsar's model is derived
+from the log, as an index is: the next compaction makes it again. A view that stands for the log (Kafka's
+model, whose compacted segments are gone) keeps its sound batches instead (storage.compacted.salvage_view).
+Each partition's view is repaired under its compaction lock, taken for every partition before anything
+changes, so no compaction runs there meanwhile."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ from pathlib import Path
 
 from seglog.lifecycle.compaction import LOCK_NAME, CompactionRunningError
 from seglog.storage.check import Problem, check_compacted_view, partition_directories
-from seglog.storage.compacted import STATE_NAME, STATE_STAGING, compacted_directory, read_state, remove_unnamed
+from seglog.storage.compacted import (
+    STATE_NAME,
+    STATE_STAGING,
+    compacted_directory,
+    read_state,
+    remove_unnamed,
+    salvage_view,
+)
 from seglog.storage.lock import ExclusiveFileLock
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment import symbolic_links, sync_directory
@@ -22,6 +31,7 @@ from seglog.storage.segment import symbolic_links, sync_directory
 @dataclass
 class ViewRepairReport:
     removed_views: list[Problem] = field(default_factory=list)  # the damage of each view removed
+    salvaged_views: list[Problem] = field(default_factory=list)  # the damage of each view cut to its sound part
     removed_leftovers: list[Path] = field(default_factory=list)  # files unfinished compactions left
 
 
@@ -55,7 +65,10 @@ def repair_compacted_views(partition_directories: list[Path]) -> ViewRepairRepor
             view.close()
         horizon = checked.horizon_problem(end)
         damage = [*checked.problems, *([horizon] if horizon is not None else [])]
-        if damage:
+        if damage and checked.state is not None and checked.state.log_compacted:
+            salvage_view(directory, checked.state, end)
+            repaired.salvaged_views += damage
+        elif damage:
             remove_compacted_view(directory)
             repaired.removed_views += damage
         else:

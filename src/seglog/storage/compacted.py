@@ -149,6 +149,45 @@ def remove_unnamed(directory: Path, state: CompactedState | None) -> None:
             (directory / name).unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class ViewScan:
+    """The sound batches at the start of a view's data file (their base offsets, next offsets, positions and
+    message count), and where and why the scan stopped: `damage` None when it reached the file's end."""
+    bases: npt.NDArray[np.int64]
+    nexts: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.int64]
+    records: int
+    stop: int
+    damage: str | None
+
+
+def scan_view(data: Mapping) -> ViewScan:
+    """Every batch of a view's data file checked (header, CRC32C, layout, offsets growing across batches),
+    from the start to the end or the first that is not sound."""
+    size = len(data)
+    bases, nexts, ends = [], [], []
+    position, expected, damage = 0, 0, None
+    while position < size:
+        chunk = [np.empty(_SCAN_CHUNK, dtype=np.int64) for _ in range(4)]
+        count, stop, status, _ = scan_batches(data, position, size, expected, True, chunk[0], chunk[1], chunk[2],
+                                              gaps=True, base_offsets=chunk[3])
+        bases.append(chunk[3][:count])
+        nexts.append(chunk[0][:count])
+        ends.append(chunk[1][:count])
+        if count:
+            expected = int(chunk[0][count - 1])
+        position = stop
+        if status not in (ScanStatus.SCAN_END, ScanStatus.SCAN_INDEX_FULL) or \
+                (status == ScanStatus.SCAN_END and stop != size):
+            damage = SCAN_REASONS.get(status, "a batch is damaged")
+            break
+    ends_all = np.concatenate(ends) if ends else np.empty(0, np.int64)
+    positions = np.concatenate(([0], ends_all[:-1])).astype(np.int64) if len(ends_all) else np.empty(0, np.int64)
+    records = sum(read_header(data, p)[_RECORD_COUNT] for p in positions.tolist())
+    return ViewScan(np.concatenate(bases) if bases else np.empty(0, np.int64),
+                    np.concatenate(nexts) if nexts else np.empty(0, np.int64), positions, records, position, damage)
+
+
 class CompactedFile:
     """One generation's data file, mapped read-only, its batches listed when opened: every batch's header,
     CRC32C and layout checked, its offsets growing and all below the horizon, the messages and bytes its
@@ -157,38 +196,19 @@ class CompactedFile:
     def __init__(self, path: Path, state: CompactedState) -> None:
         self.path = path
         self.records = state.records
-        horizon = state.horizon
         data = map_file(path, writable=False)
         if data is None:
             raise CorruptLogError(str(path), 0, f"empty, though the view's state says it holds {self.records} messages")
         self.data: Mapping = data
-        size = len(data)
-        bases, nexts, ends = [], [], []
-        position, expected = 0, 0
-        while position < size:
-            chunk = [np.empty(_SCAN_CHUNK, dtype=np.int64) for _ in range(4)]
-            count, stop, status, _ = scan_batches(self.data, position, size, expected, True, chunk[0], chunk[1],
-                                                  chunk[2], gaps=True, base_offsets=chunk[3])
-            bases.append(chunk[3][:count])
-            nexts.append(chunk[0][:count])
-            ends.append(chunk[1][:count])
-            if count:
-                expected = int(chunk[0][count - 1])
-            if status not in (ScanStatus.SCAN_END, ScanStatus.SCAN_INDEX_FULL) or \
-                    (status == ScanStatus.SCAN_END and stop != size):
-                raise CorruptLogError(str(path), stop, SCAN_REASONS.get(status, "a batch is damaged"))
-            position = stop
-        self.bases: npt.NDArray[np.int64] = np.concatenate(bases) if bases else np.empty(0, np.int64)
-        self.nexts: npt.NDArray[np.int64] = np.concatenate(nexts) if nexts else np.empty(0, np.int64)
-        ends_all = np.concatenate(ends) if ends else np.empty(0, np.int64)
-        self.positions: npt.NDArray[np.int64] = np.concatenate(([0], ends_all[:-1])).astype(np.int64) \
-            if len(ends_all) else np.empty(0, np.int64)
-        if len(self.nexts) and int(self.nexts[-1]) > horizon:
+        scan = scan_view(data)
+        if scan.damage is not None:
+            raise CorruptLogError(str(path), scan.stop, scan.damage)
+        self.bases, self.nexts, self.positions = scan.bases, scan.nexts, scan.positions
+        if len(self.nexts) and int(self.nexts[-1]) > state.horizon:
             raise CorruptLogError(str(path), int(self.positions[-1]),
-                                  f"offset {int(self.nexts[-1]) - 1} is not below the horizon, {horizon}")
-        counted = sum(read_header(data, position)[_RECORD_COUNT] for position in self.positions.tolist())
-        if counted != state.records or size != state.size:
-            raise CorruptLogError(str(path), 0, f"holds {counted} messages in {size} bytes, its state says "
+                                  f"offset {int(self.nexts[-1]) - 1} is not below the horizon, {state.horizon}")
+        if scan.records != state.records or len(data) != state.size:
+            raise CorruptLogError(str(path), 0, f"holds {scan.records} messages in {len(data)} bytes, its state says "
                                                 f"{state.records} messages in {state.size} bytes")
 
     @property
@@ -308,3 +328,36 @@ def _selected_bound(data: Mapping, position: int) -> int:
     8 bytes a record (the offsets column); every other section only shrinks."""
     header = read_header(data, position)
     return HEADER_BYTES + header[_BODY_LENGTH] + 8 * header[_RECORD_COUNT]
+
+
+def salvage_view(partition_directory: Path, state: CompactedState, end_offset: int) -> CompactedState:
+    """Keep what can be read of a damaged view that stands for the log (Kafka's model: the log no longer has
+    its messages, so removing it would lose every key's latest message below its horizon): its sound batches
+    up to the first damaged one, and below the log's `end_offset` (a log that lost its tail after the view
+    was made would reuse the offsets past it), as the next generation. Returns the state committed."""
+    horizon = min(state.horizon, end_offset)
+    name = state.file_name
+    data = None if name is None else _map_if_present(compacted_directory(partition_directory) / name)
+    writer = CompactedWriter(partition_directory, state.generation + 1)
+    try:
+        if data is not None:
+            scan = scan_view(data)
+            whole = scan.nexts <= horizon
+            positions = scan.positions[whole]
+            counts = [read_header(data, p)[_RECORD_COUNT] for p in positions.tolist()]
+            writer.append(data, positions, np.ones(sum(counts), dtype=np.uint8))
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    salvaged = replace(state, generation=state.generation + 1, horizon=horizon, records=writer.records,
+                       size=writer.size, oldest_tombstone=-1 if writer.records == 0 else state.oldest_tombstone)
+    commit_state(partition_directory, salvaged)
+    return salvaged
+
+
+def _map_if_present(path: Path) -> Mapping | None:
+    try:
+        return map_file(path, writable=False)
+    except FileNotFoundError:
+        return None
