@@ -187,3 +187,69 @@ def test_repair_keeps_the_sound_part_of_a_damaged_view_that_stands_for_the_log(l
     assert 0 < salvaged.records < state.records
     keys = [m.key for m in topic.reader()]
     assert keys[:salvaged.records] == [b"key %d" % i for i in range(salvaged.records)]
+
+
+def test_a_reader_and_a_consumer_in_the_middle_go_on_in_the_view_when_compaction_deletes_their_segments(log, clock):
+    topic = kafka_topic(log)
+    topic.subscribe("s", initial_position="earliest").close()
+    produce(topic, PAIRS)
+    reader = topic.reader()
+    first = reader.read_messages(3)
+    consumer = topic.subscribe("s")
+    taken = [consumer.receive(1) for _ in range(3)]
+    for message in taken:
+        consumer.ack(message)
+    log.run_maintenance()  # compacts, and deletes the segments both are reading
+    rest = list(reader)
+    assert reader.skipped == 0
+    seen = {m.key: m.value for m in first + rest}
+    assert seen == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
+    got = taken[:]
+    while True:
+        try:
+            message = consumer.receive(0.05)
+        except Exception:
+            break
+        got.append(message)
+        consumer.ack(message)
+    consumer.close()
+    assert {m.key: m.value for m in got} == seen
+    stats = log.admin.topics.stats("t")["subscriptions"]["s"]
+    assert (stats["msgBacklog"], stats["msgEvicted"]) == (0, 0)
+
+
+def test_a_reader_of_another_open_goes_on_in_the_view_when_compaction_deletes_its_segments(log, clock, tmp_path):
+    import seglog
+
+    topic = kafka_topic(log)
+    produce(topic, PAIRS)
+    with seglog.open(tmp_path / "data") as other:  # (its own listing of the segments, as another process has)
+        reader = other.topic("t").reader()
+        first = reader.read_messages(1)
+        log.run_maintenance()
+        rest = list(reader)
+        assert reader.skipped == 0
+        assert {m.key: m.value for m in first + rest} == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
+
+
+def test_a_consumer_of_another_open_goes_on_in_the_view_when_compaction_deletes_its_segments(log, clock, tmp_path):
+    import seglog
+
+    topic = kafka_topic(log)
+    topic.subscribe("s", initial_position="earliest").close()
+    produce(topic, PAIRS)
+    with seglog.open(tmp_path / "data") as other:
+        consumer = other.topic("t").subscribe("s")
+        got = [consumer.receive(1)]
+        consumer.ack(got[0])
+        log.run_maintenance()
+        while True:
+            try:
+                message = consumer.receive(0.05)
+            except Exception:
+                break
+            got.append(message)
+            consumer.ack(message)
+        consumer.close()
+        assert {m.key: m.value for m in got} == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
+        assert other.admin.topics.stats("t")["subscriptions"]["s"]["msgEvicted"] == 0

@@ -22,6 +22,10 @@ from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
 from seglog.units import parse_timeout
 
+# What locating the next batch answers when compaction deleted the segments under the reader and the partition's
+# compacted view stands for them (Kafka's model): read the view there.
+_IN_THE_VIEW = object()
+
 # Messages are built a chunk at a time while iterating: a whole 64k-message batch of fresh objects would
 # fall out of the CPU caches (and fault in new heap pages) before the first one is used.
 _ITERATION_CHUNK = 1024
@@ -93,19 +97,22 @@ class Reader:
         With `timeout` it waits up to that long for new messages (seconds, math.inf or a duration such as
         '500ms', see units.parse_timeout; ClosedError if the log is closed meanwhile); without, it returns at
         once."""
-        if self._compacted is not None or self.below_log():
-            batch = self._compacted_batch(max_messages)
+        while True:
+            if self._compacted is not None or self.below_log():
+                batch = self._compacted_batch(max_messages)
+                if batch is not None:
+                    return batch
+            batch = self._following_batch() if timeout is None else None
             if batch is not None:
-                return batch
-        batch = self._following_batch() if timeout is None else None
-        if batch is not None:
-            base, count = self._offset, batch.num_rows
-        else:
+                base, count = self._offset, batch.num_rows
+                break
             located = self._next_batch(timeout)
             if located is None:
                 return None
-            view, position, base, count = located
-            batch = to_record_batch(view.data, position)
+            if located is not _IN_THE_VIEW:
+                view, position, base, count = located
+                batch = to_record_batch(view.data, position)
+                break
         skip = self._offset - base
         take = count - skip if max_messages is None else min(count - skip, max_messages)
         self._offset += take
@@ -131,13 +138,16 @@ class Reader:
 
     def read_messages(self, max_messages: int | None = None, timeout: float | None = None) -> list[Message]:
         """Like read_batch, as a list of Message objects (empty when there is nothing new)."""
-        if self._compacted is not None or self.below_log():
-            compacted = self._compacted_messages(max_messages)
-            if compacted:
-                return compacted
-        located = self._next_batch(timeout)
-        if located is None:
-            return []
+        while True:
+            if self._compacted is not None or self.below_log():
+                compacted = self._compacted_messages(max_messages)
+                if compacted:
+                    return compacted
+            located = self._next_batch(timeout)
+            if located is None:
+                return []
+            if located is not _IN_THE_VIEW:
+                break
         view, position, base, count = located
         skip = self._offset - base
         stop = count if max_messages is None else min(count, skip + max_messages)
@@ -221,6 +231,9 @@ class Reader:
             located = self._next_batch(None)
             if located is None:
                 return
+            if located is _IN_THE_VIEW:  # (the compacted view's batches are no stored batches of the log)
+                self._offset = self._view.earliest_offset()
+                continue
             view, position, base, count = located
             self._offset = base + count
             yield BatchInfo(base, count, batch_attributes(view.data, position))
@@ -255,6 +268,8 @@ class Reader:
             try:
                 return self.locate(self._offset)
             except OffsetOutOfRangeError:
+                if self._compacted_limit() is not None:  # compaction deleted them: the view stands for them
+                    return _IN_THE_VIEW
                 earliest = self._view.earliest_offset()
                 self.skipped += earliest - self._offset
                 self._offset = earliest

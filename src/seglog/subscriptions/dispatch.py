@@ -227,6 +227,9 @@ class Dispatcher:
             except OffsetOutOfRangeError:
                 if pieces:  # (what was taken goes first; the gap is counted at the next take)
                     break
+                compacted = self._take_compacted(partition, room, consumer)
+                if compacted is not None:  # compaction deleted them: the view stands for them (Kafka's model)
+                    return compacted
                 self.skip_deleted(partition)
                 continue
             if located is None:
