@@ -7,7 +7,15 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
+from pyspark_seglog.offset_ranges import (
+    OffsetRange,
+    compaction_horizons,
+    end_offsets,
+    open_log,
+    plan,
+    read_range,
+    start_offsets,
+)
 from pyspark_seglog.options import SourceOptions
 from pyspark_seglog.value_schema import TopicValueSchema
 
@@ -21,12 +29,14 @@ class SeglogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[OffsetRange]:
         """Runs once, when Spark plans the read: the end offsets are taken here, so the read is
-        consistent while producers go on writing."""
+        consistent while producers go on writing. With readCompacted, the compaction horizons are taken
+        first: a compaction after the end offsets were taken is then one the executors notice."""
         options = self.options
         with open_log(options.path) as log:
             topic = log.topic(options.topic)
+            horizons = compaction_horizons(topic) if options.read_compacted else None
             return plan(topic, options.topic, start_offsets(topic, options), end_offsets(topic, options.ending),
-                        options)
+                        options, horizons)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.value_schema)

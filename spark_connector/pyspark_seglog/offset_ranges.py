@@ -1,5 +1,9 @@
 """What a query reads: offsets resolved against a topic, checked for data loss, cut into Spark input
-partitions, and read back as record batches in the executors."""
+partitions, and read back as record batches in the executors.
+
+Offsets keep their meaning when a partition's compacted view is read (readCompacted, or a log compacted by
+cleanup_policy=compact): the view's rows keep their own offsets, with gaps between them, and a range [start, end)
+gives the view's rows whose offsets are in it, then the log's."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
@@ -29,13 +34,18 @@ def open_log(path: str) -> Iterator:
 
 @dataclass(frozen=True)
 class OffsetRange(InputPartition):
-    """Offsets [start, end) of one partition: one Spark input partition, all its reader needs."""
+    """Offsets [start, end) of one partition: one Spark input partition, all its reader needs. With
+    `read_compacted`, the partition's compacted view below its horizon, then the log; `max_horizon` is the
+    highest horizon the view may have when it is read: the query's end in the partition, or the horizon the
+    query was planned with if that is higher."""
     path: str
     topic: str
     partition: int
     start: int
     end: int
     fail_on_data_loss: bool
+    read_compacted: bool = False
+    max_horizon: int = 0
 
 
 def start_offsets(topic, options: SourceOptions) -> dict[int, int]:
@@ -50,7 +60,7 @@ def start_offsets(topic, options: SourceOptions) -> dict[int, int]:
                                        f"{', '.join(map(str, late))} of {topic.name} have none that recent); or "
                                        "set startingOffsetsByTimestampStrategy to 'latest' to start there at the end")
         return starts
-    return _resolve(topic, options.starting, "startingOffsets")
+    return _resolve(topic, options.starting, "startingOffsets", options.read_compacted)
 
 
 def _offset_at(topic, timestamp: int, partition: int) -> int:
@@ -64,23 +74,44 @@ def end_offsets(topic, spec: OffsetSpec = "latest") -> dict[int, int]:
     return _resolve(topic, spec, "endingOffsets")
 
 
-def _resolve(topic, spec: OffsetSpec, option: str) -> dict[int, int]:
+def earliest_readable(topic, partition: int, read_compacted: bool) -> int:
+    """The first offset a read of the partition can give, as seglog's reader resolves 'earliest': the log's
+    first offset, or the compacted view's first when the view is read below the log (with read_compacted, or
+    where the view stands for a compacted log)."""
+    with topic.reader("earliest", partition, read_compacted=read_compacted) as reader:
+        return reader.offset
+
+
+def compaction_horizons(topic) -> dict[int, int]:
+    """Each partition's compaction horizon now (0 where it was never compacted)."""
+    horizons = {}
+    for partition in range(topic.partitions):
+        with topic.reader("earliest", partition) as reader:
+            horizons[partition] = reader.compacted_view.horizon()
+    return horizons
+
+
+def _resolve(topic, spec: OffsetSpec, option: str, read_compacted: bool = False) -> dict[int, int]:
     from seglog.errors import InvalidArgumentError
     partitions = range(topic.partitions)
     if isinstance(spec, str):
-        return {p: topic.earliest_offset(p) if spec == "earliest" else topic.end_offset(p) for p in partitions}
+        return {p: earliest_readable(topic, p, read_compacted) if spec == "earliest" else topic.end_offset(p)
+                for p in partitions}
     if set(spec) != set(partitions):
         given = "partitions " + ", ".join(map(str, sorted(spec)))
         raise InvalidArgumentError(option, given, f"offsets for every partition of {topic.name}: "
                                                   f"{', '.join(map(str, partitions))}")
-    return {p: topic.earliest_offset(p) if o == EARLIEST else topic.end_offset(p) if o == LATEST else o
-            for p, o in spec.items()}
+    return {p: earliest_readable(topic, p, read_compacted) if o == EARLIEST else topic.end_offset(p)
+            if o == LATEST else o for p, o in spec.items()}
 
 
-def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options: SourceOptions) -> list[OffsetRange]:
+def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options: SourceOptions,
+         horizons: dict[int, int] | None = None) -> list[OffsetRange]:
     """The input partitions reading [starts[p], ends[p]) of each partition, at most
-    maxRecordsPerPartition offsets each. Offsets already deleted fail the query, or with failOnDataLoss
-    false are left out."""
+    maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets, as
+    Spark's Kafka source counts on a compacted topic). Offsets already deleted fail the query, or with
+    failOnDataLoss false are left out; offsets deleted between the compacted view and the log are found when
+    they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends` were."""
     from seglog.errors import InvalidArgumentError
     if set(starts) != set(range(topic.partitions)) or set(ends) != set(starts):
         raise InvalidArgumentError("offsets", f"partitions {sorted(starts)} to {sorted(ends)}",
@@ -96,12 +127,14 @@ def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options
         if start > end:
             raise InvalidArgumentError("startingOffsets", start, f"offsets up to the ending offset {end} of "
                                        f"partition {partition} of {topic.name}")
-        earliest = topic.earliest_offset(partition)
+        earliest = earliest_readable(topic, partition, options.read_compacted)
         if start < earliest and start < end:
             check_data_loss(options.fail_on_data_loss, topic.name, partition, start, min(earliest, end))
             start = min(earliest, end)
         step = options.max_records_per_partition or max(end - start, 1)
-        ranges += [OffsetRange(options.path, name, partition, s, min(s + step, end), options.fail_on_data_loss)
+        max_horizon = max(end, (horizons or {}).get(partition, 0))
+        ranges += [OffsetRange(options.path, name, partition, s, min(s + step, end), options.fail_on_data_loss,
+                               options.read_compacted, max_horizon)
                    for s in range(start, end, step)]
     return ranges
 
@@ -135,23 +168,44 @@ def read_range(piece: OffsetRange | InputPartition,
 
 
 def _stored_batches(topic, piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The stored batches holding [start, end), sliced to it. Messages deleted under the reader are data
-    loss; with failOnDataLoss false the read goes on at the earliest offset left, never past `end`."""
-    with topic.reader(piece.start, piece.partition) as reader:
-        skipped = 0
-        while reader.offset < piece.end:
-            expected = reader.offset
-            batch = reader.read_batch(max_messages=piece.end - expected)
-            if reader.skipped > skipped:  # the reader went on at the earliest offset left
-                check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, expected,
-                                min(expected + reader.skipped - skipped, piece.end))
-                skipped = reader.skipped
-            if batch is None:
-                if reader.offset < piece.end:
-                    check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
-                                    piece.end)
-                return
-            first = batch.column("offset")[0].as_py()
-            if first >= piece.end:
-                return
-            yield batch.slice(0, piece.end - first)
+    """The stored batches holding [start, end), sliced to it; with read_compacted, the compacted view's below
+    its horizon first, and an error if a compaction since the query was planned passed its end."""
+    with topic.reader(piece.start, piece.partition, read_compacted=piece.read_compacted) as reader:
+        yield from _batches_in_range(reader, topic, piece)
+        if piece.read_compacted:
+            check_horizon(reader.compacted_view.horizon(), topic.name, piece)
+
+
+def _batches_in_range(reader, topic, piece: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """What `reader` reads of [start, end). Messages deleted under it are data loss; with failOnDataLoss
+    false the read goes on at the earliest offset left, never past `end`."""
+    skipped = 0
+    while reader.offset < piece.end:
+        batch = reader.read_batch(max_messages=piece.end - reader.offset)
+        if reader.skipped > skipped:  # the reader went on at the earliest offset left, where `batch` starts
+            resumed = reader.offset if batch is None else batch.column("offset")[0].as_py()
+            check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition,
+                            resumed - (reader.skipped - skipped), min(resumed, piece.end))
+            skipped = reader.skipped
+        if batch is None:
+            if reader.offset < piece.end:
+                check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
+                                piece.end)
+            return
+        offsets = batch.column("offset").to_numpy()  # ascending; with gaps in a compacted view's batches
+        if offsets[0] >= piece.end:
+            return
+        yield batch.slice(0, int(np.searchsorted(offsets, piece.end)))
+
+
+def check_horizon(horizon: int, topic: str, piece: OffsetRange) -> None:
+    """A compacted read of `piece` gives the rows the query planned only while no compaction since passed the
+    query's end in the partition: one that did may have moved a key's latest message past that end, leaving
+    the key out of every range (a compaction that stays below it only leaves out superseded rows)."""
+    if horizon > piece.max_horizon and piece.start < horizon:
+        from seglog.errors import OffsetOutOfRangeError
+        raise OffsetOutOfRangeError(
+            f"{topic} partition {piece.partition}: compacted up to offset {horizon} since the query was planned "
+            f"to read its compacted view up to offset {piece.max_horizon} at most, so the view may no longer hold "
+            "each key's latest message the query would read. Run the query again: it plans with the offsets it "
+            "finds then")

@@ -20,6 +20,8 @@
     valueSchema               'binary' (default: the value column as stored) or 'topic': the value column typed
                               by the topic's schema (value_schema.py; JSON and AVRO as a struct of the record's
                               fields, STRING and the primitives as their Spark type)
+    readCompacted             batch only: 'false' (default) or 'true': each partition's compacted view below its
+                              compaction horizon (each key's latest message, tombstones left out), then the log
 
 Every invalid value raises InvalidArgumentError naming the option and what it accepts."""
 
@@ -39,6 +41,13 @@ OffsetSpec = Union[str, dict[int, int]]
 
 _OFFSETS_ACCEPTED = ("'earliest', 'latest', or JSON such as {{\"{topic}\": {{\"0\": 23, \"1\": -2}}}} naming every "
                      "partition (-2: earliest, -1: latest)")
+
+# Why a stream may not read compacted: Spark runs a micro-batch again after a failure or a restart and needs the
+# same rows, which a compaction in between changes (Spark's Kafka source and Pulsar's connector have no such
+# option for streams either)
+_READ_COMPACTED_IN_BATCHES = ("only in batch queries: a micro-batch run again must read the same rows, and a "
+                              "compaction in between changes them. Read the compacted view in a batch query, then "
+                              "stream from its ending offsets")
 
 
 def lowered(options: Mapping[str, str]) -> dict[str, str]:
@@ -60,6 +69,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     subscription: str | None
     value_schema: str = VALUE_BINARY
+    read_compacted: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -80,6 +90,8 @@ class SourceOptions:
         for name in ("subscription", "maxOffsetsPerTrigger"):
             if not streaming and name.lower() in given:
                 raise InvalidArgumentError(name, given[name.lower()], "only in streaming queries")
+        if streaming and "readcompacted" in given:
+            raise InvalidArgumentError("readCompacted", given["readcompacted"], _READ_COMPACTED_IN_BATCHES)
         strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
         if strategy not in ("error", "latest"):
             raise InvalidArgumentError("startingOffsetsByTimestampStrategy", strategy, "'error' or 'latest'")
@@ -88,7 +100,8 @@ class SourceOptions:
                    max_records_per_partition=_int(given, "maxRecordsPerPartition", minimum=1),
                    max_offsets_per_trigger=_int(given, "maxOffsetsPerTrigger", minimum=1),
                    fail_on_data_loss=_bool(given, "failOnDataLoss", default=True),
-                   subscription=given.get("subscription") or None, value_schema=parse_value_schema(options))
+                   subscription=given.get("subscription") or None, value_schema=parse_value_schema(options),
+                   read_compacted=_bool(given, "readCompacted", default=False))
 
 
 @dataclass(frozen=True)
