@@ -54,6 +54,18 @@ def key_column(ids: np.ndarray, keyed: np.ndarray) -> pa.Array:
                                                           pa.py_buffer(offsets), pa.py_buffer(data.tobytes())])
 
 
+def send_keyed(producer, ids: np.ndarray, rng: np.random.Generator) -> None:
+    """A message for each key id to partition 0, send_batch CALL at a time (len(ids) a multiple of CALL):
+    100-byte values (the same 1 MB a call), 1% of the messages without a key and 1% with a null value."""
+    raw = pa.py_buffer(rng.integers(0, 256, CALL * 100, dtype=np.uint8))
+    value_offsets = pa.py_buffer(np.arange(0, CALL * 100 + 1, 100, dtype=np.int32))
+    for first in range(0, len(ids), CALL):
+        valued = np.packbits(rng.random(CALL) >= 0.01, bitorder="little")
+        values = pa.Array.from_buffers(pa.binary(), CALL, [pa.py_buffer(valued), value_offsets, raw])
+        producer.send_batch(values, keys=key_column(ids[first:first + CALL], rng.random(CALL) >= 0.01),
+                            partition=0)
+
+
 class Stored:
     def __init__(self, log, messages: int) -> None:
         self.log, self.messages, self.keys = log, messages, messages // MESSAGES_PER_KEY
@@ -69,16 +81,10 @@ def stored(scratch, scale):
     rng = np.random.default_rng(29)
     ids = np.tile(np.arange(messages // MESSAGES_PER_KEY), MESSAGES_PER_KEY)
     rng.shuffle(ids)
-    raw = pa.py_buffer(rng.integers(0, 256, CALL * 100, dtype=np.uint8))  # the same 1 MB of values a call
-    value_offsets = pa.py_buffer(np.arange(0, CALL * 100 + 1, 100, dtype=np.int32))
     with seglog.open(scratch / "log") as log:
         topic = log.create_topic("compacted")
         with topic.producer() as producer:
-            for first in range(0, messages, CALL):
-                valued = np.packbits(rng.random(CALL) >= 0.01, bitorder="little")
-                values = pa.Array.from_buffers(pa.binary(), CALL, [pa.py_buffer(valued), value_offsets, raw])
-                producer.send_batch(values, keys=key_column(ids[first:first + CALL], rng.random(CALL) >= 0.01),
-                                    partition=0)
+            send_keyed(producer, ids, rng)
     with seglog.open(scratch / "log") as log:
         yield Stored(log, messages)
 
