@@ -271,6 +271,16 @@ cdef inline bint offsets_grow(const uint8_t *column, Py_ssize_t n) noexcept nogi
     return True
 
 
+cdef inline int64_t first_offset_of(const uint8_t *batch, const BatchHeader *h) noexcept nogil:
+    """The offset of the batch's first record: its base offset, or for a batch with an offsets column (whose
+    header passed check_header) that column's first."""
+    cdef int64_t first
+    if not h.flags & FLAG_OFFSETS:
+        return h.base_offset
+    memcpy(&first, batch + HEADER_SIZE, 8)
+    return first
+
+
 cdef inline int64_t next_offset_of(const uint8_t *batch, const BatchHeader *h) noexcept nogil:
     """The offset after the batch's last record: its base offset plus its record count, or for a batch
     with an offsets column (whose layout was computed sound) one past that column's last offset."""
@@ -383,8 +393,8 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
     Fills one index entry per sound batch (the offset after it, the position after it, and the running
     maximum timestamp) and stops at the first batch that is not sound (its header, CRC32C with `verify_crc`,
     or column layout), or at zeroed space (never written). With `gaps` (a compacted file, whose batches
-    hold offsets with gaps) a batch may start past the offset after the previous one, never before it, and
-    `base_offsets`, when given, receives each batch's base offset.
+    hold offsets with gaps) a batch's first record may come past the offset after the previous batch, never
+    before it, and `base_offsets`, when given, receives each batch's base offset.
     Returns (entries, stop_position, status, running_max_timestamp); status is a SCAN_* code."""
     cdef const uint8_t[::1] view = buffer
     cdef Py_ssize_t position = start, capacity = next_offsets.shape[0], entries = 0
@@ -412,7 +422,7 @@ def scan_batches(buffer, Py_ssize_t start, Py_ssize_t end, int64_t expected_offs
             status = check_header(&h, position, end)
             if status != SCAN_END:
                 break
-            if expected_offset >= 0 and (h.base_offset < expected_offset if gaps
+            if expected_offset >= 0 and (first_offset_of(&view[position], &h) < expected_offset if gaps
                                          else h.base_offset != expected_offset):
                 status = SCAN_BAD_OFFSET
                 break
@@ -733,16 +743,13 @@ cdef Py_ssize_t encode_selected(uint8_t *dest, const uint8_t *batch, const Batch
     if L.attributes >= 0:  # the last sections, position-independent (8-aligned, offsets from 0): copied whole
         memcpy(p, batch + L.attributes, L.end - L.attributes)
         p += L.end - L.attributes
-    h = source
+    h = source  # (its base offset too: the stored batch's, which the records' places in it count from)
     h.version = FORMAT_VERSION_3
     h.flags = source.flags | FLAG_OFFSETS
-    memcpy(&h.base_offset, dest + HEADER_SIZE, 8)
     h.first_timestamp = read_i64(dest + HEADER_SIZE + 8 * n)
     h.max_timestamp = max_ts
     h.record_count = <int32_t>n
     h.body_length = <uint32_t>(p - dest - HEADER_SIZE)
-    if source.origin_cluster != 0:  # (the origin's offset of the first record kept)
-        h.origin_base_offset = source.origin_base_offset + rows[0]
     h.crc = 0
     memcpy(dest, &h, HEADER_SIZE)
     h.crc = seglog_crc32c(0, dest + CRC_START, (p - dest) - CRC_START)
@@ -829,7 +836,7 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
     if n <= 0 or not known_version(h.version) or not flags_valid(h.version, h.flags):
         return -1
     if h.flags & FLAG_OFFSETS:
-        if p + 8 * n > length or read_i64(batch + p) != h.base_offset:
+        if p + 8 * n > length or read_i64(batch + p) < h.base_offset:
             return -1
         out.offsets = p
         p += 8 * n

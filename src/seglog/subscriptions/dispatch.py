@@ -296,7 +296,7 @@ class Dispatcher:
                 reader.seek(limit)
                 break
             assert file is not None
-            position, offsets, row, end_row = found
+            position, base, offsets, row, end_row = found
             stop = end_row if room is None or consumer.whole_batches else min(end_row, row + room)
             taken = offsets[row:stop]
             kept = taken if tombstones else taken[to_record_batch(file.data, position).column(3).slice(
@@ -307,7 +307,7 @@ class Dispatcher:
             reader.seek(end)
             unacked = unacknowledged(acks, kept) if len(kept) else kept
             if len(unacked):
-                piece = Piece(partition, file, position, int(offsets[0]), len(offsets), unacked)
+                piece = Piece(partition, file, position, base, len(offsets), unacked)
                 pieces.append(piece)
                 if room is None:
                     break
@@ -544,16 +544,17 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         return route_by_key(ring, consumers, consumer, pieces)
 
 
-def _view_batch(file: CompactedFile, offset: int, limit: int) -> tuple[int, np.ndarray, int, int] | None:
-    """(position, offsets, first row, stop row) of the compacted batch holding the view's next messages from
-    `offset` on, below `limit`; None when the view has none."""
+def _view_batch(file: CompactedFile, offset: int, limit: int) -> tuple[int, int, np.ndarray, int, int] | None:
+    """(position, base offset, offsets, first row, stop row) of the compacted batch holding the view's next
+    messages from `offset` on, below `limit`; None when the view has none. (Its base offset is the stored
+    batch's it was compacted from: a Pulsar entry's sequence ids count from there.)"""
     index = file.find(offset)
     if index == file.batches:
         return None
     position = int(file.positions[index])
     offsets = batch_offsets(file.data, position)
     row, end_row = int(np.searchsorted(offsets, offset)), int(np.searchsorted(offsets, limit))
-    return (position, offsets, row, end_row) if row < end_row else None
+    return (position, int(file.bases[index]), offsets, row, end_row) if row < end_row else None
 
 
 def _unacked_from(acks: AckSet, start: int, stop: int) -> np.ndarray:
