@@ -160,7 +160,7 @@ def read_range(piece: OffsetRange | InputPartition,
         topic = log.topic(piece.topic)
         batches = _stored_batches(topic, piece)
         if value_schema is not None and value_schema.needs_versions:
-            batches = with_schema_versions(topic, piece.partition, piece.start, batches)
+            batches = with_schema_versions(topic, piece.partition, piece.start, batches, piece.read_compacted)
         values = None if value_schema is None else value_schema.column(log)
         for batch in rebatched(batches):
             yield spark_rows(batch, piece.topic, piece.partition,

@@ -9,7 +9,7 @@ for example, are decoded with the query's version."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,13 +152,15 @@ class ValueColumn:
                                    "see its bytes") from None
 
 
-def with_schema_versions(topic: Any, partition: int, start: int,
-                         batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """`batches` (pieces of stored batches, in offset order, from `start`) each with a schema_version column:
-    the version its stored batch was written with, null when none. The versions come from the stored batches'
-    attributes, read (headers only) by a second reader alongside."""
+def with_schema_versions(topic: Any, partition: int, start: int, batches: Iterator[pa.RecordBatch],
+                         read_compacted: bool = False) -> Iterator[pa.RecordBatch]:
+    """`batches` (pieces of stored batches, in offset order, from `start`, read with `read_compacted` or not)
+    each with a schema_version column: the version its stored batch was written with, null when none. The
+    versions come from the stored batches' attributes, read (headers only) by a second reader alongside; a
+    piece of the compacted view that the log no longer holds (a compacted batch keeps its stored batch's
+    attributes) takes them from the view's first message of it."""
     with topic.reader(start, partition) as reader:
-        infos = reader.batch_infos()
+        infos = reader.batch_infos()  # the log's batches: the view's are not among them
         info = None
         for batch in batches:
             first = batch.column("offset")[0].as_py()
@@ -166,9 +168,19 @@ def with_schema_versions(topic: Any, partition: int, start: int,
                 info = next(infos, None)
                 if info is None:
                     break
-            written = None if info is None else info.attributes.get(SCHEMA_VERSION_ATTRIBUTE)
+            attributes = info.attributes if info is not None and info.base_offset <= first \
+                else _view_attributes(topic, partition, first, read_compacted)
+            written = attributes.get(SCHEMA_VERSION_ATTRIBUTE)
             version = None if written is None else int(written, 16)
             yield batch.append_column(VERSION_COLUMN, pa.repeat(pa.scalar(version, pa.int64()), batch.num_rows))
+
+
+def _view_attributes(topic: Any, partition: int, offset: int, read_compacted: bool) -> Mapping[str, str]:
+    """The batch attributes of the message at `offset` of the partition's compacted view, read as the rows
+    were (one Message)."""
+    with topic.reader(offset, partition, read_compacted=read_compacted) as reader:
+        messages = reader.read_messages(1)
+    return messages[0].batch_attributes if messages else {}
 
 
 def _versions(batch: pa.RecordBatch) -> pa.Array | None:

@@ -184,6 +184,18 @@ def partition_dir(data: Path, topic: str, partition: int = 0) -> Path:
     return Path(data).joinpath("topics", *parts, str(partition))
 
 
+@contextlib.contextmanager
+def partition_writer(log: Any, topic: Any, partition: int = 0) -> Iterator[Any]:
+    """The partition's writer, as the server takes it (PartitionStore.acquire_writer): appends with batch
+    attributes, which producers do not write."""
+    store = log._broker.store
+    writer = store.acquire_writer(topic.topic_name, partition, topic.config)
+    try:
+        yield writer
+    finally:
+        store.release_writer(topic.topic_name, partition, topic.fence)
+
+
 def segment_logs(directory: Path) -> list[Path]:
     """The .log files of a partition directory, in offset order."""
     return sorted(p for p in Path(directory).glob("*.log") if len(p.stem) == 20 and p.stem.isdigit())

@@ -4,15 +4,22 @@ compacted by cleanup_policy=compact is read through its view by every read, as s
 
 from __future__ import annotations
 
+import io
+import json
+
+import fastavro
 import pytest
 
 import seglog
+from helpers_storage import partition_writer
 from pyspark_seglog.arrow_rows import ROWS
 from pyspark_seglog.batch_reader import SeglogBatchReader
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.value_schema import SCHEMA_VERSION_ATTRIBUTE
 
 from .test_spark_read import read
 from .test_spark_stream import stream
+from .test_value_schema import decoded
 
 
 def compacted_topic(path, name="prices", partitions=2):
@@ -135,3 +142,34 @@ def test_a_log_compacted_by_its_cleanup_policy_is_read_through_its_view(tmp_path
     assert rows_of(batch_reader(tmp_path)) == expected
     assert rows_of(batch_reader(tmp_path, startingOffsets='{"prices": {"0": 0}}')) == expected
     assert rows_of(batch_reader(tmp_path, readCompacted="true")) == expected
+
+
+def test_typed_values_of_the_view_decode_with_the_schema_version_they_were_written_with(tmp_path):
+    """valueSchema 'topic' over a log compacted by its cleanup_policy: rows only the view still holds take the
+    version of their own stored batch (not the log's first batch), so an Avro record written before a field
+    was added reads with that field null."""
+    v0 = {"type": "record", "name": "Price", "fields": [{"name": "cents", "type": "long"}]}
+    v1 = {**v0, "fields": [*v0["fields"], {"name": "currency", "type": ["null", "string"], "default": None}]}
+
+    def avro(schema, record):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+        return out.getvalue()
+
+    clock = seglog.ManualClock()
+    with seglog.open(tmp_path, clock=clock) as log:
+        topic = log.create_topic("prices", cleanup_policy="compact", segment_max_messages=2,
+                                 min_cleanable_dirty_ratio=0.0)
+        versions = [log.admin.schemas.create("prices", "AVRO", json.dumps(v)) for v in (v0, v1)]
+        with partition_writer(log, topic) as writer:
+            for version, schema, key, record in [(0, v0, b"a", {"cents": 1}), (0, v0, b"b", {"cents": 2}),
+                                                 (1, v1, b"a", {"cents": 3, "currency": "EUR"}),
+                                                 (1, v1, b"c", {"cents": 4, "currency": "USD"})]:
+                writer.append(writer.source([avro(schema, record)], [key],
+                                            attributes={SCHEMA_VERSION_ATTRIBUTE: "%016x" % versions[version]}))
+        clock.advance(hours=1)
+        log.run_maintenance()  # the segment of offsets 0 and 1 compacted, then deleted: only the view has them
+        assert topic.earliest_offset(0) == 2
+    assert decoded(tmp_path, "prices") == [{"cents": 1, "currency": None}, {"cents": 2, "currency": None},
+                                           {"cents": 3, "currency": "EUR"}, {"cents": 4, "currency": "USD"}]
+    assert decoded(tmp_path, "prices", readCompacted="true") == decoded(tmp_path, "prices")

@@ -7,7 +7,6 @@ section with a sound CRC is reported with its file and position."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import re
@@ -23,7 +22,14 @@ import pyarrow as pa
 import pytest
 
 import seglog
-from helpers_storage import partition_dir, python_command, segment_logs, spawn_call, walk_batches
+from helpers_storage import (
+    partition_dir,
+    partition_writer,
+    python_command,
+    segment_logs,
+    spawn_call,
+    walk_batches,
+)
 from seglog._core import _format
 from seglog.errors import CorruptLogError, InvalidArgumentError
 from seglog.storage import reader as reader_module
@@ -73,17 +79,6 @@ def batch_versions(directory: Path) -> list[set[int]]:
         data = log_file.read_bytes()
         found.append({struct.unpack_from("<H", data, b.position + 4)[0] for b in walk_batches(log_file)})
     return found
-
-
-@contextlib.contextmanager
-def partition_writer(log: seglog.Log, topic: seglog.Topic, partition: int = 0):
-    """The partition's writer, as the server takes it (PartitionStore.acquire_writer)."""
-    store = log._broker.store
-    writer = store.acquire_writer(topic.topic_name, partition, topic.config)
-    try:
-        yield writer
-    finally:
-        store.release_writer(topic.topic_name, partition, topic.fence)
 
 
 def arrow_rows(topic: seglog.Topic) -> dict[str, list]:
