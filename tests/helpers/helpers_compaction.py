@@ -1,14 +1,28 @@
-"""Shared by the compaction crash and concurrency tests (tests/lifecycle/test_compaction_crash.py).
+"""Shared by the compaction crash and concurrency tests (tests/lifecycle/test_compaction_crash.py for
+Pulsar's model).
 
 Every message describes itself: message_for(offset) gives the key and value of the message at that offset
-(some keyless, some tombstones, the rest keyed values over KEYS keys), so the parent checks any message read
-back without being told what a killed child wrote. The reference for compacted reads is computed from a
-plain read of the log, with dicts, independently of the compaction kernel."""
+(some keyless, some tombstones, the rest keyed values over KEYS keys; no keyless ones for a compacting topic,
+which refuses them), so the parent checks any message read back without being told what a killed child
+wrote. The reference for compacted reads is computed from a plain read of the log, with dicts,
+independently of the compaction kernel."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import threading
+import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from click.testing import CliRunner
+
+from helpers_storage import describe_exit, python_command
+from seglog.cli import main
+from seglog.storage.check import check_log
 
 KEYS = 40
 KEYLESS, TOMBSTONE = 0, 1  # message kinds; the other eight of ten are keyed values
@@ -18,20 +32,21 @@ WINDOW = 50
 MAP_KEYS_SMALL = 30
 
 
-def message_for(offset: int) -> tuple[bytes | None, bytes | None]:
-    """(key, value) of the message at `offset`: a tenth keyless, a tenth tombstones (null values)."""
+def message_for(offset: int, *, keyless: bool = True) -> tuple[bytes | None, bytes | None]:
+    """(key, value) of the message at `offset`: a tenth keyless (keyed values too without `keyless`), a
+    tenth tombstones (null values)."""
     mixed = offset * 2654435761
     kind = (mixed >> 7) % 10
     value = b"v%d" % offset
-    if kind == KEYLESS:
+    if kind == KEYLESS and keyless:
         return None, value
     key = b"k%d" % ((offset // WINDOW * 3 + (mixed >> 11) % 4) % KEYS)
     return (key, None) if kind == TOMBSTONE else (key, value)
 
 
-def messages_for(first: int, count: int) -> tuple[list[bytes | None], list[bytes | None]]:
+def messages_for(first: int, count: int, *, keyless: bool = True) -> tuple[list[bytes | None], list[bytes | None]]:
     """(keys, values) of `count` messages from offset `first`."""
-    pairs = [message_for(offset) for offset in range(first, first + count)]
+    pairs = [message_for(offset, keyless=keyless) for offset in range(first, first + count)]
     return [key for key, _ in pairs], [value for _, value in pairs]
 
 
@@ -44,9 +59,9 @@ def read_rows(reader: Any, max_messages: int | None = None) -> list[tuple[int, b
     return rows
 
 
-def wrong_messages(rows: Iterable[tuple[int, bytes | None, bytes | None]]) -> list[int]:
+def wrong_messages(rows: Iterable[tuple[int, bytes | None, bytes | None]], *, keyless: bool = True) -> list[int]:
     """The offsets among `rows` whose key or value is not the one written there."""
-    return [offset for offset, key, value in rows if (key, value) != message_for(offset)]
+    return [offset for offset, key, value in rows if (key, value) != message_for(offset, keyless=keyless)]
 
 
 def latest_per_key(rows: Iterable[tuple[int, bytes | None, bytes | None]], below: int) -> list[tuple]:
@@ -87,3 +102,63 @@ def compacted_read_problems(topic: Any, rows_per_call: int) -> list[str]:
     if skipped:
         problems.append(f"keys' latest messages below {final} skipped, at offsets {skipped[:10]}")
     return problems
+
+
+class CrashingChild:
+    """A child running `code` (argv: its data directory and a seed; it can import the test helpers) that
+    prints "ack <end>" after every acknowledged write and a word naming each step it begins ("compacting",
+    "committed", ...), its stdout drained by a thread: the last acknowledged end offset and the step it is at."""
+
+    def __init__(self, code: str, data: Path, seed: int) -> None:
+        self.stderr_path = data.parent / f"child-{seed}.stderr"
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(python_command(code, str(data), str(seed)),
+                                            stdout=subprocess.PIPE, stderr=stderr)
+        self.acknowledged = -1
+        self.step = "starting"
+        self.started = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(b"ack "):
+                self.acknowledged = int(line.split()[1])
+                self.started.set()
+            else:
+                self.step = line.decode().strip()
+        self.started.set()
+
+    def kill_after(self, delay: float) -> str:
+        """SIGKILL the child `delay` s after its first acknowledgement; the step it was at then."""
+        assert self.started.wait(60), "the child said nothing in 60 s"
+        time.sleep(delay)
+        alive = self.process.poll() is None
+        step = self.step
+        if alive:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+        self._thread.join(30)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        stderr = self.stderr_path.read_text(errors="replace")
+        assert alive, f"the child ended by itself ({describe_exit(self.process.returncode)}):\n{stderr}"
+        assert self.process.returncode == -signal.SIGKILL, stderr
+        return step
+
+
+# What a crash may leave that `seglog check` notes without calling it damage.
+NOT_DAMAGE = ("an unfinished append after the last committed batch", "left by a compaction that did not finish",
+              "a compacted view's state a compaction did not finish writing")
+
+
+def assert_no_damage(data: Path) -> None:
+    """`seglog check` (the function and the command) finds no damage in `data`: notes at most, of NOT_DAMAGE."""
+    report = check_log(data)
+    assert report.ok, [str(problem) for problem in report.problems]
+    assert all(any(reason in note.reason for reason in NOT_DAMAGE) for note in report.notes), \
+        [str(note) for note in report.notes]
+    result = CliRunner(env={"SEGLOG_DATA": None, "COLUMNS": "200", "NO_COLOR": "1"}).invoke(
+        main, ["--data", str(data), "check"])
+    assert result.exit_code == 0 and "OK: no damage" in result.stdout, result.output

@@ -15,17 +15,16 @@ key's latest message."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from helpers_compaction import (
+    CrashingChild,
+    assert_no_damage,
     compacted_read_problems,
     latest_per_key,
     messages_for,
@@ -35,7 +34,6 @@ from helpers_compaction import (
 
 import seglog
 from helpers_storage import describe_exit, python_command
-from seglog.cli import main
 from seglog.storage.check import check_log
 from seglog.storage.compacted import read_state
 
@@ -84,65 +82,9 @@ while True:
 """
 
 
-class CompactingWriter:
-    """The child, its stdout drained by a thread: the last acknowledged end offset and what it was doing."""
-
-    def __init__(self, data: Path, seed: int) -> None:
-        self.stderr_path = data.parent / f"child-{seed}.stderr"
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(python_command(COMPACTING_WRITER, str(data), str(seed)),
-                                            stdout=subprocess.PIPE, stderr=stderr)
-        self.acknowledged = -1
-        self.compactions = 0
-        self.compacting = False
-        self.started = threading.Event()
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith(b"ack "):
-                self.acknowledged = int(line.split()[1])
-                self.started.set()
-            elif line == b"compacting\n":
-                self.compacting = True
-            elif line == b"compacted\n":
-                self.compacting = False
-                self.compactions += 1
-        self.started.set()
-
-    def kill_after(self, delay: float) -> bool:
-        """SIGKILL the child `delay` s after its first line; whether it was compacting then."""
-        assert self.started.wait(60), "the child said nothing in 60 s"
-        time.sleep(delay)
-        alive = self.process.poll() is None
-        compacting = self.compacting
-        if alive:
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(30)
-        self._thread.join(30)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        stderr = self.stderr_path.read_text(errors="replace")
-        assert alive, f"the child ended by itself ({describe_exit(self.process.returncode)}):\n{stderr}"
-        assert self.process.returncode == -signal.SIGKILL, stderr
-        return compacting
-
-
-NOT_DAMAGE = ("an unfinished append after the last committed batch", "left by a compaction that did not finish",
-              "a compacted view's state a compaction did not finish writing")
-
-
 def verify_after_crash(data: Path, acknowledged: int) -> tuple[int, int]:
     """Reopen a crashed data directory and check the crash broke nothing; (end offset, horizon)."""
-    report = check_log(data)
-    assert report.ok, [str(problem) for problem in report.problems]
-    assert all(any(reason in note.reason for reason in NOT_DAMAGE) for note in report.notes), \
-        [str(note) for note in report.notes]
-    result = CliRunner(env={"SEGLOG_DATA": None, "COLUMNS": "200", "NO_COLOR": "1"}).invoke(
-        main, ["--data", str(data), "check"])
-    assert result.exit_code == 0 and "OK: no damage" in result.stdout, result.output
+    assert_no_damage(data)
     with seglog.open(data) as log:
         topic = log.topic(TOPIC)
         log_rows = read_rows(topic.reader())
@@ -171,8 +113,8 @@ def test_sigkill_during_produce_and_compaction_loops_breaks_nothing(tmp_path: Pa
     mid_compaction, ends, horizons = 0, [], []
     started = time.monotonic()
     for crash in range(ROUNDS):
-        child = CompactingWriter(data, rng.randrange(1 << 30))
-        mid_compaction += child.kill_after(rng.uniform(0.0, 0.3))
+        child = CrashingChild(COMPACTING_WRITER, data, rng.randrange(1 << 30))
+        mid_compaction += child.kill_after(rng.uniform(0.0, 0.3)) == "compacting"
         end, horizon = verify_after_crash(data, child.acknowledged)
         assert end >= max(ends, default=0), f"round {crash}: the end went back"
         assert horizon >= max(horizons, default=0), f"round {crash}: the horizon went back"
