@@ -4,6 +4,7 @@ keeping tombstones for delete_retention; Pulsar's compaction_threshold compacts 
 
 import pytest
 
+from seglog.errors import ReceiveTimeoutError
 from seglog.storage.compacted import read_state
 
 MINUTE = 60_000
@@ -15,6 +16,18 @@ def produce(topic, pairs):
         for key, value in pairs:
             producer.send(value, key=key, partition=0)
             producer.flush()
+
+
+def received(consumer):
+    """What the consumer receives until nothing more comes for a moment, each acknowledged."""
+    got = []
+    while True:
+        try:
+            message = consumer.receive(0.05)
+        except ReceiveTimeoutError:
+            return got
+        got.append(message)
+        consumer.ack(message)
 
 
 def plain(topic):
@@ -107,15 +120,8 @@ def test_a_plain_consumer_reads_the_view_where_the_log_was_compacted(log, clock)
     topic.subscribe("s", initial_position="earliest").close()
     produce(topic, PAIRS)
     log.run_maintenance()
-    got = []
     with topic.subscribe("s") as consumer:
-        while True:
-            try:
-                message = consumer.receive(0.05)
-            except Exception:
-                break
-            got.append((message.offset, message.key, message.value))
-            consumer.ack(message)
+        got = [(m.offset, m.key, m.value) for m in received(consumer)]
     assert got == plain(topic)
     stats = log.admin.topics.stats("t")["subscriptions"]["s"]
     assert stats["msgBacklog"] == 0
@@ -204,14 +210,7 @@ def test_a_reader_and_a_consumer_in_the_middle_go_on_in_the_view_when_compaction
     assert reader.skipped == 0
     seen = {m.key: m.value for m in first + rest}
     assert seen == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
-    got = taken[:]
-    while True:
-        try:
-            message = consumer.receive(0.05)
-        except Exception:
-            break
-        got.append(message)
-        consumer.ack(message)
+    got = taken + received(consumer)
     consumer.close()
     assert {m.key: m.value for m in got} == seen
     stats = log.admin.topics.stats("t")["subscriptions"]["s"]
@@ -243,13 +242,7 @@ def test_a_consumer_of_another_open_goes_on_in_the_view_when_compaction_deletes_
         got = [consumer.receive(1)]
         consumer.ack(got[0])
         log.run_maintenance()
-        while True:
-            try:
-                message = consumer.receive(0.05)
-            except Exception:
-                break
-            got.append(message)
-            consumer.ack(message)
+        got += received(consumer)
         consumer.close()
         assert {m.key: m.value for m in got} == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
         assert other.admin.topics.stats("t")["subscriptions"]["s"]["msgEvicted"] == 0

@@ -4,43 +4,26 @@ matter (stats, delete while connected, reset-cursor, HTTP lookup)."""
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import httpx
 import pytest
+from helpers_rest import fresh, http_client, reason, serving
 
-from helpers_server import pulsar, start_server
+from helpers_server import pulsar
 from seglog.server.rest import ROUTES, openapi
-
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("rest") / "data")
-    yield running
-    running.stop()
+    with serving(tmp_path_factory.mktemp("rest") / "data") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def http(server):
-    with httpx.Client(base_url=server.http_url, timeout=30) as client:
+    with http_client(server) as client:
         yield client
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}{next(_names)}"
-
-
-def reason(response: httpx.Response, status: int, *fragments: str) -> str:
-    assert response.status_code == status, response.text
-    text = response.json()["reason"]
-    for fragment in fragments:
-        assert fragment in text, text
-    return text
-
-
 def namespace(http: httpx.Client) -> str:
     """A new tenant and namespace: 'tenant/ns'."""
     tenant = fresh("tenant")

@@ -7,7 +7,6 @@ Pulsar's TopicOperation.COMPACT. The RUNNING window is held open in-process, whe
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from helpers_rest import fresh, http_client, serving
 
 import seglog
 from helpers_server import start_server
@@ -34,25 +34,16 @@ from seglog.storage.lock import ExclusiveFileLock
 SETTLE_S = 30.0  # the most a compaction of these few messages may take to end
 NOT_RUN = {"status": "NOT_RUN", "lastError": ""}
 SUCCESS = {"status": "SUCCESS", "lastError": ""}
-_names = itertools.count()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("compaction-rest") / "data")
-    yield running
-    running.stop()
+    with serving(tmp_path_factory.mktemp("compaction-rest") / "data") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def http(server):
-    with httpx.Client(base_url=server.http_url, timeout=30) as client:
+    with http_client(server) as client:
         yield client
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{next(_names)}"
-
 
 def produce(server, topic: str, keyed: list[tuple[str, bytes]]) -> None:
     """Send (key, value) pairs with the real client, unbatched, one message an entry."""

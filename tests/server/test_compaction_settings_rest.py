@@ -3,40 +3,20 @@ are set (/seglog/v1), and Pulsar's compactionThreshold policy at its namespace a
 
 from __future__ import annotations
 
-import itertools
-
-import httpx
 import pytest
-
-from helpers_server import start_server
-
-_names = itertools.count()
+from helpers_rest import fresh, http_client, refused, serving
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    running = start_server(tmp_path_factory.mktemp("compaction-rest") / "data")
-    yield running
-    running.stop()
+    with serving(tmp_path_factory.mktemp("compaction-settings-rest") / "data") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def http(server):
-    with httpx.Client(base_url=server.http_url, timeout=30) as client:
+    with http_client(server) as client:
         yield client
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}{next(_names)}"
-
-
-def refused(response: httpx.Response, status: int, *fragments: str) -> dict:
-    assert response.status_code == status, response.text
-    for fragment in fragments:
-        assert fragment in response.json()["reason"], response.text
-    return response.json()
-
-
 def test_topic_settings_created_updated_and_described(http):
     topic = fresh("table")
     path = f"/seglog/v1/topics/public/default/{topic}"
