@@ -1,11 +1,12 @@
 """Shared by the compaction crash and concurrency tests (tests/lifecycle/test_compaction_crash.py for
-Pulsar's model).
+Pulsar's model, test_compaction_crash_kafka.py for Kafka's).
 
 Every message describes itself: message_for(offset) gives the key and value of the message at that offset
 (some keyless, some tombstones, the rest keyed values over KEYS keys; no keyless ones for a compacting topic,
 which refuses them), so the parent checks any message read back without being told what a killed child
-wrote. The reference for compacted reads is computed from a plain read of the log, with dicts,
-independently of the compaction kernel."""
+wrote. The reference for compacted reads is computed with dicts, independently of the compaction kernel:
+from a plain read of the log (Pulsar's model keeps it whole), or from the messages as written (Kafka's
+model compacts the log itself)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,22 @@ def messages_for(first: int, count: int, *, keyless: bool = True) -> tuple[list[
     """(keys, values) of `count` messages from offset `first`."""
     pairs = [message_for(offset, keyless=keyless) for offset in range(first, first + count)]
     return [key for key, _ in pairs], [value for _, value in pairs]
+
+
+# The clock of the tests of Kafka's model: a second per message written, so that time, which the tombstone
+# rule reads, goes forward with the log across the crashed children and is known from the end offset alone.
+CLOCK_START_MS = 1_704_067_200_000
+MS_PER_OFFSET = 1000
+
+
+def clock_at(end: int) -> int:
+    """The time in ms by the tests' clock once `end` messages were written."""
+    return CLOCK_START_MS + end * MS_PER_OFFSET
+
+
+def written(end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every message below `end` of a compacting topic (keyless=False), as written."""
+    return [(offset, *message_for(offset, keyless=False)) for offset in range(end)]
 
 
 def read_rows(reader: Any, max_messages: int | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -101,6 +118,38 @@ def compacted_read_problems(topic: Any, rows_per_call: int) -> list[str]:
     skipped = [row[0] for row in latest_per_key(log, final) if row[0] not in seen]
     if skipped:
         problems.append(f"keys' latest messages below {final} skipped, at offsets {skipped[:10]}")
+    return problems
+
+
+def final_state_problems(seen: Iterable[tuple[int, bytes | None, bytes | None]], end: int, *,
+                         tombstones_may_go: bool, lagging: bool = False) -> list[str]:
+    """Kafka's promise to a reader of a compacted topic from its start (keyless=False messages): of every
+    key written below `end`, the last message it saw (the one of `seen` with the highest offset) is the
+    key's final state, a tombstone included while compaction keeps it. When `tombstones_may_go` (a short
+    delete_retention), a final tombstone may be gone: the key is then not seen at all, or, for a reader that
+    was `lagging` (a subscription read in turns), seen last at an earlier message."""
+    last: dict[bytes | None, tuple] = {}
+    for row in sorted(row for row in seen if row[0] < end):
+        last[row[1]] = row
+    problems = []
+    for key, final in {row[1]: row for row in written(end)}.items():
+        got = last.get(key)
+        if got == final or (tombstones_may_go and final[2] is None and (got is None or lagging)):
+            continue
+        problems.append(f"key {key!r}: final state {final}, last seen {got}")
+    return problems
+
+
+def order_problems(rows: list[tuple[int, bytes | None, bytes | None]]) -> list[str]:
+    """What is wrong with `rows` read from a compacting topic (keyless=False): offsets not strictly
+    ascending (each at most once), messages not as written."""
+    offsets = [row[0] for row in rows]
+    problems = []
+    if any(b <= a for a, b in zip(offsets, offsets[1:])):
+        problems.append(f"offsets do not grow: {[(a, b) for a, b in zip(offsets, offsets[1:]) if b <= a][:10]}")
+    wrong = wrong_messages(rows, keyless=False)
+    if wrong:
+        problems.append(f"messages not as written at offsets {wrong[:10]}")
     return problems
 
 
