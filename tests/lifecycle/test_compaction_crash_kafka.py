@@ -348,14 +348,7 @@ def started(code: str, *args: str) -> subprocess.Popen:
     return child
 
 
-# A segment listed, then sealed and deleted by a compaction before it is opened: another process's
-# end_offset (which a consumer's ack asks for), stats and reader('latest') get FileNotFoundError
-# (test_asking_another_process_for_offsets_and_stats_while_compaction_deletes_segments_finds_every_file).
-FILE_NOT_FOUND_BUG = "a segment deleted between its listing and its opening: FileNotFoundError (issue 29 report)"
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=FILE_NOT_FOUND_BUG)
 def test_readers_and_a_consumer_in_another_process_read_on_while_maintenance_compacts_and_deletes(
         tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -391,7 +384,6 @@ ASKED = {"end_offset": lambda topic: topic.end_offset(), "stats": lambda topic: 
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=FILE_NOT_FOUND_BUG)
 def test_asking_another_process_for_offsets_and_stats_while_compaction_deletes_segments_finds_every_file(
         tmp_path: Path) -> None:
     data = tmp_path / "data"

@@ -38,8 +38,6 @@ def produce(topic):
             producer.flush()
 
 
-@pytest.mark.xfail(strict=True, reason="a redelivery whose segment compaction deleted is dropped, not read from "
-                                       "the view (Dispatcher._take_redeliveries; see the report of issue 29)")
 @pytest.mark.parametrize("how", ["negative ack", "ack timeout", "shared consumer left"])
 def test_a_keys_final_state_not_acknowledged_is_redelivered_from_the_view_once_its_segment_is_compacted(
         log, clock, how):
@@ -72,8 +70,6 @@ def test_a_keys_final_state_not_acknowledged_is_redelivered_from_the_view_once_i
     assert topic.internal_stats()["partitions"]["0"]["cursors"]["s"]["markDeletePosition"] == 59
 
 
-@pytest.mark.xfail(strict=True, reason="msgBacklog counts from the log's first segment, not the view's messages "
-                                       "the subscription is still given (lifecycle/backlog.py; issue 29 report)")
 def test_a_subscriptions_backlog_counts_the_view_messages_it_is_still_given(log, clock):
     topic = log.create_topic("t", segment_size="1 KiB", cleanup_policy="compact", min_cleanable_dirty_ratio=0.1)
     topic.subscribe("s", initial_position="earliest").close()

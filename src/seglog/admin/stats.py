@@ -8,8 +8,9 @@ a topic may hold more than its retention size until its oldest segment can go as
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seglog.admin import traffic_stats
@@ -21,6 +22,7 @@ from seglog.lifecycle.retention import explain
 from seglog.names import REPLICATOR_PREFIX
 from seglog.storage.compacted import CompactedState, read_state
 from seglog.storage.segment import list_segments
+from seglog.storage.segment_table import LISTING_ATTEMPTS
 from seglog.subscriptions.subscription import reading
 
 if TYPE_CHECKING:
@@ -31,6 +33,27 @@ if TYPE_CHECKING:
     from seglog.storage.partition_view import PartitionView
     from seglog.storage.segment_table import SegmentTable
     from seglog.subscriptions.cursor_file import PartitionCursor
+
+
+TopicFigures = Callable[['Broker', 'TopicRef'], dict[str, Any]]
+
+
+def _listed_again_if_deleted(compute: TopicFigures) -> TopicFigures:
+    """`compute` (figures of a topic's segments), computed again with each partition listed again when a
+    segment it read was deleted since it was listed (by the lifecycle rules of this process or another:
+    Kafka's model deletes a segment as soon as it is sealed and compacted); at most LISTING_ATTEMPTS times."""
+    @functools.wraps(compute)
+    def computed(broker: Broker, ref: TopicRef) -> dict[str, Any]:
+        for attempt in range(LISTING_ATTEMPTS):
+            try:
+                return compute(broker, ref)
+            except FileNotFoundError:
+                if attempt + 1 == LISTING_ATTEMPTS:
+                    raise
+                for partition in range(ref.partitions):
+                    broker.store.view(ref.name, partition).rescan(force=True)
+        raise AssertionError("unreachable")
+    return computed
 
 
 def _tables(broker: Broker, ref: TopicRef) -> list[tuple[PartitionView, SegmentTable]]:
@@ -121,6 +144,7 @@ def _policies(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "backlogQuotas": quotas}
 
 
+@_listed_again_if_deleted
 def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     """Pulsar's topic stats: storage, backlog per subscription, policies in force, backlog quotas' usage,
     `replication`: the replication cursors' backlogs per remote cluster (replication_section), the live
@@ -182,6 +206,7 @@ def topic_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     }
 
 
+@_listed_again_if_deleted
 def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     """Segments, cursors and the compacted view of every partition (Pulsar's stats-internal)."""
     tables = _tables(broker, ref)
@@ -208,6 +233,7 @@ def internal_stats(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     return {"partitions": partitions}
 
 
+@_listed_again_if_deleted
 def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
     """Why each segment is kept, or which rule deletes it next and when."""
     now = broker.clock()
@@ -230,6 +256,7 @@ def explain_retention(broker: Broker, ref: TopicRef) -> dict[str, Any]:
             "partitions": partitions, "compaction": compaction}
 
 
+@_listed_again_if_deleted
 def partition_subscriptions(broker: Broker, ref: TopicRef) -> dict[str, list[dict[str, Any]]]:
     """Each subscription's backlog, replication, delayed messages and out figures per partition:
     [{'msgBacklog': .., 'backlogSize': .., 'isReplicated': .., 'msgDelayed': .., 'msgRateOut': .., ...}, ...]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seglog._core._acks import AckSet
+from seglog._core._messages import batch_offsets, messages_from_batch
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable
 
@@ -28,8 +29,12 @@ def batches_between(view: PartitionView, table: SegmentTable, start: int, stop: 
     firsts, nexts, sizes = [], [], []
     i = max(int(np.searchsorted(table.bases, start, side="right")) - 1, 0)
     while i < len(table) and table.bases[i] < stop:
-        segment = view.view(int(table.bases[i]))
-        segment.refresh()
+        try:
+            segment = view.view(int(table.bases[i]))
+            segment.refresh()
+        except FileNotFoundError:  # deleted since `table` was made: its messages are no backlog any more
+            i += 1
+            continue
         next_offsets, ends, _ = segment.index.arrays()
         first_offsets = np.concatenate(([table.bases[i]], next_offsets[:-1]))
         starts = np.concatenate(([0], ends[:-1]))
@@ -66,6 +71,56 @@ def backlog_count(table: SegmentTable, acks: AckSet) -> int:
 
 
 def partition_backlog(view: PartitionView, table: SegmentTable, acks: AckSet) -> PartitionBacklog:
+    """The partition's backlog: its log's, and where the compacted view stands for the log (Kafka's model),
+    the view's messages below the log that the subscription is still to be given."""
+    in_log = _log_backlog(view, table, acks)
+    in_view = view_backlog(view, acks, table.earliest_offset)
+    if in_view.messages == 0:
+        return in_log
+    return PartitionBacklog(in_log.messages + in_view.messages, in_log.bytes + in_view.bytes,
+                            in_view.oldest_timestamp)
+
+
+def view_backlog(view: PartitionView, acks: AckSet, earliest: int) -> PartitionBacklog:
+    """The messages of the partition's compacted view below the log's `earliest` offset that `acks` has not
+    acknowledged, when the view stands for the log (Kafka's model; else none): counted from the view's
+    per-batch message counts, with a walk of the batches only where individual acks are and at the edge,
+    as the log's; bytes in proportion to each batch's messages."""
+    current = view.compacted.current()
+    if current is None or not current[0].log_compacted or current[1] is None:
+        return PartitionBacklog(0, 0, None)
+    state, file = current[0], current[1]
+    floor, limit = acks.floor, min(state.horizon, earliest)
+    if floor >= limit:
+        return PartitionBacklog(0, 0, None)
+    sizes = np.diff(np.append(file.positions, len(file.data)))
+    first, last = file.find(floor), min(file.find(limit), file.batches - 1)  # batches that may hold [floor, limit)
+    walked = min(file.find(max(acks.high, floor)), last)  # batches up to this one may hold individual acks
+    messages, size, oldest = 0, 0.0, None
+    for index in [*range(first, walked + 1), *([last] if last > walked else [])]:
+        position = int(file.positions[index])
+        offsets = batch_offsets(file.data, position)
+        rows = np.flatnonzero((offsets >= floor) & (offsets < limit))
+        if len(rows):
+            rows = rows[acks.unacked_mask(int(offsets[0]), int(offsets[-1]) + 1)[offsets[rows] - offsets[0]]]
+        if oldest is None and len(rows) and index <= walked:
+            oldest = messages_from_batch(file.data, position, 0, int(rows[0]), int(rows[0]) + 1)[0].timestamp
+        messages += len(rows)
+        size += float(sizes[index]) * len(rows) / len(offsets)
+    if last > walked + 1:  # between them, whole batches no ack has touched
+        messages += int(file.counted_before[last] - file.counted_before[walked + 1])
+        size += float(sizes[walked + 1:last].sum())
+        if oldest is None:
+            oldest = messages_from_batch(file.data, int(file.positions[walked + 1]), 0, 0, 1)[0].timestamp
+    if oldest is None and messages:  # (only the last batch has some)
+        position = int(file.positions[last])
+        offsets = batch_offsets(file.data, position)
+        row = int(np.searchsorted(offsets, floor))
+        oldest = messages_from_batch(file.data, position, 0, row, row + 1)[0].timestamp
+    return PartitionBacklog(messages, int(size), oldest)
+
+
+def _log_backlog(view: PartitionView, table: SegmentTable, acks: AckSet) -> PartitionBacklog:
     end = table.end_offset
     floor = max(acks.floor, table.earliest_offset)
     if floor >= end:

@@ -41,6 +41,7 @@ WRITE_BUFFER_BYTES = 8 << 20
 # Batches listed per scan call when a data file is opened (the listing's arrays grow a chunk at a time).
 _SCAN_CHUNK = 65536
 _RECORD_COUNT, _BODY_LENGTH = 8, 9  # of read_header's fields (docs/FORMAT.md, the batch header)
+_RECORD_COUNT_AT = 40  # the record_count field's place in the header
 # Times a reader tries again when a compaction replaced the file between reading the state and mapping it.
 _OPEN_ATTEMPTS = 20
 
@@ -152,13 +153,17 @@ def remove_unnamed(directory: Path, state: CompactedState | None) -> None:
 @dataclass(frozen=True)
 class ViewScan:
     """The sound batches at the start of a view's data file (their base offsets, next offsets, positions and
-    message count), and where and why the scan stopped: `damage` None when it reached the file's end."""
+    message counts), and where and why the scan stopped: `damage` None when it reached the file's end."""
     bases: npt.NDArray[np.int64]
     nexts: npt.NDArray[np.int64]
     positions: npt.NDArray[np.int64]
-    records: int
+    counts: npt.NDArray[np.int64]
     stop: int
     damage: str | None
+
+    @property
+    def records(self) -> int:
+        return int(self.counts.sum())
 
 
 def scan_view(data: Mapping) -> ViewScan:
@@ -183,9 +188,15 @@ def scan_view(data: Mapping) -> ViewScan:
             break
     ends_all = np.concatenate(ends) if ends else np.empty(0, np.int64)
     positions = np.concatenate(([0], ends_all[:-1])).astype(np.int64) if len(ends_all) else np.empty(0, np.int64)
-    records = sum(read_header(data, p)[_RECORD_COUNT] for p in positions.tolist())
     return ViewScan(np.concatenate(bases) if bases else np.empty(0, np.int64),
-                    np.concatenate(nexts) if nexts else np.empty(0, np.int64), positions, records, position, damage)
+                    np.concatenate(nexts) if nexts else np.empty(0, np.int64), positions,
+                    _record_counts(data, positions), position, damage)
+
+
+def _record_counts(data: Mapping, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The record_count header field of the batches at `positions`, read at once (docs/FORMAT.md, Header)."""
+    field = positions[:, None] + _RECORD_COUNT_AT + np.arange(4)
+    return np.frombuffer(memoryview(data), dtype=np.uint8)[field].copy().view("<i4")[:, 0].astype(np.int64)
 
 
 class CompactedFile:
@@ -203,7 +214,9 @@ class CompactedFile:
         scan = scan_view(data)
         if scan.damage is not None:
             raise CorruptLogError(str(path), scan.stop, scan.damage)
-        self.bases, self.nexts, self.positions = scan.bases, scan.nexts, scan.positions
+        self.bases, self.nexts, self.positions, self.counts = scan.bases, scan.nexts, scan.positions, scan.counts
+        # the view's messages before each batch, and in all (so a range's count is two look-ups)
+        self.counted_before = np.concatenate(([0], np.cumsum(scan.counts))).astype(np.int64)
         if len(self.nexts) and int(self.nexts[-1]) > state.horizon:
             raise CorruptLogError(str(path), int(self.positions[-1]),
                                   f"offset {int(self.nexts[-1]) - 1} is not below the horizon, {state.horizon}")
@@ -343,9 +356,7 @@ def salvage_view(partition_directory: Path, state: CompactedState, end_offset: i
         if data is not None:
             scan = scan_view(data)
             whole = scan.nexts <= horizon
-            positions = scan.positions[whole]
-            counts = [read_header(data, p)[_RECORD_COUNT] for p in positions.tolist()]
-            writer.append(data, positions, np.ones(sum(counts), dtype=np.uint8))
+            writer.append(data, scan.positions[whole], np.ones(int(scan.counts[whole].sum()), dtype=np.uint8))
         writer.finish()
     except BaseException:
         writer.abort()

@@ -39,7 +39,7 @@ from seglog.storage.segment import (
     read_index_files,
     scan_log,
 )
-from seglog.storage.segment_table import SegmentFacts, first_offset_at_or_after
+from seglog.storage.segment_table import SegmentFacts, first_offset_at_or_after, listed_again_if_deleted
 
 logger = logging.getLogger(__name__)
 
@@ -339,6 +339,11 @@ class PartitionView:
         return self.bases[0] if self.bases else 0
 
     def end_offset(self) -> int:
+        """The offset the next message written gets: listed again first, and again when the newest segment
+        listed was sealed and deleted before it was opened (segment_table.listed_again_if_deleted)."""
+        return listed_again_if_deleted(self, self._end_offset)
+
+    def _end_offset(self) -> int:
         self.rescan()
         if not self.bases:
             return 0

@@ -16,12 +16,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol, TypeVar
 
 import numpy as np
 
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog.storage.segment import SegmentPaths
+
+T = TypeVar("T")
+# Times a read of a partition's segments is tried again when a segment it listed was deleted meanwhile.
+LISTING_ATTEMPTS = 20
 
 
 # What the facts read of a partition's segments: a partition_view.PartitionView, which owns its SegmentFacts
@@ -94,6 +98,12 @@ class SegmentFacts:
         self._sealed_arrays: tuple[list[int], np.ndarray] | None = None
 
     def table(self) -> SegmentTable:
+        """The partition's segments as listed now. A segment listed and then deleted before it is read (by the
+        lifecycle rules of this process or another: Kafka's model deletes a segment as soon as it is sealed
+        and compacted, so the newest listed may be gone) has the partition listed again."""
+        return listed_again_if_deleted(self.view, self._table)
+
+    def _table(self) -> SegmentTable:
         view = self.view
         view.rescan()
         bases = view.bases
@@ -128,6 +138,20 @@ class SegmentFacts:
         if row is None:
             row = self._sealed[base] = _read_sealed_row(SegmentPaths.of(self.view.directory, base))
         return row
+
+
+def listed_again_if_deleted(view: PartitionSegments, read: Callable[[], T]) -> T:
+    """read(), which opens segments of `view`'s listing; when one was deleted since it was listed
+    (FileNotFoundError), the partition is listed again and read() called again (at most LISTING_ATTEMPTS
+    times: each attempt means the segments changed meanwhile)."""
+    for attempt in range(LISTING_ATTEMPTS):
+        try:
+            return read()
+        except FileNotFoundError:
+            if attempt + 1 == LISTING_ATTEMPTS:
+                raise
+            view.rescan(force=True)
+    raise AssertionError("unreachable")
 
 
 def _read_sealed_row(paths: SegmentPaths) -> SegmentRow:

@@ -333,8 +333,14 @@ class Dispatcher:
                     break
             try:
                 located = reader.locate(int(offsets[index]))
-            except OffsetOutOfRangeError:
-                located = None  # deleted meanwhile: skip_deleted counts it when dispatch reaches the gap
+            except OffsetOutOfRangeError:  # deleted meanwhile
+                in_view = self._redelivered_from_view(partition, offsets, index)
+                if in_view is not None:  # compaction deleted it: the view stands for it (Kafka's model)
+                    piece, index = in_view
+                    if piece is not None:
+                        pieces.append(piece)
+                    continue
+                located = None  # deleted by retention: skip_deleted counts it when dispatch reaches the gap
             if located is None:
                 index += 1
                 continue
@@ -343,6 +349,37 @@ class Dispatcher:
             pieces.append(Piece(partition, view, position, base, count, offsets[index:stop]))
             index = stop
         return pieces
+
+    def _redelivered_from_view(self, partition: int, offsets: np.ndarray,
+                               index: int) -> tuple[Piece | None, int] | None:
+        """For the redeliveries `offsets` (ascending) from `index` on, the first of which is below the log's
+        first segment: None unless the partition's compacted view stands for the log there (Kafka's model);
+        else the piece of the view's batch that holds the next of them (None if the view holds none of them)
+        and the index of the first redelivery past that batch. Those the view does not hold were compacted
+        away: they are no message of this subscription any more and are acknowledged, as _take_compacted
+        acknowledges what it passes over."""
+        current = self.readers[partition].compacted_view.current()
+        if current is None or not current[0].log_compacted:
+            return None
+        state, file = current
+        limit = min(state.horizon, self.earliest_offset(partition))
+        if int(offsets[index]) >= limit:
+            return None
+        found = None if file is None else _view_batch(file, int(offsets[index]), limit)
+        if found is None:  # the view holds nothing more below where it stands for the log
+            stop, piece = int(np.searchsorted(offsets, limit)), None
+        else:
+            assert file is not None
+            position, base, batch, _, end_row = found
+            stop = int(np.searchsorted(offsets, int(batch[end_row - 1]) + 1))
+            held = np.isin(offsets[index:stop], batch)
+            piece = Piece(partition, file, position, base, len(batch), offsets[index:stop][held]) \
+                if held.any() else None
+        wanted = offsets[index:stop]
+        gone = wanted if piece is None else wanted[~np.isin(wanted, piece.offsets)]
+        if len(gone):
+            self.cursor.ack_many(partition, gone)
+        return piece, stop
 
     def redeliver_pending(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
         """Deliver again (to any consumer) what `consumer` was given and has not acknowledged: the offsets
