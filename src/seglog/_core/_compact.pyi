@@ -54,7 +54,8 @@ class OffsetMap:
         """Each record's Verdict against the map (SUPERSEDED when it holds the key); -1, or the index of a
         damaged batch."""
     def latest_offsets(self) -> npt.NDArray[np.int64]:
-        """The offset of each key's latest message, ascending."""
+        """The offset of each key's latest message, ascending; the map is released by it (its memory
+        gives way to the listing, so the two are never held at once)."""
 
 def classify_segment(data: BufferLike, index: IndexView, first_entry: int, stop_entry: int, start: int, end: int,
                      latest: npt.NDArray[np.int64], latest_from: int, verdicts: npt.NDArray[np.uint8]) -> int:

@@ -391,18 +391,32 @@ cdef class OffsetMap:
         return result
 
     def latest_offsets(self):
-        """The offset of each key's latest message, ascending: an int64 numpy array of `keys` offsets."""
+        """The offset of each key's latest message, ascending: an int64 numpy array of `keys` offsets. Lists
+        them into the head of the slots' own memory and gives the rest back first, so that the map and its
+        listing are never held at once (the peak is the map's size); the map is released by it."""
         if self.slots == NULL:
             raise ValueError("the offset map was released")
-        out = np.empty(self.keys, dtype=np.int64)
-        cdef int64_t[::1] offsets = out
+        cdef int64_t *packed = <int64_t *>self.slots
         cdef uint64_t i
-        cdef Py_ssize_t n = 0
+        cdef Py_ssize_t n = 0, page = 4096
+        cdef Py_ssize_t total = self.capacity * sizeof(Slot)
+        cdef Py_ssize_t kept_bytes
         with nogil:
             for i in range(self.capacity):
                 if self.slots[i].stored != 0:
-                    offsets[n] = self.slots[i].stored - 1
+                    # (slot i lies at byte 24 i, item n at byte 8 n <= 8 i: never ahead of the slots still read)
+                    packed[n] = self.slots[i].stored - 1
                     n += 1
+        kept_bytes = (8 * n + page - 1) // page * page
+        if kept_bytes < total:
+            munmap(<uint8_t *>self.slots + kept_bytes, total - kept_bytes)
+        out = np.empty(n, dtype=np.int64)
+        cdef int64_t[::1] offsets = out
+        if n:
+            memcpy(&offsets[0], packed, 8 * n)
+        if kept_bytes:
+            munmap(self.slots, kept_bytes)
+        self.slots = NULL
         out.sort()
         return out
 

@@ -205,9 +205,10 @@ def build_compaction_map(view: PartitionView, start: int, end: int, *, max_keys:
             if status != MAP_DONE:
                 _raise_damage(part.segment, status)
         previous_verdicts = None if previous is None else _probe(offset_map, previous)
-        latest = offset_map.latest_offsets()
+        nbytes = offset_map.nbytes
+        latest = offset_map.latest_offsets()  # (which releases the map)
         return CompactionMap(view, start, end, latest, offset_map.messages, offset_map.keyless,
-                             offset_map.tombstones, offset_map.nbytes, previous_verdicts)
+                             offset_map.tombstones, nbytes, previous_verdicts)
     finally:
         offset_map.release()
 

@@ -241,11 +241,16 @@ class CompactedView:
     _identity: tuple[int, int, int, int] | None = None
     _current: tuple[CompactedState, CompactedFile | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # state.json's path as a str: asked for before every batch a reader takes from the view
+    _state_path: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._state_path = str(compacted_directory(self.partition_directory) / STATE_NAME)
 
     def current(self) -> tuple[CompactedState, CompactedFile | None] | None:
         """(state, its file; None when the view is empty) as state.json says now; None when the partition
         was never compacted."""
-        path = compacted_directory(self.partition_directory) / STATE_NAME
+        path = self._state_path
         with self._lock:
             for _ in range(_OPEN_ATTEMPTS):
                 identity = _identity(path)
@@ -270,7 +275,7 @@ class CompactedView:
         return 0 if current is None else current[0].horizon
 
 
-def _identity(path: Path) -> tuple[int, int, int, int] | None:
+def _identity(path: str) -> tuple[int, int, int, int] | None:
     try:
         status = os.stat(path)
     except FileNotFoundError:

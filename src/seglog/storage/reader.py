@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from seglog._core._arrow import indexed_batch
@@ -16,7 +17,7 @@ from seglog._core._messages import Message, batch_attributes, batch_offsets, mes
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
-from seglog.storage.compacted import CompactedView
+from seglog.storage.compacted import CompactedFile, CompactedView
 from seglog.storage.fence import TopicFence
 from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
@@ -71,6 +72,7 @@ class Reader:
         self._last: tuple[SegmentView, IndexView, int, int] | None = None  # the last one located, its end offset
         self._offset = 0 if start == "earliest" and (compacted is not None or _log_compacted(segments)) \
             else start_offset(segments, start)
+        self._compacted_cursor: _CompactedCursor | None = None  # where reading the compacted view goes on
         self._closed = False
         self.skipped = 0  # messages deleted before this reader got to them (it went on at the earliest)
 
@@ -177,46 +179,57 @@ class Reader:
         return (state, file, limit, tombstones) if self._offset < limit else None
 
     def _compacted_rows(self, max_messages: int | None):
-        """(the compacted file, its batch's position, first row, rows, whether tombstones are read) of the
-        next messages of the compacted view at the read position, which moves past them; None once the view
-        is not read there (the position moved to where it stops when it holds nothing more before it)."""
+        """(the compacted file, its batch's position, first row, rows, whether its null values are left out)
+        of the next messages of the compacted view at the read position, which moves past them; None once
+        the view is not read there (the position moved to where it stops when it holds nothing more before
+        it). The view's state is asked each time (a compaction may have replaced it); reading on in the same
+        generation where the last call stopped, the rows come from the cursor kept, without a search."""
         if self._closed:
             raise ClosedError("reader is closed")
         limit = self._compacted_limit()
         if limit is None:
+            self._compacted_cursor = None
             return None
         state, file, stop, tombstones = limit
+        cursor = self._compacted_cursor
+        if cursor is None or cursor.file is not file or cursor.stop != stop or cursor.offset != self._offset \
+                or not cursor.advance():
+            self._compacted_cursor = cursor = self._locate_compacted(file, stop, drop_null_values=not tombstones
+                                                                     and state.oldest_tombstone >= 0)
+            if cursor is None:
+                self._offset = stop
+                return None
+        row, rows = cursor.take(max_messages)
+        self._offset = cursor.offset
+        return file, cursor.position, row, rows, cursor.drop_null_values
+
+    def _locate_compacted(self, file: CompactedFile | None, stop: int, *,
+                          drop_null_values: bool) -> _CompactedCursor | None:
+        """A cursor at the read position in `file`, reading it up to `stop`; None when it holds nothing more
+        before `stop`."""
         index = file.find(self._offset) if file is not None else 0
         if file is None or index == file.batches or int(file.bases[index]) >= stop:
-            self._offset = stop
             return None
-        position = int(file.positions[index])
-        offsets = batch_offsets(file.data, position)
-        row = int(np.searchsorted(offsets, self._offset))
-        stop_row = int(np.searchsorted(offsets, stop))
-        if row == stop_row:  # (the view's next message is at or past where reading it stops)
-            self._offset = stop
-            return None
-        rows = stop_row - row if max_messages is None else min(stop_row - row, max_messages)
-        self._offset = int(offsets[row + rows - 1]) + 1
-        return file, position, row, rows, tombstones
+        cursor = _CompactedCursor(file, stop, drop_null_values=drop_null_values, index=index)
+        return cursor if cursor.seek(self._offset) else None
 
     def _compacted_batch(self, max_messages: int | None) -> pa.RecordBatch | None:
         while (located := self._compacted_rows(max_messages)) is not None:
-            file, position, row, rows, tombstones = located
-            batch = to_record_batch(file.data, position).slice(row, rows)
-            values = batch.column(3)
-            if values.null_count and not tombstones:  # not part of the compacted view
-                batch = batch.filter(values.is_valid())
+            file, position, row, rows, drop_null_values = located
+            batch = to_record_batch(file.data, position)
+            if row or rows != batch.num_rows:
+                batch = batch.slice(row, rows)
+            if drop_null_values and batch.column(3).null_count:  # tombstones: not part of the compacted view
+                batch = batch.filter(batch.column(3).is_valid())
             if batch.num_rows:
                 return batch
         return None
 
     def _compacted_messages(self, max_messages: int | None) -> list[Message]:
         while (located := self._compacted_rows(max_messages)) is not None:
-            file, position, row, rows, tombstones = located
+            file, position, row, rows, drop_null_values = located
             messages = messages_from_batch(file.data, position, self.partition, row, row + rows)
-            if not tombstones:
+            if drop_null_values:
                 messages = [m for m in messages if m.value is not None]
             if messages:
                 return messages
@@ -356,12 +369,68 @@ class Reader:
         are released when it closes; batches returned stay valid after both."""
         self._closed = True
         self._last = self._verified = None  # they hold a segment's index, which keeps its maps
+        self._compacted_cursor = None
 
     def __enter__(self) -> Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _CompactedCursor:
+    """A read position in one generation of a compacted view: row `row` of batch `index` of `file`, and
+    `offset`, the offset after the last row taken; reading stops before offset `stop`. A batch's offsets
+    column is read only where a row within it is looked for (a seek, `stop` or a cut inside it)."""
+
+    def __init__(self, file: CompactedFile, stop: int, *, drop_null_values: bool, index: int) -> None:
+        self.file, self.stop, self.drop_null_values = file, stop, drop_null_values
+        self.offset = 0
+        self._enter(index)
+
+    def _enter(self, index: int) -> None:
+        self.index, self.row = index, 0
+        self.position = int(self.file.positions[index])
+        self.count = int(self.file.counts[index])
+        self._offsets: npt.NDArray[np.int64] | None = None
+
+    def _batch_offsets(self) -> npt.NDArray[np.int64]:
+        if self._offsets is None:
+            self._offsets = batch_offsets(self.file.data, self.position)
+        return self._offsets
+
+    def seek(self, offset: int) -> bool:
+        """Move to the first row at or after `offset` in this batch; False when none is before `stop`."""
+        self.row = 0 if offset <= int(self.file.bases[self.index]) else \
+            int(np.searchsorted(self._batch_offsets(), offset))
+        self.offset = offset
+        return self.row < self._rows_before_stop()
+
+    def advance(self) -> bool:
+        """Go on to the next batch once this one is read; False when none is before `stop` (or past the file)."""
+        if self.row < self.count:
+            return self.row < self._rows_before_stop()
+        index = self.index + 1
+        if index == self.file.batches or int(self.file.bases[index]) >= self.stop:
+            return False
+        self._enter(index)
+        return self.row < self._rows_before_stop()
+
+    def take(self, max_messages: int | None) -> tuple[int, int]:
+        """(first row, rows) of the next rows before `stop`, at most `max_messages`; the cursor moves past them."""
+        row = self.row
+        rows = self._rows_before_stop() - row
+        if max_messages is not None:
+            rows = min(rows, max_messages)
+        self.row = row + rows
+        self.offset = int(self.file.nexts[self.index]) if self.row == self.count else \
+            int(self._batch_offsets()[self.row - 1]) + 1
+        return row, rows
+
+    def _rows_before_stop(self) -> int:
+        if int(self.file.nexts[self.index]) <= self.stop:  # (the whole batch: the common case, no search)
+            return self.count
+        return int(np.searchsorted(self._batch_offsets(), self.stop))
 
 
 def _log_compacted(view: PartitionView) -> bool:
