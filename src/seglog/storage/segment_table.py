@@ -24,8 +24,10 @@ from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog.storage.segment import SegmentPaths
 
 T = TypeVar("T")
-# Times a read of a partition's segments is tried again when a segment it listed was deleted meanwhile.
-LISTING_ATTEMPTS = 20
+# Times a read of a partition's segments is tried again when a segment it listed was deleted meanwhile: each
+# retry means the writer rolled and compaction deleted the segment it sealed in between (Kafka's model with a
+# small segment size does so every few ms; a reading thread waiting for the GIL may miss a dozen rolls).
+LISTING_ATTEMPTS = 100
 
 
 # What the facts read of a partition's segments: a partition_view.PartitionView, which owns its SegmentFacts
