@@ -207,3 +207,30 @@ def test_read_compacted_must_be_a_bool(log):
     topic = log.create_topic("t")
     with pytest.raises(Exception, match="read_compacted"):
         topic.reader(read_compacted="yes")
+
+
+def test_the_kept_messages_of_consecutive_batches_share_compacted_batches(log):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        for call in range(20):
+            producer.send_batch([b"v%d-%d" % (call, i) for i in range(10)],
+                                keys=[b"k%d" % (call * 10 + i) for i in range(10)], partition=0)
+        producer.send_batch([b"with properties"], keys=[b"p"], properties=[{"a": "b"}], partition=0)
+        producer.send_batch([b"after"], keys=[b"q"], partition=0)
+    compact(topic)
+    state = read_state(topic.partition_view(0).directory)
+    from seglog.storage.compacted import CompactedFile
+    view = CompactedFile(compacted_directory(topic.partition_view(0).directory) / state.file_name, state)
+    # 22 stored batches: the first 20 alike, then one with properties (other flags), then one alike again
+    assert view.counts.tolist() == [200, 1, 1]
+    assert compacted(topic) == latest_per_key(topic)
+
+
+def test_a_large_batch_after_small_ones_is_compacted_whole(log):
+    topic = log.create_topic("t")
+    with topic.producer() as producer:
+        producer.send_batch([b"small"], keys=[b"s"], partition=0)
+        producer.send_batch([b"x" * 100] * 100_000, keys=[b"k%d" % i for i in range(100_000)], partition=0)  # > 8 MiB
+    outcome = compact(topic)
+    assert outcome.kept == 100_001
+    assert compacted(topic) == latest_per_key(topic)

@@ -39,12 +39,12 @@ before the key is placed, as a million keys' slots do not fit the CPU's caches."
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.exc cimport PyErr_SetFromErrno
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy
 from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, madvise, mmap, munmap
 
-from seglog._core._format cimport (BatchLayout, C_ENTRY_SOUND, compute_layout, encode_selected, entry_status,
-                                   selected_batch_size)
+from seglog._core._format cimport (BatchLayout, C_ENTRY_SOUND, Selection, compute_layout, encode_selection,
+                                   entry_status, selection_size)
 from seglog._core._index cimport IndexView
 
 import numpy as np
@@ -141,6 +141,9 @@ cpdef enum Verdict:
 
 # OffsetMap.add_segment's outcome besides the entry of a damaged batch (>= 0).
 cdef enum:
+    MAX_MERGED = 1024          # stored batches whose kept records one compacted batch takes, at most
+    MERGE_RECORDS = 65536      # records of one compacted batch at most (unless one stored batch keeps more)
+    MERGE_BYTES = 4 << 20      # and about this many bytes of stored batches, so it fits the writer's buffer
     C_MAP_DONE = -1
     C_MAP_FULL = -2
     C_HASH_SEED = 0     # mmh3's default: the tests check the hash against mmh3
@@ -503,54 +506,100 @@ def classify_segment(data, IndexView index, Py_ssize_t first_entry, Py_ssize_t s
     return result if result < 0 else k
 
 
+cdef inline bint mergeable(const uint8_t *a, const BatchLayout *La, const uint8_t *b, const BatchLayout *Lb) noexcept nogil:
+    """Whether the kept records of stored batches a and b may share a compacted batch: the same flags, the
+    same attributes, and both written here (a replicated batch keeps its origin's base offset of its own)."""
+    cdef uint64_t origin_a, origin_b
+    memcpy(&origin_a, a + 48, 8)
+    memcpy(&origin_b, b + 48, 8)
+    if La.flags != Lb.flags or origin_a != 0 or origin_b != 0:
+        return False
+    if La.attributes < 0:
+        return True
+    return La.end - La.attributes == Lb.end - Lb.attributes and \
+        memcmp(a + La.attributes, b + Lb.attributes, La.end - La.attributes) == 0
+
+
 def copy_kept(data, const int64_t[::1] positions, const uint8_t[::1] keep, uint8_t[::1] out):
     """Write the kept records of the whole stored batches at `positions` of `data` into `out` as compacted
-    batches (format version 3, docs/FORMAT.md), one for each stored batch that keeps any: `keep` has one
-    item a record, in order (non-zero: kept). Stops before the first compacted batch that would not fit
-    `out`. Returns (batches done, records done, bytes written); (0, 0, 0) when `out` cannot hold the first
-    batch's (the caller gives it at least that batch's length plus 8 bytes a record, and calls again)."""
+    batches (format version 3, docs/FORMAT.md): `keep` has one item a record, in order (non-zero: kept).
+    The kept records of consecutive stored batches of the same flags and attributes share a compacted batch
+    of at most MERGE_RECORDS records and about MERGE_BYTES (a compacted read costs per batch, and a stored
+    batch may keep a few records only). Stops before the first compacted batch that would not fit `out`.
+    Returns (batches done, records done, bytes written); (0, 0, 0) when `out` cannot hold the first
+    compacted batch (the caller gives it at least the first stored batch's length plus 8 bytes a record)."""
     cdef Py_buffer buffer
-    cdef Py_ssize_t k, i, kept, done_batches = 0, done_records = 0, written = 0, size
+    cdef Py_ssize_t k, i, kept, size, n_batches = positions.shape[0]
+    cdef Py_ssize_t done_batches = 0, done_records = 0, written = 0  # flushed so far
+    cdef Py_ssize_t span_batches = 0, span_records = 0  # read since, into the group not yet written
+    cdef Py_ssize_t group_count = 0, group_rows = 0, group_bytes = 0, rows_capacity = 0
+    cdef Selection group[MAX_MERGED]
+    cdef Py_ssize_t row_starts[MAX_MERGED]
+    cdef int64_t *rows = NULL
+    cdef int64_t *grown
     cdef const uint8_t *batch
     cdef BatchLayout L
-    cdef int64_t *rows = NULL
-    cdef Py_ssize_t rows_capacity = 0
-    cdef int problem = 0  # 1: a damaged batch at positions[done_batches], 2: keep too short, 3: no memory
+    cdef int problem = 0  # 1: a damaged batch at positions[done_batches + span_batches], 2: keep too short, 3: memory
+    cdef bint stopped = False
     PyObject_GetBuffer(data, &buffer, PyBUF_SIMPLE)
     try:
         with nogil:
-            for k in range(positions.shape[0]):
-                if not laid_out(<const uint8_t *>buffer.buf, buffer.len, positions[k], &L):
-                    problem = 1
+            for k in range(n_batches + 1):
+                if k < n_batches:
+                    if not laid_out(<const uint8_t *>buffer.buf, buffer.len, positions[k], &L):
+                        problem = 1
+                        break
+                    if done_records + span_records + L.count > keep.shape[0]:
+                        problem = 2
+                        break
+                    batch = <const uint8_t *>buffer.buf + positions[k]
+                if group_count and (k == n_batches or group_count == MAX_MERGED
+                                    or group_rows + L.count > MERGE_RECORDS or group_bytes + L.end > MERGE_BYTES
+                                    or not mergeable(group[0].batch, &group[0].layout, batch, &L)):
+                    for i in range(group_count):
+                        group[i].rows = rows + row_starts[i]
+                    size = selection_size(group, group_count)
+                    if written + size > out.shape[0]:
+                        stopped = True
+                        break
+                    written += encode_selection(&out[0] + written, group, group_count)
+                    done_batches += span_batches
+                    done_records += span_records
+                    span_batches = span_records = group_count = group_rows = group_bytes = 0
+                if k == n_batches:
                     break
-                if done_records + L.count > keep.shape[0]:
-                    problem = 2
-                    break
-                if L.count > rows_capacity:
-                    free(rows)
-                    rows_capacity = L.count
-                    rows = <int64_t *>malloc(8 * rows_capacity)
-                    if rows == NULL:
+                if group_rows + L.count > rows_capacity:
+                    rows_capacity = max(2 * rows_capacity, group_rows + L.count)
+                    grown = <int64_t *>realloc(rows, 8 * rows_capacity)
+                    if grown == NULL:
                         problem = 3
                         break
+                    rows = grown
                 kept = 0
                 for i in range(L.count):
-                    if keep[done_records + i]:
-                        rows[kept] = i
+                    if keep[done_records + span_records + i]:
+                        rows[group_rows + kept] = i
                         kept += 1
+                span_batches += 1
+                span_records += L.count
                 if kept:
-                    batch = <const uint8_t *>buffer.buf + positions[k]
-                    size = selected_batch_size(batch, &L, rows, kept)
-                    if written + size > out.shape[0]:
-                        break
-                    written += encode_selected(&out[0] + written, batch, &L, rows, kept)
-                done_records += L.count
-                done_batches += 1
+                    group[group_count].batch = batch
+                    group[group_count].layout = L
+                    group[group_count].n = kept
+                    row_starts[group_count] = group_rows
+                    group_count += 1
+                    group_rows += kept
+                    group_bytes += L.end
+                elif group_count == 0:  # (nothing kept and nothing pending: done with it)
+                    done_batches += span_batches
+                    done_records += span_records
+                    span_batches = span_records = 0
     finally:
         free(rows)
         PyBuffer_Release(&buffer)
     if problem == 1:
-        raise ValueError(f"the batch at position {positions[done_batches]}: its sections do not fit it")
+        raise ValueError(f"the batch at position {positions[done_batches + span_batches]}: its sections do not "
+                         "fit it")
     if problem == 2:
         raise ValueError(f"keep holds {keep.shape[0]} items, fewer than the batches' records")
     if problem == 3:

@@ -155,11 +155,16 @@ cdef struct BatchLayout:
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
 
 
-# Some records of a stored batch as one compacted batch (format version 3, its offsets column first).
-cdef Py_ssize_t selected_batch_size(const uint8_t *batch, const BatchLayout *layout, const int64_t *rows,
-                                    Py_ssize_t n) noexcept nogil
-cdef Py_ssize_t encode_selected(uint8_t *dest, const uint8_t *batch, const BatchLayout *layout, const int64_t *rows,
-                                Py_ssize_t n) noexcept nogil
+# Some records of stored batches (of the same flags and attributes) as one compacted batch (format version 3,
+# its offsets column first): `rows`, `n` of them, ascending record indexes of the batch at `batch`.
+cdef struct Selection:
+    const uint8_t *batch
+    BatchLayout layout
+    const int64_t *rows
+    Py_ssize_t n
+
+cdef Py_ssize_t selection_size(const Selection *sources, Py_ssize_t count) noexcept nogil
+cdef Py_ssize_t encode_selection(uint8_t *dest, const Selection *sources, Py_ssize_t count) noexcept nogil
 
 
 # entry_status (check_entry without Python objects): ENTRY_SOUND is SCAN_END (0), damage a SCAN_* code.

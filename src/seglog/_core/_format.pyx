@@ -611,141 +611,196 @@ cdef Py_ssize_t encode_batch(uint8_t *dest, const BatchColumns *b, Py_ssize_t st
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Encoding a selection: some records of a stored batch as a compacted batch (format version 3), which keeps
-# each record's offset in its offsets column. Every section is gathered from the stored one, so nothing of
+# Encoding a selection: some records of stored batches as one compacted batch (format version 3), which keeps
+# each record's offset in its offsets column. Every section is gathered from the stored ones, so nothing of
 # a record is lost (event times, ordering keys, properties, the batch attributes) and no record is decoded.
+# The stored batches of one compacted batch have the same flags and the same attributes (Selection).
 
-cdef inline Py_ssize_t gathered_items(const uint8_t *batch, Py_ssize_t entries_at, const int64_t *rows,
-                                      Py_ssize_t n) noexcept nogil:
-    """The items the selected rows own: one each, or with `entries_at` (properties) their entry ranges."""
-    cdef Py_ssize_t k, items = 0
+cdef inline Py_ssize_t row_items(const Selection *s, Py_ssize_t entries_at, Py_ssize_t k,
+                                 Py_ssize_t *first) noexcept nogil:
+    """The items row k of `s` owns in a section: its own (first = the row), or with `entries_at` (properties)
+    its entry range."""
+    cdef Py_ssize_t row = s.rows[k]
     if entries_at < 0:
-        return n
-    for k in range(n):
-        items += read_i32(batch + entries_at + 4 * rows[k] + 4) - read_i32(batch + entries_at + 4 * rows[k])
-    return items
+        first[0] = row
+        return 1
+    first[0] = read_i32(s.batch + entries_at + 4 * row)
+    return read_i32(s.batch + entries_at + 4 * row + 4) - first[0]
 
 
-cdef Py_ssize_t gathered_size(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t entries_at,
-                              const int64_t *rows, Py_ssize_t n) noexcept nogil:
-    """The bytes gather_binary writes for the selected rows of one binary section."""
-    cdef Py_ssize_t k, e, first, last, data = 0
-    for k in range(n):
-        first, last = rows[k], rows[k] + 1
-        if entries_at >= 0:
-            first, last = read_i32(batch + entries_at + 4 * first), read_i32(batch + entries_at + 4 * last)
-        for e in range(first, last):
-            data += read_i32(batch + offsets_at + 4 * e + 4) - read_i32(batch + offsets_at + 4 * e)
-    return align8(4 * (gathered_items(batch, entries_at, rows, n) + 1)) + align8(data)
+cdef Py_ssize_t gathered_size(const Selection *sources, Py_ssize_t count, Py_ssize_t section,
+                              bint entries) noexcept nogil:
+    """The bytes gather_binary writes for one binary section (`section`: which, see section_at) of every
+    selected row."""
+    cdef Py_ssize_t j, k, e, first, n, items = 0, data = 0, offsets_at
+    cdef const Selection *s
+    for j in range(count):
+        s = &sources[j]
+        offsets_at = section_at(&s.layout, section)
+        for k in range(s.n):
+            n = row_items(s, s.layout.property_entries if entries else -1, k, &first)
+            items += n
+            for e in range(first, first + n):
+                data += read_i32(s.batch + offsets_at + 4 * e + 4) - read_i32(s.batch + offsets_at + 4 * e)
+    return align8(4 * (items + 1)) + align8(data)
 
 
-cdef uint8_t *gather_binary(uint8_t *dest, uint8_t *p, const uint8_t *batch, Py_ssize_t offsets_at,
-                            Py_ssize_t data_at, Py_ssize_t entries_at, const int64_t *rows,
-                            Py_ssize_t n) noexcept nogil:
-    """An offsets + data section of the selected rows' items (with `entries_at`, each row's entries)."""
-    cdef Py_ssize_t k, e, first, last, items = gathered_items(batch, entries_at, rows, n), written = 0
+cdef inline Py_ssize_t section_at(const BatchLayout *L, Py_ssize_t section) noexcept nogil:
+    """The offsets position of binary section `section` (0 keys, 1 values, 2 property keys, 3 property
+    values, 4 ordering keys); its data follows at section_data."""
+    if section == 0:
+        return L.key_offsets
+    if section == 1:
+        return L.value_offsets
+    if section == 2:
+        return L.property_key_offsets
+    if section == 3:
+        return L.property_value_offsets
+    return L.ordering_key_offsets
+
+
+cdef inline Py_ssize_t section_data(const BatchLayout *L, Py_ssize_t section) noexcept nogil:
+    if section == 0:
+        return L.key_data
+    if section == 1:
+        return L.value_data
+    if section == 2:
+        return L.property_key_data
+    if section == 3:
+        return L.property_value_data
+    return L.ordering_key_data
+
+
+cdef uint8_t *gather_binary(uint8_t *dest, uint8_t *p, const Selection *sources, Py_ssize_t count,
+                            Py_ssize_t section, bint entries, Py_ssize_t items) noexcept nogil:
+    """An offsets + data section of the selected rows' items (with `entries`, each row's property entries),
+    `items` of them in all."""
+    cdef Py_ssize_t j, k, e, first, n, written = 0, offsets_at, data_at
     cdef int32_t *offsets = <int32_t *>p
     cdef int32_t start, stop, total = 0
     cdef uint8_t *out = <uint8_t *>pad_to8(dest, p + 4 * (items + 1))
+    cdef const Selection *s
     offsets[0] = 0
-    for k in range(n):
-        first, last = rows[k], rows[k] + 1
-        if entries_at >= 0:
-            first, last = read_i32(batch + entries_at + 4 * first), read_i32(batch + entries_at + 4 * last)
-        for e in range(first, last):
-            start, stop = read_i32(batch + offsets_at + 4 * e), read_i32(batch + offsets_at + 4 * e + 4)
-            memcpy(out + total, batch + data_at + start, stop - start)
-            total += stop - start
-            written += 1
-            offsets[written] = total
+    for j in range(count):
+        s = &sources[j]
+        offsets_at, data_at = section_at(&s.layout, section), section_data(&s.layout, section)
+        for k in range(s.n):
+            n = row_items(s, s.layout.property_entries if entries else -1, k, &first)
+            for e in range(first, first + n):
+                start, stop = read_i32(s.batch + offsets_at + 4 * e), read_i32(s.batch + offsets_at + 4 * e + 4)
+                memcpy(out + total, s.batch + data_at + start, stop - start)
+                total += stop - start
+                written += 1
+                offsets[written] = total
     return pad_to8(dest, out + total)
 
 
-cdef uint8_t *gather_validity(uint8_t *dest, uint8_t *p, const uint8_t *batch, Py_ssize_t validity_at,
-                              const int64_t *rows, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t k
+cdef uint8_t *gather_validity(uint8_t *dest, uint8_t *p, const Selection *sources, Py_ssize_t count,
+                              Py_ssize_t which, Py_ssize_t n) noexcept nogil:
+    """A validity bitmap of the selected rows (`which`: 0 keys, 1 values, 2 ordering keys), `n` rows in all."""
+    cdef Py_ssize_t j, k, row, at = 0, validity_at
+    cdef const Selection *s
     memset(p, 0, (n + 7) // 8)
-    for k in range(n):
-        if batch[validity_at + (rows[k] >> 3)] & (1 << (rows[k] & 7)):
-            p[k >> 3] |= <uint8_t>(1 << (k & 7))
+    for j in range(count):
+        s = &sources[j]
+        validity_at = s.layout.key_validity if which == 0 else (
+            s.layout.value_validity if which == 1 else s.layout.ordering_key_validity)
+        for k in range(s.n):
+            row = s.rows[k]
+            if s.batch[validity_at + (row >> 3)] & (1 << (row & 7)):
+                p[at >> 3] |= <uint8_t>(1 << (at & 7))
+            at += 1
     return pad_to8(dest, p + (n + 7) // 8)
 
 
-cdef Py_ssize_t selected_batch_size(const uint8_t *batch, const BatchLayout *L, const int64_t *rows,
-                                    Py_ssize_t n) noexcept nogil:
-    """The length encode_selected gives records `rows` of the sound batch at `batch`: at most the stored
-    batch's length plus 8 bytes a record (the offsets column); every other section shrinks or stays."""
-    cdef Py_ssize_t size = HEADER_SIZE + 16 * n, bitmap = align8((n + 7) // 8)
+cdef inline Py_ssize_t property_items(const Selection *sources, Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j, k, first, items = 0
+    for j in range(count):
+        for k in range(sources[j].n):
+            items += row_items(&sources[j], sources[j].layout.property_entries, k, &first)
+    return items
+
+
+cdef Py_ssize_t selection_size(const Selection *sources, Py_ssize_t count) noexcept nogil:
+    """The length encode_selection gives the selected rows: at most their stored batches' lengths plus 8
+    bytes a record (the offsets column); every other section shrinks or stays, the attributes are counted once."""
+    cdef const BatchLayout *L = &sources[0].layout
+    cdef Py_ssize_t j, n = 0, size, bitmap
+    for j in range(count):
+        n += sources[j].n
+    bitmap = align8((n + 7) // 8)
+    size = HEADER_SIZE + 16 * n
     if L.event_times >= 0:
         size += 8 * n
     if L.key_offsets >= 0:
-        size += gathered_size(batch, L.key_offsets, -1, rows, n) + (bitmap if L.key_validity >= 0 else 0)
-    size += gathered_size(batch, L.value_offsets, -1, rows, n) + (bitmap if L.value_validity >= 0 else 0)
+        size += gathered_size(sources, count, 0, False) + (bitmap if L.key_validity >= 0 else 0)
+    size += gathered_size(sources, count, 1, False) + (bitmap if L.value_validity >= 0 else 0)
     if L.property_entries >= 0:
-        size += align8(4 * (n + 1))
-        size += gathered_size(batch, L.property_key_offsets, L.property_entries, rows, n)
-        size += gathered_size(batch, L.property_value_offsets, L.property_entries, rows, n)
+        size += align8(4 * (n + 1)) + gathered_size(sources, count, 2, True) + gathered_size(sources, count, 3, True)
     if L.ordering_key_offsets >= 0:
-        size += gathered_size(batch, L.ordering_key_offsets, -1, rows, n)
-        size += bitmap if L.ordering_key_validity >= 0 else 0
+        size += gathered_size(sources, count, 4, False) + (bitmap if L.ordering_key_validity >= 0 else 0)
     if L.attributes >= 0:
         size += L.end - L.attributes
     return size
 
 
-cdef Py_ssize_t encode_selected(uint8_t *dest, const uint8_t *batch, const BatchLayout *L, const int64_t *rows,
-                                Py_ssize_t n) noexcept nogil:
-    """Write records `rows` (ascending record indexes, at least one) of the sound batch at `batch` as one
-    compacted batch at `dest` (selected_batch_size bytes, made room for by the caller); returns its length."""
-    cdef BatchHeader source, h
+cdef Py_ssize_t encode_selection(uint8_t *dest, const Selection *sources, Py_ssize_t count) noexcept nogil:
+    """Write the selected rows (each source's ascending record indexes, at least one in all; the sources in
+    offset order, with the same flags and attributes) as one compacted batch at `dest` (selection_size bytes,
+    made room for by the caller); returns its length. Its base offset, origin and attributes are the first
+    source's."""
+    cdef const Selection *s
+    cdef const BatchLayout *L = &sources[0].layout
+    cdef BatchHeader h
     cdef uint8_t *p = dest + HEADER_SIZE
-    cdef Py_ssize_t k, e
-    cdef int64_t offset, stamp, max_ts
+    cdef Py_ssize_t j, k, n = 0, at = 0, first
+    cdef int64_t offset, stamp, max_ts = INT64_MIN, base
     cdef int32_t *entries
     cdef int32_t total = 0
-    memcpy(&source, batch, HEADER_SIZE)
-    for k in range(n):
-        offset = read_i64(batch + L.offsets + 8 * rows[k]) if L.offsets >= 0 else source.base_offset + rows[k]
-        memcpy(p + 8 * k, &offset, 8)
-    p += 8 * n
-    max_ts = INT64_MIN
-    for k in range(n):
-        stamp = read_i64(batch + L.timestamps + 8 * rows[k])
-        max_ts = stamp if stamp > max_ts else max_ts
-        memcpy(p + 8 * k, &stamp, 8)
-    p += 8 * n
-    if L.event_times >= 0:
-        for k in range(n):
-            memcpy(p + 8 * k, batch + L.event_times + 8 * rows[k], 8)
-        p += 8 * n
+    for j in range(count):
+        n += sources[j].n
+    for j in range(count):  # offsets, then timestamps, then event times: one pass each
+        s = &sources[j]
+        memcpy(&base, s.batch + 16, 8)  # the header's base_offset
+        for k in range(s.n):
+            offset = read_i64(s.batch + s.layout.offsets + 8 * s.rows[k]) if s.layout.offsets >= 0 else base + s.rows[k]
+            memcpy(p + 8 * at, &offset, 8)
+            stamp = read_i64(s.batch + s.layout.timestamps + 8 * s.rows[k])
+            max_ts = stamp if stamp > max_ts else max_ts
+            memcpy(p + 8 * n + 8 * at, &stamp, 8)
+            if L.event_times >= 0:
+                memcpy(p + 16 * n + 8 * at, s.batch + s.layout.event_times + 8 * s.rows[k], 8)
+            at += 1
+    p += (24 if L.event_times >= 0 else 16) * n
     if L.key_offsets >= 0:
         if L.key_validity >= 0:
-            p = gather_validity(dest, p, batch, L.key_validity, rows, n)
-        p = gather_binary(dest, p, batch, L.key_offsets, L.key_data, -1, rows, n)
+            p = gather_validity(dest, p, sources, count, 0, n)
+        p = gather_binary(dest, p, sources, count, 0, False, n)
     if L.value_validity >= 0:
-        p = gather_validity(dest, p, batch, L.value_validity, rows, n)
-    p = gather_binary(dest, p, batch, L.value_offsets, L.value_data, -1, rows, n)
+        p = gather_validity(dest, p, sources, count, 1, n)
+    p = gather_binary(dest, p, sources, count, 1, False, n)
     if L.property_entries >= 0:
         entries = <int32_t *>p
         entries[0] = 0
-        for k in range(n):
-            e = rows[k]
-            total += read_i32(batch + L.property_entries + 4 * e + 4) - read_i32(batch + L.property_entries + 4 * e)
-            entries[k + 1] = total
+        at = 0
+        for j in range(count):
+            for k in range(sources[j].n):
+                total += <int32_t>row_items(&sources[j], sources[j].layout.property_entries, k, &first)
+                at += 1
+                entries[at] = total
         p = pad_to8(dest, p + 4 * (n + 1))
-        p = gather_binary(dest, p, batch, L.property_key_offsets, L.property_key_data, L.property_entries, rows, n)
-        p = gather_binary(dest, p, batch, L.property_value_offsets, L.property_value_data, L.property_entries,
-                          rows, n)
+        p = gather_binary(dest, p, sources, count, 2, True, total)
+        p = gather_binary(dest, p, sources, count, 3, True, total)
     if L.ordering_key_offsets >= 0:
         if L.ordering_key_validity >= 0:
-            p = gather_validity(dest, p, batch, L.ordering_key_validity, rows, n)
-        p = gather_binary(dest, p, batch, L.ordering_key_offsets, L.ordering_key_data, -1, rows, n)
+            p = gather_validity(dest, p, sources, count, 2, n)
+        p = gather_binary(dest, p, sources, count, 4, False, n)
     if L.attributes >= 0:  # the last sections, position-independent (8-aligned, offsets from 0): copied whole
-        memcpy(p, batch + L.attributes, L.end - L.attributes)
+        memcpy(p, sources[0].batch + L.attributes, L.end - L.attributes)
         p += L.end - L.attributes
-    h = source  # (its base offset too: the stored batch's, which the records' places in it count from)
-    h.version = FORMAT_VERSION_3
-    h.flags = source.flags | FLAG_OFFSETS
+    memcpy(&h, sources[0].batch, HEADER_SIZE)  # (its base offset too: the stored batch's, which the records'
+    h.version = FORMAT_VERSION_3               # places in it count from)
+    h.flags = h.flags | FLAG_OFFSETS
     h.first_timestamp = read_i64(dest + HEADER_SIZE + 8 * n)
     h.max_timestamp = max_ts
     h.record_count = <int32_t>n
@@ -777,11 +832,13 @@ def selected_records(buffer, Py_ssize_t position, const int64_t[::1] rows) -> by
     for k in range(n):
         if not 0 <= rows[k] < layout.count or (k and rows[k] <= rows[k - 1]):
             raise ValueError(f"rows must be ascending record indexes of the batch's {layout.count}")
-    size = selected_batch_size(batch, &layout, &rows[0], n)
+    cdef Selection selection
+    selection.batch, selection.layout, selection.rows, selection.n = batch, layout, &rows[0], n
+    size = selection_size(&selection, 1)
     out = bytearray(size)
     cdef uint8_t[::1] dest = out
     with nogil:
-        size = encode_selected(&dest[0], batch, &layout, &rows[0], n)
+        size = encode_selection(&dest[0], &selection, 1)
     return bytes(out[:size])
 
 
