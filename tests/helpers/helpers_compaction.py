@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from helpers_storage import describe_exit, python_command
 from seglog.cli import main
+from seglog.errors import ReceiveTimeoutError
 from seglog.storage.check import check_log
 
 KEYS = 40
@@ -211,3 +212,24 @@ def assert_no_damage(data: Path) -> None:
     result = CliRunner(env={"SEGLOG_DATA": None, "COLUMNS": "200", "NO_COLOR": "1"}).invoke(
         main, ["--data", str(data), "check"])
     assert result.exit_code == 0 and "OK: no damage" in result.stdout, result.output
+
+
+def started(code: str, *args: str) -> subprocess.Popen:
+    """A child running `code` (it can import the test helpers), once it printed "ready"."""
+    child = subprocess.Popen(python_command(code, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate(timeout=30)
+    return child
+
+
+def drain(consumer: Any, *, ack: bool = True) -> list[Any]:
+    """The messages the consumer gets until nothing more comes for a moment, acknowledged when `ack`."""
+    got = []
+    while True:
+        try:
+            message = consumer.receive(0.05)
+        except ReceiveTimeoutError:
+            return got
+        got.append(message)
+        if ack:
+            consumer.ack(message)

@@ -16,7 +16,6 @@ key's latest message."""
 from __future__ import annotations
 
 import random
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -29,11 +28,12 @@ from helpers_compaction import (
     latest_per_key,
     messages_for,
     read_rows,
+    started,
     wrong_messages,
 )
 
 import seglog
-from helpers_storage import describe_exit, python_command
+from helpers_storage import describe_exit
 from seglog.storage.check import check_log
 from seglog.storage.compacted import read_state
 
@@ -172,14 +172,6 @@ print(compactions, flush=True)
 """
 
 READS = 150
-
-
-def started(code: str, *args: str) -> subprocess.Popen:
-    """A child running `code` (it can import the test helpers), once it printed "ready"."""
-    child = subprocess.Popen(python_command(code, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate(timeout=30)
-    return child
 
 
 @pytest.mark.slow

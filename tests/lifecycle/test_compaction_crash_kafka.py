@@ -20,7 +20,6 @@ every key's final state seen."""
 from __future__ import annotations
 
 import random
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -35,11 +34,12 @@ from helpers_compaction import (
     latest_per_key,
     order_problems,
     read_rows,
+    started,
     written,
 )
 
 import seglog
-from helpers_storage import describe_exit, python_command
+from helpers_storage import describe_exit
 from seglog.storage.compacted import COMPACTED_DIRECTORY, DATA_SUFFIX, STATE_STAGING, read_state
 
 TOPIC = "t"
@@ -338,14 +338,6 @@ print("consumed", len(consumed), "lagging reader", len(lagging_rows), flush=True
 """
 
 READS = 300
-
-
-def started(code: str, *args: str) -> subprocess.Popen:
-    """A child running `code` (it can import the test helpers), once it printed "ready"."""
-    child = subprocess.Popen(python_command(code, *args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    assert child.stdout is not None and child.stdout.readline() == "ready\n", child.communicate(timeout=30)
-    return child
 
 
 @pytest.mark.slow

@@ -3,8 +3,8 @@ log itself in the maintenance pass (by the injected clock), within min/max_compa
 keeping tombstones for delete_retention; Pulsar's compaction_threshold compacts beside the log."""
 
 import pytest
+from helpers_compaction import drain
 
-from seglog.errors import ReceiveTimeoutError
 from seglog.storage.compacted import read_state
 
 MINUTE = 60_000
@@ -16,18 +16,6 @@ def produce(topic, pairs):
         for key, value in pairs:
             producer.send(value, key=key, partition=0)
             producer.flush()
-
-
-def received(consumer):
-    """What the consumer receives until nothing more comes for a moment, each acknowledged."""
-    got = []
-    while True:
-        try:
-            message = consumer.receive(0.05)
-        except ReceiveTimeoutError:
-            return got
-        got.append(message)
-        consumer.ack(message)
 
 
 def plain(topic):
@@ -121,7 +109,7 @@ def test_a_plain_consumer_reads_the_view_where_the_log_was_compacted(log, clock)
     produce(topic, PAIRS)
     log.run_maintenance()
     with topic.subscribe("s") as consumer:
-        got = [(m.offset, m.key, m.value) for m in received(consumer)]
+        got = [(m.offset, m.key, m.value) for m in drain(consumer)]
     assert got == plain(topic)
     stats = log.admin.topics.stats("t")["subscriptions"]["s"]
     assert stats["msgBacklog"] == 0
@@ -210,7 +198,7 @@ def test_a_reader_and_a_consumer_in_the_middle_go_on_in_the_view_when_compaction
     assert reader.skipped == 0
     seen = {m.key: m.value for m in first + rest}
     assert seen == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
-    got = taken + received(consumer)
+    got = taken + drain(consumer)
     consumer.close()
     assert {m.key: m.value for m in got} == seen
     stats = log.admin.topics.stats("t")["subscriptions"]["s"]
@@ -242,7 +230,7 @@ def test_a_consumer_of_another_open_goes_on_in_the_view_when_compaction_deletes_
         got = [consumer.receive(1)]
         consumer.ack(got[0])
         log.run_maintenance()
-        got += received(consumer)
+        got += drain(consumer)
         consumer.close()
         assert {m.key: m.value for m in got} == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
         assert other.admin.topics.stats("t")["subscriptions"]["s"]["msgEvicted"] == 0

@@ -9,23 +9,9 @@ acknowledged, as dispatch acknowledges what it passes over in the view.
 Backlog: msgBacklog counts what the subscription has yet to be given, the view's messages included."""
 
 import pytest
-
-from seglog.errors import ReceiveTimeoutError
+from helpers_compaction import drain
 
 KEYS_FIRST, KEYS_THEN = (b"k0", b"k1", b"k2"), (b"k3", b"k4", b"k5")
-
-
-def drain(consumer, *, ack):
-    """(offset, key, value) of everything the consumer gets now, acknowledged when `ack`."""
-    got = []
-    while True:
-        try:
-            message = consumer.receive(0.05)
-        except ReceiveTimeoutError:
-            return got
-        got.append(message)
-        if ack:
-            consumer.ack(message)
 
 
 def produce(topic):

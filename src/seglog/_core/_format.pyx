@@ -630,13 +630,13 @@ cdef inline Py_ssize_t row_items(const Selection *s, Py_ssize_t entries_at, Py_s
 
 cdef Py_ssize_t gathered_size(const Selection *sources, Py_ssize_t count, Py_ssize_t section,
                               bint entries) noexcept nogil:
-    """The bytes gather_binary writes for one binary section (`section`: which, see section_at) of every
+    """The bytes gather_binary writes for one binary section (`section`: which, see section_of) of every
     selected row."""
-    cdef Py_ssize_t j, k, e, first, n, items = 0, data = 0, offsets_at
+    cdef Py_ssize_t j, k, e, first, n, items = 0, data = 0, offsets_at, data_at
     cdef const Selection *s
     for j in range(count):
         s = &sources[j]
-        offsets_at = section_at(&s.layout, section)
+        offsets_at = section_of(&s.layout, section, &data_at)
         for k in range(s.n):
             n = row_items(s, s.layout.property_entries if entries else -1, k, &first)
             items += n
@@ -645,30 +645,21 @@ cdef Py_ssize_t gathered_size(const Selection *sources, Py_ssize_t count, Py_ssi
     return align8(4 * (items + 1)) + align8(data)
 
 
-cdef inline Py_ssize_t section_at(const BatchLayout *L, Py_ssize_t section) noexcept nogil:
-    """The offsets position of binary section `section` (0 keys, 1 values, 2 property keys, 3 property
-    values, 4 ordering keys); its data follows at section_data."""
+cdef inline Py_ssize_t section_of(const BatchLayout *L, Py_ssize_t section, Py_ssize_t *data_at) noexcept nogil:
+    """Where binary section `section` (0 keys, 1 values, 2 property keys, 3 property values, 4 ordering keys)
+    has its offsets (returned) and its data (`data_at`)."""
+    cdef Py_ssize_t offsets_at
     if section == 0:
-        return L.key_offsets
-    if section == 1:
-        return L.value_offsets
-    if section == 2:
-        return L.property_key_offsets
-    if section == 3:
-        return L.property_value_offsets
-    return L.ordering_key_offsets
-
-
-cdef inline Py_ssize_t section_data(const BatchLayout *L, Py_ssize_t section) noexcept nogil:
-    if section == 0:
-        return L.key_data
-    if section == 1:
-        return L.value_data
-    if section == 2:
-        return L.property_key_data
-    if section == 3:
-        return L.property_value_data
-    return L.ordering_key_data
+        offsets_at, data_at[0] = L.key_offsets, L.key_data
+    elif section == 1:
+        offsets_at, data_at[0] = L.value_offsets, L.value_data
+    elif section == 2:
+        offsets_at, data_at[0] = L.property_key_offsets, L.property_key_data
+    elif section == 3:
+        offsets_at, data_at[0] = L.property_value_offsets, L.property_value_data
+    else:
+        offsets_at, data_at[0] = L.ordering_key_offsets, L.ordering_key_data
+    return offsets_at
 
 
 cdef uint8_t *gather_binary(uint8_t *dest, uint8_t *p, const Selection *sources, Py_ssize_t count,
@@ -683,7 +674,7 @@ cdef uint8_t *gather_binary(uint8_t *dest, uint8_t *p, const Selection *sources,
     offsets[0] = 0
     for j in range(count):
         s = &sources[j]
-        offsets_at, data_at = section_at(&s.layout, section), section_data(&s.layout, section)
+        offsets_at = section_of(&s.layout, section, &data_at)
         for k in range(s.n):
             n = row_items(s, s.layout.property_entries if entries else -1, k, &first)
             for e in range(first, first + n):
