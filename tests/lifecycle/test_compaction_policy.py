@@ -234,3 +234,19 @@ def test_a_consumer_of_another_open_goes_on_in_the_view_when_compaction_deletes_
         consumer.close()
         assert {m.key: m.value for m in got} == {k: v for _, k, v in latest(PAIRS, tombstones=True)}
         assert other.admin.topics.stats("t")["subscriptions"]["s"]["msgEvicted"] == 0
+
+
+def test_compact_delete_lets_retention_delete_compacted_messages_too(log, clock):
+    for policy, kept in (("compact", True), ("compact,delete", False)):
+        name = f"t-{policy.replace(',', '-')}"
+        topic = log.create_topic(name, segment_size="1 KiB", cleanup_policy=policy, retention_time="1h")
+        produce(topic, [(b"old %d" % i, b"v" * 100) for i in range(20)])
+        log.run_maintenance()  # compacted: the keys' latest messages are in the view
+        clock.advance(minutes=30)
+        produce(topic, [(b"new %d" % i, b"w" * 100) for i in range(20)])
+        clock.advance(minutes=45)  # the old keys' messages are 75 minutes old, the new ones' 45
+        log.run_maintenance()
+        keys = {m.key for m in topic.reader()}
+        assert (b"old 0" in keys) == kept, policy
+        assert b"new 0" in keys, policy
+        assert {m.key for m in topic.reader(read_compacted=True)} == keys, policy

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from seglog._core._compact import Verdict
+from seglog._core._mapping import Mapping
 from seglog._core._messages import batch_offsets
 from seglog.errors import SeglogError
 from seglog.lifecycle.compaction_map import build_compaction_map
@@ -30,6 +31,7 @@ from seglog.storage.compacted import (
     CompactedWriter,
     commit_state,
     compacted_directory,
+    newest_timestamps,
     read_state,
     remove_unnamed,
 )
@@ -70,25 +72,30 @@ class CompactionOutcome:
 
 
 def compact_partition(view: PartitionView, *, horizon: int, now_ms: int, delete_retention_ms: int | None,
-                      max_keys: int = MAP_KEYS, log_compacted: bool = False) -> CompactionOutcome:
+                      max_keys: int = MAP_KEYS, log_compacted: bool = False,
+                      expire_before_ms: int = 0) -> CompactionOutcome:
     """Compact the partition `view` shows up to `horizon` (a batch boundary: the end offset, or a segment's
     base offset), at `now_ms` by the log's clock. The new view's horizon may stop short of `horizon` when the
     range holds more than `max_keys` keys (the outcome says where). A horizon at or below the current one
     leaves the view as it is, unless tombstones are due to go (Kafka's delete_retention). `log_compacted`:
-    Kafka's model, whose caller deletes the segments below the new horizon (CompactedState.log_compacted)."""
+    Kafka's model, whose caller deletes the segments below the new horizon (CompactedState.log_compacted).
+    `expire_before_ms`: Kafka's compact,delete, whose retention deletes compacted data too: a stored batch
+    whose newest message is older than this keeps nothing in the view (Kafka deletes a cleaned segment by its
+    newest timestamp; a batch is a finer grain)."""
     directory = view.directory
     if not directory.is_dir():  # a partition never written to: nothing to compact
         return CompactionOutcome(0, 0, 0, 0, 0, 0, CompactedState())
     compacted_directory(directory).mkdir(exist_ok=True)
     lock = ExclusiveFileLock(compacted_directory(directory) / LOCK_NAME, busy=CompactionRunningError)
     try:
-        return _compact(view, directory, horizon, now_ms, delete_retention_ms, max_keys, log_compacted)
+        return _compact(view, directory, horizon, now_ms, delete_retention_ms, max_keys, log_compacted,
+                        expire_before_ms)
     finally:
         lock.release()
 
 
 def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, delete_retention_ms: int | None,
-             max_keys: int, log_compacted: bool) -> CompactionOutcome:
+             max_keys: int, log_compacted: bool, expire_before_ms: int) -> CompactionOutcome:
     started = time.monotonic()
     state = read_state(directory) or CompactedState()
     remove_unnamed(compacted_directory(directory), state)  # what a crash left of an unfinished run
@@ -101,7 +108,9 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
     drop_tombstones_below = (view.end_offset() if delete_retention_ms is None
                              else state.cleaned_before(now_ms - delete_retention_ms))
     tombstones_due = 0 <= state.oldest_tombstone < drop_tombstones_below
-    if horizon <= start and not tombstones_due:
+    expiring = previous is not None and expire_before_ms > 0 and \
+        bool((newest_timestamps(previous.data, previous.positions) < expire_before_ms).any())
+    if horizon <= start and not tombstones_due and not expiring:
         return CompactionOutcome(state.horizon, state.horizon, 0, 0, state.size, 0, state)
     horizon = max(horizon, start)
     result = build_compaction_map(view, start, horizon, max_keys=max_keys, cut_when_full=True, previous=previous)
@@ -114,14 +123,19 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
             file = previous
             keep, oldest_tombstone = _kept(result.previous_verdicts, lambda: _file_offsets(file),
                                            drop_tombstones_below, oldest_tombstone)
-            writer.append(previous.data, previous.positions, keep)
+            writer.append(previous.data, previous.positions,
+                          _unexpired(keep, previous.data, previous.positions, previous.counts, expire_before_ms))
             read += previous.records
         for part in result.segments():
             keep, oldest_tombstone = _kept(part.verdicts, part.offsets, drop_tombstones_below, oldest_tombstone)
             if part.skipped or part.trailing:  # (the range begins or ends inside a batch: the rest is not its)
                 keep = np.concatenate((np.zeros(part.skipped, dtype=np.uint8), keep,
                                        np.zeros(part.trailing, dtype=np.uint8)))
-            writer.append(part.data, part.batch_positions, keep)
+            counts = np.diff(np.append(part.batch_offsets, part.first_offset + len(part.verdicts)))
+            counts[0] += part.skipped
+            counts[-1] += part.trailing
+            writer.append(part.data, part.batch_positions,
+                          _unexpired(keep, part.data, part.batch_positions, counts, expire_before_ms))
             read += len(part.verdicts)
         writer.finish()
     except BaseException:
@@ -150,6 +164,15 @@ def _kept(verdicts: npt.NDArray[np.uint8], offsets: Callable[[], npt.NDArray[np.
             oldest_tombstone = int(at[np.argmax(kept_tombstones)])
         keep |= kept_tombstones
     return keep.view(np.uint8), oldest_tombstone
+
+
+def _unexpired(keep: npt.NDArray[np.uint8], data: Mapping, positions: npt.NDArray[np.int64],
+               counts: npt.NDArray[np.int64], expire_before_ms: int) -> npt.NDArray[np.uint8]:
+    """`keep` (one item a message of the batches at `positions`, `counts` messages each) with the messages
+    of the batches whose newest timestamp is before `expire_before_ms` not kept (0: none expire)."""
+    if expire_before_ms <= 0:
+        return keep
+    return keep & np.repeat(newest_timestamps(data, positions) >= expire_before_ms, counts).view(np.uint8)
 
 
 def _file_offsets(file: CompactedFile) -> npt.NDArray[np.int64]:

@@ -4,8 +4,10 @@ Kafka's model (a topic whose cleanup_policy compacts): the log's sealed segments
 the first segment that may not be compacted yet (the active one, or one holding a message newer than
 `min_compaction_lag`) are its dirty part; they are compacted when they make at least
 `min_cleanable_dirty_ratio` of the partition (the view's bytes and theirs), or when the oldest of their
-messages is older than `max_compaction_lag`, or when a tombstone's `delete_retention` has passed. The
-compacted segments are then deleted: the view stands for the log below its horizon.
+messages is older than `max_compaction_lag`, or when a tombstone's `delete_retention` has passed, or (with
+`compact,delete`) when the view holds messages older than the topic's retention_time or below its
+retention_min_timestamp, which Kafka's retention deletes compacted or not. The compacted segments are then
+deleted: the view stands for the log below its horizon.
 
 Pulsar's model: a `compaction_threshold` policy compacts a topic whose messages past the view's horizon hold
 at least that many bytes (Pulsar counts the backlog of its compaction cursor), up to the end offset, and
@@ -18,7 +20,7 @@ from typing import Any
 
 from seglog.catalog.config import TopicConfig
 from seglog.lifecycle.retention import SegmentFate
-from seglog.storage.compacted import CompactedState
+from seglog.storage.compacted import CompactedState, newest_timestamps
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable
 
@@ -31,6 +33,7 @@ class CompactionPlan:
     delete_retention_ms: int | None
     log_compacted: bool
     reason: str
+    expire_before_ms: int = 0  # compact,delete: the view's batches whose newest message is older go
 
 
 def compaction_plan(config: TopicConfig, threshold: int, view: PartitionView, table: SegmentTable,
@@ -46,6 +49,7 @@ def compaction_plan(config: TopicConfig, threshold: int, view: PartitionView, ta
 
 def _kafka_plan(config: TopicConfig, view: PartitionView, table: SegmentTable, state: CompactedState,
                 now: int) -> CompactionPlan | None:
+    expire_before = _expiry(config, now)
     start = max(state.horizon, table.earliest_offset)
     horizon = _first_uncleanable(config, table, now)
     dirty = (table.next_offsets > start) & (table.bases < horizon)
@@ -59,9 +63,28 @@ def _kafka_plan(config: TopicConfig, view: PartitionView, table: SegmentTable, s
         reason = f"a message waited max_compaction_lag ({config.max_compaction_lag} ms)"
     elif 0 <= state.oldest_tombstone < state.cleaned_before(now - retention):
         reason = f"a tombstone's delete_retention ({retention} ms) passed"
+    elif _view_expires(view, expire_before):
+        reason = "compacted messages are older than the topic's retention (cleanup_policy compact,delete)"
     else:
         return None
-    return CompactionPlan(max(horizon, start), retention, True, reason)
+    return CompactionPlan(max(horizon, start), retention, True, reason, expire_before)
+
+
+def _expiry(config: TopicConfig, now: int) -> int:
+    """With cleanup_policy compact,delete, where Kafka's retention deletes compacted data too: messages older
+    than the topic's retention_time, or below its retention_min_timestamp (0: none)."""
+    if config.cleanup_policy != "compact,delete":
+        return 0
+    return max(now - config.retention_time if config.retention_time is not None else 0,
+               config.retention_min_timestamp)
+
+
+def _view_expires(view: PartitionView, expire_before: int) -> bool:
+    current = view.compacted.current()
+    if expire_before <= 0 or current is None or current[1] is None:
+        return False
+    file = current[1]
+    return bool((newest_timestamps(file.data, file.positions) < expire_before).any())
 
 
 def _oldest_dirty(view: PartitionView, start: int) -> int:

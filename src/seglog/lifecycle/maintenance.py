@@ -124,7 +124,8 @@ class Maintenance:
                  plan: CompactionPlan, report: MaintenanceReport) -> None:
         try:
             outcome = compact_partition(view, horizon=plan.horizon, now_ms=self.clock(),
-                                        delete_retention_ms=plan.delete_retention_ms, log_compacted=plan.log_compacted)
+                                        delete_retention_ms=plan.delete_retention_ms, log_compacted=plan.log_compacted,
+                                        expire_before_ms=plan.expire_before_ms)
         except CompactionRunningError as error:
             report.skipped_partitions.append((str(ref), partition, str(error)))
             return

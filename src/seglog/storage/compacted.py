@@ -42,6 +42,7 @@ WRITE_BUFFER_BYTES = 8 << 20
 _SCAN_CHUNK = 65536
 _RECORD_COUNT, _BODY_LENGTH = 8, 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 _RECORD_COUNT_AT = 40  # the record_count field's place in the header
+_MAX_TIMESTAMP_AT = 32  # the max_timestamp field's
 # Times a reader tries again when a compaction replaced the file between reading the state and mapping it.
 _OPEN_ATTEMPTS = 20
 
@@ -195,8 +196,18 @@ def scan_view(data: Mapping) -> ViewScan:
 
 def _record_counts(data: Mapping, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The record_count header field of the batches at `positions`, read at once (docs/FORMAT.md, Header)."""
-    field = positions[:, None] + _RECORD_COUNT_AT + np.arange(4)
-    return np.frombuffer(memoryview(data), dtype=np.uint8)[field].copy().view("<i4")[:, 0].astype(np.int64)
+    return _header_field(data, positions, _RECORD_COUNT_AT, "<i4")
+
+
+def newest_timestamps(data: Mapping, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The max_timestamp header field of the batches at `positions` (log or view), read at once."""
+    return _header_field(data, positions, _MAX_TIMESTAMP_AT, "<i8")
+
+
+def _header_field(data: Mapping, positions: npt.NDArray[np.int64], at: int, kind: str) -> npt.NDArray[np.int64]:
+    width = np.dtype(kind).itemsize
+    field = positions[:, None] + at + np.arange(width)
+    return np.frombuffer(memoryview(data), dtype=np.uint8)[field].copy().view(kind)[:, 0].astype(np.int64)
 
 
 class CompactedFile:
