@@ -22,7 +22,7 @@ from seglog.lifecycle.retention import explain
 from seglog.names import REPLICATOR_PREFIX
 from seglog.storage.compacted import CompactedState, read_state
 from seglog.storage.segment import list_segments
-from seglog.storage.segment_table import LISTING_ATTEMPTS
+from seglog.storage.segment_table import listed_again_if_deleted
 from seglog.subscriptions.subscription import reading
 
 if TYPE_CHECKING:
@@ -44,15 +44,8 @@ def _listed_again_if_deleted(compute: TopicFigures) -> TopicFigures:
     Kafka's model deletes a segment as soon as it is sealed and compacted); at most LISTING_ATTEMPTS times."""
     @functools.wraps(compute)
     def computed(broker: Broker, ref: TopicRef) -> dict[str, Any]:
-        for attempt in range(LISTING_ATTEMPTS):
-            try:
-                return compute(broker, ref)
-            except FileNotFoundError:
-                if attempt + 1 == LISTING_ATTEMPTS:
-                    raise
-                for partition in range(ref.partitions):
-                    broker.store.view(ref.name, partition).rescan(force=True)
-        raise AssertionError("unreachable")
+        views = [broker.store.view(ref.name, partition) for partition in range(ref.partitions)]
+        return listed_again_if_deleted(views, lambda: compute(broker, ref))
     return computed
 
 

@@ -86,11 +86,10 @@ def view_backlog(view: PartitionView, acks: AckSet, earliest: int) -> PartitionB
     acknowledged, when the view stands for the log (Kafka's model; else none): counted from the view's
     per-batch message counts, with a walk of the batches only where individual acks are and at the edge,
     as the log's; bytes in proportion to each batch's messages."""
-    current = view.compacted.current()
-    if current is None or not current[0].log_compacted or current[1] is None:
+    reach = view.compacted.reach(False, lambda: earliest)
+    if reach is None or reach.file is None:
         return PartitionBacklog(0, 0, None)
-    state, file = current[0], current[1]
-    floor, limit = acks.floor, min(state.horizon, earliest)
+    file, floor, limit = reach.file, acks.floor, reach.limit
     if floor >= limit:
         return PartitionBacklog(0, 0, None)
     sizes = np.diff(np.append(file.positions, len(file.data)))

@@ -103,13 +103,12 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
     if state.records:
         assert state.file_name is not None
         previous = CompactedFile(compacted_directory(directory) / state.file_name, state)
-    start = max(state.horizon, view.earliest_offset())
-    horizon = min(horizon, view.end_offset())
-    drop_tombstones_below = (view.end_offset() if delete_retention_ms is None
+    start, end = max(state.horizon, view.earliest_offset()), view.end_offset()
+    horizon = min(horizon, end)
+    drop_tombstones_below = (end if delete_retention_ms is None
                              else state.cleaned_before(now_ms - delete_retention_ms))
     tombstones_due = 0 <= state.oldest_tombstone < drop_tombstones_below
-    expiring = previous is not None and expire_before_ms > 0 and \
-        bool((newest_timestamps(previous.data, previous.positions) < expire_before_ms).any())
+    expiring = previous is not None and expire_before_ms > 0 and previous.holds_older_than(expire_before_ms)
     if horizon <= start and not tombstones_due and not expiring:
         return CompactionOutcome(state.horizon, state.horizon, 0, 0, state.size, 0, state)
     horizon = max(horizon, start)
@@ -131,11 +130,8 @@ def _compact(view: PartitionView, directory: Path, horizon: int, now_ms: int, de
             if part.skipped or part.trailing:  # (the range begins or ends inside a batch: the rest is not its)
                 keep = np.concatenate((np.zeros(part.skipped, dtype=np.uint8), keep,
                                        np.zeros(part.trailing, dtype=np.uint8)))
-            counts = np.diff(np.append(part.batch_offsets, part.first_offset + len(part.verdicts)))
-            counts[0] += part.skipped
-            counts[-1] += part.trailing
             writer.append(part.data, part.batch_positions,
-                          _unexpired(keep, part.data, part.batch_positions, counts, expire_before_ms))
+                          _unexpired(keep, part.data, part.batch_positions, part.batch_counts, expire_before_ms))
             read += len(part.verdicts)
         writer.finish()
     except BaseException:
@@ -179,15 +175,3 @@ def _file_offsets(file: CompactedFile) -> npt.NDArray[np.int64]:
     """The offset of every message of a compacted file, in order (each batch's offsets column)."""
     columns = [batch_offsets(file.data, position) for position in file.positions.tolist()]
     return np.concatenate(columns) if columns else np.empty(0, np.int64)
-
-
-def is_compacting(partition_directory: Path) -> bool:
-    """Whether a compaction of the partition is running now (in any process)."""
-    path = compacted_directory(partition_directory) / LOCK_NAME
-    if not path.exists():
-        return False
-    try:
-        ExclusiveFileLock(path, busy=CompactionRunningError).release()
-    except CompactionRunningError:
-        return True
-    return False

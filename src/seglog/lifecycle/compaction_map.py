@@ -73,21 +73,20 @@ class _SegmentRange:
 
     def batch_bases(self) -> npt.NDArray[np.int64]:
         """The base offset of each of these batches."""
-        next_offsets = self.index.arrays()[0]
-        bases = np.empty(self.stop_entry - self.first_entry, dtype=np.int64)
-        first = self.first_entry
-        bases[0] = next_offsets[first - 1] if first else self.index.base_offset
-        bases[1:] = next_offsets[first:self.stop_entry - 1]
-        return bases
+        return self._starts(self.index.arrays()[0], self.index.base_offset)
 
     def batch_positions(self) -> npt.NDArray[np.int64]:
         """Where each of these batches starts in the segment's log."""
-        end_positions = self.index.arrays()[1]
-        positions = np.empty(self.stop_entry - self.first_entry, dtype=np.int64)
+        return self._starts(self.index.arrays()[1], 0)
+
+    def _starts(self, ends: npt.NDArray[np.int64], first_start: int) -> npt.NDArray[np.int64]:
+        """Where each of these batches starts, from an index column of where each ends (next offsets or end
+        positions) and where the segment's first batch starts."""
+        starts = np.empty(self.stop_entry - self.first_entry, dtype=np.int64)
         first = self.first_entry
-        positions[0] = end_positions[first - 1] if first else 0
-        positions[1:] = end_positions[first:self.stop_entry - 1]
-        return positions
+        starts[0] = ends[first - 1] if first else first_start
+        starts[1:] = ends[first:self.stop_entry - 1]
+        return starts
 
     def parts(self, limit: int) -> Iterator[_SegmentRange]:
         """These batches in runs of about `limit` messages at most (a batch with more is a run of its own)."""
@@ -128,6 +127,14 @@ class SegmentVerdicts:
         bounds = [*(int(b) - self.first_offset for b in self.batch_offsets), len(self.verdicts)]
         for first, stop in zip(bounds, bounds[1:]):
             yield self.first_offset + first, self.verdicts[first:stop]
+
+    @property
+    def batch_counts(self) -> npt.NDArray[np.int64]:
+        """The messages of each stored batch, those before and past the range included."""
+        counts = np.diff(np.append(self.batch_offsets, self.first_offset + len(self.verdicts)))
+        counts[0] += self.skipped
+        counts[-1] += self.trailing
+        return counts
 
     def offsets(self) -> npt.NDArray[np.int64]:
         """The offset of each message `verdicts` has a verdict for."""

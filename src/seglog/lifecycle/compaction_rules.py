@@ -20,7 +20,7 @@ from typing import Any
 
 from seglog.catalog.config import TopicConfig
 from seglog.lifecycle.retention import SegmentFate
-from seglog.storage.compacted import CompactedState, newest_timestamps
+from seglog.storage.compacted import CompactedState
 from seglog.storage.partition_view import PartitionView
 from seglog.storage.segment_table import SegmentTable
 
@@ -83,8 +83,7 @@ def _view_expires(view: PartitionView, expire_before: int) -> bool:
     current = view.compacted.current()
     if expire_before <= 0 or current is None or current[1] is None:
         return False
-    file = current[1]
-    return bool((newest_timestamps(file.data, file.positions) < expire_before).any())
+    return current[1].holds_older_than(expire_before)
 
 
 def _oldest_dirty(view: PartitionView, start: int) -> int:

@@ -17,7 +17,7 @@ import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -239,6 +239,10 @@ class CompactedFile:
     def batches(self) -> int:
         return len(self.positions)
 
+    def holds_older_than(self, time_ms: int) -> bool:
+        """Whether a batch of the view has its newest message before `time_ms`."""
+        return bool((newest_timestamps(self.data, self.positions) < time_ms).any())
+
     def find(self, offset: int) -> int:
         """The index of the first batch holding an offset at or after `offset` (`batches` if none)."""
         return int(np.searchsorted(self.nexts, offset, side="right"))
@@ -284,6 +288,30 @@ class CompactedView:
     def horizon(self) -> int:
         current = self.current()
         return 0 if current is None else current[0].horizon
+
+    def reach(self, read_compacted: bool, earliest: Callable[[], int]) -> ViewReach | None:
+        """Where the view is read (docs/LIFECYCLE.md, Compaction): below its horizon by a compacted read, its
+        tombstones left out; below the log's `earliest()` offset by every read where the view stands for
+        the log (Kafka's model), tombstones read. None where it is not read at all."""
+        current = self.current()
+        if current is None:
+            return None
+        state, file = current
+        if read_compacted:
+            return ViewReach(state, file, state.horizon, state.oldest_tombstone >= 0)
+        if state.log_compacted:
+            return ViewReach(state, file, min(state.horizon, earliest()), False)
+        return None
+
+
+class ViewReach(NamedTuple):
+    """What a read takes of a compacted view: its state and file (None when empty), the offset where reading
+    it stops, and whether its null values are left out (tombstones kept for Kafka's delete_retention, which
+    a compacted read does not show)."""
+    state: CompactedState
+    file: CompactedFile | None
+    limit: int
+    drop_null_values: bool
 
 
 def _identity(path: str) -> tuple[int, int, int, int] | None:

@@ -341,7 +341,7 @@ class PartitionView:
     def end_offset(self) -> int:
         """The offset the next message written gets: listed again first, and again when the newest segment
         listed was sealed and deleted before it was opened (segment_table.listed_again_if_deleted)."""
-        return listed_again_if_deleted(self, self._end_offset)
+        return listed_again_if_deleted((self,), self._end_offset)
 
     def _end_offset(self) -> int:
         self.rescan()

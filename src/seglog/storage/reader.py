@@ -17,7 +17,7 @@ from seglog._core._messages import Message, batch_attributes, batch_offsets, mes
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
 from seglog.storage.batch import to_record_batch
-from seglog.storage.compacted import CompactedFile, CompactedView
+from seglog.storage.compacted import CompactedFile, CompactedView, ViewReach
 from seglog.storage.fence import TopicFence
 from seglog.storage.notification import AppendSignal
 from seglog.storage.partition_view import MAX_OFFSET, PartitionView, SegmentView, is_offset, start_offset
@@ -163,20 +163,11 @@ class Reader:
         bases = self._view.bases
         return not bases or self._offset < bases[0]
 
-    def _compacted_limit(self):
-        """(the view's state and file, where reading it stops, whether its tombstones are read) at the read
-        position, or None when the view is not read there."""
-        current = self._view.compacted.current()
-        if current is None:
-            return None
-        state, file = current
-        if self._compacted is not None:
-            limit, tombstones = state.horizon, False
-        elif state.log_compacted:
-            limit, tombstones = min(state.horizon, self._view.earliest_offset()), True
-        else:
-            return None
-        return (state, file, limit, tombstones) if self._offset < limit else None
+    def _compacted_reach(self) -> ViewReach | None:
+        """What this reader takes of the compacted view at its read position (CompactedView.reach), or None
+        when it reads the log there."""
+        reach = self._view.compacted.reach(self._compacted is not None, self._view.earliest_offset)
+        return reach if reach is not None and self._offset < reach.limit else None
 
     def _compacted_rows(self, max_messages: int | None):
         """(the compacted file, its batch's position, first row, rows, whether its null values are left out)
@@ -186,16 +177,16 @@ class Reader:
         generation where the last call stopped, the rows come from the cursor kept, without a search."""
         if self._closed:
             raise ClosedError("reader is closed")
-        limit = self._compacted_limit()
-        if limit is None:
+        reach = self._compacted_reach()
+        if reach is None:
             self._compacted_cursor = None
             return None
-        state, file, stop, tombstones = limit
+        file, stop = reach.file, reach.limit
         cursor = self._compacted_cursor
         if cursor is None or cursor.file is not file or cursor.stop != stop or cursor.offset != self._offset \
                 or not cursor.advance():
-            self._compacted_cursor = cursor = self._locate_compacted(file, stop, drop_null_values=not tombstones
-                                                                     and state.oldest_tombstone >= 0)
+            self._compacted_cursor = cursor = self._locate_compacted(file, stop,
+                                                                     drop_null_values=reach.drop_null_values)
             if cursor is None:
                 self._offset = stop
                 return None
@@ -281,7 +272,7 @@ class Reader:
             try:
                 return self.locate(self._offset)
             except OffsetOutOfRangeError:
-                if self._compacted_limit() is not None:  # compaction deleted them: the view stands for them
+                if self._compacted_reach() is not None:  # compaction deleted them: the view stands for them
                     return _IN_THE_VIEW
                 earliest = self._view.earliest_offset()
                 self.skipped += earliest - self._offset

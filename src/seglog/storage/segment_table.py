@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class SegmentFacts:
         """The partition's segments as listed now. A segment listed and then deleted before it is read (by the
         lifecycle rules of this process or another: Kafka's model deletes a segment as soon as it is sealed
         and compacted, so the newest listed may be gone) has the partition listed again."""
-        return listed_again_if_deleted(self.view, self._table)
+        return listed_again_if_deleted((self.view,), self._table)
 
     def _table(self) -> SegmentTable:
         view = self.view
@@ -142,17 +142,19 @@ class SegmentFacts:
         return row
 
 
-def listed_again_if_deleted(view: PartitionSegments, read: Callable[[], T]) -> T:
-    """read(), which opens segments of `view`'s listing; when one was deleted since it was listed
-    (FileNotFoundError), the partition is listed again and read() called again (at most LISTING_ATTEMPTS
-    times: each attempt means the segments changed meanwhile)."""
+def listed_again_if_deleted(views: Iterable[PartitionSegments], read: Callable[[], T]) -> T:
+    """read(), which opens segments of the listings of `views` (partitions); when one was deleted since it
+    was listed (FileNotFoundError), the partitions are listed again and read() called again (at most
+    LISTING_ATTEMPTS times: each attempt means the segments changed meanwhile)."""
+    views = list(views)
     for attempt in range(LISTING_ATTEMPTS):
         try:
             return read()
         except FileNotFoundError:
             if attempt + 1 == LISTING_ATTEMPTS:
                 raise
-            view.rescan(force=True)
+            for view in views:
+                view.rescan(force=True)
     raise AssertionError("unreachable")
 
 

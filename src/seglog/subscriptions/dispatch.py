@@ -273,18 +273,10 @@ class Dispatcher:
         forever. None when the view is not read at the read position (moved to where reading it stops when
         it holds nothing more before it): the log from there on."""
         reader = self.readers[partition]
-        current = reader.compacted_view.current()
-        if current is None:
+        reach = reader.compacted_view.reach(consumer.read_compacted, lambda: self.earliest_offset(partition))
+        if reach is None or reader.offset >= reach.limit:
             return None
-        state, file = current
-        if consumer.read_compacted:
-            limit, tombstones = state.horizon, False
-        elif state.log_compacted:
-            limit, tombstones = min(state.horizon, self.earliest_offset(partition)), True
-        else:
-            return None
-        if reader.offset >= limit:
-            return None
+        file, limit = reach.file, reach.limit
         acks = self.cursor.acks(partition)
         pieces: list[Piece] = []
         room, max_bytes = max_messages, consumer.max_read_bytes
@@ -299,8 +291,8 @@ class Dispatcher:
             position, base, offsets, row, end_row = found
             stop = end_row if room is None or consumer.whole_batches else min(end_row, row + room)
             taken = offsets[row:stop]
-            kept = taken if tombstones else taken[to_record_batch(file.data, position).column(3).slice(
-                row, stop - row).is_valid().to_numpy(zero_copy_only=False)]
+            kept = taken if not reach.drop_null_values else taken[to_record_batch(file.data, position).column(
+                3).slice(row, stop - row).is_valid().to_numpy(zero_copy_only=False)]
             end = int(taken[-1]) + 1
             for start, gap_end in zip([offset, *(kept + 1).tolist()], [*kept.tolist(), end]):
                 self.cursor.ack_range(partition, start, gap_end)
@@ -358,13 +350,10 @@ class Dispatcher:
         and the index of the first redelivery past that batch. Those the view does not hold were compacted
         away: they are no message of this subscription any more and are acknowledged, as _take_compacted
         acknowledges what it passes over."""
-        current = self.readers[partition].compacted_view.current()
-        if current is None or not current[0].log_compacted:
+        reach = self.readers[partition].compacted_view.reach(False, lambda: self.earliest_offset(partition))
+        if reach is None or int(offsets[index]) >= reach.limit:
             return None
-        state, file = current
-        limit = min(state.horizon, self.earliest_offset(partition))
-        if int(offsets[index]) >= limit:
-            return None
+        file, limit = reach.file, reach.limit
         found = None if file is None else _view_batch(file, int(offsets[index]), limit)
         if found is None:  # the view holds nothing more below where it stands for the log
             stop, piece = int(np.searchsorted(offsets, limit)), None
