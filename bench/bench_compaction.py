@@ -75,16 +75,21 @@ class Stored:
         self.nbytes = sum(path.stat().st_size for path in self.directory.glob("*.log"))
 
 
-@pytest.fixture(scope="module")
-def stored(scratch, scale):
-    messages = scale(10_000_000, 100_000)
+def write_keyed_partition(path: Path, messages: int) -> None:
+    """Topic "compacted" of the data directory `path`: `messages` messages over messages / MESSAGES_PER_KEY
+    keys, each key used MESSAGES_PER_KEY times in random order (send_keyed; the same seed every run)."""
     rng = np.random.default_rng(29)
     ids = np.tile(np.arange(messages // MESSAGES_PER_KEY), MESSAGES_PER_KEY)
     rng.shuffle(ids)
-    with seglog.open(scratch / "log") as log:
-        topic = log.create_topic("compacted")
-        with topic.producer() as producer:
+    with seglog.open(path) as log:
+        with log.create_topic("compacted").producer() as producer:
             send_keyed(producer, ids, rng)
+
+
+@pytest.fixture(scope="module")
+def stored(scratch, scale):
+    messages = scale(10_000_000, 100_000)
+    write_keyed_partition(scratch / "log", messages)
     with seglog.open(scratch / "log") as log:
         yield Stored(log, messages)
 

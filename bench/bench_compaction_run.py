@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bench_compaction import MESSAGES_PER_KEY, dict_by_to_pylist, send_keyed
+from bench_compaction import MESSAGES_PER_KEY, dict_by_to_pylist, send_keyed, write_keyed_partition
 
 import seglog
 from seglog._core._messages import messages_from_batch
@@ -104,12 +104,7 @@ class Partition:
 @pytest.fixture(scope="module")
 def partition(scratch, scale):
     messages = scale(10_000_000, 100_000)
-    rng = np.random.default_rng(29)
-    ids = np.tile(np.arange(messages // MESSAGES_PER_KEY), MESSAGES_PER_KEY)
-    rng.shuffle(ids)
-    with seglog.open(scratch / "log") as log:
-        with log.create_topic("compacted").producer() as producer:
-            send_keyed(producer, ids, rng)
+    write_keyed_partition(scratch / "log", messages)
     opened = Partition(scratch / "log", messages)
     yield opened
     opened.log.close()
