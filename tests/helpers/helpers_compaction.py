@@ -222,6 +222,14 @@ def started(code: str, *args: str) -> subprocess.Popen:
     return child
 
 
+def stop_children(*children: subprocess.Popen | None) -> None:
+    """Kill (by its pid) and reap each child still running: a test's teardown."""
+    for child in children:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def drain(consumer: Any, *, ack: bool = True) -> list[Any]:
     """The messages the consumer gets until nothing more comes for a moment, acknowledged when `ack`."""
     got = []

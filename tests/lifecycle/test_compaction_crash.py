@@ -29,6 +29,7 @@ from helpers_compaction import (
     messages_for,
     read_rows,
     started,
+    stop_children,
     wrong_messages,
 )
 
@@ -212,10 +213,7 @@ def test_readers_in_threads_and_another_process_keep_reading_while_compactions_r
         out, err = other.communicate(timeout=120)
         compactions_out, compactions_err = compacting.communicate("stop\n", timeout=60)
     finally:
-        for child in (compacting, other):
-            if child is not None and child.poll() is None:
-                child.kill()
-                child.wait()
+        stop_children(compacting, other)
     assert failures == []
     assert other.returncode == 0, f"the other process's reader: {describe_exit(other.returncode)}\n{out}{err}"
     assert compacting.returncode == 0, f"the compacting process: {describe_exit(compacting.returncode)}\n" \

@@ -35,6 +35,7 @@ from helpers_compaction import (
     order_problems,
     read_rows,
     started,
+    stop_children,
     written,
 )
 
@@ -355,10 +356,7 @@ def test_readers_and_a_consumer_in_another_process_read_on_while_maintenance_com
         counts, compactor_err = compactor.communicate("stop\n", timeout=60)
         out, err = other.communicate("stop\n", timeout=180)
     finally:
-        for child in (compactor, other):
-            if child is not None and child.poll() is None:
-                child.kill()
-                child.wait()
+        stop_children(compactor, other)
     assert read == f"read {READS}\n" and other.returncode == 0, \
         f"the other process: {describe_exit(other.returncode)}\n{read}{out}{err}"
     assert compactor.returncode == 0, f"the compactor: {describe_exit(compactor.returncode)}\n{compactor_err}"
@@ -406,9 +404,7 @@ def test_asking_another_process_for_offsets_and_stats_while_compaction_deletes_s
     finally:
         busy.set()
         spinner.join(30)
-        if compactor.poll() is None:
-            compactor.kill()
-            compactor.wait()
+        stop_children(compactor)
     assert compactor.returncode == 0, f"the compactor: {describe_exit(compactor.returncode)}\n{compactor_err}"
     compactions, deletions, end = map(int, counts.split())
     assert dict(failures) == {}, f"FileNotFoundError in {asked} calls, {deletions} segment deletions"
