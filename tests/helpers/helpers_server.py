@@ -58,10 +58,17 @@ class Server:
         return client
 
     def stop(self, signum: int = signal.SIGTERM) -> int:
-        """Signal the server by its pid and wait (bounded) for it to exit; its exit code."""
-        for client in self.clients:
-            client.close()
-        self.clients.clear()
+        """Signal the server by its pid and wait (bounded) for it to exit; its exit code. The server is
+        stopped even when closing a client fails (one a test closed already): that error is raised after."""
+        try:
+            for client in self.clients:
+                client.close()
+        finally:
+            self.clients.clear()
+            return_code = self._stop_process(signum)
+        return return_code
+
+    def _stop_process(self, signum: int) -> int:
         if self.process.poll() is None:
             os.kill(self.process.pid, signum)
         try:
