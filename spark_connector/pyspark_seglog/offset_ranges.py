@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
-from pyspark_seglog.value_schema import TopicValueSchema, with_schema_versions
+from pyspark_seglog.value_schema import TopicValueSchema
+from seglog.storage.range_read import check_data_loss
 
 
 @contextmanager
@@ -139,16 +139,6 @@ def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options
     return ranges
 
 
-def check_data_loss(fail: bool, topic: str, partition: int, first: int, stop: int) -> None:
-    """Messages [first, stop) were deleted before Spark read them: an error, unless failOnDataLoss is false."""
-    if fail:
-        from seglog.errors import OffsetOutOfRangeError
-        raise OffsetOutOfRangeError(
-            f"{topic} partition {partition}: offsets {first} to {stop - 1} were deleted (retention) before "
-            f"Spark read them. Set the option failOnDataLoss to 'false' to read on from offset {stop}, as "
-            "Spark's Kafka source does")
-
-
 def read_range(piece: OffsetRange | InputPartition,
                value_schema: TopicValueSchema | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of `piece` in Spark's schema, in batches of about 64k rows; with `value_schema`, values
@@ -158,54 +148,10 @@ def read_range(piece: OffsetRange | InputPartition,
         return
     with open_log(piece.path) as log:
         topic = log.topic(piece.topic)
-        batches = _stored_batches(topic, piece)
-        if value_schema is not None and value_schema.needs_versions:
-            batches = with_schema_versions(topic, piece.partition, piece.start, batches, piece.read_compacted)
+        batches = topic.read_range(piece.partition, piece.start, piece.end, read_compacted=piece.read_compacted,
+                                   fail_on_data_loss=piece.fail_on_data_loss, max_horizon=piece.max_horizon,
+                                   schema_versions=value_schema is not None and value_schema.needs_versions)
         values = None if value_schema is None else value_schema.column(log)
         for batch in rebatched(batches):
             yield spark_rows(batch, piece.topic, piece.partition,
                              None if values is None else values.decode(batch, piece.partition))
-
-
-def _stored_batches(topic, piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The stored batches holding [start, end), sliced to it; with read_compacted, the compacted view's below
-    its horizon first, and an error if a compaction since the query was planned passed its end."""
-    with topic.reader(piece.start, piece.partition, read_compacted=piece.read_compacted) as reader:
-        yield from _batches_in_range(reader, topic, piece)
-        if piece.read_compacted:
-            check_horizon(reader.compacted_view.horizon(), topic.name, piece)
-
-
-def _batches_in_range(reader, topic, piece: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """What `reader` reads of [start, end). Messages deleted under it are data loss; with failOnDataLoss
-    false the read goes on at the earliest offset left, never past `end`."""
-    skipped = 0
-    while reader.offset < piece.end:
-        batch = reader.read_batch(max_messages=piece.end - reader.offset)
-        if reader.skipped > skipped:  # the reader went on at the earliest offset left, where `batch` starts
-            resumed = reader.offset if batch is None else batch.column("offset")[0].as_py()
-            check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition,
-                            resumed - (reader.skipped - skipped), min(resumed, piece.end))
-            skipped = reader.skipped
-        if batch is None:
-            if reader.offset < piece.end:
-                check_data_loss(piece.fail_on_data_loss, topic.name, piece.partition, reader.offset,
-                                piece.end)
-            return
-        offsets = batch.column("offset").to_numpy()  # ascending; with gaps in a compacted view's batches
-        if offsets[0] >= piece.end:
-            return
-        yield batch.slice(0, int(np.searchsorted(offsets, piece.end)))
-
-
-def check_horizon(horizon: int, topic: str, piece: OffsetRange) -> None:
-    """A compacted read of `piece` gives the rows the query planned only while no compaction since passed the
-    query's end in the partition: one that did may have moved a key's latest message past that end, leaving
-    the key out of every range (a compaction that stays below it only leaves out superseded rows)."""
-    if horizon > piece.max_horizon and piece.start < horizon:
-        from seglog.errors import OffsetOutOfRangeError
-        raise OffsetOutOfRangeError(
-            f"{topic} partition {piece.partition}: compacted up to offset {horizon} since the query was planned "
-            f"to read its compacted view up to offset {piece.max_horizon} at most, so the view may no longer hold "
-            "each key's latest message the query would read. Run the query again: it plans with the offsets it "
-            "finds then")

@@ -9,7 +9,7 @@ for example, are decoded with the query's version."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,8 @@ from pyspark_seglog.value_decoders import (
     string_decoder,
 )
 from seglog.errors import InvalidArgumentError, NotFoundError, SeglogError
+from seglog.storage.range_read import VERSION_COLUMN  # read for the Avro decoder, never given to Spark
 
-# the stored batch attribute naming the schema version its messages were written with (as the server writes
-# it, seglog.server.protocol.metadata.SCHEMA_VERSION: hex of the 8-byte big-endian version)
-SCHEMA_VERSION_ATTRIBUTE = "pulsar.schema_version"
-VERSION_COLUMN = "schema_version"  # added to the read batches for the Avro decoder, never given to Spark
 DECODED_TYPES = ("AVRO", "JSON", "STRING", *PRIMITIVES)
 UNDECODED_TYPES = ("BYTES", "NONE")  # their values are bytes: the value column stays binary
 
@@ -150,37 +147,6 @@ class ValueColumn:
                                    f"not decode as the topic's {self.schema.type} schema (version "
                                    f"{self.schema.version}): {error.reason}. Read it with valueSchema 'binary' to "
                                    "see its bytes") from None
-
-
-def with_schema_versions(topic: Any, partition: int, start: int, batches: Iterator[pa.RecordBatch],
-                         read_compacted: bool = False) -> Iterator[pa.RecordBatch]:
-    """`batches` (pieces of stored batches, in offset order, from `start`, read with `read_compacted` or not)
-    each with a schema_version column: the version its stored batch was written with, null when none. The
-    versions come from the stored batches' attributes, read (headers only) by a second reader alongside; a
-    piece of the compacted view that the log no longer holds (a compacted batch keeps its stored batch's
-    attributes) takes them from the view's first message of it."""
-    with topic.reader(start, partition) as reader:
-        infos = reader.batch_infos()  # the log's batches: the view's are not among them
-        info = None
-        for batch in batches:
-            first = batch.column("offset")[0].as_py()
-            while info is None or info.base_offset + info.record_count <= first:
-                info = next(infos, None)
-                if info is None:
-                    break
-            attributes = info.attributes if info is not None and info.base_offset <= first \
-                else _view_attributes(topic, partition, first, read_compacted)
-            written = attributes.get(SCHEMA_VERSION_ATTRIBUTE)
-            version = None if written is None else int(written, 16)
-            yield batch.append_column(VERSION_COLUMN, pa.repeat(pa.scalar(version, pa.int64()), batch.num_rows))
-
-
-def _view_attributes(topic: Any, partition: int, offset: int, read_compacted: bool) -> Mapping[str, str]:
-    """The batch attributes of the message at `offset` of the partition's compacted view, read as the rows
-    were (one Message)."""
-    with topic.reader(offset, partition, read_compacted=read_compacted) as reader:
-        messages = reader.read_messages(1)
-    return messages[0].batch_attributes if messages else {}
 
 
 def _versions(batch: pa.RecordBatch) -> pa.Array | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,11 +16,15 @@ from seglog.dead_letters import DeadLetterPolicy, DeadLetters
 from seglog.errors import InvalidArgumentError, TopicExistsError, TopicNotFoundError
 from seglog.names import TopicName
 from seglog.producer import Producer
+from seglog.storage.partition_view import is_offset
+from seglog.storage.range_read import read_range
 from seglog.storage.reader import Reader
 from seglog.subscriptions.delivery import READ_COMPACTED_REFUSED, READ_COMPACTED_TYPES
 from seglog.subscriptions.registry import parse_subscription_type
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from seglog.catalog.policies import EffectivePolicies
     from seglog.storage.partition_view import PartitionView
 
@@ -82,6 +87,23 @@ class Topic:
             raise InvalidArgumentError("read_compacted", read_compacted, "True or False")
         return self._broker.store.reader(self.ref.name, self.ref.check_partition(partition), start,
                                          verify_crc=verify, read_compacted=read_compacted)
+
+    def read_range(self, partition: int, start: int, end: int, *, read_compacted: bool = False,
+                   fail_on_data_loss: bool = True, max_horizon: int = 0,
+                   schema_versions: bool = False) -> Iterator[pa.RecordBatch]:
+        """The messages of offsets [start, end) of one partition as record batches (read_batch's columns, over
+        the segments' memory), as a query engine reads an input split. Messages deleted before they are read
+        raise OffsetOutOfRangeError naming them, or with `fail_on_data_loss` False are left out. With
+        `read_compacted`, the compacted view below the horizon, then the log; a compaction whose horizon passed
+        `max_horizon` meanwhile raises OffsetOutOfRangeError. `schema_versions`: a schema_version column, the
+        version each message was written with (None when none). seglog.storage.range_read says more."""
+        self.fence.check()
+        if not is_offset(start) or not is_offset(end) or start > end:
+            raise InvalidArgumentError("start, end", (start, end), "offsets from 0 with start <= end")
+        return read_range(self._broker.store, self.ref.name, self.ref.check_partition(partition), start, end,
+                          verify_crc=self._broker.config.verify_crc, read_compacted=read_compacted,
+                          fail_on_data_loss=fail_on_data_loss, max_horizon=max_horizon,
+                          schema_versions=schema_versions)
 
     def subscribe(self, name: str, *, subscription_type: str = "exclusive", initial_position: str = "latest",
                   consumer_name: str | None = None, ack_timeout: Any = None,

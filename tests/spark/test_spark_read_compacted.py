@@ -15,7 +15,7 @@ from helpers_storage import partition_writer
 from pyspark_seglog.arrow_rows import ROWS
 from pyspark_seglog.batch_reader import SeglogBatchReader
 from pyspark_seglog.options import SourceOptions
-from pyspark_seglog.value_schema import SCHEMA_VERSION_ATTRIBUTE
+from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 
 from .test_spark_read import read
 from .test_spark_stream import stream

@@ -38,6 +38,7 @@ from seglog._core._messages import Message
 from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.storage.delivery_time import deliver_at_attributes
+from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 
 PRODUCER = "pulsar.producer"
 SEQUENCE_ID = "pulsar.sequence_id"
@@ -55,7 +56,7 @@ LOCAL_ONLY = "__local__"  # replicate_to of a message sent with disable_replicat
 COMPRESSION = "pulsar.compression"
 # A schema version is per entry in Pulsar too (MessageMetadata; a batch's messages share it), so the batch that
 # stores the entry keeps it for all its messages (docs/SERVER.md, "Schemas")
-SCHEMA_VERSION = "pulsar.schema_version"
+SCHEMA_VERSION = SCHEMA_VERSION_ATTRIBUTE
 ENCRYPTION = "pulsar.encryption"
 
 
