@@ -100,7 +100,7 @@ def start_cluster(name: str, data: Path, logs: Path, log_name: str | None = None
     """`seglog serve --cluster NAME` on a data directory, free ports; (the process, its pulsar:// URL, its
     http:// URL)."""
     process = spawn("seglog serve", [sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
-                                      name, "--port", "0", "--http-port", "0"],
+                                      name, "--port", "0", "--http-port", "0", "--flight-port", "0"],
                      logs / (log_name or f"seglog-serve-{name}.log"), stdout=subprocess.PIPE)
     pulsar_url, http_url = _first_line(process).split()[:2]
     return process, pulsar_url, http_url

@@ -60,7 +60,7 @@ def main(arguments: list[str]) -> int:
         server = subprocess.Popen(
             [sys.executable, "-m", "seglog", "--data", str(Path(scratch) / "data"), "serve", "--cluster", "standalone",
              "--port", "6650", "--http-port", "8080", "--tls-port", "6651", "--https-port", "8443",
-             "--advertised-address", "localhost",
+             "--flight-port", "0", "--advertised-address", "localhost",
              "--tls-cert-file", str(conf / "broker-cert.pem"), "--tls-key-file", str(conf / "broker-key.pem"),
              "--tls-trust-certs-file", str(conf / "cacert.pem"), "--auth-tls",
              "--auth-token-secret-key", str(secret_key), "--auth-basic-file", str(conf / ".htpasswd"),

@@ -40,10 +40,10 @@ def stopped(process: subprocess.Popen, signum: int | None = signal.SIGTERM) -> t
 
 def test_cluster_defaults_to_standalone_and_ready_and_stopped_are_logged(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    process = serve(data, "--port", "0", "--http-port", "0")
+    process = serve(data, "--port", "0", "--http-port", "0", "--flight-port", "0")
     try:
         urls = process.stdout.readline().split()
-        assert [url.split("://")[0] for url in urls] == ["pulsar", "http"], urls
+        assert [url.split("://")[0] for url in urls] == ["pulsar", "http", "grpc"], urls
         record = json.loads((data / RECORD_FILE).read_text())
         assert record == {"pid": process.pid, "urls": urls}
     finally:
@@ -60,8 +60,10 @@ def test_a_port_in_use_names_the_option_to_change_and_exits_1(tmp_path: Path) ->
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        for option, other in (("--port", "--http-port"), ("--http-port", "--port")):
-            process = serve(tmp_path / "data", option, port, other, "0")
+        for option in ("--port", "--http-port", "--flight-port"):
+            others = [word for other in ("--port", "--http-port", "--flight-port") if other != option
+                      for word in (other, "0")]
+            process = serve(tmp_path / "data", option, port, *others)
             out, err = stopped(process, None)
             assert process.returncode == 1 and out == "", err
             message = one_line(err)

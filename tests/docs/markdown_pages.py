@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGUAGES = {"python", "bash"}
 NOT_RUN = "# not run"
-EXAMPLE_PORTS = ("6650", "6651", "8080", "8081", "8443")
+EXAMPLE_PORTS = ("6650", "6651", "8080", "8081", "8443", "8815")
 SERVE_LINE = re.compile(r"^seglog\b(?:\s+--data\s+\S+)?\s+serve\b")
 SHELL_TIMEOUT_S = 300.0
 SERVE_TIMEOUT_S = 30.0
@@ -122,6 +122,8 @@ class Page:
             words += ["--port", self.ports["6650"]]
         if "--http-port" not in words:
             words += ["--http-port", self.ports["8080"]]
+        if "--flight-port" not in words:  # the default, 8815, is the page's first server's; the others' free ones
+            words += ["--flight-port", "0" if self.servers else self.ports["8815"]]
         server = subprocess.Popen(words, cwd=self.folder, env=self.env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
         self.servers.append(server)

@@ -42,6 +42,7 @@ class Server:
     ca: Path | None = None  # the CA the server's TLS certificate is signed by (TLS servers)
     tls_url: str | None = None  # pulsar+ssl:// of --tls-port
     https_url: str | None = None  # https:// of --https-port
+    flight_url: str = ""  # grpc:// (grpc+tls:// with a certificate) of --flight-port
     clients: list = field(default_factory=list)
 
     @property
@@ -90,15 +91,17 @@ def start_server(data: Path, *extra: str, ca: Path | None = None) -> Server:
     stderr = data.parent / f"{data.name}-serve-{time.monotonic_ns()}.err"
     with stderr.open("wb") as err:
         process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
-                                    "standalone", "--port", "0", "--http-port", "0", *extra],
+                                    "standalone", "--port", "0", "--http-port", "0", "--flight-port", "0", *extra],
                                    stdout=subprocess.PIPE, stderr=err)
     try:
-        # one URL a port: --port and --http-port, then --tls-port's and --https-port's when given
-        pulsar_url, http_url, *tls_urls = _first_line(process).split()
+        # one URL a port: --port and --http-port, then --tls-port's and --https-port's when given, then
+        # --flight-port's
+        pulsar_url, http_url, *tls_urls, flight_url = _first_line(process).split()
         by_scheme = {url.split("://", 1)[0]: url for url in tls_urls}
         assert len(by_scheme) == len(tls_urls) and set(by_scheme) <= {"pulsar+ssl", "https"}, tls_urls
+        assert flight_url.startswith(("grpc://", "grpc+tls://")), flight_url
         server = Server(data, process, pulsar_url, http_url, stderr, ca, by_scheme.get("pulsar+ssl"),
-                        by_scheme.get("https"))
+                        by_scheme.get("https"), flight_url)
         _wait_healthy(server)
         return server
     except BaseException:
@@ -187,7 +190,7 @@ def refused_serve(data: Path, *extra: str, code: int = 2) -> str:
     (2: the command line is wrong; 1: a file it names cannot be used) before printing its URLs (killed by its pid
     if it does not exit)."""
     process = subprocess.Popen([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster",
-                                "standalone", "--port", "0", "--http-port", "0", *extra],
+                                "standalone", "--port", "0", "--http-port", "0", "--flight-port", "0", *extra],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         stdout, stderr = process.communicate(timeout=30)

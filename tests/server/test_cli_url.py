@@ -305,7 +305,8 @@ def test_a_server_that_does_not_answer_is_one_line():
 
 
 def test_serve_refuses_an_invalid_cluster_name_before_anything(tmp_path):
-    result = _run("--data", str(tmp_path / "d"), "serve", "--cluster", "a b", "--port", "0", "--http-port", "0")
+    result = _run("--data", str(tmp_path / "d"), "serve", "--cluster", "a b", "--port", "0", "--http-port", "0",
+                  "--flight-port", "0")
     assert result.exit_code == 2
     assert "Invalid value for '--cluster': invalid cluster name 'a b'" in result.output
     assert not (tmp_path / "d").exists()

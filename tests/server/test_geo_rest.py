@@ -195,7 +195,7 @@ def test_a_data_directory_served_as_one_cluster_refuses_another_name(tmp_path) -
     data = tmp_path / "data"
     start_server(data).stop()  # cluster standalone
     refused = subprocess.run([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster", "us-west",
-                              "--port", "0", "--http-port", "0"], capture_output=True, text=True,
+                              "--port", "0", "--http-port", "0", "--flight-port", "0"], capture_output=True, text=True,
                              timeout=START_TIMEOUT_S)
     assert refused.returncode == 2 and refused.stdout == ""  # no port was opened, so none printed
     message = " ".join(refused.stderr.split())

@@ -159,6 +159,7 @@ def test_sigkill_after_receipts_loses_none_of_them(tmp_path):
 
 def test_a_second_server_on_the_data_directory_is_refused(server):
     second = subprocess.run([sys.executable, "-m", "seglog", "--data", str(server.data), "serve", "--cluster", "x",
-                             "--port", "0", "--http-port", "0"], capture_output=True, text=True, timeout=60)
+                             "--port", "0", "--http-port", "0", "--flight-port", "0"], capture_output=True, text=True,
+                            timeout=60)
     assert second.returncode != 0
     assert "serves the data directory" in second.stderr and second.stdout == ""

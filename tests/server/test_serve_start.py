@@ -23,10 +23,10 @@ def busy_port():
         yield held.getsockname()[1]
 
 
-@pytest.mark.parametrize("option", ["--port", "--http-port"])
+@pytest.mark.parametrize("option", ["--port", "--http-port", "--flight-port"])
 def test_a_start_on_a_port_in_use_fails_clearly_and_records_no_cluster(tmp_path, busy_port, option) -> None:
     data = tmp_path / "data"
-    ports = {"--port": "0", "--http-port": "0", option: str(busy_port)}
+    ports = {"--port": "0", "--http-port": "0", "--flight-port": "0", option: str(busy_port)}
     failed = subprocess.run([sys.executable, "-m", "seglog", "--data", str(data), "serve", "--cluster", "mistaken",
                              *(item for pair in ports.items() for item in pair)],
                             capture_output=True, text=True, timeout=START_TIMEOUT_S)

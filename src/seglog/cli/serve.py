@@ -1,7 +1,8 @@
 """`seglog serve`: a broker that speaks Pulsar's binary protocol, so Pulsar clients produce to the data
 directory (docs/SERVER.md). The first line on stdout names every port: `pulsar://HOST:PORT http://HOST:PORT`,
 then `pulsar+ssl://HOST:PORT` and `https://HOST:PORT` for --tls-port and --https-port (with a certificate
-and neither of them, the first two are `pulsar+ssl://` and `https://`).
+and neither of them, the first two are `pulsar+ssl://` and `https://`), and last the Flight port's
+`grpc://HOST:PORT` (`grpc+tls://` with a certificate).
 
 At the default log level it logs a ready line (the URLs) and a stopped line to stderr; while it serves,
 `serve.json` in the data directory records its pid and URLs (serve_record.py), so that a command refused by
@@ -25,7 +26,7 @@ from seglog.cli.serve_record import write_record
 from seglog.errors import InvalidArgumentError
 
 DEFAULT_CLUSTER = "standalone"  # Pulsar standalone's cluster name
-PORT_OPTIONS = ("--port", "--http-port", "--tls-port", "--https-port")
+PORT_OPTIONS = ("--port", "--http-port", "--tls-port", "--https-port", "--flight-port")
 lifecycle = logging.getLogger("seglog.serve")  # the ready and stopped lines
 
 
@@ -50,6 +51,9 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               help="Binary protocol port; 0 picks a free one.")
 @click.option("--http-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Admin REST and HTTP lookup port; 0 picks a free one.")
+@click.option("--flight-port", default=8815, show_default=True, type=click.IntRange(0, 65535),
+              help="Arrow Flight port (grpc://, grpc+tls:// with --tls-cert-file): ranges of partitions as Arrow "
+                   "record batches, for query engines such as Spark; 0 picks a free one.")
 @click.option("--advertised-address", default=None, metavar="HOST",
               help="Host name clients reach this server by (lookups answer it). Default: --host.")
 @click.option("--allow-unauthenticated", is_flag=True,
@@ -118,7 +122,8 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
               help="What the server logs to stderr (INFO: connections, producers and consumers closed by it); "
                    "the ready and stopped lines show at every level but ERROR.")
 @pass_data
-def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, advertised_address: str | None,
+def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, flight_port: int,
+          advertised_address: str | None,
           allow_unauthenticated: bool, secret_key: Path | None, auth_basic_file: Path | None, auth_tls: bool,
           superuser_roles: tuple[str, ...], anonymous_user_role: str | None, tls_cert_file: Path | None,
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
@@ -131,7 +136,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
 
     \b
     Examples:
-      seglog --data ./d serve --port 0 --http-port 0
+      seglog --data ./d serve --port 0 --http-port 0 --flight-port 0
       seglog tokens create-secret-key --output secret.key
       seglog --data ./d serve --cluster standalone --host 0.0.0.0 \\
           --auth-token-secret-key secret.key --superuser-roles admin \\
@@ -162,7 +167,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, adv
                            keepalive, max_message_size, auth_secret_key=secret_key, auth_basic_file=auth_basic_file,
                            auth_tls=auth_tls, superuser_roles=superuser_roles, anonymous_role=anonymous_user_role,
                            tls_cert_file=tls_cert_file, tls_key_file=tls_key_file, tls_port=tls_port,
-                           https_port=https_port, tls_trust_certs_file=tls_trust_certs_file,
+                           https_port=https_port, flight_port=flight_port, tls_trust_certs_file=tls_trust_certs_file,
                            tls_require_trusted_client_cert=tls_require_trusted_client_cert,
                            max_messages_per_batch=max_messages_per_batch,
                            max_unacked_messages_per_consumer=max_unacked_messages_per_consumer,

@@ -7,7 +7,8 @@ receipted), close the connections, then close the broker (writers flushed and cl
 With authentication providers (token, basic, tls), clients are authenticated and authorized per role (auth.py).
 With a certificate and key, TLS listens on --tls-port and --https-port beside the plain ports, as Pulsar's
 brokerServicePortTls and webServicePortTls; given neither, the two main ports serve TLS only (pulsar+ssl://
-and https://). With trusted CAs, a client certificate is verified when the client presents one."""
+and https://). With trusted CAs, a client certificate is verified when the client presents one.
+The Flight port (server/flight/) streams ranges of partitions as Arrow; it serves TLS with the certificate."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from seglog.errors import InvalidArgumentError, ServerRunningError
 from seglog.names import validate_part
 from seglog.server.auth import AuthConfig, Authority, read_secret_key
 from seglog.server.connection import Connection
+from seglog.server.flight import DEFAULT_PORT as FLIGHT_PORT
+from seglog.server.flight import FlightPort, FlightTls
 from seglog.server.htpasswd import Htpasswd
 from seglog.server.protocol.batches import UnpackLimits
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
@@ -48,6 +51,7 @@ logger = logging.getLogger("seglog.server")
 LOCK_FILE = "serve.lock"
 WRITE_THREADS = 4
 HTTP_SHUTDOWN_S = 5.0  # how long a stopping server lets HTTP requests in flight finish
+FLIGHT_SHUTDOWN_S = 5.0  # how long a stopping server waits for the Flight port's streams to end
 SHUTDOWN_TIMEOUT_S = 15.0  # how long stopping may wait for connections and replication before closing anyway
 
 
@@ -113,6 +117,7 @@ class ServeOptions:
     tls_key_file: Path | None = None
     tls_port: int | None = None  # binary protocol over TLS beside `port` (0: a free port)
     https_port: int | None = None  # admin REST and HTTP lookup over TLS beside `http_port` (0: a free port)
+    flight_port: int = FLIGHT_PORT  # Arrow Flight (0: a free port); TLS with the certificate
     tls_trust_certs_file: Path | None = None  # CAs that sign clients' certificates, verified when presented
     tls_require_trusted_client_cert: bool = False  # TLS clients without a trusted certificate are refused
     max_messages_per_batch: int = UnpackLimits.max_messages
@@ -215,7 +220,7 @@ def _check_tls_options(options: ServeOptions) -> None:
         raise InvalidArgumentError("--tls-require-trusted-client-cert", True, "with --tls-trust-certs-file: the "
                                    "CAs that sign the certificates required")
     ports = [("--port", options.port), ("--http-port", options.http_port), ("--tls-port", options.tls_port),
-             ("--https-port", options.https_port)]
+             ("--https-port", options.https_port), ("--flight-port", options.flight_port)]
     for index, (option, port) in enumerate(ports):
         for other, other_port in ports[:index]:
             if port and port == other_port:
@@ -237,8 +242,9 @@ def lock_data_directory(data: Path) -> ExclusiveFileLock:
 async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
                 extension: ExtensionFactory | None = None) -> None:
     """Serve until SIGTERM or SIGINT; `ready(urls)` once every port listens: one URL a port, in the order
-    --port, --http-port, --tls-port, --https-port (`pulsar://HOST:PORT`, `http://...`, `pulsar+ssl://...`,
-    `https://...`; the first two `pulsar+ssl://` and `https://` when TLS has no ports of its own).
+    --port, --http-port, --tls-port, --https-port, --flight-port (`pulsar://HOST:PORT`, `http://...`,
+    `pulsar+ssl://...`, `https://...`, `grpc://...`; the first two `pulsar+ssl://` and `https://` when TLS has
+    no ports of its own, the last `grpc+tls://` with a certificate).
     `extension` runs beside the broker from then until the server stops."""
     check_host(options)
     validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
@@ -293,6 +299,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
 
     binaries: list[asyncio.Server] = []
     running: Extension | None = None
+    flight: FlightPort | None = None
 
     async def listen_binary(option: str, port: int, context: ssl.SSLContext | None) -> int:
         with _binding(option, options.host, port):
@@ -331,6 +338,9 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             https_port = await _listen_http(http, options, "--https-port", options.https_port, tls)
             http_url_tls = f"https://{advertised}:{https_port}"
             listening.append(http_url_tls)
+        flight = await loop.run_in_executor(executor, _listen_flight, broker, authority, options)
+        listening.append(f"{'grpc+tls' if flight.tls else 'grpc'}://{advertised}:{flight.port}")
+        rest.flight_port, rest.flight_tls = flight.port, flight.tls
         settings.broker_url, settings.broker_url_tls = broker_url, broker_url_tls
         rest.http_url, rest.http_url_tls = http_url, http_url_tls
         registered = {"serviceUrl": "" if main_tls else http_url, "serviceUrlTls": http_url_tls,
@@ -345,6 +355,8 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             server.close()
 
         async def wind_down() -> None:
+            if flight is not None:
+                await loop.run_in_executor(executor, flight.stop, FLIGHT_SHUTDOWN_S)
             if running is not None:
                 await running.stop()
             await http.cleanup()
@@ -373,6 +385,15 @@ def _pending_tasks() -> str:
         if task is not asyncio.current_task() and not task.done():
             task.print_stack(file=out)
     return out.getvalue()
+
+
+def _listen_flight(broker: Broker, authority: Authority, options: ServeOptions) -> FlightPort:
+    """The Flight port on --flight-port, TLS with the server's certificate when it has one."""
+    tls = None if options.tls_cert_file is None or options.tls_key_file is None else FlightTls(
+        options.tls_cert_file, options.tls_key_file, options.tls_trust_certs_file,
+        options.tls_require_trusted_client_cert)
+    with _binding("--flight-port", options.host, options.flight_port):
+        return FlightPort(broker, authority, options.host, options.flight_port, tls)
 
 
 async def _listen_http(runner: web.AppRunner, options: ServeOptions, option: str, port: int,

@@ -361,7 +361,7 @@ class Authority:
             return {}
 
     def check_http(self, authorization: str | None, resource: str | None = None, actions: Collection[str] = (),
-                   *, certificate: PeerCertificate | None = None) -> str | None:
+                   *, certificate: PeerCertificate | None = None, any_role: bool = False) -> str | None:
         """For the admin HTTP port: the role of a request whose `Authorization` header is `authorization` and
         whose verified client certificate is `certificate` (authenticate_http), if it may act on `resource`;
         else HttpRefusal 401 (not authenticated) or 403 (not allowed). None when authentication is off.
@@ -369,7 +369,8 @@ class Authority:
         `resource` is what the request acts on: None for the whole broker (clusters, brokers, the list of
         tenants: superusers only), 'tenant' (superusers and the tenant's admin roles), 'tenant/namespace'
         or a topic 'tenant/namespace/topic' (also with `persistent://`): the same, plus a role the namespace
-        grants one of `actions` (e.g. LOOKUP for the HTTP lookup and topic stats, as Pulsar allows them)."""
+        grants one of `actions` (e.g. LOOKUP for the HTTP lookup and topic stats, as Pulsar allows them).
+        `any_role`: any authenticated role may (what the server tells its clients about itself)."""
         principal = self.authenticate_http(authorization, certificate)
         if principal is OPEN:
             return None
@@ -377,7 +378,7 @@ class Authority:
             role = self._role(principal)
         except ServerFailure as failure:
             raise HttpRefusal(401, str(failure)) from None
-        if role in self.config.superusers:
+        if any_role or role in self.config.superusers:
             return role
         try:
             tenant, namespace = (None, None) if resource is None else _owner(resource)

@@ -4,9 +4,9 @@ the OpenAPI document of all of them (GET /admin/v2/openapi.json), made from the 
 cannot drift from what is served.
 
 One module per resource (clusters, tenants, namespaces, topics, compaction, non_persistent_topics, subscriptions,
-policies, replication_clusters, brokers, seglog_routes, schemas), each a list of Routes; every request goes through
-middleware.dispatch (authentication, then errors as Pulsar's statuses with `{"reason": ...}` bodies). Handlers
-call seglog.admin's API in the thread pool (RestContext.blocking)."""
+policies, replication_clusters, brokers, seglog_routes, schemas, flight_routes), each a list of Routes; every
+request goes through middleware.dispatch (authentication, then errors as Pulsar's statuses with `{"reason": ...}`
+bodies). Handlers call seglog.admin's API in the thread pool (RestContext.blocking)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from seglog.server.rest import (
     brokers,
     clusters,
     compaction,
+    flight_routes,
     namespaces,
     non_persistent_topics,
     replication_clusters,
@@ -46,7 +47,7 @@ async def _openapi(request: web.Request, ctx: RestContext) -> web.Response:
 ROUTES: list[Route] = [
     *brokers.ROUTES, *clusters.ROUTES, *tenants.ROUTES, *namespaces.ROUTES, *topics.ROUTES, *compaction.ROUTES,
     *non_persistent_topics.ROUTES, *replication_clusters.ROUTES, *subscriptions.ROUTES, *seglog_routes.ROUTES,
-    *schemas.ROUTES,
+    *schemas.ROUTES, *flight_routes.ROUTES,
     Route("GET", OPENAPI, _openapi, "This document."),
 ]
 

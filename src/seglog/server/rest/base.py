@@ -63,6 +63,8 @@ class RestContext:
     http_url: str = ""  # http://host:port, what the HTTP lookup answers as httpUrl (https:// with TLS only)
     http_url_tls: str = ""  # https://host:port when the HTTP port or an --https-port serves TLS: httpUrlTls
     authority: Authority | None = None  # who may do what (server/auth.py); None: everyone everything
+    flight_port: int = 0  # the Flight port (server/flight/), once it listens
+    flight_tls: bool = False  # whether it serves TLS (grpc+tls://)
     # (seglog topic, partition or None for all) -> outbound replication per remote (app.Extension)
     replication_stats: Callable[[str, int | None], dict[str, dict[str, Any]]] = _no_replication
     # snapshot attempts of replicated subscriptions, pending and timed out (app.Extension); {}: no replication

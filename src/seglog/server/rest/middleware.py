@@ -28,6 +28,8 @@ INTERNAL_ERROR = "the server failed to answer this request (an internal error, l
 # Pulsar's, which writes to a topic and needs a superuser), /metrics (Pulsar's default,
 # authenticateMetricsEndpoint=false) and the OpenAPI document.
 OPEN_PATHS = frozenset({"/admin/v2/brokers/health", "/metrics", "/admin/v2/openapi.json"})
+# Open to any authenticated role: where the server's Flight port is (each read on it is authorized there)
+ANY_ROLE_PATHS = frozenset({"/seglog/v1/flight"})
 TENANT_RECORD = "/admin/v2/tenants/{tenant}"
 NAMESPACE_TOPIC_LISTS = frozenset({"/admin/v2/namespaces/{tenant}/{namespace}/topics",
                                    "/admin/v2/persistent/{tenant}/{namespace}",
@@ -78,7 +80,7 @@ async def authenticate(request: web.Request) -> None:
     resource, actions = needed
     try:
         await context.blocking(authority.check_http, request.headers.get("Authorization"), resource, actions,
-                               certificate=_peer_certificate(request))
+                               certificate=_peer_certificate(request), any_role=request.path in ANY_ROLE_PATHS)
     except auth.HttpRefusal as refusal:
         raise RestError(refusal.status, refusal.reason) from None
 
