@@ -56,8 +56,9 @@ import seglog
 from pyspark_seglog.arrow_rows import ROWS_PER_BATCH
 from pyspark_seglog.batch_reader import SeglogBatchReader
 from pyspark_seglog.local import local_spark
-from pyspark_seglog.offset_ranges import OffsetRange, open_log, read_range
+from pyspark_seglog.offset_ranges import OffsetRange, read_range
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.sessions import open_log
 
 READ_COUNT = "spark read: count()"
 READ_AGGREGATE = "spark read: groupBy(key) count, sum(length(value))"
@@ -76,7 +77,7 @@ class TupleReader(SeglogBatchReader):
     """The baseline: the connector's planning, with rows yielded as Python tuples."""
 
     def read(self, partition: OffsetRange) -> Iterator[tuple]:
-        with open_log(partition.path) as log:
+        with open_log(partition.location.path) as log:
             reader = log.topic(partition.topic).reader(partition.start, partition.partition)
             for message in reader:
                 if message.offset >= partition.end:
@@ -104,7 +105,7 @@ class CachedBatchReader(SeglogBatchReader):
     batch in Spark's schema, made once and yielded again and again (no seglog work at all)."""
 
     def read(self, partition: OffsetRange) -> Iterator:
-        first = next(read_range(OffsetRange(partition.path, partition.topic, partition.partition, partition.start,
+        first = next(read_range(OffsetRange(partition.location, partition.topic, partition.partition, partition.start,
                                             min(partition.end, partition.start + ROWS_PER_BATCH), True)))
         for start in range(partition.start, partition.end, first.num_rows):
             yield first.slice(0, min(first.num_rows, partition.end - start))
@@ -127,7 +128,8 @@ class MemoryWatchingReader(SeglogBatchReader):
         for batch in read_range(partition):
             yield batch
             peak = max(peak, _rss_anon())
-        report = os.path.join(self.options.path, "rss", f"{os.getpid()}-{partition.partition}-{partition.start}")
+        report = os.path.join(self.options.location.path, "rss",
+                              f"{os.getpid()}-{partition.partition}-{partition.start}")
         os.makedirs(os.path.dirname(report), exist_ok=True)
         with open(report, "w") as out:
             json.dump({"growth": peak - start, "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, out)

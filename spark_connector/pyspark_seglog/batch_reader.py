@@ -7,16 +7,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pyspark_seglog.offset_ranges import (
-    OffsetRange,
-    compaction_horizons,
-    end_offsets,
-    open_log,
-    plan,
-    read_range,
-    start_offsets,
-)
+from pyspark_seglog.offset_ranges import OffsetRange, TopicOffsets, end_offsets, plan, read_range, start_offsets
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.sessions import connect
 from pyspark_seglog.value_schema import TopicValueSchema
 
 
@@ -32,10 +25,12 @@ class SeglogBatchReader(DataSourceReader):
         consistent while producers go on writing. With readCompacted, the compaction horizons are taken
         first: a compaction after the end offsets were taken is then one the executors notice."""
         options = self.options
-        with open_log(options.path) as log:
-            topic = log.topic(options.topic)
-            horizons = compaction_horizons(topic) if options.read_compacted else None
-            return plan(topic, options.topic, start_offsets(topic, options), end_offsets(topic, options.ending),
+        location = options.location.resolved()
+        with connect(location) as session:
+            admin = session.admin
+            horizons = TopicOffsets.of(admin, options.topic).horizon if options.read_compacted else None
+            return plan(admin, location, start_offsets(admin, options), end_offsets(admin, options.topic,
+                                                                                    options.ending),
                         options, horizons)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -1,5 +1,5 @@
-"""What a query reads: offsets resolved against a topic, checked for data loss, cut into Spark input
-partitions, and read back as record batches in the executors.
+"""What a query reads: offsets resolved against a snapshot of a topic's offsets, checked for data loss, cut into
+Spark input partitions, and read back as record batches in the executors.
 
 Offsets keep their meaning when a partition's compacted view is read (readCompacted, or a log compacted by
 cleanup_policy=compact): the view's rows keep their own offsets, with gaps between them, and a range [start, end)
@@ -8,28 +8,17 @@ gives the view's rows whose offsets are in it, then the log's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from pyspark_seglog.sessions import Location, connect
 from pyspark_seglog.value_schema import TopicValueSchema
 from seglog.storage.range_read import check_data_loss
-
-
-@contextmanager
-def open_log(path: str) -> Iterator:
-    """An existing data directory, opened without the housekeeping thread: Spark's processes persist no
-    cursors between calls, and deleting segments is left to the process that writes them."""
-    import seglog
-    from seglog.errors import InvalidArgumentError
-    if not seglog.is_data_directory(path):
-        raise InvalidArgumentError("path", path, "an existing seglog data directory")
-    with seglog.open(path, background=False) as log:
-        yield log
 
 
 @dataclass(frozen=True)
@@ -38,7 +27,7 @@ class OffsetRange(InputPartition):
     `read_compacted`, the partition's compacted view below its horizon, then the log; `max_horizon` is the
     highest horizon the view may have when it is read: the query's end in the partition, or the horizon the
     query was planned with if that is higher."""
-    path: str
+    location: Location
     topic: str
     partition: int
     start: int
@@ -48,64 +37,66 @@ class OffsetRange(InputPartition):
     max_horizon: int = 0
 
 
-def start_offsets(topic, options: SourceOptions) -> dict[int, int]:
+@dataclass(frozen=True)
+class TopicOffsets:
+    """A topic's offsets at one moment (admin.topics.offsets): per partition the first offset a read gives,
+    the end offset, the compaction horizon (taken before the end) and, when asked for, the first offset at or
+    after a time."""
+    name: str  # in full, tenant/namespace/topic, as errors name it
+    earliest: dict[int, int]
+    end: dict[int, int]
+    horizon: dict[int, int]
+    at_timestamp: dict[int, int]
+
+    @classmethod
+    def of(cls, admin: Any, name: str, *, read_compacted: bool = False, timestamp: int | None = None) -> TopicOffsets:
+        from seglog.names import TopicName
+        found = admin.topics.offsets(name, read_compacted=read_compacted, timestamp=timestamp)
+        by = lambda key: {p["partition"]: p[key] for p in found if key in p}  # noqa: E731
+        return cls(str(TopicName.parse(name)), by("earliestOffset"), by("endOffset"), by("compactionHorizon"), by("offsetAtTimestamp"))
+
+    @property
+    def partitions(self) -> int:
+        return len(self.end)
+
+
+def start_offsets(admin: Any, options: SourceOptions) -> dict[int, int]:
     """Where each partition starts: startingTimestamp if given, else startingOffsets."""
+    offsets = TopicOffsets.of(admin, options.topic, read_compacted=options.read_compacted,
+                              timestamp=options.starting_timestamp)
     if options.starting_timestamp is not None:
-        starts = {p: _offset_at(topic, options.starting_timestamp, p) for p in range(topic.partitions)}
-        late = [p for p, offset in starts.items() if offset == topic.end_offset(p)]
+        starts = offsets.at_timestamp
+        late = [p for p, offset in starts.items() if offset == offsets.end[p]]
         if late and options.timestamp_strategy == "error":
             from seglog.errors import InvalidArgumentError
             raise InvalidArgumentError("startingTimestamp", options.starting_timestamp,
                                        f"a time at or before the newest message of every partition (partitions "
-                                       f"{', '.join(map(str, late))} of {topic.name} have none that recent); or "
-                                       "set startingOffsetsByTimestampStrategy to 'latest' to start there at the end")
+                                       f"{', '.join(map(str, late))} of {offsets.name} have none that recent); "
+                                       "or set startingOffsetsByTimestampStrategy to 'latest' to start there at "
+                                       "the end")
         return starts
-    return _resolve(topic, options.starting, "startingOffsets", options.read_compacted)
+    return _resolve(offsets, options.starting, "startingOffsets")
 
 
-def _offset_at(topic, timestamp: int, partition: int) -> int:
-    """The first offset whose timestamp is at or after `timestamp` (the end offset if none is)."""
-    with topic.reader({"timestamp": timestamp}, partition) as reader:
-        return reader.offset
-
-
-def end_offsets(topic, spec: OffsetSpec = "latest") -> dict[int, int]:
+def end_offsets(admin: Any, name: str, spec: OffsetSpec = "latest") -> dict[int, int]:
     """Where each partition ends, as of now (the snapshot a query plans with)."""
-    return _resolve(topic, spec, "endingOffsets")
+    return _resolve(TopicOffsets.of(admin, name), spec, "endingOffsets")
 
 
-def earliest_readable(topic, partition: int, read_compacted: bool) -> int:
-    """The first offset a read of the partition can give, as seglog's reader resolves 'earliest': the log's
-    first offset, or the compacted view's first when the view is read below the log (with read_compacted, or
-    where the view stands for a compacted log)."""
-    with topic.reader("earliest", partition, read_compacted=read_compacted) as reader:
-        return reader.offset
-
-
-def compaction_horizons(topic) -> dict[int, int]:
-    """Each partition's compaction horizon now (0 where it was never compacted)."""
-    horizons = {}
-    for partition in range(topic.partitions):
-        with topic.reader("earliest", partition) as reader:
-            horizons[partition] = reader.compacted_view.horizon()
-    return horizons
-
-
-def _resolve(topic, spec: OffsetSpec, option: str, read_compacted: bool = False) -> dict[int, int]:
+def _resolve(offsets: TopicOffsets, spec: OffsetSpec, option: str) -> dict[int, int]:
     from seglog.errors import InvalidArgumentError
-    partitions = range(topic.partitions)
+    partitions = range(offsets.partitions)
     if isinstance(spec, str):
-        return {p: earliest_readable(topic, p, read_compacted) if spec == "earliest" else topic.end_offset(p)
-                for p in partitions}
+        return dict(offsets.earliest if spec == "earliest" else offsets.end)
     if set(spec) != set(partitions):
         given = "partitions " + ", ".join(map(str, sorted(spec)))
-        raise InvalidArgumentError(option, given, f"offsets for every partition of {topic.name}: "
+        raise InvalidArgumentError(option, given, f"offsets for every partition of {offsets.name}: "
                                                   f"{', '.join(map(str, partitions))}")
-    return {p: earliest_readable(topic, p, read_compacted) if o == EARLIEST else topic.end_offset(p)
-            if o == LATEST else o for p, o in spec.items()}
+    return {p: offsets.earliest[p] if o == EARLIEST else offsets.end[p] if o == LATEST else o
+            for p, o in spec.items()}
 
 
-def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options: SourceOptions,
+def plan(admin: Any, location: Location, starts: dict[int, int], ends: dict[int, int], options: SourceOptions,
          horizons: dict[int, int] | None = None) -> list[OffsetRange]:
     """The input partitions reading [starts[p], ends[p]) of each partition, at most
     maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets, as
@@ -113,27 +104,28 @@ def plan(topic, name: str, starts: dict[int, int], ends: dict[int, int], options
     failOnDataLoss false are left out; offsets deleted between the compacted view and the log are found when
     they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends` were."""
     from seglog.errors import InvalidArgumentError
-    if set(starts) != set(range(topic.partitions)) or set(ends) != set(starts):
+    offsets = TopicOffsets.of(admin, options.topic, read_compacted=options.read_compacted)
+    if set(starts) != set(range(offsets.partitions)) or set(ends) != set(starts):
         raise InvalidArgumentError("offsets", f"partitions {sorted(starts)} to {sorted(ends)}",
-                                   f"the {topic.partitions} partitions of {topic.name} (was it deleted and "
+                                   f"the {offsets.partitions} partitions of {offsets.name} (was it deleted and "
                                    "created again? start a new query, with a new checkpoint)")
     ranges = []
-    for partition in range(topic.partitions):
+    for partition in range(offsets.partitions):
         start, end = starts[partition], ends[partition]
-        written = topic.end_offset(partition)
+        written = offsets.end[partition]
         if end > written:
             raise InvalidArgumentError("endingOffsets", end, f"offsets up to the end offset {written} of "
-                                       f"partition {partition} of {topic.name}")
+                                       f"partition {partition} of {offsets.name}")
         if start > end:
             raise InvalidArgumentError("startingOffsets", start, f"offsets up to the ending offset {end} of "
-                                       f"partition {partition} of {topic.name}")
-        earliest = earliest_readable(topic, partition, options.read_compacted)
+                                       f"partition {partition} of {offsets.name}")
+        earliest = offsets.earliest[partition]
         if start < earliest and start < end:
-            check_data_loss(options.fail_on_data_loss, topic.name, partition, start, min(earliest, end))
+            check_data_loss(options.fail_on_data_loss, offsets.name, partition, start, min(earliest, end))
             start = min(earliest, end)
         step = options.max_records_per_partition or max(end - start, 1)
         max_horizon = max(end, (horizons or {}).get(partition, 0))
-        ranges += [OffsetRange(options.path, name, partition, s, min(s + step, end), options.fail_on_data_loss,
+        ranges += [OffsetRange(location, options.topic, partition, s, min(s + step, end), options.fail_on_data_loss,
                                options.read_compacted, max_horizon)
                    for s in range(start, end, step)]
     return ranges
@@ -146,12 +138,12 @@ def read_range(piece: OffsetRange | InputPartition,
     InputPartition: it reads nothing."""
     if not isinstance(piece, OffsetRange):
         return
-    with open_log(piece.path) as log:
-        topic = log.topic(piece.topic)
-        batches = topic.read_range(piece.partition, piece.start, piece.end, read_compacted=piece.read_compacted,
-                                   fail_on_data_loss=piece.fail_on_data_loss, max_horizon=piece.max_horizon,
-                                   schema_versions=value_schema is not None and value_schema.needs_versions)
-        values = None if value_schema is None else value_schema.column(log)
+    with connect(piece.location) as session:
+        batches = session.read(piece.topic, piece.partition, piece.start, piece.end,
+                               read_compacted=piece.read_compacted, fail_on_data_loss=piece.fail_on_data_loss,
+                               max_horizon=piece.max_horizon,
+                               schema_versions=value_schema is not None and value_schema.needs_versions)
+        values = None if value_schema is None else value_schema.column(session.admin.schemas)
         for batch in rebatched(batches):
             yield spark_rows(batch, piece.topic, piece.partition,
                              None if values is None else values.decode(batch, piece.partition))

@@ -1,6 +1,11 @@
 """The source's and sink's options, read and checked once, as Spark's Kafka source names them.
 
-    path                      the seglog data directory (required)
+    path                      a seglog data directory this machine sees (its executors too), or
+    serviceUrl                the HTTP URL of a `seglog serve` (http://HOST:PORT or https://), which the driver
+                              plans with and the executors read from (its Flight port): one of the two
+    authToken                 with serviceUrl: the token of a role allowed to (a server with authentication)
+    tlsTrustCertsFilePath     with an https:// serviceUrl: the CA certificates (PEM) the server's is signed by,
+                              when the system's do not
     topic                     the topic, 'name' or 'tenant/namespace/name' (required)
     startingOffsets           'earliest', 'latest' (streaming only) or JSON {"TOPIC": {"0": 23, "1": -2}}
                               (-2 earliest, -1 latest; every partition named); default: batch 'earliest',
@@ -32,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Union
 
+from pyspark_seglog.sessions import Location
 from seglog.errors import InvalidArgumentError
 
 EARLIEST, LATEST = -2, -1
@@ -58,7 +64,7 @@ def lowered(options: Mapping[str, str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class SourceOptions:
     """A read's options, checked (see the module docstring)."""
-    path: str
+    location: Location
     topic: str
     starting: OffsetSpec
     ending: OffsetSpec
@@ -95,7 +101,7 @@ class SourceOptions:
         strategy = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
         if strategy not in ("error", "latest"):
             raise InvalidArgumentError("startingOffsetsByTimestampStrategy", strategy, "'error' or 'latest'")
-        return cls(path=_required(given, "path"), topic=topic, starting=starting, ending=ending,
+        return cls(location=parse_location(given), topic=topic, starting=starting, ending=ending,
                    starting_timestamp=_int(given, "startingTimestamp", minimum=0), timestamp_strategy=strategy,
                    max_records_per_partition=_int(given, "maxRecordsPerPartition", minimum=1),
                    max_offsets_per_trigger=_int(given, "maxOffsetsPerTrigger", minimum=1),
@@ -106,14 +112,38 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    """A write's options: the data directory and the topic."""
-    path: str
+    """A write's options: where, and the topic."""
+    location: Location
     topic: str
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         given = lowered(options)
-        return cls(path=_required(given, "path"), topic=_required(given, "topic"))
+        return cls(location=parse_location(given), topic=_required(given, "topic"))
+
+
+def parse_location(given: Mapping[str, str]) -> Location:
+    """The path option, or serviceUrl with authToken and tlsTrustCertsFilePath (`given`: lowered())."""
+    path, url = given.get("path") or None, given.get("serviceurl") or None
+    token, trust = given.get("authtoken") or None, given.get("tlstrustcertsfilepath") or None
+    if path is not None and url is not None:
+        raise InvalidArgumentError("serviceUrl", url, "either path (a data directory this machine sees) or "
+                                   "serviceUrl (a seglog serve), not both: path is given too")
+    if url is None:
+        if path is None:
+            raise InvalidArgumentError("path", None, "the option path (a seglog data directory) or serviceUrl "
+                                       "(http://HOST:PORT, the HTTP URL seglog serve prints)")
+        for name, value in (("authToken", token), ("tlsTrustCertsFilePath", trust)):
+            if value is not None:
+                raise InvalidArgumentError(name, "(given)" if name == "authToken" else value,
+                                           "only with serviceUrl: a data directory takes no credentials")
+        return Location(path=path)
+    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1].strip("/")) == 0:
+        raise InvalidArgumentError("serviceUrl", url, "the HTTP URL seglog serve prints: http://HOST:PORT or "
+                                   "https://HOST:PORT")
+    if trust is not None and not url.startswith("https://"):
+        raise InvalidArgumentError("tlsTrustCertsFilePath", trust, "only with an https:// serviceUrl")
+    return Location(service_url=url.rstrip("/"), auth_token=token, trust_file=trust)
 
 
 def parse_value_schema(options: Mapping[str, str]) -> str:

@@ -26,14 +26,15 @@ class SeglogDataSource(DataSource):
         valueSchema 'topic'."""
         if parse_value_schema(self.options) == VALUE_BINARY:
             return SPARK_SCHEMA
-        from pyspark_seglog.offset_ranges import open_log
+        from pyspark_seglog.options import parse_location
+        from pyspark_seglog.sessions import connect
         from pyspark_seglog.value_schema import TopicValueSchema
         given = lowered(self.options)
-        path, topic = given.get("path"), given.get("topic")
-        if not path or not topic:  # the reader's checks name the missing option
+        topic = given.get("topic")
+        if not topic:  # the reader's checks name the missing option
             return SPARK_SCHEMA
-        with open_log(path) as log:
-            return _rows_with_value(TopicValueSchema.latest(log, topic).value_type())
+        with connect(parse_location(given)) as session:
+            return _rows_with_value(TopicValueSchema.latest(session.admin.schemas, topic).value_type())
 
     def reader(self, schema):
         from pyspark_seglog.batch_reader import SeglogBatchReader
@@ -68,15 +69,16 @@ def _value_schema(schema, options: SourceOptions):
             raise InvalidArgumentError("schema", schema.simpleString(), f"the source's own, {SPARK_SCHEMA} (leave "
                                        ".schema() out)")
         return None
-    from pyspark_seglog.offset_ranges import open_log
+    from pyspark_seglog.sessions import connect
     from pyspark_seglog.value_schema import TopicValueSchema
     value_type = schema["value"].dataType if "value" in schema.names else None
-    with open_log(options.path) as log:
+    with connect(options.location) as session:
+        schemas = session.admin.schemas
         if value_type is None or _rows_with_value(value_type).simpleString() != schema.simpleString():
-            latest = _rows_with_value(TopicValueSchema.latest(log, options.topic).value_type())
+            latest = _rows_with_value(TopicValueSchema.latest(schemas, options.topic).value_type())
             raise InvalidArgumentError("schema", schema.simpleString(), f"the source's own, {latest.simpleString()} "
                                        "(leave .schema() out)")
-        return TopicValueSchema.matching(log, options.topic, value_type)
+        return TopicValueSchema.matching(schemas, options.topic, value_type)
 
 
 def _rows_with_value(value_type):

@@ -14,8 +14,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, open_log, plan, read_range, start_offsets
+from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, plan, read_range, start_offsets
 from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.sessions import connect
 from pyspark_seglog.value_schema import TopicValueSchema
 
 
@@ -28,16 +29,16 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.value_schema = value_schema  # valueSchema 'topic': the version of the topic's schema read with
         self._initial: dict | None = None  # resolved once: Spark asks for it more than once
         self._available_now: dict[int, int] | None = None  # trigger availableNow: the ends to stop at
+        self.location = options.location.resolved()  # (the server's Flight port, found once)
 
     def initialOffset(self) -> dict:
         """Where a query without a checkpoint starts; the subscription, if named, is created there (or, if
         it exists and has acknowledged past it, moved back to it: it must never lead Spark)."""
         if self._initial is None:
-            with open_log(self.options.path) as log:
-                topic = log.topic(self.options.topic)
-                starts = start_offsets(topic, self.options)
+            with connect(self.location) as session:
+                starts = start_offsets(session.admin, self.options)
                 if self.options.subscription is not None:
-                    _start_subscription(log, topic, self.options.subscription, starts)
+                    _start_subscription(session.admin, self.options.topic, self.options.subscription, starts)
             self._initial = self._offset_dict(starts)
         return self._initial
 
@@ -46,25 +47,24 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with open_log(self.options.path) as log:
-            self._available_now = end_offsets(log.topic(self.options.topic))
+        with connect(self.location) as session:
+            self._available_now = end_offsets(session.admin, self.options.topic)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         starts = self._offsets_in(start)
         if self._available_now is not None:
             ends = self._available_now
         else:
-            with open_log(self.options.path) as log:
-                ends = end_offsets(log.topic(self.options.topic))
+            with connect(self.location) as session:
+                ends = end_offsets(session.admin, self.options.topic)
         ends = {p: max(ends[p], starts[p]) for p in starts}  # never behind the start (data loss is read's)
         if isinstance(limit, ReadMaxRows):
             ends = rate_limited(starts, ends, limit.max_rows)
         return self._offset_dict(ends)
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
-        with open_log(self.options.path) as log:
-            return plan(log.topic(self.options.topic), self.options.topic, self._offsets_in(start),
-                        self._offsets_in(end), self.options)
+        with connect(self.location) as session:
+            return plan(session.admin, self.location, self._offsets_in(start), self._offsets_in(end), self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.value_schema)
@@ -76,8 +76,8 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         offsets = {p: o - 1 for p, o in self._offsets_in(end).items() if o > 0}
         if offsets:
-            with open_log(self.options.path) as log:
-                log.admin.topics.ack_cumulative(self.options.topic, self.options.subscription, offsets)
+            with connect(self.location) as session:
+                session.admin.topics.ack_cumulative(self.options.topic, self.options.subscription, offsets)
 
     def _offset_dict(self, offsets: dict[int, int]) -> dict:
         """The offsets as Spark stores them: JSON keys in numeric partition order."""
@@ -93,15 +93,15 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {int(p): int(o) for p, o in offsets[self.options.topic].items()}
 
 
-def _start_subscription(log, topic, name: str, starts: dict[int, int]) -> None:
-    if name not in topic.subscriptions():
-        log.admin.topics.create_subscription(topic.name, name, starts)
+def _start_subscription(admin, topic: str, name: str, starts: dict[int, int]) -> None:
+    if name not in admin.topics.subscriptions(topic):
+        admin.topics.create_subscription(topic, name, starts)
         return
-    cursors = topic.internal_stats()["partitions"]
+    cursors = admin.topics.internal_stats(topic)["partitions"]
     ahead = {p: start for p, start in starts.items()
              if cursors[str(p)]["cursors"][name]["markDeletePosition"] + 1 > start}
     if ahead:
-        log.admin.topics.reset_cursor(topic.name, name, ahead)
+        admin.topics.reset_cursor(topic, name, ahead)
 
 
 def rate_limited(starts: dict[int, int], ends: dict[int, int], max_rows: int) -> dict[int, int]:

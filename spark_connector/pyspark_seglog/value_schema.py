@@ -46,10 +46,11 @@ class TopicValueSchema:
     version: int
 
     @classmethod
-    def latest(cls, log: Any, topic: str) -> TopicValueSchema:
-        """The topic's latest schema; InvalidArgumentError if it has none or one Spark cannot read as columns."""
+    def latest(cls, schemas: Any, topic: str) -> TopicValueSchema:
+        """The topic's latest schema in `schemas` (an admin API's); InvalidArgumentError if it has none or one
+        Spark cannot read as columns."""
         try:
-            kept = log.admin.schemas.get(topic)
+            kept = schemas.get(topic)
         except NotFoundError:
             raise InvalidArgumentError("valueSchema", "topic", "'binary' for a topic without a schema",
                                        f"topic {topic} has no schema") from None
@@ -58,17 +59,17 @@ class TopicValueSchema:
         return schema
 
     @classmethod
-    def matching(cls, log: Any, topic: str, value_type: DataType) -> TopicValueSchema:
+    def matching(cls, schemas: Any, topic: str, value_type: DataType) -> TopicValueSchema:
         """The newest version whose value type is `value_type` (the type the query was planned with: the latest
         when it was, an older one if the schema changed since); InvalidArgumentError if none is."""
-        for kept in reversed(log.admin.schemas.versions(topic)):
+        for kept in reversed(schemas.versions(topic)):
             schema = cls(topic, kept["type"], kept["data"], kept["version"])
             try:
                 if schema.value_type() == value_type:
                     return schema
             except InvalidArgumentError:
                 continue
-        latest = cls.latest(log, topic)
+        latest = cls.latest(schemas, topic)
         raise InvalidArgumentError("schema", value_type.simpleString(), f"a value of the type of the topic's schema, "
                                    f"{latest.value_type().simpleString()} (leave .schema() out)")
 
@@ -91,10 +92,10 @@ class TopicValueSchema:
         """Whether decoding needs each message's schema version (Avro binary is not self-describing)."""
         return self.type == "AVRO"
 
-    def column(self, log: Any) -> ValueColumn:
-        """The decoder of this schema's values, in an executor; older versions are looked up in `log`."""
+    def column(self, schemas: Any) -> ValueColumn:
+        """The decoder of this schema's values, in an executor; older versions are looked up in `schemas`."""
         if self.type == "AVRO":
-            avro = AvroDecoder(self._record(), self.definition, self.version, self._writer_definition(log))
+            avro = AvroDecoder(self._record(), self.definition, self.version, self._writer_definition(schemas))
             return ValueColumn(self, lambda batch: avro(batch.column("value"), _versions(batch)))
         if self.type == "JSON":
             json_values = JsonDecoder(self._record())
@@ -119,10 +120,10 @@ class TopicValueSchema:
                                        f"topic {self.topic}'s is {self.definition[:80]!r}")
         return mapped
 
-    def _writer_definition(self, log: Any) -> Callable[[int], str]:
+    def _writer_definition(self, schemas: Any) -> Callable[[int], str]:
         def definition(version: int) -> str:
             try:
-                kept = log.admin.schemas.get(self.topic, version)
+                kept = schemas.get(self.topic, version)
             except NotFoundError:
                 raise LookupError(f"written with schema version {version}, which the topic no longer keeps") from None
             if kept["type"] != self.type:

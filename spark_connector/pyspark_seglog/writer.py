@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from pyspark_seglog.offset_ranges import open_log
 from pyspark_seglog.options import SinkOptions, lowered
+from pyspark_seglog.sessions import open_log
 from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
 
 _STAGED_FIELDS: list[pa.Field] = [  # a list of Fields: each pa.field() call is typed by its own type
@@ -198,7 +198,7 @@ def _equal(left: pa.Array, right: pa.Array) -> pa.Array:
 def topic_partitions(options: SinkOptions) -> int:
     """The partitions the rows may name: the topic's, or 1 for a topic the write will create."""
     from seglog.errors import TopicNotFoundError
-    with open_log(options.path) as log:
+    with open_log(_data_directory(options)) as log:
         try:
             return log.topic(options.topic).partitions
         except TopicNotFoundError:
@@ -243,7 +243,7 @@ class SeglogWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
         self.partitions = topic_partitions(options)
-        self.directory = new_write(options.path)
+        self.directory = new_write(_data_directory(options))
 
     # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
@@ -251,7 +251,7 @@ class SeglogWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         try:
-            publish(self.options.path, self.options.topic, staged_batches(messages))
+            publish(_data_directory(self.options), self.options.topic, staged_batches(messages))
         finally:
             remove(self.directory)
 
@@ -269,19 +269,27 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
 
     # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
-        return stage_task(micro_batch_directory(self.options.path, self.sink_id, _micro_batch_id()), self.partitions,
-                          iterator)
+        directory = micro_batch_directory(_data_directory(self.options), self.sink_id, _micro_batch_id())
+        return stage_task(directory, self.partitions, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        journal = _SinkJournal(self.options.path, self.sink_id)
+        journal = _SinkJournal(_data_directory(self.options), self.sink_id)
         try:
             if batchId > journal.last_batch_id():
-                publish(self.options.path, self.options.topic, staged_batches(messages), journal, batchId)
+                publish(_data_directory(self.options), self.options.topic, staged_batches(messages), journal, batchId)
         finally:
             self.abort(messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        remove(micro_batch_directory(self.options.path, self.sink_id, batchId))
+        remove(micro_batch_directory(_data_directory(self.options), self.sink_id, batchId))
+
+
+def _data_directory(options: SinkOptions) -> str:
+    if options.location.path is None:
+        from seglog.errors import InvalidArgumentError
+        raise InvalidArgumentError("serviceUrl", options.location.service_url, "path, for writes: a write through "
+                                   "seglog serve is not yet taken")
+    return options.location.path
 
 
 def sink_id(options: Mapping[str, str]) -> str:

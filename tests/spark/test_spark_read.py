@@ -193,6 +193,7 @@ def test_messages_deleted_between_planning_and_reading(tmp_path):
     """Retention deletes offsets 0..29 after the read was planned: an error naming them, or, with
     failOnDataLoss false, only what is left of the planned range, and nothing past its end."""
     from pyspark_seglog.offset_ranges import OffsetRange, read_range
+    from pyspark_seglog.sessions import Location
     clock = seglog.ManualClock()
     with seglog.open(tmp_path, clock=clock) as log:
         topic = log.create_topic("events", segment_max_messages=10, retention_time="1h")
@@ -203,9 +204,9 @@ def test_messages_deleted_between_planning_and_reading(tmp_path):
         log.run_maintenance()  # offsets 0..39 deleted, 40..49 kept
     rows = lambda piece: [o for b in read_range(piece) for o in b.column("offset").to_pylist()]  # noqa: E731
     with pytest.raises(seglog.errors.OffsetOutOfRangeError, match="offsets 0 to 24 were deleted"):
-        rows(OffsetRange(str(tmp_path), "events", 0, 0, 25, True))
-    assert rows(OffsetRange(str(tmp_path), "events", 0, 0, 25, False)) == []
-    assert rows(OffsetRange(str(tmp_path), "events", 0, 20, 45, False)) == [40, 41, 42, 43, 44]
+        rows(OffsetRange(Location(str(tmp_path)), "events", 0, 0, 25, True))
+    assert rows(OffsetRange(Location(str(tmp_path)), "events", 0, 0, 25, False)) == []
+    assert rows(OffsetRange(Location(str(tmp_path)), "events", 0, 20, 45, False)) == [40, 41, 42, 43, 44]
 
 
 def test_rebatching_slices_big_batches_combines_small_ones_and_keeps_the_order():

@@ -502,6 +502,31 @@ class Topics(PolicyLevel):
                 "storageSize": stats["storageSize"], "partitionOffsets": offsets, "policies": stats["policies"],
                 "policiesInForce": exact}
 
+    def offsets(self, topic: str, *, read_compacted: bool = False, timestamp: int | None = None
+                ) -> list[dict[str, int]]:
+        """Each partition's offsets as a query engine plans a read of them: `earliestOffset` (where a reader from
+        'earliest' starts: the compacted view's first message with `read_compacted`, or where the view stands for
+        a log compacted by cleanup_policy=compact), `endOffset`, `compactionHorizon` (0 if never compacted; taken
+        before the end offset, so a compaction after it is one a read notices) and, with `timestamp` (ms since
+        the epoch), `offsetAtTimestamp`: the first offset whose timestamp is at or after it, the end offset if
+        none is."""
+        if not isinstance(read_compacted, bool):
+            raise InvalidArgumentError("read_compacted", read_compacted, "True or False")
+        if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0):
+            raise InvalidArgumentError("timestamp", timestamp, "ms since the epoch, an int >= 0")
+        ref = self._broker.topic(topic)
+        store, verify = self._broker.store, self._broker.config.verify_crc
+        offsets = []
+        for partition in range(ref.partitions):
+            with store.reader(ref.name, partition, "earliest", verify_crc=verify,
+                              read_compacted=read_compacted) as reader:
+                found = {"partition": partition, "compactionHorizon": reader.compacted_view.horizon(),
+                         "earliestOffset": reader.offset, "endOffset": store.end_offset(ref.name, partition)}
+            if timestamp is not None:
+                found["offsetAtTimestamp"] = store.start_offset(ref.name, partition, {"timestamp": timestamp})
+            offsets.append(found)
+        return offsets
+
     def set_config(self, topic: str, **topic_config: Any) -> None:
         """Change topic settings (segment_size, retention_time, max_partition_size, retention_min_timestamp,
         ...); the rest keep their values. Validated as a whole before anything changes."""

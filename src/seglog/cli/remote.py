@@ -4,7 +4,8 @@ command runs the same code on a server as on a data directory (`DataDir.admin()`
 their own class too (RemoteClusters).
 
 Why it lives in cli/ and not in admin/: the admin layer is protocol-free and sits below the server, which
-serves it; an HTTP client of that server is a user of the server, as the CLI is, and only the CLI needs it.
+serves it; an HTTP client of that server is a user of the server, as the CLI is. The Spark connector's driver
+uses it too (with its own Credentials), to plan reads on a server.
 It imports nothing of seglog.server (cli may not): the paths are those the server documents in
 GET /admin/v2/openapi.json (docs/SERVER.md, "Admin REST"), and tests/cli runs every admin command both ways
 and compares the outputs.
@@ -94,14 +95,32 @@ def _refusal(response: httpx.Response) -> Exception:
                               f"({response.status_code}): {reason}")
 
 
-def _trust(cafile: str) -> Any:
-    """An SSL context trusting the CA certificates in `cafile` (${TRUST_ENV_VAR})."""
-    import ssl
+@dataclass(frozen=True)
+class Credentials:
+    """What a client of a server presents: a token (sent as `Authorization: Bearer <token>`), the CA certificates
+    an https:// server's certificate is checked against (None: the system's), and how its user gives them, as
+    said when the server refuses (the command line's options, or the Spark connector's)."""
+    token: str | None = None
+    trust_file: str | None = None
+    how_to_give_token: str = f"--token TOKEN, --auth-params token:TOKEN|file:///PATH or ${TOKEN_ENV_VAR}"
+    trust_file_given_as: str = f"${TRUST_ENV_VAR}"
 
-    try:
-        return ssl.create_default_context(cafile=cafile)
-    except (OSError, ssl.SSLError) as error:
-        raise CliError(f"${TRUST_ENV_VAR}={cafile}: not a readable file of PEM CA certificates: {error}") from None
+    @classmethod
+    def of_command_line(cls) -> Credentials:
+        """The token the command line gave (or $SEGLOG_TOKEN) and ${TRUST_ENV_VAR}."""
+        return cls(given_token(), os.environ.get(TRUST_ENV_VAR))
+
+    def ssl_context(self) -> Any:
+        """An SSL context trusting the CA certificates of `trust_file`, or True: the system's."""
+        import ssl
+
+        if self.trust_file is None:
+            return True
+        try:
+            return ssl.create_default_context(cafile=self.trust_file)
+        except (OSError, ssl.SSLError) as error:
+            raise CliError(f"{self.trust_file_given_as}={self.trust_file}: not a readable file of PEM CA "
+                           f"certificates: {error}") from None
 
 
 def _part(name: str) -> str:
@@ -124,22 +143,22 @@ def _names_an_error(response: httpx.Response) -> bool:
     return kind in _ERRORS or kind in _ARGUMENT_ERRORS
 
 
-def _unauthorized(response: httpx.Response) -> CliError:
+def _unauthorized(response: httpx.Response, how_to_give_token: str) -> CliError:
     """A 401 or 403 as one line: the server's reason, and how to give a token."""
     reason = _body(response).get("reason")
     what = "needs a token" if response.status_code == 401 else "refused this token's role"
     return CliFailure(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a "
-                      f"token of a role allowed to with --token TOKEN, --auth-params token:TOKEN|file:///PATH or "
-                      f"${TOKEN_ENV_VAR}")
+                      f"token of a role allowed to with {how_to_give_token}")
 
 
 class Http:
     """Requests to one server; each answer's JSON, or the refusal raised as the local API would raise it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, credentials: Credentials) -> None:
         self.url = url.rstrip("/")
-        token, trusted = given_token(), os.environ.get(TRUST_ENV_VAR)
-        self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S, verify=_trust(trusted) if trusted else True,
+        self.credentials = credentials
+        token = credentials.token
+        self.client = httpx.Client(base_url=self.url, timeout=TIMEOUT_S, verify=credentials.ssl_context(),
                                    headers={"Authorization": f"Bearer {token.strip()}"} if token else None)
 
     def call(self, method: str, path: str, body: Any = None, *, content: bytes | None = None,
@@ -150,8 +169,9 @@ class Http:
                                            headers={"Content-Type": "application/json"})
         except httpx.HTTPError as error:
             raise CliFailure(f"cannot reach the seglog server at {self.url}: {error}") from None
+        # (a 403 naming seglog's error is a refusal of the request itself)
         if response.status_code == 401 or (response.status_code == 403 and not _names_an_error(response)):
-            raise _unauthorized(response)  # (a 403 naming seglog's error is a refusal of the request itself)
+            raise _unauthorized(response, self.credentials.how_to_give_token)
         if response.status_code >= 400:
             raise _refusal(response)
         if raw:
@@ -456,6 +476,21 @@ class RemoteTopics(RemotePolicyLevel):
                         {"offsets": {str(p): o for p, o in offsets.items()}})
         return True
 
+    def ack_cumulative(self, topic: str, subscription: str, offsets: Mapping[int, int]) -> bool:
+        try:
+            self._http.call("POST", f"{self._subscription(topic, subscription, pulsar=False)}/ack-cumulative",
+                            {"offsets": {str(p): o for p, o in offsets.items()}})
+        except errors.ConsumerBusyError:
+            return False  # (as the local API answers while another process consumes the subscription)
+        return True
+
+    def offsets(self, topic: str, *, read_compacted: bool = False, timestamp: int | None = None
+                ) -> list[dict[str, int]]:
+        params = {"readCompacted": "true" if read_compacted else "false"}
+        if timestamp is not None:
+            params["timestamp"] = str(timestamp)
+        return self._http.call("GET", f"{self._seglog(topic)}/offsets", params=params)
+
     def skip(self, topic: str, subscription: str, count: int) -> int:
         path = f"{self._subscription(topic, subscription, pulsar=False)}/skip/{count}"
         return self._http.call("POST", path)["skipped"]
@@ -608,11 +643,13 @@ class RemoteAdmin:
     """seglog.admin.api.Admin's surface, on a server: `clusters`, `tenants`, `namespaces`, `topics`, `schemas`,
     `run_maintenance`, `metrics`, `now_ms`."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, credentials: Credentials | None = None, *, argument: str = "url") -> None:
+        """`credentials`: the command line's (Credentials.of_command_line) unless given; `argument`: the name of
+        the option that gave `url`, as errors name it."""
         if not url.startswith(("http://", "https://")):
-            raise errors.InvalidArgumentError("url", url, "the server's HTTP URL, http://HOST:PORT (seglog serve "
-                                              "prints it)")
-        self._http = Http(url)
+            raise errors.InvalidArgumentError(argument, url, "the server's HTTP URL, http://HOST:PORT or "
+                                              "https://HOST:PORT (seglog serve prints it)")
+        self._http = Http(url, credentials or Credentials.of_command_line())
         self.clusters = RemoteClusters(self._http)
         self.tenants = RemoteTenants(self._http)
         self.namespaces = RemoteNamespaces(self._http)
@@ -627,6 +664,10 @@ class RemoteAdmin:
 
     def metrics(self) -> str:
         return self._http.call("GET", "/metrics", raw=True)
+
+    def flight(self) -> dict[str, Any]:
+        """Where the server's Arrow Flight port is: {"port": N, "tls": bool} (docs/SERVER.md, Flight)."""
+        return self._http.call("GET", "/seglog/v1/flight")
 
     def now_ms(self) -> int:
         """This machine's clock (reset-cursor --time counts back from it)."""

@@ -10,6 +10,8 @@ admin command answers on a server as on a data directory) and for scripts:
     POST   /seglog/v1/topics/{t}/{ns}/{topic}/compaction        compact now, answer what was done (topics compact)
     PUT    …/subscriptions/{sub}                                create at earliest, latest or {"offsets": {p: o}}
     POST   …/subscriptions/{sub}/reset                          {"offsets": {p: o}} or {"timestamp": ms}
+    GET    /seglog/v1/topics/{t}/{ns}/{topic}/offsets[?readCompacted=true&timestamp=ms]   what a query plans with
+    POST   …/subscriptions/{sub}/ack-cumulative                 {"offsets": {p: o}}: acknowledged up to each o
     POST   …/subscriptions/{sub}/skip/{n}, …/expire/{seconds}   answer {"skipped": n}, {"expired": n}
     GET    …/subscriptions/{sub}/peek?count=N                   the next N messages of each partition, as JSON
     POST   /seglog/v1/maintenance                               run the lifecycle rules now (maintenance)
@@ -124,6 +126,21 @@ async def reset(request: web.Request, ctx: RestContext) -> web.Response:
     return no_content()
 
 
+async def offsets(request: web.Request, ctx: RestContext) -> web.Response:
+    text = request.query.get("timestamp")
+    timestamp = None if text is None else int_of(int(text) if text.isdigit() else text, "timestamp", minimum=0)
+    return json_response(await ctx.blocking(ctx.admin.topics.offsets, str(topic_of(request)),
+                                            read_compacted=query_flag(request, "readCompacted"), timestamp=timestamp))
+
+
+async def ack_cumulative(request: web.Request, ctx: RestContext) -> web.Response:
+    topic, subscription = topic_of(request), subscription_of(request)
+    body = await json_body(request, OFFSETS)
+    if not await ctx.blocking(ctx.admin.topics.ack_cumulative, str(topic), subscription, _offsets(body)):
+        raise consumed_elsewhere(topic, subscription)
+    return no_content()
+
+
 async def skip(request: web.Request, ctx: RestContext) -> web.Response:
     topic, subscription = topic_of(request), subscription_of(request)
     count = path_int(request, "count", "the number of messages to skip", minimum=1)
@@ -189,10 +206,16 @@ ROUTES = [
           (200, 404, 409, 412)),
     Route("GET", f"{TOPIC}/explain", _view("explain_retention"), "Why each segment is kept, or when it goes.",
           (200, 404, 412)),
+    Route("GET", f"{TOPIC}/offsets", offsets, "Each partition's earliest and end offsets, compaction horizon and, "
+          "with ?timestamp=ms, first offset at or after that time: what a query plans a read with.",
+          (200, 400, 404, 412), query=("readCompacted", "timestamp")),
     Route("PUT", SUBSCRIPTION, create_subscription, "Create a subscription.", (204, 400, 404, 409, 412),
           f'"earliest", "latest" or {OFFSETS}'),
     Route("POST", f"{SUBSCRIPTION}/reset", reset, "Move a subscription's cursors.", (204, 400, 404, 412),
           f'{OFFSETS} or {{"timestamp": ms}}'),
+    Route("POST", f"{SUBSCRIPTION}/ack-cumulative", ack_cumulative, "Acknowledge each partition given up to and "
+          "including its offset (a cursor already past it stays); 409 while another process consumes it.",
+          (204, 400, 404, 409, 412), OFFSETS),
     Route("POST", f"{SUBSCRIPTION}/skip/{{count}}", skip, "Acknowledge the next N messages of each partition.",
           (200, 400, 404, 412)),
     Route("POST", f"{SUBSCRIPTION}/expire/{{seconds}}", expire, "Acknowledge the messages older than N seconds.",
