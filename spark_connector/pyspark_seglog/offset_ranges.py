@@ -53,7 +53,8 @@ class TopicOffsets:
         from seglog.names import TopicName
         found = admin.topics.offsets(name, read_compacted=read_compacted, timestamp=timestamp)
         by = lambda key: {p["partition"]: p[key] for p in found if key in p}  # noqa: E731
-        return cls(str(TopicName.parse(name)), by("earliestOffset"), by("endOffset"), by("compactionHorizon"), by("offsetAtTimestamp"))
+        return cls(str(TopicName.parse(name)), by("earliestOffset"), by("endOffset"), by("compactionHorizon"),
+                   by("offsetAtTimestamp"))
 
     @property
     def partitions(self) -> int:

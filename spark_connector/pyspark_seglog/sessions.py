@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-# How the server names a seglog error in a Flight error's message (server/flight/errors.py): "ClassName: text"
+# The seglog errors a read through the Flight port raises as they are raised in-process (the server names them)
 _FLIGHT_ERRORS = ("OffsetOutOfRangeError", "TopicNotFoundError", "NotFoundError", "SeglogError")
 
 
@@ -143,6 +143,7 @@ def _seglog_error(error: Exception, location: Location) -> Exception:
     from pyarrow import flight
 
     from seglog import errors
+    from seglog.server.flight.errors import parse_error_message
     text = str(error)
     if isinstance(error, flight.FlightUnauthenticatedError):
         return errors.SeglogError(f"the server at {location.service_url} needs a token ({text}): give one with "
@@ -150,8 +151,7 @@ def _seglog_error(error: Exception, location: Location) -> Exception:
     if isinstance(error, flight.FlightUnauthorizedError):
         return errors.SeglogError(f"the server at {location.service_url} refused this token's role ({text}): give "
                                   "a token of a role allowed to consume with .option('authToken', TOKEN)")
-    for name in _FLIGHT_ERRORS:
-        start = text.find(f"{name}: ")
-        if start >= 0:
-            return getattr(errors, name)(text[start + len(name) + 2:])
+    named = parse_error_message(text)
+    if named is not None and named[0] in _FLIGHT_ERRORS:
+        return getattr(errors, named[0])(named[1])
     return errors.SeglogError(f"reading from the server's Flight port {location.flight_uri} failed: {text}")
