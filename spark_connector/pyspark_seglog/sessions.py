@@ -133,8 +133,9 @@ def _trusted(location: Location) -> str | None:
 def _call_options(location: Location) -> Any:
     from pyarrow import flight
     token = location.auth_token
-    headers = [("authorization", f"Bearer {token.strip()}")] if token else []
-    return flight.FlightCallOptions(headers=headers)
+    headers = [(b"authorization", f"Bearer {token.strip()}".encode())] if token else []
+    # pyarrow takes the headers as bytes (its stubs say str, which it refuses)
+    return flight.FlightCallOptions(headers=headers)  # type: ignore[arg-type]
 
 
 def _seglog_error(error: Exception, location: Location) -> Exception:

@@ -168,7 +168,10 @@ class Http:
                                            json.dumps(body).encode(),
                                            headers={"Content-Type": "application/json"})
         except httpx.HTTPError as error:
-            raise CliFailure(f"cannot reach the seglog server at {self.url}: {error}") from None
+            untrusted = "CERTIFICATE_VERIFY_FAILED" in str(error)
+            hint = (f" (give the CA certificates that sign the server's with {self.credentials.trust_file_given_as})"
+                    if untrusted else "")
+            raise CliFailure(f"cannot reach the seglog server at {self.url}: {error}{hint}") from None
         # (a 403 naming seglog's error is a refusal of the request itself)
         if response.status_code == 401 or (response.status_code == 403 and not _names_an_error(response)):
             raise _unauthorized(response, self.credentials.how_to_give_token)
