@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -356,8 +357,8 @@ def test_trusted_client_certificates_required_on_the_flight_port(tmp_path, certi
 # --- in-process: the port's life -------------------------------------------------------------------------------
 
 def test_a_stopped_port_leaves_no_thread_behind(tmp_path):
-    """gRPC keeps a few threads of its own for the process once a server ran; each port's are gone when it
-    stops, so starting and stopping ports again adds none."""
+    """A port's threads (gRPC's sync server threads, the thread that stops it) are gone once it stopped; gRPC
+    keeps only its few process-wide ones (event engine, timer), the same whatever the ports started."""
     import os
 
     from seglog.admin.api import Admin
@@ -365,20 +366,73 @@ def test_a_stopped_port_leaves_no_thread_behind(tmp_path):
     from seglog.server.auth import AuthConfig, Authority
     from seglog.server.flight import FlightPort
 
-    def threads() -> tuple[int, list[str]]:
-        return len(os.listdir("/proc/self/task")), sorted(t.name for t in threading.enumerate())
+    def server_threads() -> list[str]:
+        """The OS names of this process's threads that serve gRPC calls, and Python's threads but the main one."""
+        names = []
+        for task in os.listdir("/proc/self/task"):
+            try:
+                names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+            except FileNotFoundError:  # (a thread that exited meanwhile)
+                continue
+        others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+        return [name for name in names if name.startswith("grpcpp_sync")] + others
 
     broker = Broker.open(tmp_path / "data", clock=seglog.ManualClock(), background=False)
     try:
         authority = Authority(AuthConfig(), Admin(broker), broker.clock)
-        counts = []
         for _ in range(3):
             port = FlightPort(broker, authority, "127.0.0.1", 0, None)
             with flight.connect(f"grpc://127.0.0.1:{port.port}") as client, pytest.raises(flight.FlightServerError):
                 client.do_get(ticket("missing", end=1)).read_all()
+            assert server_threads()  # the port's own, while it serves
             assert port.stop(10)
-            counts.append(threads())
-        assert counts[1] == counts[2], counts
-        assert "seglog-flight-stop" not in counts[2][1]
+            deadline = time.monotonic() + 5  # (an OS thread leaves /proc a moment after it returned)
+            while server_threads() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert server_threads() == []
     finally:
         broker.close()
+
+
+# --- in-process: the bounds --------------------------------------------------------------------------------------
+
+def test_batches_over_the_wire_bounds_are_sliced_without_copying():
+    from seglog.server.flight.streams import MAX_BYTES, MAX_ROWS, wire_batches
+
+    many = pa.record_batch([pa.array(range(MAX_ROWS * 2 + 5), pa.int64())], names=["offset"])
+    large = pa.record_batch([pa.array([b"x" * 1000] * 20_000, pa.binary())], names=["value"])  # 20 MB
+    small = pa.record_batch([pa.array([b"y"] * 10, pa.binary())], names=["value"])
+    pieces = list(wire_batches(iter([many, large, small])))
+    assert [p.num_rows for p in pieces[:3]] == [MAX_ROWS, MAX_ROWS, 5]
+    assert all(p.nbytes <= MAX_BYTES for p in pieces) and pieces[-1] is small
+    assert sum(p.num_rows for p in pieces[3:-1]) == 20_000 and len(pieces[3:-1]) == 3
+    data = large.column(0).buffers()[2].address
+    assert all(p.column(0).buffers()[2].address == data for p in pieces[3:-1])  # views of the batch's memory
+
+
+def test_streams_beyond_the_slots_wait_then_are_refused_and_slots_come_back():
+    from seglog.server.flight.streams import StreamSlots
+
+    batch = pa.record_batch([pa.array([1])], names=["a"])
+    full = StreamSlots(max_streams=1, wait_s=0.05)
+    reading = full.admitted(iter([batch, batch]))
+    next(reading)
+    with pytest.raises(flight.FlightUnavailableError, match="streams 1 ranges at once already, and none ended "
+                                                            "within 0.05 s; try again"):
+        next(full.admitted(iter([batch])))
+    slots = StreamSlots(max_streams=2, wait_s=30)
+    first, second = slots.admitted(iter([batch, batch])), slots.admitted(iter([batch]))
+    next(first), next(second)  # two streams reading
+    second.close()  # a client gone mid-stream: its generator is closed, its slot given back
+    third = slots.admitted(iter([batch, batch]))
+    assert next(third) is batch
+    waiting = slots.admitted(iter([batch]))
+    freed = threading.Timer(0.05, lambda: list(first))  # the first stream ends while another waits
+    freed.start()
+    assert next(waiting) is batch
+    freed.join()
+    slots.close()  # the server stopping: streams end at their next batch, none is admitted
+    with pytest.raises(flight.FlightUnavailableError, match="the server is stopping"):
+        next(third)
+    with pytest.raises(flight.FlightUnavailableError, match="the server is stopping"):
+        next(slots.admitted(iter([batch])))

@@ -57,7 +57,7 @@ class StreamSlots:
             if not self._changed.wait_for(lambda: self._closed or self._reading < self.max_streams, self._wait_s):
                 raise flight.FlightUnavailableError(
                     f"the server streams {self.max_streams} ranges at once already, and none ended within "
-                    f"{self._wait_s:.0f} s; try again")
+                    f"{self._wait_s:g} s; try again")
             self._check_open()
             self._reading += 1
         try:
