@@ -1,62 +1,48 @@
-"""Rows written by Spark tasks, staged in the data directory until the driver publishes them.
-
-A seglog partition has one writer, while Spark writes from many tasks in several processes, and retries a
-failed task: so each task attempt writes its rows to a file of its own (Arrow IPC, in
-DATA/spark-staging/WRITE/), and only the attempts Spark reports as committed are published, by the
-driver, in task order; the others' files are removed with the directory."""
+"""What a Spark task attempt staged (seglog.storage.staged_writes: each attempt's rows in a file of its own, in
+DATA/spark-staging/WRITE/, published by the driver in task order, only for the attempts Spark reports as
+committed), as the message write() hands to the driver's commit(); and the staging directories of a data
+directory this machine sees."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 
-STAGING_DIRECTORY = "spark-staging"
+from seglog.storage.staged_writes import STAGING_DIRECTORY, attempt_file, micro_batch_write_id, write_directory
+from seglog.storage.staged_writes import stage as stage_file
+
+__all__ = ["STAGING_DIRECTORY", "StagedFile", "committed_attempts", "micro_batch_directory", "new_write_id", "stage"]
 
 
 @dataclass(frozen=True)
 class StagedFile(WriterCommitMessage):
-    """What one task attempt staged."""
+    """What one task attempt staged: its file is attempt_file(the write's directory, task, attempt)."""
     task: int
-    path: str
+    attempt: int
 
 
-def new_write(data_directory: str) -> str:
-    """The staging directory of one batch write, a fresh name (made by the first task that stages)."""
-    return str(Path(data_directory, STAGING_DIRECTORY, uuid.uuid4().hex))
+def new_write_id() -> str:
+    """The id of one batch write, a fresh one (its directory is made by the first task that stages)."""
+    return uuid.uuid4().hex
 
 
 def micro_batch_directory(data_directory: str, sink: str, batch_id: int) -> str:
     """The staging directory of one micro-batch of a streaming query (the same when Spark replays it)."""
-    return os.path.join(data_directory, STAGING_DIRECTORY, f"{sink}-{batch_id}")
+    return str(write_directory(data_directory, micro_batch_write_id(sink, batch_id)))
 
 
 def stage(directory: str, task: int, attempt: int, batches: Iterable[pa.RecordBatch],
           schema: pa.Schema) -> StagedFile:
     """Write one task attempt's batches to a file of its own in `directory`."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{task:06d}-{attempt}.arrow")
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-    return StagedFile(task, path)
+    stage_file(attempt_file(directory, task, attempt), batches, schema)
+    return StagedFile(task, attempt)
 
 
-def staged_batches(messages: Iterable[WriterCommitMessage | None]) -> Iterator[pa.RecordBatch]:
-    """The committed attempts' rows, in task order (Spark passes None for a task that failed; the others
-    are the StagedFiles the tasks' write() returned)."""
-    for message in sorted((m for m in messages if isinstance(m, StagedFile)), key=lambda m: m.task):
-        with pa.memory_map(message.path) as source:
-            reader = pa.ipc.open_file(source)
-            for i in range(reader.num_record_batches):
-                yield reader.get_batch(i)
-
-
-def remove(directory: str) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
+def committed_attempts(messages: Iterable[WriterCommitMessage | None]) -> list[StagedFile]:
+    """The attempts Spark committed, in task order (it passes None for a task that failed; the others are the
+    StagedFiles the tasks' write() returned)."""
+    return sorted((m for m in messages if isinstance(m, StagedFile)), key=lambda m: m.task)

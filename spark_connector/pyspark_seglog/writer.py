@@ -5,20 +5,20 @@ required; a null is a message without a value, as Kafka's tombstones and Pulsar'
 (binary or string), partition (an integer; null or absent: by key hash, or in turn without a key),
 timestamp (null or absent: the time of the send) and properties (map<string,string>).
 
-Tasks stage their rows (staging.py); the driver's commit() publishes them, abort() drops them. The streaming
-sink remembers the last batch id it published per query (the id in its checkpoint), and skips a batch id it
-has already published: Spark commits a batch again after a restart that followed a crash between its
-offset and commit logs. It also notes where each partition ended before it publishes a batch, so that a
-batch whose publishing the driver's death cut short is completed, not repeated, when Spark replays it."""
+Tasks stage their rows (seglog.storage.staged_writes: a file per task attempt in the data directory, written
+here with `path`, by the server's Flight port with `serviceUrl`: flight_writes.py); the driver's commit()
+publishes the committed attempts (seglog.storage.publication, here or on the server), abort() drops them. The
+streaming sink publishes each micro-batch once: a batch Spark commits again after a restart is skipped, and one
+whose publishing the driver's death cut short is completed, not repeated, when Spark replays it."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from hashlib import sha256
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,18 +26,19 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from pyspark_seglog.options import SinkOptions, lowered
-from pyspark_seglog.sessions import open_log
-from pyspark_seglog.staging import StagedFile, micro_batch_directory, new_write, remove, stage, staged_batches
+from pyspark_seglog.sessions import connect, open_log
+from pyspark_seglog.staging import StagedFile, committed_attempts, new_write_id, stage
+from seglog.storage.publication import SinkJournal
+from seglog.storage.publication import publish as publish_staged
+from seglog.storage.staged_writes import (
+    STAGED,
+    attempt_file,
+    micro_batch_write_id,
+    remove,
+    staged_batches,
+    write_directory,
+)
 
-_STAGED_FIELDS: list[pa.Field] = [  # a list of Fields: each pa.field() call is typed by its own type
-    pa.field("value", pa.binary()),
-    pa.field("key", pa.binary()),
-    pa.field("partition", pa.int32()),
-    pa.field("timestamp", pa.int64()),  # ms since the epoch
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-]
-STAGED = pa.schema(_STAGED_FIELDS)
-SINK_STATE_DIRECTORY = "spark-sinks"
 _ACCEPTED = {
     "value": "binary or string",
     "key": "binary or string",
@@ -103,15 +104,11 @@ def staged_rows(batch: pa.RecordBatch, partitions: int) -> pa.RecordBatch:
          column("properties", STAGED.field("properties").type)], schema=STAGED)
 
 
-def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journal: _SinkJournal | None = None,
+def publish(path: str, topic_name: str, batches: Iterable[pa.RecordBatch], journal: SinkJournal | None = None,
             batch_id: int = -1) -> None:
-    """Send the staged rows to the topic (created with one partition if it does not exist, as Pulsar's and
-    Kafka's brokers do by default).
-
-    Each row's partition is decided here, the same way every time (routed()), so the same staged rows go
-    to the same partitions in the same order. With a journal (the streaming sink), the partitions' end
-    offsets are noted before the first row is sent; if the driver died while publishing, the replay of
-    the batch leaves out the rows it finds there already."""
+    """Send the staged rows to the topic of the data directory `path` (created with one partition if it does not
+    exist, as Pulsar's and Kafka's brokers do by default), as seglog.storage.publication.publish says: with a
+    journal, micro-batch `batch_id` once."""
     from seglog.errors import TopicNotFoundError
     with open_log(path) as log:
         try:
@@ -122,94 +119,45 @@ def publish(path: str, topic_name: str, batches: Iterator[pa.RecordBatch], journ
         # takes a partition's lock with its first message unless told which partitions it writes): nothing
         # else appends meanwhile, so what this publishing sends lies right after the end offsets noted.
         with topic.producer(partitions=range(topic.partitions)) as producer:
-            resumed = _AlreadyPublished(topic, journal.begin(batch_id, topic) if journal else {})
-            for index, batch in enumerate(batches):
-                for rows, partition in routed(batch, index, topic.partitions):
-                    rows = resumed.left_out(rows, partition)
-                    if rows.num_rows:
-                        _send(producer, rows, partition, log.clock())
-    if journal:
-        journal.published(batch_id)
+            publish_staged(_InProcessTarget(topic, producer, log.clock), batches, journal, batch_id)
 
 
-def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple[pa.RecordBatch, int]]:
-    """The rows of staged batch number `index` for each partition: the row's partition column, else its
-    key's partition (Kafka's murmur2, as a producer's), else the batch's turn (index % partitions, as
-    keyless send_batch calls take turns)."""
-    import numpy as np
+class _InProcessTarget:
+    """A topic of a data directory opened here, and the producer holding its partitions' writers
+    (publication.PublishTarget)."""
 
-    from seglog.storage.partitioning import partitions_for_keys
-    n = batch.num_rows
-    targets = np.full(n, index % partitions, dtype=np.int64)
-    keys, given = batch.column("key"), batch.column("partition")
-    if keys.null_count < n:
-        keyed = np.asarray(pc.is_valid(keys))
-        targets[keyed] = partitions_for_keys(keys, partitions)[keyed]
-    if given.null_count < n:
-        named = np.asarray(pc.is_valid(given))
-        targets[named] = np.asarray(given.fill_null(0), dtype=np.int64)[named]
-    for partition in np.unique(targets):
-        yield batch.filter(pa.array(targets == partition)), int(partition)
-
-
-class _AlreadyPublished:
-    """For a batch whose publishing was cut short: the rows of each partition found right after the end
-    offset noted before it began (the same values and keys in the same order) are left out."""
-
-    def __init__(self, topic, ends: dict[int, int]) -> None:
+    def __init__(self, topic: Any, producer: Any, clock: Callable[[], int]) -> None:
         self.topic = topic
-        self.positions = dict(ends)  # partitions still being compared, and where
+        self.producer = producer
+        self.clock = clock
 
-    def left_out(self, rows: pa.RecordBatch, partition: int) -> pa.RecordBatch:
-        position = self.positions.get(partition)
-        if position is None:
-            return rows
-        found = self._matching_prefix(rows, partition, position)
-        if found < rows.num_rows:
-            del self.positions[partition]  # from here on, nothing of this batch was published
-        else:
-            self.positions[partition] = position + found
-        return rows.slice(found)
+    @property
+    def partitions(self) -> int:
+        return self.topic.partitions
 
-    def _matching_prefix(self, rows: pa.RecordBatch, partition: int, position: int) -> int:
-        found = 0
-        with self.topic.reader(position, partition) as reader:
-            while found < rows.num_rows:
-                stored = reader.read_batch(max_messages=rows.num_rows - found)
-                if stored is None:
-                    break
-                expected = rows.slice(found, stored.num_rows)
-                same = pc.and_(_equal(stored.column("value"), expected.column("value")),
-                               _equal(stored.column("key"), expected.column("key")))
-                run = len(same) if pc.all(same).as_py() else pc.index(same, False).as_py()
-                found += run
-                if run < len(same):
-                    break
-        return found
+    def end_offset(self, partition: int) -> int:
+        return self.topic.end_offset(partition)
 
+    def read(self, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        return self.topic.read_range(partition, start, end)
 
-def _equal(left: pa.Array, right: pa.Array) -> pa.Array:
-    """Row by row: both null, or equal."""
-    both_null = pc.and_(pc.is_null(left), pc.is_null(right))
-    # pyarrow-stubs type fill_null's result as the join of the array and the Python fill value: object
-    return pc.or_(pc.fill_null(pc.equal(left, right), False), both_null)  # type: ignore[call-overload, type-var]
+    def append(self, rows: pa.RecordBatch, partition: int) -> None:
+        _send(self.producer, rows, partition, self.clock())
 
 
 def topic_partitions(options: SinkOptions) -> int:
     """The partitions the rows may name: the topic's, or 1 for a topic the write will create."""
     from seglog.errors import TopicNotFoundError
-    with open_log(_data_directory(options)) as log:
+    with connect(options.location) as session:
         try:
-            return log.topic(options.topic).partitions
+            return len(session.admin.topics.offsets(options.topic))
         except TopicNotFoundError:
             return 1
 
 
-def stage_task(directory: str, partitions: int, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-    """A task's rows, checked and staged in a file of this attempt's own."""
-    context = _task_context()
-    return stage(directory, context.partitionId(), context.attemptNumber(),
-                 (staged_rows(batch, partitions) for batch in iterator), STAGED)
+def checked(partitions: int, iterator: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A task's rows, checked and in the staged form."""
+    return (staged_rows(batch, partitions) for batch in iterator)
 
 
 def _task_context() -> TaskContext:
@@ -226,15 +174,48 @@ def _micro_batch_id() -> int:
     return int(batch_id)
 
 
-def _send(producer, rows: pa.RecordBatch, partition: int, now: int) -> None:
+def _send(producer: Any, rows: pa.RecordBatch, partition: int, now: int) -> None:
+    """Staged rows as one send_batch call (a null timestamp: `now`, the time of the send)."""
     keys = rows.column("key")
     timestamps = rows.column("timestamp")
     properties = rows.column("properties")
     producer.send_batch(rows.column("value"), partition=partition,
                         keys=keys if keys.null_count != len(keys) else None,
                         timestamps=None if timestamps.null_count == len(timestamps)
-                        else pc.fill_null(timestamps, now),  # type: ignore[type-var]  # as in _equal()
+                        else pc.fill_null(timestamps, now),  # type: ignore[type-var]  # pyarrow-stubs: fill value
                         properties=properties if properties.null_count != len(properties) else None)
+
+
+class _LocalWrites:
+    """Writes to a data directory this machine sees: tasks stage to files there, the driver publishes here."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def stage(self, write_id: str, topic: str, task: int, attempt: int,
+              batches: Iterator[pa.RecordBatch]) -> StagedFile:
+        return stage(str(write_directory(self.path, write_id)), task, attempt, batches, STAGED)
+
+    def publish(self, write_id: str, topic: str, attempts: list[StagedFile], sink: str | None,
+                batch_id: int) -> None:
+        directory = write_directory(self.path, write_id)
+        try:
+            batches = staged_batches((a.task, attempt_file(directory, a.task, a.attempt)) for a in attempts)
+            publish(self.path, topic, batches, None if sink is None else SinkJournal(self.path, sink), batch_id)
+        finally:
+            self.abort(write_id)
+
+    def abort(self, write_id: str) -> None:
+        remove(write_directory(self.path, write_id))
+
+
+def _writes(options: SinkOptions) -> _LocalWrites:
+    """Where the sink's tasks stage and its driver publishes: the data directory."""
+    if options.location.path is None:
+        from seglog.errors import InvalidArgumentError
+        raise InvalidArgumentError("serviceUrl", options.location.service_url, "path, for writes: a write through "
+                                   "seglog serve is not yet taken")
+    return _LocalWrites(options.location.path)
 
 
 class SeglogWriter(DataSourceArrowWriter):
@@ -242,21 +223,21 @@ class SeglogWriter(DataSourceArrowWriter):
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        self.writes = _writes(options)
         self.partitions = topic_partitions(options)
-        self.directory = new_write(_data_directory(options))
+        self.write_id = new_write_id()
 
     # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
-        return stage_task(self.directory, self.partitions, iterator)
+        context = _task_context()
+        return self.writes.stage(self.write_id, self.options.topic, context.partitionId(), context.attemptNumber(),
+                                 checked(self.partitions, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        try:
-            publish(_data_directory(self.options), self.options.topic, staged_batches(messages))
-        finally:
-            remove(self.directory)
+        self.writes.publish(self.write_id, self.options.topic, committed_attempts(messages), None, -1)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        remove(self.directory)
+        self.writes.abort(self.write_id)
 
 
 class SeglogStreamWriter(DataSourceStreamArrowWriter):
@@ -265,31 +246,21 @@ class SeglogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions, sink_id: str) -> None:
         self.options = options
         self.sink_id = sink_id
+        self.writes = _writes(options)
         self.partitions = topic_partitions(options)
 
     # pyspark declares the Arrow writers' write() with Arrow batches, narrowing its base's Rows
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:  # type: ignore[override]
-        directory = micro_batch_directory(_data_directory(self.options), self.sink_id, _micro_batch_id())
-        return stage_task(directory, self.partitions, iterator)
+        context = _task_context()
+        return self.writes.stage(micro_batch_write_id(self.sink_id, _micro_batch_id()), self.options.topic,
+                                 context.partitionId(), context.attemptNumber(), checked(self.partitions, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
-        journal = _SinkJournal(_data_directory(self.options), self.sink_id)
-        try:
-            if batchId > journal.last_batch_id():
-                publish(_data_directory(self.options), self.options.topic, staged_batches(messages), journal, batchId)
-        finally:
-            self.abort(messages, batchId)
+        self.writes.publish(micro_batch_write_id(self.sink_id, batchId), self.options.topic,
+                            committed_attempts(messages), self.sink_id, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        remove(micro_batch_directory(_data_directory(self.options), self.sink_id, batchId))
-
-
-def _data_directory(options: SinkOptions) -> str:
-    if options.location.path is None:
-        from seglog.errors import InvalidArgumentError
-        raise InvalidArgumentError("serviceUrl", options.location.service_url, "path, for writes: a write through "
-                                   "seglog serve is not yet taken")
-    return options.location.path
+        self.writes.abort(micro_batch_write_id(self.sink_id, batchId))
 
 
 def sink_id(options: Mapping[str, str]) -> str:
@@ -306,41 +277,3 @@ def sink_id(options: Mapping[str, str]) -> str:
     except (OSError, ValueError, KeyError):
         identity = os.path.abspath(location)
     return sha256(identity.encode()).hexdigest()[:16]
-
-
-class _SinkJournal:
-    """What a streaming query published: DATA/spark-sinks/ID.json, replaced atomically, holding the last
-    batch id published and, while a batch is being published, its id and the partitions' end offsets
-    before it."""
-
-    def __init__(self, data_directory: str, sink: str) -> None:
-        self.path = Path(data_directory, SINK_STATE_DIRECTORY, f"{sink}.json")
-
-    def _read(self) -> dict:
-        try:
-            return json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {"batchId": -1}
-
-    def last_batch_id(self) -> int:
-        return self._read()["batchId"]
-
-    def begin(self, batch_id: int, topic) -> dict[int, int]:
-        """Note that `batch_id` is being published; returns, if its publishing was begun before and cut
-        short, the end offsets noted then ({} otherwise)."""
-        state = self._read()
-        publishing = state.get("publishing")
-        if publishing is not None and publishing["batchId"] == batch_id:
-            return {int(p): offset for p, offset in publishing["ends"].items()}
-        ends = {str(p): topic.end_offset(p) for p in range(topic.partitions)}
-        self._write({"batchId": state["batchId"], "publishing": {"batchId": batch_id, "ends": ends}})
-        return {}
-
-    def published(self, batch_id: int) -> None:
-        self._write({"batchId": batch_id})
-
-    def _write(self, state: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        staging = self.path.with_suffix(".tmp")
-        staging.write_text(json.dumps(state))
-        os.replace(staging, self.path)
