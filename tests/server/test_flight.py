@@ -237,9 +237,9 @@ def secured(tmp_path_factory):
     server.stop()
 
 
-def bearer(key: bytes, role: str, **options) -> flight.FlightCallOptions:
-    header = f"Bearer {create_token(key, role, **options)}".encode()
-    return flight.FlightCallOptions(headers=[(b"authorization", header)])
+def bearer(key: bytes, role: str, *, timeout: float | None = None, **token_options) -> flight.FlightCallOptions:
+    header = f"Bearer {create_token(key, role, **token_options)}".encode()
+    return flight.FlightCallOptions(headers=[(b"authorization", header)], timeout=timeout)
 
 
 def http_refusal(server, headers: dict[str, str]) -> tuple[int, str]:
@@ -335,21 +335,28 @@ def rest_tls(server, certificates) -> dict:
         return json.load(answer)
 
 
-def test_trusted_client_certificates_required_on_the_flight_port(tmp_path, certificates):
+def test_trusted_client_certificates_required_on_the_flight_port_carry_no_role(tmp_path, certificates):
+    """--tls-require-trusted-client-cert: a client without a certificate the CAs sign fails the handshake; with
+    --auth-tls the certificate is still no Flight role (gRPC's peer identity is not Pulsar's common name)."""
     with seglog.open(tmp_path / "data") as log:
         write_events(log, partitions=1)
-    cert, key = make_client_certificate(certificates.authority, tmp_path / "client", "reader")
+    key = create_secret_key()
+    (tmp_path / "secret.key").write_bytes(key)
+    cert, cert_key = make_client_certificate(certificates.authority, tmp_path / "client", "admin")
     server = start_server(tmp_path / "data", "--tls-port", "0", "--tls-cert-file", str(certificates.cert),
                           "--tls-key-file", str(certificates.key), "--tls-trust-certs-file", str(certificates.ca),
-                          "--tls-require-trusted-client-cert", ca=certificates.ca)
+                          "--tls-require-trusted-client-cert", "--auth-tls", "--auth-token-secret-key",
+                          str(tmp_path / "secret.key"), "--superuser-roles", "admin", ca=certificates.ca)
     try:
         root = certificates.ca.read_bytes()
         with flight.connect(server.flight_url, tls_root_certs=root, cert_chain=cert.read_bytes(),
-                            private_key=key.read_bytes()) as client:
-            assert client.do_get(ticket(end=7)).read_all().num_rows == 7
+                            private_key=cert_key.read_bytes()) as client:
+            with pytest.raises(flight.FlightUnauthenticatedError, match="authentication required"):
+                client.do_get(ticket(end=7)).read_all()
+            assert client.do_get(ticket(end=7), bearer(key, "admin")).read_all().num_rows == 7
         with flight.connect(server.flight_url, tls_root_certs=root) as client, \
                 pytest.raises(flight.FlightUnavailableError):
-            client.do_get(ticket(end=1), flight.FlightCallOptions(timeout=5)).read_all()
+            client.do_get(ticket(end=1), bearer(key, "admin", timeout=5)).read_all()
     finally:
         server.stop()
 

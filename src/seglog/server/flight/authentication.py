@@ -6,8 +6,10 @@ A call whose credentials are refused, or that presents none where there is no an
 before it runs: FlightUnauthenticatedError with the reason the HTTP port's 401 gives. What the role may do is
 asked by each method (service.py: DoGet needs `consume` on the topic).
 
-TLS client certificates are not a Flight role (--auth-tls): pyarrow's server API gives a call its peer's
-address and an auth handler's identity, never the certificate the handshake verified."""
+TLS client certificates are not a Flight role (--auth-tls): pyarrow's server gives a call gRPC's peer identity,
+never the certificate, and that identity is the certificate's first subject alternative name when it has one,
+else its first common name, where Pulsar's rule (auth.common_name) is the common name: a certificate of CN
+alice with the DNS name admin would be role admin here and alice on the other ports."""
 
 from __future__ import annotations
 
