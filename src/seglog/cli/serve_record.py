@@ -18,7 +18,7 @@ RECORD_FILE = "serve.json"
 @dataclass(frozen=True)
 class ServerRecord:
     pid: int
-    urls: tuple[str, ...]  # pulsar://, http://, then the TLS ones, as the server's first line prints them
+    urls: tuple[str, ...]  # pulsar://, http://, then the TLS ones and grpc://, as the server's first line prints them
 
     @property
     def broker_url(self) -> str:

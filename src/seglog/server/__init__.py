@@ -7,7 +7,7 @@ services, never on the in-process classes. `protocol/` is pure (frames, commands
 producers' to `producers.py`, who may produce across connections being `producer_access.py`'s, its
 consumers' deliveries to `consumers.py`); `service.py` maps commands to the Broker;
 `errors.py` maps seglog's exceptions to Pulsar's error codes; `auth.py` authenticates and authorizes
-clients; `app.py` runs `seglog serve`."""
+clients; `flight/` streams ranges of partitions as Arrow (the Flight port); `app.py` runs `seglog serve`."""
 
 from seglog.server.app import ServeOptions, run, serve
 from seglog.server.auth import create_secret_key, create_token, read_secret_key
