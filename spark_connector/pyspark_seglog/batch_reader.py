@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pyspark_seglog.offset_ranges import OffsetRange, TopicOffsets, end_offsets, plan, read_range, start_offsets
+from pyspark_seglog.offset_ranges import OffsetRange, end_offsets, plan, read_range, snapshot, start_offsets
 from pyspark_seglog.options import SourceOptions
 from pyspark_seglog.sessions import connect
 from pyspark_seglog.value_schema import TopicValueSchema
@@ -28,10 +28,11 @@ class SeglogBatchReader(DataSourceReader):
         location = options.location.resolved()
         with connect(location) as session:
             admin = session.admin
-            horizons = TopicOffsets.of(admin, options.topic).horizon if options.read_compacted else None
-            return plan(admin, location, start_offsets(admin, options), end_offsets(admin, options.topic,
-                                                                                    options.ending),
-                        options, horizons)
+            topics = options.selection.resolve(admin)
+            horizons = ({topic: offsets.horizon for topic, offsets in snapshot(admin, topics).items()}
+                        if options.read_compacted else None)
+            return plan(admin, location, start_offsets(admin, options, topics),
+                        end_offsets(admin, options, topics, options.ending), options, horizons)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.value_schema)

@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
-from pyspark_seglog.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from pyspark_seglog.options import EARLIEST, LATEST, Bound, ByTimestamp, SourceOptions
 from pyspark_seglog.sessions import Location, connect
 from pyspark_seglog.value_schema import TopicValueSchema
 from seglog.storage.range_read import check_data_loss
@@ -61,58 +61,105 @@ class TopicOffsets:
         return len(self.end)
 
 
-def start_offsets(admin: Any, options: SourceOptions) -> dict[int, int]:
-    """Where each partition starts: startingTimestamp if given, else startingOffsets."""
-    offsets = TopicOffsets.of(admin, options.topic, read_compacted=options.read_compacted,
-                              timestamp=options.starting_timestamp)
-    if options.starting_timestamp is not None:
-        starts = offsets.at_timestamp
-        late = [p for p, offset in starts.items() if offset == offsets.end[p]]
-        if late and options.timestamp_strategy == "error":
-            from seglog.errors import InvalidArgumentError
-            raise InvalidArgumentError("startingTimestamp", options.starting_timestamp,
-                                       f"a time at or before the newest message of every partition (partitions "
-                                       f"{', '.join(map(str, late))} of {offsets.name} have none that recent); "
-                                       "or set startingOffsetsByTimestampStrategy to 'latest' to start there at "
-                                       "the end")
-        return starts
-    return _resolve(offsets, options.starting, "startingOffsets")
+Offsets = dict[str, dict[int, int]]  # {topic, as the options name it: {partition: offset}}
 
 
-def end_offsets(admin: Any, name: str, spec: OffsetSpec = "latest") -> dict[int, int]:
-    """Where each partition ends, as of now (the snapshot a query plans with)."""
-    return _resolve(TopicOffsets.of(admin, name), spec, "endingOffsets")
+def snapshot(admin: Any, topics: list[str], *, read_compacted: bool = False) -> dict[str, TopicOffsets]:
+    """Each topic's offsets, now."""
+    return {topic: TopicOffsets.of(admin, topic, read_compacted=read_compacted) for topic in topics}
 
 
-def _resolve(offsets: TopicOffsets, spec: OffsetSpec, option: str) -> dict[int, int]:
+def start_offsets(admin: Any, options: SourceOptions, topics: list[str]) -> Offsets:
+    """Where each partition of `topics` starts, by the starting bound of the options."""
+    return _resolve(admin, options, topics, options.starting, starting=True)
+
+
+def end_offsets(admin: Any, options: SourceOptions, topics: list[str], bound: Bound = "latest") -> Offsets:
+    """Where each partition of `topics` ends, as of now (the snapshot a query plans with): `bound`, the
+    ending bound of the options for a batch query, 'latest' for a stream."""
+    return _resolve(admin, options, topics, bound, starting=False)
+
+
+def _resolve(admin: Any, options: SourceOptions, topics: list[str], bound: Bound, *, starting: bool) -> Offsets:
+    from seglog.errors import InvalidArgumentError
+    option = "startingOffsets" if starting else "endingOffsets"
+    given = bound if isinstance(bound, dict) else bound.by_topic if isinstance(bound, ByTimestamp) else None
+    if given is not None and set(given) != set(topics):
+        option = bound.option if isinstance(bound, ByTimestamp) else option
+        raise InvalidArgumentError(option, ", ".join(sorted(given)), "an object for every topic read and no "
+                                   f"other, as named by {options.selection.describe()}: "
+                                   f"{', '.join(topics) or 'none now'}")
+    resolved = {}
+    for topic in topics:
+        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted)
+        if isinstance(bound, ByTimestamp):
+            resolved[topic] = _at_times(admin, options, offsets, topic, bound, starting=starting)
+        elif isinstance(bound, str):
+            resolved[topic] = dict(offsets.earliest if bound == "earliest" else offsets.end)
+        else:
+            spec = _every_partition(bound[topic], offsets, option)
+            resolved[topic] = {p: offsets.earliest[p] if o == EARLIEST else offsets.end[p] if o == LATEST else o
+                               for p, o in spec.items()}
+    return resolved
+
+
+def _every_partition(given: Any, offsets: TopicOffsets, option: str) -> Any:
+    """`given` ({partition: value}), checked to name every partition of the topic."""
     from seglog.errors import InvalidArgumentError
     partitions = range(offsets.partitions)
-    if isinstance(spec, str):
-        return dict(offsets.earliest if spec == "earliest" else offsets.end)
-    if set(spec) != set(partitions):
-        given = "partitions " + ", ".join(map(str, sorted(spec)))
-        raise InvalidArgumentError(option, given, f"offsets for every partition of {offsets.name}: "
-                                                  f"{', '.join(map(str, partitions))}")
-    return {p: offsets.earliest[p] if o == EARLIEST else offsets.end[p] if o == LATEST else o
-            for p, o in spec.items()}
+    if set(given) != set(partitions):
+        raise InvalidArgumentError(option, "partitions " + ", ".join(map(str, sorted(given))),
+                                   f"offsets for every partition of {offsets.name}: {', '.join(map(str, partitions))}")
+    return given
 
 
-def plan(admin: Any, location: Location, starts: dict[int, int], ends: dict[int, int], options: SourceOptions,
-         horizons: dict[int, int] | None = None) -> list[OffsetRange]:
-    """The input partitions reading [starts[p], ends[p]) of each partition, at most
-    maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets, as
-    Spark's Kafka source counts on a compacted topic). Offsets already deleted fail the query, or with
-    failOnDataLoss false are left out; offsets deleted between the compacted view and the log are found when
-    they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends` were."""
+def _at_times(admin: Any, options: SourceOptions, offsets: TopicOffsets, topic: str, bound: ByTimestamp, *,
+              starting: bool) -> dict[int, int]:
+    """Each partition's first offset at or after its time. No message that recent: the end for an ending bound
+    (Spark: latest); for a starting one, an error unless startingOffsetsByTimestampStrategy is 'latest'."""
     from seglog.errors import InvalidArgumentError
-    offsets = TopicOffsets.of(admin, options.topic, read_compacted=options.read_compacted)
-    if set(starts) != set(range(offsets.partitions)) or set(ends) != set(starts):
+    times = ({p: bound.every for p in range(offsets.partitions)} if bound.every is not None
+             else _every_partition((bound.by_topic or {})[topic], offsets, bound.option))
+    found = {time: TopicOffsets.of(admin, topic, read_compacted=options.read_compacted, timestamp=time)
+             for time in set(times.values())}
+    at = {p: found[time].at_timestamp[p] for p, time in times.items()}
+    late = [p for p, offset in sorted(at.items()) if offset >= found[times[p]].end[p]]
+    if starting and late and options.timestamp_strategy == "error":
+        raise InvalidArgumentError(bound.option, bound.every if bound.every is not None else topic,
+                                   f"a time at or before the newest message of every partition (partitions "
+                                   f"{', '.join(map(str, late))} of {offsets.name} have none that recent); or set "
+                                   "startingOffsetsByTimestampStrategy to 'latest' to start there at the end")
+    return at
+
+
+def plan(admin: Any, location: Location, starts: Offsets, ends: Offsets, options: SourceOptions,
+         horizons: Offsets | None = None) -> list[OffsetRange]:
+    """The input partitions reading [starts[t][p], ends[t][p]) of each partition of each topic of `ends`, at
+    most maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets,
+    as Spark's Kafka source counts on a compacted topic). A partition `starts` lacks (a stream found it, or its
+    topic, later) starts at its earliest offset, as in Spark's Kafka source. Offsets already deleted fail the
+    query, or with failOnDataLoss false are left out; offsets deleted between the compacted view and the log
+    are found when they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends`
+    were."""
+    ranges = []
+    for topic in sorted(ends):
+        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted)
+        ranges += _plan_topic(location, topic, offsets, starts.get(topic, {}), ends[topic], options,
+                              (horizons or {}).get(topic, {}))
+    return ranges
+
+
+def _plan_topic(location: Location, topic: str, offsets: TopicOffsets, starts: dict[int, int],
+                ends: dict[int, int], options: SourceOptions, horizons: dict[int, int]) -> list[OffsetRange]:
+    from seglog.errors import InvalidArgumentError
+    if not set(starts) <= set(ends) <= set(range(offsets.partitions)):
         raise InvalidArgumentError("offsets", f"partitions {sorted(starts)} to {sorted(ends)}",
                                    f"the {offsets.partitions} partitions of {offsets.name} (was it deleted and "
                                    "created again? start a new query, with a new checkpoint)")
     ranges = []
-    for partition in range(offsets.partitions):
-        start, end = starts[partition], ends[partition]
+    for partition in sorted(ends):
+        earliest = offsets.earliest[partition]
+        start, end = starts.get(partition, earliest), ends[partition]
         written = offsets.end[partition]
         if end > written:
             raise InvalidArgumentError("endingOffsets", end, f"offsets up to the end offset {written} of "
@@ -120,13 +167,12 @@ def plan(admin: Any, location: Location, starts: dict[int, int], ends: dict[int,
         if start > end:
             raise InvalidArgumentError("startingOffsets", start, f"offsets up to the ending offset {end} of "
                                        f"partition {partition} of {offsets.name}")
-        earliest = offsets.earliest[partition]
         if start < earliest and start < end:
             check_data_loss(options.fail_on_data_loss, offsets.name, partition, start, min(earliest, end))
             start = min(earliest, end)
         step = options.max_records_per_partition or max(end - start, 1)
-        max_horizon = max(end, (horizons or {}).get(partition, 0))
-        ranges += [OffsetRange(location, options.topic, partition, s, min(s + step, end), options.fail_on_data_loss,
+        max_horizon = max(end, horizons.get(partition, 0))
+        ranges += [OffsetRange(location, topic, partition, s, min(s + step, end), options.fail_on_data_loss,
                                options.read_compacted, max_horizon)
                    for s in range(start, end, step)]
     return ranges

@@ -9,7 +9,7 @@ from pyspark_seglog.options import VALUE_BINARY, SinkOptions, SourceOptions, low
 
 
 class SeglogDataSource(DataSource):
-    """format("seglog"): a topic of a seglog data directory (options: see pyspark_seglog.options).
+    """format("seglog"): topics of a seglog data directory or server (options: see pyspark_seglog.options).
 
     Thread safety: Spark pickles the source to its executors, whose Python workers open the data directory
     themselves, read only (background=False), so the driver and its executors share one machine or file system.
@@ -26,13 +26,12 @@ class SeglogDataSource(DataSource):
         valueSchema 'topic'."""
         if parse_value_schema(self.options) == VALUE_BINARY:
             return SPARK_SCHEMA
-        from pyspark_seglog.options import parse_location
+        from pyspark_seglog.options import parse_location, value_schema_topic
         from pyspark_seglog.sessions import connect
+        from pyspark_seglog.topic_selection import TopicSelection
         from pyspark_seglog.value_schema import TopicValueSchema
         given = lowered(self.options)
-        topic = given.get("topic")
-        if not topic:  # the reader's checks name the missing option
-            return SPARK_SCHEMA
+        topic = value_schema_topic(TopicSelection.parse(given))
         with connect(parse_location(given)) as session:
             return _rows_with_value(TopicValueSchema.latest(session.admin.schemas, topic).value_type())
 

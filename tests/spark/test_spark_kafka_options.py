@@ -1,0 +1,115 @@
+"""The options of Spark's Kafka source: topics and topicsPattern, offsets by timestamp, endingTimestamp,
+minOffsetsPerTrigger with maxTriggerDelay, the latest offsets in a stream's progress, and filters pushed down."""
+
+from __future__ import annotations
+
+import pytest
+
+import seglog
+from pyspark_seglog.options import SourceOptions
+from pyspark_seglog.stream_reader import SeglogStreamReader
+
+from .test_spark_read import make_topic
+from .test_spark_stream import produce, run_available_now
+
+BASE_MS = 1_700_000_000_000  # make_topic's first timestamp: message i at BASE_MS + i
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Topics the read-only cases share: events-a (2 partitions, 100 messages), events-b (1, 30), other (1, 5)
+    in public/default, and acme/iot/sensor-1 (1, 10)."""
+    data = tmp_path_factory.mktemp("kafka-options")
+    make_topic(data, "events-a", partitions=2, messages=100)
+    make_topic(data, "events-b", partitions=1, messages=30)
+    make_topic(data, "other", partitions=1, messages=5)
+    make_topic(data, "acme/iot/sensor-1", partitions=1, messages=10)
+    return data
+
+
+def read(spark, path, **options):
+    reader = spark.read.format("seglog").option("path", str(path))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def counts(df):
+    return {(r.topic, r.partition): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
+
+
+def test_topics_read_every_topic_listed_each_row_naming_its_topic(spark, shared):
+    assert counts(read(spark, shared, topics=" events-a, events-b ,")) == {
+        ("events-a", 0): 50, ("events-a", 1): 50, ("events-b", 0): 30}
+    assert counts(read(spark, shared, topics="events-b,public/default/other")) == {
+        ("events-b", 0): 30, ("public/default/other", 0): 5}
+
+
+def test_a_topics_pattern_matches_whole_names_in_its_namespace(spark, shared):
+    assert counts(read(spark, shared, topicsPattern="events-.*")) == {
+        ("events-a", 0): 50, ("events-a", 1): 50, ("events-b", 0): 30}
+    assert counts(read(spark, shared, topicsPattern="acme/iot/sensor-\\d+")) == {("acme/iot/sensor-1", 0): 10}
+    assert read(spark, shared, topicsPattern="events").count() == 0  # a whole name, not a part of one
+    assert read(spark, shared, topicsPattern="sensor-.*").count() == 0  # public/default's only
+
+
+def test_offsets_json_names_each_topic_read(spark, shared):
+    df = read(spark, shared, topicsPattern="events-.*",
+              startingOffsets='{"events-a": {"0": 40, "1": -2}, "events-b": {"0": 25}}',
+              endingOffsets='{"events-a": {"0": 45, "1": 3}, "events-b": {"0": -1}}')
+    assert counts(df) == {("events-a", 0): 5, ("events-a", 1): 3, ("events-b", 0): 5}
+
+
+@pytest.mark.parametrize(("options", "named", "accepted"), [
+    ({}, "topic", "exactly one of the options topic"),
+    ({"topic": "other", "topics": "events-a"}, "topic / topics", "exactly one of the options topic"),
+    ({"topics": " , "}, "topics", "topics separated by commas"),
+    ({"topicsPattern": "events-("}, "topicsPattern", "the regex does not compile"),
+    ({"topicsPattern": "acme/events-.*"}, "topicsPattern", "'tenant/namespace/events-.*'"),
+    ({"topics": "events-a,events-b", "startingOffsets": '{"events-a": {"0": 1, "1": 1}}'}, "startingOffsets",
+     "one object per topic read, as given: for the topics 'events-a', 'events-b'"),
+    ({"topicsPattern": "events-.*", "startingOffsets": '{"events-a": {"0": 1, "1": 1}}'}, "startingOffsets",
+     "an object for every topic read and no other, as named by topicsPattern 'events-.*': events-a, events-b"),
+    ({"topics": "events-a,events-b", "valueSchema": "topic"}, "valueSchema",
+     "'binary' when several topics are read (topics 'events-a,events-b')"),
+])
+def test_bad_topic_options_fail_naming_the_option(spark, shared, options, named, accepted):
+    with pytest.raises(Exception) as failure:
+        read(spark, shared, **options).collect()
+    assert f"invalid {named}" in str(failure.value) and accepted in str(failure.value)
+
+
+def test_a_pattern_stream_reads_topics_and_partitions_added_later_from_their_earliest(spark, tmp_path):
+    data, checkpoint, output = tmp_path / "data", tmp_path / "checkpoint", tmp_path / "out"
+    make_topic(data, "logs-a", partitions=1, messages=20)
+    df = (spark.readStream.format("seglog").option("path", str(data)).option("topicsPattern", "logs-.*")
+          .option("startingOffsets", "earliest").load())
+    assert run_available_now(df, checkpoint, output) == [20]
+    make_topic(data, "logs-b", partitions=1, messages=7)  # a topic the pattern matches, created since
+    make_topic(data, "not-logs", partitions=1, messages=3)
+    with seglog.open(data) as log:
+        log.admin.topics.update_partitions("logs-a", 2)  # and a partition added since
+    produce(data, "logs-a", [b"new"] * 4, partition=1)
+    produce(data, "logs-a", [b"more"] * 2, partition=0)
+    assert run_available_now(df, checkpoint, output) == [13]
+    rows = spark.read.parquet(str(output)).select("topic", "partition", "offset").collect()
+    assert sorted(map(tuple, rows)) == sorted([("logs-a", 0, i) for i in range(22)] + [("logs-a", 1, i) for i in
+                                              range(4)] + [("logs-b", 0, i) for i in range(7)])
+
+
+def test_stream_offsets_hold_every_topic_and_a_subscription_on_each(tmp_path):
+    make_topic(tmp_path, "logs-a", partitions=2, messages=10)
+    make_topic(tmp_path, "logs-b", partitions=1, messages=4)
+    reader = SeglogStreamReader(SourceOptions.parse({"path": str(tmp_path), "topics": "logs-b,logs-a",
+                                                     "startingOffsets": "earliest", "subscription": "etl"},
+                                                    streaming=True))
+    start = reader.initialOffset()
+    assert start == {"logs-a": {"0": 0, "1": 0}, "logs-b": {"0": 0}} and list(start) == ["logs-a", "logs-b"]
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"logs-a": {"0": 5, "1": 5}, "logs-b": {"0": 4}}
+    reader.commit(end)
+    with seglog.open(tmp_path) as log:
+        assert [log.topic(t).stats()["subscriptions"]["etl"]["msgBacklog"] for t in ("logs-a", "logs-b")] == [0, 0]
+    with pytest.raises(seglog.errors.InvalidArgumentError, match="invalid topics 'logs-b,logs-a'.*the topics of "
+                                                                 "the query's checkpoint, elsewhere, logs-a"):
+        reader.latestOffset({"logs-a": {"0": 0, "1": 0}, "elsewhere": {"0": 1}}, reader.getDefaultReadLimit())
