@@ -113,3 +113,63 @@ def test_stream_offsets_hold_every_topic_and_a_subscription_on_each(tmp_path):
     with pytest.raises(seglog.errors.InvalidArgumentError, match="invalid topics 'logs-b,logs-a'.*the topics of "
                                                                  "the query's checkpoint, elsewhere, logs-a"):
         reader.latestOffset({"logs-a": {"0": 0, "1": 0}, "elsewhere": {"0": 1}}, reader.getDefaultReadLimit())
+
+
+def test_offsets_by_timestamp_start_each_partition_at_its_first_message_at_or_after_its_time(spark, shared):
+    df = read(spark, shared, topics="events-a,events-b",
+              startingOffsetsByTimestamp=f'{{"events-a": {{"0": {BASE_MS + 10}, "1": {BASE_MS}}}, '
+                                         f'"events-b": {{"0": {BASE_MS + 29}}}}}')
+    assert counts(df) == {("events-a", 0): 45, ("events-a", 1): 50, ("events-b", 0): 1}
+    # startingTimestamp over startingOffsetsByTimestamp over startingOffsets, as in Spark
+    df = read(spark, shared, topic="events-a", startingTimestamp=str(BASE_MS + 20), startingOffsets="earliest",
+              startingOffsetsByTimestamp=f'{{"events-a": {{"0": {BASE_MS}, "1": {BASE_MS}}}}}')
+    assert counts(df) == {("events-a", 0): 40, ("events-a", 1): 40}
+
+
+def test_ending_timestamps_end_before_the_first_message_at_or_after_them_or_at_the_end(spark, shared):
+    assert counts(read(spark, shared, topic="events-a", endingTimestamp=str(BASE_MS + 30))) == {
+        ("events-a", 0): 15, ("events-a", 1): 15}
+    df = read(spark, shared, topic="events-a", endingOffsets='{"events-a": {"0": 1, "1": 1}}',
+              endingOffsetsByTimestamp=f'{{"events-a": {{"0": {BASE_MS + 10}, "1": {BASE_MS + 10**6}}}}}')
+    assert counts(df) == {("events-a", 0): 5, ("events-a", 1): 50}  # none that recent in 1: latest
+    df = read(spark, shared, topic="events-a", endingTimestamp=str(BASE_MS + 40),
+              endingOffsetsByTimestamp=f'{{"events-a": {{"0": {BASE_MS}, "1": {BASE_MS}}}}}')
+    assert counts(df) == {("events-a", 0): 20, ("events-a", 1): 20}
+
+
+def test_a_starting_time_past_the_newest_message_fails_unless_the_strategy_is_latest(spark, shared):
+    late = f'{{"events-a": {{"0": {BASE_MS}, "1": {BASE_MS + 10**6}}}}}'
+    with pytest.raises(Exception, match="invalid startingOffsetsByTimestamp 'events-a'.*partitions 1 of "
+                                        "public/default/events-a have none that recent"):
+        read(spark, shared, topic="events-a", startingOffsetsByTimestamp=late).collect()
+    df = read(spark, shared, topic="events-a", startingOffsetsByTimestamp=late,
+              startingOffsetsByTimestampStrategy="latest")
+    assert counts(df) == {("events-a", 0): 50}
+
+
+@pytest.mark.parametrize(("options", "streaming", "named", "accepted"), [
+    ({"startingOffsetsByTimestamp": f'{{"events-a": {{"0": {BASE_MS}}}}}'}, False, "startingOffsetsByTimestamp",
+     "offsets for every partition of public/default/events-a: 0, 1"),
+    ({"startingOffsetsByTimestamp": '{"events-a": {"0": "soon", "1": 0}}'}, False, "startingOffsetsByTimestamp",
+     "naming every partition of every topic read, with ms since the epoch (not '0': 'soon')"),
+    ({"endingOffsetsByTimestamp": "[]"}, False, "endingOffsetsByTimestamp", "ms since the epoch"),
+    ({"endingTimestamp": "-5"}, False, "endingTimestamp", "an integer >= 0"),
+    ({"endingTimestamp": str(BASE_MS)}, True, "endingTimestamp", "only in batch queries"),
+    ({"endingOffsetsByTimestamp": '{"events-a": {"0": 0, "1": 0}}'}, True, "endingOffsetsByTimestamp",
+     "only in batch queries"),
+    ({"minOffsetsPerTrigger": "10"}, False, "minOffsetsPerTrigger", "only in streaming queries"),
+    ({"maxTriggerDelay": "1m"}, False, "maxTriggerDelay", "only in streaming queries"),
+    ({"minOffsetsPerTrigger": "11", "maxOffsetsPerTrigger": "10"}, True, "minOffsetsPerTrigger",
+     "at most maxOffsetsPerTrigger (10)"),
+    ({"minOffsetsPerTrigger": "0"}, True, "minOffsetsPerTrigger", "an integer >= 1"),
+    ({"minOffsetsPerTrigger": "5", "maxTriggerDelay": "5 parsecs"}, True, "maxTriggerDelay",
+     "a duration: a number >= 0 and a unit"),
+])
+def test_bad_time_and_trigger_options_fail_naming_the_option(spark, shared, options, streaming, named, accepted):
+    with pytest.raises(Exception) as failure:
+        if streaming:
+            (spark.readStream.format("seglog").options(path=str(shared), topic="events-a", **options).load()
+             .writeStream.format("memory").queryName("refused").start().awaitTermination(60))
+        else:
+            read(spark, shared, topic="events-a", **options).collect()
+    assert f"invalid {named}" in str(failure.value) and accepted in str(failure.value)
