@@ -4,9 +4,16 @@ REST API and the executors read the server's Flight port."""
 
 from __future__ import annotations
 
+import io
+import json
+
+import fastavro
+
 import seglog
 from helpers_hidden import run_hidden
 from helpers_server import start_server
+from helpers_storage import partition_writer
+from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 
 from .conftest import spark_environment
 from .test_spark_read import make_topic
@@ -22,24 +29,56 @@ def source(**options):
 '''
 
 
+def _avro_prices(log) -> None:
+    """Topic prices: Avro records of two schema versions (the second adds a field), keys a, b, a, c; compacted."""
+    v0 = {"type": "record", "name": "Price", "fields": [{"name": "cents", "type": "long"}]}
+    v1 = {**v0, "fields": [*v0["fields"], {"name": "currency", "type": ["null", "string"], "default": None}]}
+
+    def avro(schema, record):
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+        return out.getvalue()
+
+    topic = log.create_topic("prices")
+    versions = [log.admin.schemas.create("prices", "AVRO", json.dumps(v)) for v in (v0, v1)]
+    with partition_writer(log, topic) as writer:
+        for version, schema, key, record in [(0, v0, b"a", {"cents": 1}), (0, v0, b"b", {"cents": 2}),
+                                             (1, v1, b"a", {"cents": 3, "currency": "EUR"}),
+                                             (1, v1, b"c", {"cents": 4, "currency": "USD"})]:
+            writer.append(writer.source([avro(schema, record)], [key],
+                                        attributes={SCHEMA_VERSION_ATTRIBUTE: "%016x" % versions[version]}))
+    log.admin.topics.compact("prices")
+
+
 def test_a_batch_read_through_the_server_gives_every_row(tmp_path):
+    """Every column and offset range; typed values decoded with the version each was written with (the versions
+    come through the Flight port, the schemas through REST); a compacted view."""
     data = tmp_path / "hidden" / "data"
     make_topic(data, messages=1000)
+    with seglog.open(data) as log:
+        _avro_prices(log)
     server = start_server(data)
     try:
         got = run_hidden(data.parent, SESSION + '''
 rows = source(topic="events", maxRecordsPerPartition="150").collect()
+prices = source(topic="prices", valueSchema="topic").orderBy("offset").collect()
+latest = source(topic="prices", valueSchema="topic", readCompacted="true").orderBy("offset").collect()
 answer({"rows": sorted((r.partition, r.offset, bytes(r.key).decode(), bytes(r.value).decode(), r.properties["i"],
                         r.topic) for r in rows),
         "by_partition": {str(r["partition"]): r["count"] for r in
                          source(topic="events", startingOffsets='{"events": {"0": 100, "1": -2}}')
-                         .groupBy("partition").count().collect()}})
+                         .groupBy("partition").count().collect()},
+        "prices": [r.value.asDict() for r in prices],
+        "latest": [(bytes(r.key).decode(), r.value.cents) for r in latest]})
 ''', {"url": server.http_url}, env=spark_environment())
     finally:
         server.stop()
     expected = sorted((i % 2, i // 2, f"k{i % 7}", f"v{i}", str(i), "events") for i in range(1000))
     assert [tuple(row) for row in got["rows"]] == expected
     assert got["by_partition"] == {"0": 400, "1": 500}
+    assert got["prices"] == [{"cents": 1, "currency": None}, {"cents": 2, "currency": None},
+                             {"cents": 3, "currency": "EUR"}, {"cents": 4, "currency": "USD"}]
+    assert got["latest"] == [["b", 2], ["a", 3], ["c", 4]]
 
 
 STREAM = SESSION + '''
