@@ -3,7 +3,10 @@ minOffsetsPerTrigger with maxTriggerDelay, the latest offsets in a stream's prog
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import seglog
 from pyspark_seglog.options import SourceOptions
@@ -173,3 +176,72 @@ def test_bad_time_and_trigger_options_fail_naming_the_option(spark, shared, opti
         else:
             read(spark, shared, topic="events-a", **options).collect()
     assert f"invalid {named}" in str(failure.value) and accepted in str(failure.value)
+
+
+class ManualClock:
+    """time.time's stand-in: seconds, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_min_offsets_per_trigger_waits_until_max_trigger_delay_passed_since_the_last_batch(tmp_path):
+    make_topic(tmp_path, "t", partitions=2, messages=6)
+    clock = ManualClock()
+    reader = SeglogStreamReader(SourceOptions.parse({"path": str(tmp_path), "topic": "t", "startingOffsets":
+                                                     "earliest", "minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger":
+                                                     "12", "maxTriggerDelay": "1m"}, streaming=True), clock=clock)
+    limit = reader.getDefaultReadLimit()
+    first = reader.latestOffset(reader.initialOffset(), limit)
+    assert first == {"t": {"0": 3, "1": 3}}  # the first micro-batch does not wait, as in Spark
+    produce(tmp_path, "t", [b"x"] * 9)
+    clock.now += 59
+    assert reader.latestOffset(first, limit) == first  # 9 < 10 waiting, 59 s < 1 min: no micro-batch
+    assert reader.reportLatestOffset() == {"t": {"0": 12, "1": 3}}  # what is there, though
+    clock.now += 1
+    second = reader.latestOffset(first, limit)
+    assert second == {"t": {"0": 12, "1": 3}}  # the delay passed: what waits, however little
+    produce(tmp_path, "t", [b"y"] * 20, partition=1)
+    clock.now += 1
+    assert reader.latestOffset(second, limit) == {"t": {"0": 12, "1": 15}}  # enough: at most 12 of them
+    produce(tmp_path, "t", [b"z"] * 20, partition=1)
+    assert reader.latestOffset(second, ReadAllAvailable()) == {"t": {"0": 12, "1": 43}}  # availableNow: all
+
+
+def test_a_stream_waits_for_min_offsets_and_reports_the_latest_offsets_in_its_progress(spark, tmp_path):
+    data = tmp_path / "data"
+    make_topic(data, "t", partitions=1, messages=5)
+    query = (spark.readStream.format("seglog").option("path", str(data)).option("topic", "t")
+             .option("startingOffsets", "earliest").option("minOffsetsPerTrigger", "10")
+             .option("maxTriggerDelay", "1h").load()
+             .writeStream.format("memory").queryName("min_offsets").trigger(processingTime="100 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        query.processAllAvailable()
+        assert spark.table("min_offsets").count() == 5
+        produce(data, "t", [b"x"] * 3)
+        query.processAllAvailable()
+        assert spark.table("min_offsets").count() == 5  # 3 < 10: waiting (for up to an hour)
+        produce(data, "t", [b"y"] * 7)
+        query.processAllAvailable()
+        assert spark.table("min_offsets").count() == 15
+        source = [p for p in query.recentProgress if p["numInputRows"]][-1]["sources"][0]
+        assert json.loads(source["endOffset"]) == json.loads(source["latestOffset"]) == {"t": {"0": 15}}
+    finally:
+        query.stop()
+
+
+def test_progress_reports_the_latest_offsets_beside_the_rate_limited_end(spark, tmp_path):
+    data = tmp_path / "data"
+    make_topic(data, "t", partitions=1, messages=30)
+    query = (spark.readStream.format("seglog").option("path", str(data)).option("topic", "t")
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10").load()
+             .writeStream.format("memory").queryName("latest_offsets").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query.awaitTermination()
+    sources = [p["sources"][0] for p in query.recentProgress if p["numInputRows"]]
+    assert [json.loads(s["endOffset"]) for s in sources] == [{"t": {"0": 10}}, {"t": {"0": 20}}, {"t": {"0": 30}}]
+    assert all(json.loads(s["latestOffset"]) == {"t": {"0": 30}} for s in sources)  # 20 then 10 behind: lag is visible
