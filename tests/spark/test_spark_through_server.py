@@ -1,13 +1,19 @@
 """Spark reading and writing through `seglog serve` while its processes cannot see the data directory (a private
 mount namespace hides it: helpers_hidden), as a Spark cluster on other hosts: the driver plans through the admin
-REST API and the executors read the server's Flight port."""
+REST API and the executors read the server's Flight port.
+
+A Spark JVM takes seconds to start, so one hidden program (PROGRAM, one Spark session) runs every scenario against
+two servers, a plain one and one with token authentication and TLS, and each test asserts on its part of what the
+program answered."""
 
 from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import fastavro
+import pytest
 
 import seglog
 from helpers_hidden import run_hidden
@@ -17,16 +23,6 @@ from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 
 from .conftest import spark_environment
 from .test_spark_read import make_topic
-
-SESSION = '''
-from pyspark_seglog.local import local_spark
-spark = local_spark("local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
-def source(**options):
-    reader = spark.read.format("seglog").option("serviceUrl", PARAMETERS["url"])
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-'''
 
 
 def _avro_prices(log) -> None:
@@ -50,109 +46,130 @@ def _avro_prices(log) -> None:
     log.admin.topics.compact("prices")
 
 
-def test_a_batch_read_through_the_server_gives_every_row(tmp_path):
-    """Every column and offset range; typed values decoded with the version each was written with (the versions
-    come through the Flight port, the schemas through REST); a compacted view."""
-    data = tmp_path / "hidden" / "data"
-    make_topic(data, messages=1000)
-    with seglog.open(data) as log:
-        _avro_prices(log)
-    server = start_server(data)
-    try:
-        got = run_hidden(data.parent, SESSION + '''
-rows = source(topic="events", maxRecordsPerPartition="150").collect()
-prices = source(topic="prices", valueSchema="topic").orderBy("offset").collect()
-latest = source(topic="prices", valueSchema="topic", readCompacted="true").orderBy("offset").collect()
-answer({"rows": sorted((r.partition, r.offset, bytes(r.key).decode(), bytes(r.value).decode(), r.properties["i"],
-                        r.topic) for r in rows),
-        "by_partition": {str(r["partition"]): r["count"] for r in
-                         source(topic="events", startingOffsets='{"events": {"0": 100, "1": -2}}')
-                         .groupBy("partition").count().collect()},
-        "prices": [r.value.asDict() for r in prices],
-        "latest": [(bytes(r.key).decode(), r.value.cents) for r in latest]})
-''', {"url": server.http_url}, env=spark_environment())
-    finally:
-        server.stop()
-    expected = sorted((i % 2, i // 2, f"k{i % 7}", f"v{i}", str(i), "events") for i in range(1000))
-    assert [tuple(row) for row in got["rows"]] == expected
-    assert got["by_partition"] == {"0": 400, "1": 500}
-    assert got["prices"] == [{"cents": 1, "currency": None}, {"cents": 2, "currency": None},
-                             {"cents": 3, "currency": "EUR"}, {"cents": 4, "currency": "USD"}]
-    assert got["latest"] == [["b", 2], ["a", 3], ["c", 4]]
+PROGRAM = '''
+from pyspark_seglog.local import local_spark
+from seglog.cli.remote import Credentials, RemoteAdmin
+spark = local_spark("local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+plain = PARAMETERS["plain"]
 
 
-STREAM = SESSION + '''
-query = (spark.readStream.format("seglog").option("serviceUrl", PARAMETERS["url"]).option("topic", "events")
-         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300")
-         .option("subscription", "spark").load()
-         .writeStream.format("parquet").option("path", PARAMETERS["output"])
-         .option("checkpointLocation", PARAMETERS["checkpoint"]).trigger(availableNow=True).start())
-query.awaitTermination()
-answer([p["numInputRows"] for p in query.recentProgress if p["numInputRows"]])
-'''
+def source(url=plain, **options):
+    reader = spark.read.format("seglog").option("serviceUrl", url)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
 
 
-def test_a_stream_through_the_server_restarts_from_its_checkpoint_without_gap_or_duplicate(tmp_path):
-    import pyarrow.parquet as pq
-
-    from seglog.cli.remote import Credentials, RemoteAdmin
-    data, output = tmp_path / "hidden" / "data", tmp_path / "out"
-    make_topic(data, messages=1000)
-    server = start_server(data)
-    parameters = {"url": server.http_url, "output": str(output), "checkpoint": str(tmp_path / "checkpoint")}
-    admin = RemoteAdmin(server.http_url, Credentials())
-    try:
-        backlog = lambda: admin.topics.stats("events")["subscriptions"]["spark"]["msgBacklog"]  # noqa: E731
-        assert run_hidden(data.parent, STREAM, parameters, env=spark_environment()) == [300, 300, 300, 100]
-        assert backlog() == 100  # Spark commits a batch when it plans the next: the last one is not yet
-        producer = server.client().create_producer("persistent://public/default/events")
-        for i in range(250):
-            producer.send(b"later-%d" % i)
-        assert run_hidden(data.parent, STREAM, parameters, env=spark_environment()) == [250]
-        assert backlog() == 250
-        ends = {p["partition"]: p["endOffset"] for p in admin.topics.offsets("events")}
-    finally:
-        admin.close()
-        server.stop()
-    rows = pq.read_table(output, columns=["partition", "offset"]).to_pylist()
-    assert sum(ends.values()) == 1250
-    assert sorted((r["partition"], r["offset"]) for r in rows) == [(p, o) for p in sorted(ends)
-                                                                  for o in range(ends[p])]
-
-
-AUTHENTICATED = SESSION + '''
 def attempt(**options):
     try:
-        return source(topic="events", **options).count()
+        return source(PARAMETERS["secured"], topic="events", **options).count()
     except Exception as error:
         return str(error)
+
+
+def stream_once():
+    query = (spark.readStream.format("seglog").option("serviceUrl", plain).option("topic", "events")
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "300")
+             .option("subscription", "spark").load()
+             .writeStream.format("parquet").option("path", PARAMETERS["output"])
+             .option("checkpointLocation", PARAMETERS["checkpoint"]).trigger(availableNow=True).start())
+    query.awaitTermination()
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+
+admin = RemoteAdmin(plain, Credentials())
+backlog = lambda: admin.topics.stats("events")["subscriptions"]["spark"]["msgBacklog"]
+got = {}
+rows = source(topic="events", maxRecordsPerPartition="150").collect()
+got["rows"] = sorted((r.partition, r.offset, bytes(r.key).decode(), bytes(r.value).decode(), r.properties["i"],
+                      r.topic) for r in rows)
+got["by_partition"] = {str(r["partition"]): r["count"] for r in source(
+    topic="events", startingOffsets=\'{"events": {"0": 100, "1": -2}}\').groupBy("partition").count().collect()}
+got["prices"] = [r.value.asDict() for r in source(topic="prices", valueSchema="topic").orderBy("offset").collect()]
+got["latest"] = [(bytes(r.key).decode(), r.value.cents) for r in source(
+    topic="prices", valueSchema="topic", readCompacted="true").orderBy("offset").collect()]
+
 trusting = {"tlsTrustCertsFilePath": PARAMETERS["ca"]}
-answer({"none": attempt(**trusting), "producer": attempt(authToken=PARAMETERS["producer"], **trusting),
-        "no trust": attempt(authToken=PARAMETERS["reader"]),
-        "reader": attempt(authToken=PARAMETERS["reader"], **trusting)})
+got["auth"] = {"none": attempt(**trusting), "producer": attempt(authToken=PARAMETERS["producer"], **trusting),
+               "no trust": attempt(authToken=PARAMETERS["reader"]),
+               "reader": attempt(authToken=PARAMETERS["reader"], **trusting)}
+
+got["first run"], got["backlog after the first"] = stream_once(), backlog()
+import pulsar
+client = pulsar.Client(PARAMETERS["pulsar"])
+producer = client.create_producer("persistent://public/default/events")
+for i in range(250):
+    producer.send(b"later-%d" % i)
+client.close()
+got["second run"], got["backlog after the second"] = stream_once(), backlog()
+got["ends"] = {str(p["partition"]): p["endOffset"] for p in admin.topics.offsets("events")}
+got["streamed"] = sorted((r.partition, r.offset) for r in spark.read.parquet(PARAMETERS["output"]).collect())
+answer(got)
 '''
 
 
-def test_authentication_and_tls_through_the_server(tmp_path):
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory) -> dict[str, Any]:
+    """Two servers over data directories in one hidden folder, and what PROGRAM answered: `plain` serves topics
+    events (1,000 messages over 2 partitions) and prices (_avro_prices); `secured` (token authentication and TLS)
+    serves events (100 messages), which role reader may consume and role writer only produce."""
     from helpers_tls import make_certificates
     from seglog.server.auth import create_secret_key, create_token
-    data = tmp_path / "hidden" / "data"
-    make_topic(data, messages=100)
-    with seglog.open(data) as log:
+    folder = tmp_path_factory.mktemp("through-server")
+    hidden = folder / "hidden"
+    make_topic(hidden / "plain", messages=1000)
+    with seglog.open(hidden / "plain") as log:
+        _avro_prices(log)
+    make_topic(hidden / "secured", messages=100)
+    with seglog.open(hidden / "secured") as log:
         log.admin.namespaces.grant_permission("public/default", "reader", ["consume"])
         log.admin.namespaces.grant_permission("public/default", "writer", ["produce"])
     key = create_secret_key()
-    (tmp_path / "secret.key").write_bytes(key)
-    certificates = make_certificates(tmp_path / "certs")
-    server = start_server(data, "--auth-token-secret-key", str(tmp_path / "secret.key"), "--tls-cert-file",
-                          str(certificates.cert), "--tls-key-file", str(certificates.key), ca=certificates.ca)
+    (folder / "secret.key").write_bytes(key)
+    certificates = make_certificates(folder / "certs")
+    plain = start_server(hidden / "plain")
     try:
-        assert server.http_url.startswith("https://")
-        got = run_hidden(data.parent, AUTHENTICATED, {
-            "url": server.http_url, "ca": str(certificates.ca), "reader": create_token(key, "reader"),
-            "producer": create_token(key, "writer")}, env=spark_environment())
+        secured = start_server(hidden / "secured", "--auth-token-secret-key", str(folder / "secret.key"),
+                               "--tls-cert-file", str(certificates.cert), "--tls-key-file", str(certificates.key),
+                               ca=certificates.ca)
+        try:
+            assert secured.http_url.startswith("https://")
+            return run_hidden(hidden, PROGRAM, {
+                "plain": plain.http_url, "pulsar": plain.pulsar_url, "secured": secured.http_url,
+                "ca": str(certificates.ca), "reader": create_token(key, "reader"),
+                "producer": create_token(key, "writer"), "output": str(folder / "out"),
+                "checkpoint": str(folder / "checkpoint")}, env=spark_environment())
+        finally:
+            secured.stop()
     finally:
-        server.stop()
+        plain.stop()
+
+
+def test_a_batch_read_gives_every_row_and_offset_range(answered):
+    expected = sorted((i % 2, i // 2, f"k{i % 7}", f"v{i}", str(i), "events") for i in range(1000))
+    assert [tuple(row) for row in answered["rows"]] == expected
+    assert answered["by_partition"] == {"0": 400, "1": 500}
+
+
+def test_typed_values_decode_with_their_own_schema_versions_and_the_compacted_view_reads(answered):
+    """The versions come through the Flight port, the schemas through REST."""
+    assert answered["prices"] == [{"cents": 1, "currency": None}, {"cents": 2, "currency": None},
+                                  {"cents": 3, "currency": "EUR"}, {"cents": 4, "currency": "USD"}]
+    assert answered["latest"] == [["b", 2], ["a", 3], ["c", 4]]
+
+
+def test_a_stream_restarts_from_its_checkpoint_without_gap_or_duplicate(answered):
+    assert answered["first run"] == [300, 300, 300, 100]
+    assert answered["backlog after the first"] == 100  # Spark commits a batch when it plans the next
+    assert answered["second run"] == [250]  # what pulsar-client produced between the runs
+    assert answered["backlog after the second"] == 250
+    ends = answered["ends"]
+    assert sum(ends.values()) == 1250
+    assert answered["streamed"] == [[int(p), o] for p in sorted(ends) for o in range(ends[p])]
+
+
+def test_authentication_and_tls(answered):
+    got = answered["auth"]
     assert got["reader"] == 100
     assert "needs a token" in got["none"] and ".option('authToken', TOKEN)" in got["none"]
     assert "refused this token's role" in got["producer"] and "authToken" in got["producer"]
