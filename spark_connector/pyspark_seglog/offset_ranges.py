@@ -16,6 +16,7 @@ from pyspark.sql.datasource import InputPartition
 
 from pyspark_seglog.arrow_rows import rebatched, spark_rows
 from pyspark_seglog.options import EARLIEST, LATEST, Bound, ByTimestamp, SourceOptions
+from pyspark_seglog.pushdown import PushedFilters
 from pyspark_seglog.sessions import Location, connect
 from pyspark_seglog.value_schema import TopicValueSchema
 from seglog.storage.range_read import check_data_loss
@@ -133,31 +134,34 @@ def _at_times(admin: Any, options: SourceOptions, offsets: TopicOffsets, topic: 
 
 
 def plan(admin: Any, location: Location, starts: Offsets, ends: Offsets, options: SourceOptions,
-         horizons: Offsets | None = None) -> list[OffsetRange]:
+         horizons: Offsets | None = None, pushed: PushedFilters | None = None) -> list[OffsetRange]:
     """The input partitions reading [starts[t][p], ends[t][p]) of each partition of each topic of `ends`, at
     most maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets,
     as Spark's Kafka source counts on a compacted topic). A partition `starts` lacks (a stream found it, or its
     topic, later) starts at its earliest offset, as in Spark's Kafka source. Offsets already deleted fail the
     query, or with failOnDataLoss false are left out; offsets deleted between the compacted view and the log
     are found when they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends`
-    were."""
+    were. `pushed`: what the filters Spark pushed down leave out (pushdown.py)."""
+    pushed = pushed or PushedFilters()
     ranges = []
-    for topic in sorted(ends):
-        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted)
+    for topic in filter(pushed.keeps_topic, sorted(ends)):
+        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted,
+                                  timestamp=pushed.timestamp_from)
         ranges += _plan_topic(location, topic, offsets, starts.get(topic, {}), ends[topic], options,
-                              (horizons or {}).get(topic, {}))
+                              (horizons or {}).get(topic, {}), pushed)
     return ranges
 
 
 def _plan_topic(location: Location, topic: str, offsets: TopicOffsets, starts: dict[int, int],
-                ends: dict[int, int], options: SourceOptions, horizons: dict[int, int]) -> list[OffsetRange]:
+                ends: dict[int, int], options: SourceOptions, horizons: dict[int, int],
+                pushed: PushedFilters) -> list[OffsetRange]:
     from seglog.errors import InvalidArgumentError
     if not set(starts) <= set(ends) <= set(range(offsets.partitions)):
         raise InvalidArgumentError("offsets", f"partitions {sorted(starts)} to {sorted(ends)}",
                                    f"the {offsets.partitions} partitions of {offsets.name} (was it deleted and "
                                    "created again? start a new query, with a new checkpoint)")
     ranges = []
-    for partition in sorted(ends):
+    for partition in filter(pushed.keeps_partition, sorted(ends)):
         earliest = offsets.earliest[partition]
         start, end = starts.get(partition, earliest), ends[partition]
         written = offsets.end[partition]
@@ -167,6 +171,11 @@ def _plan_topic(location: Location, topic: str, offsets: TopicOffsets, starts: d
         if start > end:
             raise InvalidArgumentError("startingOffsets", start, f"offsets up to the ending offset {end} of "
                                        f"partition {partition} of {offsets.name}")
+        start, end = pushed.cut(start, end)
+        if pushed.timestamp_from is not None and not options.read_compacted and not offsets.horizon[partition]:
+            start = max(start, offsets.at_timestamp[partition])  # all before it is older (pushdown.py)
+        if start >= end:
+            continue
         if start < earliest and start < end:
             check_data_loss(options.fail_on_data_loss, offsets.name, partition, start, min(earliest, end))
             start = min(earliest, end)

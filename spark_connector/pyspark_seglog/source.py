@@ -36,9 +36,11 @@ class SeglogDataSource(DataSource):
             return _rows_with_value(TopicValueSchema.latest(session.admin.schemas, topic).value_type())
 
     def reader(self, schema):
-        from pyspark_seglog.batch_reader import SeglogBatchReader
+        """The batch reader; one that takes pushed filters when Spark plans with filter pushdown."""
+        from pyspark_seglog.batch_reader import FilteringBatchReader, SeglogBatchReader
         options = SourceOptions.parse(self.options, streaming=False)
-        return SeglogBatchReader(options, _value_schema(schema, options))
+        kind = FilteringBatchReader if _planned_with_pushdown() else SeglogBatchReader
+        return kind(options, _value_schema(schema, options))
 
     def streamReader(self, schema):
         from pyspark_seglog.stream_reader import SeglogStreamReader
@@ -56,6 +58,26 @@ class SeglogDataSource(DataSource):
         _append_only(overwrite, "outputMode", "complete")
         check_columns(schema)
         return SeglogStreamWriter(SinkOptions.parse(self.options), sink_id(self.options))
+
+
+def _planned_with_pushdown() -> bool:
+    """Whether Spark asks for the reader to push filters to it: PySpark's pushdown planner
+    (pyspark.sql.worker.data_source_pushdown_filters, run when spark.sql.python.filterPushdown.enabled is true)
+    is the caller. The plain planner, run when it is false, refuses a reader with pushFilters, and no API tells
+    a data source which planner runs; a PySpark that moved its planner gets readers without pushdown, which
+    read the same rows."""
+    import sys
+    frame = sys._getframe(1)
+    for _ in range(4):  # reader() is called by the planner itself
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") == _PUSHDOWN_PLANNER:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
 
 
 def _value_schema(schema, options: SourceOptions):

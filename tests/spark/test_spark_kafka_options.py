@@ -3,6 +3,7 @@ minOffsetsPerTrigger with maxTriggerDelay, the latest offsets in a stream's prog
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -245,3 +246,41 @@ def test_progress_reports_the_latest_offsets_beside_the_rate_limited_end(spark, 
     sources = [p["sources"][0] for p in query.recentProgress if p["numInputRows"]]
     assert [json.loads(s["endOffset"]) for s in sources] == [{"t": {"0": 10}}, {"t": {"0": 20}}, {"t": {"0": 30}}]
     assert all(json.loads(s["latestOffset"]) == {"t": {"0": 30}} for s in sources)  # 20 then 10 behind: lag is visible
+
+
+@pytest.fixture
+def pushdown(spark):
+    """Spark's filter pushdown for Python data sources (spark.sql.python.filterPushdown.enabled, false by
+    default), on for one test."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    yield spark
+    spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_a_query_for_the_last_messages_by_time_plans_only_them(pushdown, shared):
+    from pyspark.sql import functions as F
+    since = dt.datetime.fromtimestamp((BASE_MS + 80) / 1000, dt.timezone.utc)
+    df = read(pushdown, shared, topic="events-a", maxRecordsPerPartition="5")
+    assert df.rdd.getNumPartitions() == 20
+    recent = df.filter(F.col("timestamp") >= F.lit(since))
+    assert recent.rdd.getNumPartitions() == 4  # offsets 40 to 49 of each partition: 2 splits each
+    assert sorted(r.offset for r in recent.collect()) == [o for o in range(40, 50) for _ in range(2)]
+    later = df.filter(F.col("timestamp") > F.lit(since))  # > t: from t + 1 ms on
+    assert sorted(bytes(r.value) for r in later.collect()) == sorted(b"v%d" % i for i in range(81, 100))
+
+
+def test_partition_offset_and_topic_filters_are_answered_by_the_plan(pushdown, shared):
+    df = read(pushdown, shared, topicsPattern="events-.*", maxRecordsPerPartition="5")
+    picked = df.filter("partition = 1 AND offset >= 10 AND offset < 20 AND topic = 'events-a'")
+    assert picked.rdd.getNumPartitions() == 2
+    assert sorted(r.offset for r in picked.collect()) == list(range(10, 20))
+    assert df.filter("topic IN ('events-b')").rdd.getNumPartitions() == 6
+    assert df.filter("offset IN (3, 41)").rdd.getNumPartitions() == 2 * 8 + 6  # offsets 3 to 41 of each
+    assert sorted((r.topic, r.partition, r.offset) for r in df.filter("offset IN (3, 41)").collect()) == [
+        ("events-a", 0, 3), ("events-a", 0, 41), ("events-a", 1, 3), ("events-a", 1, 41), ("events-b", 0, 3)]
+    assert df.filter("offset > 10 AND offset <= 10").count() == 0
+
+
+def test_without_pushdown_the_same_filters_give_the_same_rows(spark, shared):
+    df = read(spark, shared, topic="events-a", maxRecordsPerPartition="5").filter("partition = 1 AND offset < 3")
+    assert df.rdd.getNumPartitions() == 20 and sorted(r.offset for r in df.collect()) == [0, 1, 2]
