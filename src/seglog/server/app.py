@@ -38,6 +38,7 @@ from seglog.server.auth import AuthConfig, Authority, read_secret_key
 from seglog.server.connection import Connection
 from seglog.server.flight import DEFAULT_PORT as FLIGHT_PORT
 from seglog.server.flight import FlightPort, FlightTls
+from seglog.server.flight.writes import FlightWrites
 from seglog.server.htpasswd import Htpasswd
 from seglog.server.protocol.batches import UnpackLimits
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
@@ -338,7 +339,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             https_port = await _listen_http(http, options, "--https-port", options.https_port, tls)
             http_url_tls = f"https://{advertised}:{https_port}"
             listening.append(http_url_tls)
-        flight = await loop.run_in_executor(executor, _listen_flight, broker, authority, options)
+        flight = await loop.run_in_executor(executor, _listen_flight, service, authority, options)
         listening.append(f"{'grpc+tls' if flight.tls else 'grpc'}://{advertised}:{flight.port}")
         rest.flight_port, rest.flight_tls = flight.port, flight.tls
         settings.broker_url, settings.broker_url_tls = broker_url, broker_url_tls
@@ -387,13 +388,14 @@ def _pending_tasks() -> str:
     return out.getvalue()
 
 
-def _listen_flight(broker: Broker, authority: Authority, options: ServeOptions) -> FlightPort:
-    """The Flight port on --flight-port, TLS with the server's certificate when it has one."""
+def _listen_flight(service: BrokerService, authority: Authority, options: ServeOptions) -> FlightPort:
+    """The Flight port on --flight-port, reads and writes, TLS with the server's certificate when it has one."""
     tls = None if options.tls_cert_file is None or options.tls_key_file is None else FlightTls(
         options.tls_cert_file, options.tls_key_file, options.tls_trust_certs_file,
         options.tls_require_trusted_client_cert)
     with _binding("--flight-port", options.host, options.flight_port):
-        return FlightPort(broker, authority, options.host, options.flight_port, tls)
+        return FlightPort(service.broker, authority, options.host, options.flight_port, tls,
+                          writes=FlightWrites(service, authority))
 
 
 async def _listen_http(runner: web.AppRunner, options: ServeOptions, option: str, port: int,

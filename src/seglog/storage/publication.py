@@ -21,7 +21,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +69,18 @@ def publish(target: PublishTarget, batches: Iterable[pa.RecordBatch], journal: S
     return True
 
 
+def send_arguments(rows: pa.RecordBatch, now: int) -> tuple[pa.Array, pa.Array | None, pa.Array | None,
+                                                              pa.Array | None]:
+    """Staged rows as send_batch's values, keys, timestamps and properties: a column of nulls is None, a null
+    timestamp `now` (the time of the send)."""
+    keys, timestamps, properties = rows.column("key"), rows.column("timestamp"), rows.column("properties")
+    # pyarrow-stubs type fill_null's result as the join of the array and the Python fill value: object
+    stamps = cast(pa.Array, pc.fill_null(timestamps, now))  # type: ignore[type-var]
+    return (rows.column("value"), None if keys.null_count == len(keys) else keys,
+            None if timestamps.null_count == len(timestamps) else stamps,
+            None if properties.null_count == len(properties) else properties)
+
+
 def routed(batch: pa.RecordBatch, index: int, partitions: int) -> Iterator[tuple[pa.RecordBatch, int]]:
     """The rows of staged batch number `index` for each partition: the row's partition column, else its
     key's partition (Kafka's murmur2, as a producer's), else the batch's turn (index % partitions, as
@@ -107,7 +119,7 @@ class _AlreadyPublished:
 
     def _matching_prefix(self, rows: pa.RecordBatch, partition: int, position: int) -> int:
         found = 0
-        end = min(self.target.end_offset(partition), position + rows.num_rows)
+        end = max(position, min(self.target.end_offset(partition), position + rows.num_rows))
         for stored in self.target.read(partition, position, end):
             expected = rows.slice(found, stored.num_rows)
             same = pc.and_(_equal(stored.column("value"), expected.column("value")),

@@ -20,6 +20,7 @@ import pyarrow as pa
 from seglog.broker import Broker
 from seglog.server.auth import Authority
 from seglog.server.flight.service import FlightService
+from seglog.server.flight.writes import FlightWrites
 
 logger = logging.getLogger("seglog.server")
 
@@ -38,10 +39,12 @@ class FlightTls:
 
 
 class FlightPort:
-    """A FlightService listening on `host`:`port` (0: a free port), serving as soon as it is made.
+    """A FlightService listening on `host`:`port` (0: a free port), serving as soon as it is made (writes too
+    with `writes`).
     OSError when the port cannot be bound, with the operating system's reason."""
 
-    def __init__(self, broker: Broker, authority: Authority, host: str, port: int, tls: FlightTls | None) -> None:
+    def __init__(self, broker: Broker, authority: Authority, host: str, port: int, tls: FlightTls | None, *,
+                 writes: FlightWrites | None = None) -> None:
         self.tls = tls is not None
         scheme = "grpc+tls" if tls is not None else "grpc"
         certificates, trusted = None, None  # trusted: the CAs a client's certificate must be signed by
@@ -57,7 +60,7 @@ class FlightPort:
         try:
             self.service = FlightService(broker, authority, f"{scheme}://{_uri_host(host)}:{port}",
                                          tls_certificates=certificates, verify_client=trusted is not None,
-                                         root_certificates=trusted)
+                                         root_certificates=trusted, writes=writes)
         except pa.ArrowException:  # (the port taken meanwhile, or a failure of gRPC's: it logged why)
             raise _bind_error(host, port) or OSError(0, f"gRPC could not listen on {host}:{port}") from None
         self.port: int = self.service.port
