@@ -166,17 +166,23 @@ def topic_path(scratch, scale):
     """(data directory, messages) of the benchmark topic."""
     messages = scale(10_000_000, 20_000)
     path = scratch / "data"
+    write_topic(path, TOPIC, messages)
+    return path, messages
+
+
+def write_topic(path, name: str, messages: int) -> None:
+    """The benchmark topic `name` in the data directory `path`: `messages` of VALUE_BYTES random bytes, keys
+    from a pool of KEYS, over PARTITIONS partitions (by key hash)."""
     rng = np.random.default_rng(7)
     pool = np.frombuffer(b"".join(b"key-%04d" % i for i in range(KEYS)), dtype=np.uint8).reshape(KEYS, 8)
     with seglog.open(path) as log:
-        topic = log.create_topic(TOPIC, partitions=PARTITIONS)
+        topic = log.create_topic(name, partitions=PARTITIONS)
         with topic.producer() as producer:
             chunk = 500_000
             for start in range(0, messages, chunk):
                 n = min(chunk, messages - start)
                 producer.send_batch(rng.integers(0, 256, (n, VALUE_BYTES), dtype=np.uint8),
                                     keys=pool[rng.integers(0, KEYS, n)])
-    return path, messages
 
 
 def _source(spark, path, name="seglog", **options):
@@ -186,11 +192,13 @@ def _source(spark, path, name="seglog", **options):
     return reader.load()
 
 
-def _aggregate(df):
+def aggregate(df):
+    """The grouped aggregation of the read benchmarks: per key, the rows and the sum of the values' lengths."""
     return df.groupBy("key").agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()
 
 
-def _check_aggregate(rows, messages):
+def check_aggregate(rows, messages):
+    """aggregate()'s rows add up to the topic: every key, every message, every value's bytes."""
     assert len(rows) == min(KEYS, messages) and sum(r.n for r in rows) == messages
     assert sum(r.bytes for r in rows) == messages * VALUE_BYTES
 
@@ -223,20 +231,20 @@ def parquet_path(spark, topic_path, scratch):
 def test_parquet_aggregate(bench, spark, topic_path, parquet_path):
     _, messages = topic_path
     bench.baseline(READ_AGGREGATE, "Parquet", messages=messages, unit="row")
-    _check_aggregate(bench.run(lambda: _aggregate(spark.read.parquet(str(parquet_path))), rounds=5), messages)
+    check_aggregate(bench.run(lambda: aggregate(spark.read.parquet(str(parquet_path))), rounds=5), messages)
 
 
 def test_tuple_source_aggregate(bench, spark, topic_path):
     path, messages = topic_path
     bench.baseline(READ_AGGREGATE, "tuple source", messages=messages, unit="row")
-    _check_aggregate(bench.run(lambda: _aggregate(_source(spark, path, "seglog_tuples")), rounds=1,
+    check_aggregate(bench.run(lambda: aggregate(_source(spark, path, "seglog_tuples")), rounds=1,
                                warmup_rounds=0), messages)
 
 
 def test_cached_batch_aggregate(bench, spark, topic_path):
     path, messages = topic_path
     bench.baseline(READ_AGGREGATE, "one cached batch, again and again", messages=messages, unit="row")
-    rows = bench.run(lambda: _aggregate(_source(spark, path, "seglog_cached")), rounds=5)
+    rows = bench.run(lambda: aggregate(_source(spark, path, "seglog_cached")), rounds=5)
     assert sum(r.n for r in rows) == messages  # the same query; its sums are of the one batch's values
 
 
@@ -244,7 +252,7 @@ def test_seglog_aggregate(bench, spark, topic_path):
     path, messages = topic_path
     bench.seglog(READ_AGGREGATE, 'format("seglog")', messages=messages, unit="row",
                  at_least={"Parquet": 0.5, "tuple source": 4})
-    _check_aggregate(bench.run(lambda: _aggregate(_source(spark, path)), rounds=5), messages)
+    check_aggregate(bench.run(lambda: aggregate(_source(spark, path)), rounds=5), messages)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -285,7 +293,8 @@ def test_streaming_available_now(bench, spark, topic_path, scratch):
 # ---------------------------------------------------------------------------------------------------------
 # Writing
 
-def _rows(spark, messages):
+def rows_to_write(spark, messages):
+    """The DataFrame the write benchmarks write: `messages` rows of a VALUE_BYTES value and a key of KEYS."""
     return spark.range(messages, numPartitions=4).select(
         F.lpad(F.col("id").cast("string"), VALUE_BYTES, "x").cast("binary").alias("value"),
         F.concat(F.lit("key-"), (F.col("id") % KEYS).cast("string")).cast("binary").alias("key"))
@@ -294,7 +303,7 @@ def _rows(spark, messages):
 def test_write_to_noop(bench, spark, topic_path):
     _, messages = topic_path
     bench.baseline(WRITE, "the same rows into noop", messages=messages, unit="row")
-    bench.run(lambda: _rows(spark, messages).write.format("noop").mode("overwrite").save(), rounds=3)
+    bench.run(lambda: rows_to_write(spark, messages).write.format("noop").mode("overwrite").save(), rounds=3)
 
 
 def test_write_to_seglog(bench, spark, topic_path, scratch):
@@ -307,7 +316,7 @@ def test_write_to_seglog(bench, spark, topic_path, scratch):
             log.create_topic(TOPIC, partitions=PARTITIONS)
 
     def write():
-        _rows(spark, messages).write.format("seglog").option("path", str(out)).option("topic", TOPIC) \
+        rows_to_write(spark, messages).write.format("seglog").option("path", str(out)).option("topic", TOPIC) \
             .mode("append").save()
 
     bench.seglog(WRITE, 'df.write.format("seglog")', messages=messages, unit="row", min_rate=400_000)
