@@ -27,6 +27,7 @@ MIB = 1 << 20
 # buffering the ranges (800 MB over four clients) would go far past it.
 BOUND = 64 * MIB
 STALLED_BOUND = 16 * MIB
+STALLED_BATCHES = 10  # 100 MB
 SAMPLE_S = 0.02
 READ_TIMEOUT_S = 60.0
 
@@ -120,3 +121,25 @@ def test_a_client_that_stops_reading_does_not_make_the_server_buffer_its_range(b
     assert grown < STALLED_BOUND, f"RssAnon grew by {grown / MIB:.1f} MiB over idle while the client held its stream"
     reader.cancel()
     assert client.do_get(ticket(PER_BATCH)).read_all().num_rows == PER_BATCH  # the server serves on
+
+
+def test_sigterm_ends_the_server_even_while_a_client_holds_a_stream_unread(tmp_path):
+    """pyarrow cannot cancel a call whose client stopped reading (its write waits on gRPC's flow control), and
+    the interpreter's exit would wait for it for ever: past the Flight port's bound the server, everything
+    written and closed, ends its process, as Pulsar's broker past brokerShutdownTimeoutMs."""
+    with seglog.open(tmp_path / "data") as log:
+        topic = log.create_topic("big", segment_size="256MiB")
+        with topic.producer() as producer:
+            for _ in range(STALLED_BATCHES):  # more than gRPC's windows and the sockets' buffers hold
+                producer.send_batch([b"v" * VALUE] * PER_BATCH)
+    server = start_server(tmp_path / "data")
+    with flight.connect(server.flight_url) as client:
+        reader = client.do_get(ticket(STALLED_BATCHES * PER_BATCH))
+        reader.read_chunk()  # then held unread
+        time.sleep(1.0)  # (the server writes on until gRPC's flow control blocks it: time must pass)
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 15
+    assert "Traceback" not in server.log()  # (it logs "the Flight port did not stop within 5 s" when stalled)
+    with seglog.open(tmp_path / "data") as log:  # the data directory was closed and released
+        assert log.topic("big").end_offset(0) == STALLED_BATCHES * PER_BATCH

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -182,8 +183,8 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, fli
         lifecycle.info("ready: serving %s as cluster %s on %s", data.path, cluster, " ".join(urls))
 
     try:
-        run(options, ready, partial(ReplicationService, configuration_store=configuration_store,
-                                    configuration_sync_topic=configuration_sync_topic))
+        every_thread_ended = run(options, ready, partial(ReplicationService, configuration_store=configuration_store,
+                                                         configuration_sync_topic=configuration_sync_topic))
     except InvalidArgumentError as error:
         refused = _port_refused(error, host)
         if refused is None:
@@ -193,6 +194,18 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, fli
         for record in records:  # only the one this server wrote: a second server refused leaves the first's
             record.unlink(missing_ok=True)
     lifecycle.info("stopped: every message received was written; %s is closed", data.path)
+    if not every_thread_ended:
+        _end_process()
+
+
+def _end_process() -> None:
+    """End the process now, exit code 0: a Flight call whose client holds it unread outlasted the stop's bound
+    (pyarrow cannot cancel it, and the interpreter's exit would wait for it for ever). Everything received is
+    written and the data directory closed, as when Pulsar's broker is ended past brokerShutdownTimeoutMs."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _port_refused(error: InvalidArgumentError, host: str) -> CliError | None:

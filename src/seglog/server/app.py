@@ -241,12 +241,14 @@ def lock_data_directory(data: Path) -> ExclusiveFileLock:
 
 
 async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
-                extension: ExtensionFactory | None = None) -> None:
+                extension: ExtensionFactory | None = None) -> bool:
     """Serve until SIGTERM or SIGINT; `ready(urls)` once every port listens: one URL a port, in the order
     --port, --http-port, --tls-port, --https-port, --flight-port (`pulsar://HOST:PORT`, `http://...`,
     `pulsar+ssl://...`, `https://...`, `grpc://...`; the first two `pulsar+ssl://` and `https://` when TLS has
     no ports of its own, the last `grpc+tls://` with a certificate).
-    `extension` runs beside the broker from then until the server stops."""
+    `extension` runs beside the broker from then until the server stops. Whether every thread the server
+    started has ended (False: a Flight call whose client holds it unread outlasted the stop's bound; pyarrow
+    cannot cancel it, so the process must end without waiting for it: cli/serve.py)."""
     check_host(options)
     validate_part(options.cluster, kind="cluster name")  # registered in the catalog (GET /admin/v2/clusters)
     security = auth_config(options), tls_context(options)
@@ -258,7 +260,7 @@ async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
                                                                           background=True))
         try:  # refused before any port listens when the data directory is another cluster
             await loop.run_in_executor(executor, broker.catalog.check_local_cluster, options.cluster)
-            await _serve(options, broker, executor, ready, extension, *security)
+            return await _serve(options, broker, executor, ready, extension, *security)
         finally:
             await loop.run_in_executor(executor, broker.close)
     finally:
@@ -268,7 +270,7 @@ async def serve(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
 
 async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExecutor,
                  ready: Callable[[tuple[str, ...]], None], extension: ExtensionFactory | None, auth: AuthConfig,
-                 tls: ssl.SSLContext | None) -> None:
+                 tls: ssl.SSLContext | None) -> bool:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -301,6 +303,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     binaries: list[asyncio.Server] = []
     running: Extension | None = None
     flight: FlightPort | None = None
+    flight_stopped = True
 
     async def listen_binary(option: str, port: int, context: ssl.SSLContext | None) -> int:
         with _binding(option, options.host, port):
@@ -356,8 +359,9 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
             server.close()
 
         async def wind_down() -> None:
+            nonlocal flight_stopped
             if flight is not None:
-                await loop.run_in_executor(executor, flight.stop, FLIGHT_SHUTDOWN_S)
+                flight_stopped = await loop.run_in_executor(executor, flight.stop, FLIGHT_SHUTDOWN_S)
             if running is not None:
                 await running.stop()
             await http.cleanup()
@@ -377,6 +381,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
         await loop.run_in_executor(executor, service.deduplication.close)
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+    return flight_stopped
 
 
 def _pending_tasks() -> str:
@@ -429,5 +434,6 @@ def _record_cluster(broker: Broker, cluster: str, urls: dict[str, str]) -> None:
 
 
 def run(options: ServeOptions, ready: Callable[[tuple[str, ...]], None],
-        extension: ExtensionFactory | None = None) -> None:
-    asyncio.run(serve(options, ready, extension))
+        extension: ExtensionFactory | None = None) -> bool:
+    """serve() until it stops; whether every thread it started has ended."""
+    return asyncio.run(serve(options, ready, extension))
