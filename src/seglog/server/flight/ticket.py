@@ -35,8 +35,11 @@ class RangeTicket:
     schema_versions: bool = False
 
 
+_OFFSET = f"an offset from 0 to {MAX_OFFSET}"
+_REQUIRED = {"topic": "a topic name 'tenant/namespace/topic'", "partition": "a partition number from 0",
+             "start": _OFFSET, "end": _OFFSET}  # and what each accepts
 _FLAGS = {"read_compacted": False, "fail_on_data_loss": True, "schema_versions": False}  # and their defaults
-_FIELDS = frozenset({"topic", "partition", "start", "end", "max_horizon", *_FLAGS})
+_FIELDS = frozenset({*_REQUIRED, "max_horizon", *_FLAGS})
 
 
 def parse_ticket(data: bytes) -> RangeTicket:
@@ -52,17 +55,15 @@ def parse_ticket(data: bytes) -> RangeTicket:
     unknown = sorted(set(fields) - _FIELDS)
     if unknown:
         raise InvalidArgumentError("ticket field", unknown[0], f"one of {', '.join(sorted(_FIELDS))}")
-    missing = [name for name in ("topic", "partition", "start", "end") if name not in fields]
-    if missing:
-        raise InvalidArgumentError("ticket", fields, TICKET, detail=f"it has no {missing[0]!r}")
+    for field, accepted in _REQUIRED.items():
+        if field not in fields:
+            raise InvalidArgumentError(f"ticket field {field!r}", None, f"{accepted}, required", detail="missing")
     topic = fields["topic"]
     if not isinstance(topic, str):
-        raise InvalidArgumentError("ticket field 'topic'", topic, "a topic name 'tenant/namespace/topic'")
+        raise InvalidArgumentError("ticket field 'topic'", topic, _REQUIRED["topic"])
     name = TopicName.parse(topic)
-    partition = _integer(fields, "partition", "a partition number from 0")
-    offset = f"an offset from 0 to {MAX_OFFSET}"
-    start, end = _integer(fields, "start", offset), _integer(fields, "end", offset)
-    max_horizon = _integer(fields, "max_horizon", offset) if "max_horizon" in fields else 0
+    partition, start, end = (_integer(fields, field) for field in ("partition", "start", "end"))
+    max_horizon = _integer(fields, "max_horizon") if "max_horizon" in fields else 0
     if end < start:
         raise InvalidArgumentError("ticket field 'end'", end, f"an offset at or after 'start' ({start})")
     flags: dict[str, bool] = {}
@@ -74,8 +75,8 @@ def parse_ticket(data: bytes) -> RangeTicket:
     return RangeTicket(name, partition, start, end, max_horizon=max_horizon, **flags)
 
 
-def _integer(fields: dict[str, Any], field: str, accepted: str) -> int:
+def _integer(fields: dict[str, Any], field: str) -> int:
     value = fields[field]
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
-        raise InvalidArgumentError(f"ticket field {field!r}", value, accepted)
+        raise InvalidArgumentError(f"ticket field {field!r}", value, _REQUIRED.get(field, _OFFSET))
     return value
