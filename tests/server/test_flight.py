@@ -22,7 +22,7 @@ from passlib.hash import apr_md5_crypt
 from pyarrow import flight
 
 import seglog
-from helpers_server import rest, start_server
+from helpers_server import refused_serve, rest, start_server
 from helpers_tls import make_certificates, make_client_certificate
 from seglog.admin.api import Admin
 from seglog.broker import Broker
@@ -108,6 +108,11 @@ def test_the_first_line_and_the_discovery_route_name_the_flight_port(served):
     assert rest(server.http_url, "GET", "/seglog/v1/flight") == (200, {"port": int(port), "tls": False})
     status, document = rest(server.http_url, "GET", "/admin/v2/openapi.json")
     assert "get" in document["paths"]["/seglog/v1/flight"]
+
+
+def test_the_flight_port_must_be_a_port_of_its_own(tmp_path):
+    message = refused_serve(tmp_path / "data", "--http-port", "18080", "--flight-port", "18080")
+    assert "invalid --flight-port 18080; accepted: a port of its own: --http-port is 18080 too" in message, message
 
 
 def test_sigterm_stops_the_flight_port_with_the_server_even_mid_stream(tmp_path):
