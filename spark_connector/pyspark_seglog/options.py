@@ -276,7 +276,7 @@ def _by_topic(text: str, name: str, selection: TopicSelection, *, minimum: int,
         topics = ", ".join(repr(topic) for topic in selection.names)
         raise InvalidArgumentError(name, text, accepted + f" (one object per topic read, as given: for the topic"
                                    f"{'s' if len(selection.names) > 1 else ''} {topics})")
-    by_topic = {}
+    by_topic: dict[str, dict[int, int]] = {}
     for topic, values in parsed.items():
         by_topic[topic] = {}
         for partition, value in values.items():

@@ -76,13 +76,13 @@ def _narrowed(pushed: PushedFilters, found: Filter) -> tuple[PushedFilters, bool
     """`pushed` narrowed by one filter and whether that is all it asks; None for a filter not pushed."""
     column, value = getattr(found, "attribute", None), getattr(found, "value", None)
     if column in _EXACT_SETS and isinstance(found, (EqualTo, In)):
-        values = frozenset([value] if isinstance(found, EqualTo) else value)
+        values = frozenset([value] if isinstance(found, EqualTo) else value or ())
         kind = str if column == ("topic",) else int
         if not all(isinstance(v, kind) and not isinstance(v, bool) for v in values):
             return None
-        field = column[0] + "s"
-        before = getattr(pushed, field)
-        return replace(pushed, **{field: values if before is None else before & values}), True
+        if column == ("topic",):
+            return replace(pushed, topics=values if pushed.topics is None else pushed.topics & values), True
+        return replace(pushed, partitions=values if pushed.partitions is None else pushed.partitions & values), True
     if column == ("offset",) and isinstance(value, int) and not isinstance(value, bool):
         bounds = {EqualTo: (value, value + 1), GreaterThan: (value + 1, None), GreaterThanOrEqual: (value, None),
                   LessThan: (0, value), LessThanOrEqual: (0, value + 1)}.get(type(found))

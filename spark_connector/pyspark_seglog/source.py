@@ -67,7 +67,8 @@ def _planned_with_pushdown() -> bool:
     a data source which planner runs; a PySpark that moved its planner gets readers without pushdown, which
     read the same rows."""
     import sys
-    frame = sys._getframe(1)
+    from types import FrameType
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(4):  # reader() is called by the planner itself
         if frame is None:
             return False
