@@ -138,9 +138,9 @@ def _call_options(location: Location) -> Any:
     return flight.FlightCallOptions(headers=headers)  # type: ignore[arg-type]
 
 
-def _seglog_error(error: Exception, location: Location) -> Exception:
-    """A Flight error as the exception an in-process read raises (the server names its class), or as a refusal
-    naming the option that gives the credential."""
+def _seglog_error(error: Exception, location: Location, action: str = "consume") -> Exception:
+    """A Flight error as the exception an in-process call raises (the server names its class), or as a refusal
+    naming the option that gives the credential (`action`: what the role must be allowed to do)."""
     from pyarrow import flight
 
     from seglog import errors
@@ -151,8 +151,25 @@ def _seglog_error(error: Exception, location: Location) -> Exception:
                                   ".option('authToken', TOKEN)")
     if isinstance(error, flight.FlightUnauthorizedError):
         return errors.SeglogError(f"the server at {location.service_url} refused this token's role ({text}): give "
-                                  "a token of a role allowed to consume with .option('authToken', TOKEN)")
+                                  f"a token of a role allowed to {action} with .option('authToken', TOKEN)")
     named = parse_error_message(text)
     if named is not None and named[0] in _FLIGHT_ERRORS:
         return getattr(errors, named[0])(named[1])
-    return errors.SeglogError(f"reading from the server's Flight port {location.flight_uri} failed: {text}")
+    doing = "reading from" if action == "consume" else "writing to"
+    return errors.SeglogError(f"{doing} the server's Flight port {location.flight_uri} failed: {text}")
+
+
+@contextmanager
+def flight_client(location: Location, action: str) -> Iterator[tuple[Any, Any]]:
+    """A client of the server's Flight port (`location` resolved()) and the call options carrying the token; a
+    Flight error raised in the block is raised as _seglog_error says (`action`: 'consume' or 'produce', what the
+    calls need the role to be allowed to do)."""
+    from pyarrow import flight
+    assert location.flight_uri is not None
+    client = flight.FlightClient(location.flight_uri, tls_root_certs=_trusted(location))
+    try:
+        yield client, _call_options(location)
+    except flight.FlightError as error:
+        raise _seglog_error(error, location, action) from None
+    finally:
+        client.close()

@@ -25,10 +25,11 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from pyspark_seglog.flight_writes import RemoteWrites
 from pyspark_seglog.options import SinkOptions, lowered
 from pyspark_seglog.sessions import connect, open_log
 from pyspark_seglog.staging import StagedFile, committed_attempts, new_write_id, stage
-from seglog.storage.publication import SinkJournal
+from seglog.storage.publication import SinkJournal, send_arguments
 from seglog.storage.publication import publish as publish_staged
 from seglog.storage.staged_writes import (
     STAGED,
@@ -176,14 +177,8 @@ def _micro_batch_id() -> int:
 
 def _send(producer: Any, rows: pa.RecordBatch, partition: int, now: int) -> None:
     """Staged rows as one send_batch call (a null timestamp: `now`, the time of the send)."""
-    keys = rows.column("key")
-    timestamps = rows.column("timestamp")
-    properties = rows.column("properties")
-    producer.send_batch(rows.column("value"), partition=partition,
-                        keys=keys if keys.null_count != len(keys) else None,
-                        timestamps=None if timestamps.null_count == len(timestamps)
-                        else pc.fill_null(timestamps, now),  # type: ignore[type-var]  # pyarrow-stubs: fill value
-                        properties=properties if properties.null_count != len(properties) else None)
+    values, keys, timestamps, properties = send_arguments(rows, now)
+    producer.send_batch(values, partition=partition, keys=keys, timestamps=timestamps, properties=properties)
 
 
 class _LocalWrites:
@@ -209,12 +204,11 @@ class _LocalWrites:
         remove(write_directory(self.path, write_id))
 
 
-def _writes(options: SinkOptions) -> _LocalWrites:
-    """Where the sink's tasks stage and its driver publishes: the data directory."""
-    if options.location.path is None:
-        from seglog.errors import InvalidArgumentError
-        raise InvalidArgumentError("serviceUrl", options.location.service_url, "path, for writes: a write through "
-                                   "seglog serve is not yet taken")
+def _writes(options: SinkOptions) -> _LocalWrites | RemoteWrites:
+    """Where the sink's tasks stage and its driver publishes: the data directory, or the server."""
+    if options.location.remote:
+        return RemoteWrites(options.location.resolved())
+    assert options.location.path is not None
     return _LocalWrites(options.location.path)
 
 
