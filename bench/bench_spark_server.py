@@ -14,6 +14,13 @@ Group "spark through seglog serve: count()"
 Group "spark through seglog serve: groupBy(key) count, sum(length(value))"
   baseline  path                          bench_spark.py's aggregation
   seglog    serviceUrl                    the same through the server                     >= 0.8x
+Group "spark through seglog serve: df.write of 10M rows of 100 B"
+  baseline  path                          bench_spark.py's write (tasks stage Arrow files, the driver publishes)
+                                          into a fresh data directory's topic
+  seglog    serviceUrl                    the same rows through the server (tasks DoPut their staged rows to
+                                          the Flight port, the driver's commit asks it to publish) into a fresh
+                                          topic on the server                                 >= 0.5x
+            each round's topic checked to hold every row, then removed (untimed); 3 rounds after a warm-up
 Group "spark through seglog serve: the server's RssAnon, 4 executors reading"
   seglog    the server's RssAnon (/proc/PID/status) sampled every 50 ms by a thread while a `local[4]` count()
             reads 2 M messages (a fifth of each partition, by endingOffsets), then all 10 M, then all 10 M again:
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import threading
 import time
@@ -48,16 +56,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench_spark import PARTITIONS, TOPIC, aggregate, check_aggregate, write_topic
+from bench_spark import PARTITIONS, TOPIC, aggregate, check_aggregate, rows_to_write, write_topic
 from server_processes import Process, start_cluster
 
 import seglog
 from pyspark_seglog.local import local_spark
+from seglog.cli.remote import Credentials, RemoteAdmin
 
 COUNT = "spark through seglog serve: count()"
 AGGREGATE = "spark through seglog serve: groupBy(key) count, sum(length(value))"
+WRITE = "spark through seglog serve: df.write of 10M rows of 100 B"
 MEMORY = "spark through seglog serve: the server's RssAnon, 4 executors reading"
+WRITTEN = "written"  # the topic the write groups write, fresh each round
 ROUNDS = 5
+WRITE_ROUNDS = 3
 SAMPLE_S = 0.05
 MiB = 1 << 20
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -144,9 +156,11 @@ def spark_cpu_seconds(leave_out: int) -> float:
 @dataclass
 class Side:
     """One side of a comparison: `work`, with the wall seconds of each round it ran and the CPU seconds the
-    server and Spark spent in it."""
+    server and Spark spent in it; `prepare` and `clean`, untimed, before and after each round."""
     work: Callable[[], Any]
     server: Process
+    prepare: Callable[[], Any] = lambda: None
+    clean: Callable[[], Any] = lambda: None
     wall: list[float] = field(default_factory=list)
     server_cpu: list[float] = field(default_factory=list)
     spark_cpu: list[float] = field(default_factory=list)
@@ -159,6 +173,14 @@ class Side:
         self.server_cpu.append(process_cpu_seconds(self.server.pid) - server_before)
         self.spark_cpu.append(spark_cpu_seconds(self.server.pid) - spark_before)
         return result
+
+    def round(self) -> Any:
+        """A round with its untimed preparation and cleaning."""
+        self.prepare()
+        try:
+            return self()
+        finally:
+            self.clean()
 
     def keep_last(self, rounds: int) -> None:
         """Drop all but the last `rounds` rounds (the warm-up's)."""
@@ -175,11 +197,13 @@ def run_paired(bench, served: Side, local: Side, *, rounds: int = ROUNDS) -> Any
     def before() -> None:
         local_first["now"] = next(turns) % 2 == 0
         if local_first["now"]:
-            local()
+            local.round()
+        served.prepare()
 
     def after() -> None:
+        served.clean()
         if not local_first["now"]:
-            local()
+            local.round()
 
     result = bench.run(served, setup=before, teardown=after, rounds=rounds)
     for side in (served, local):
@@ -191,7 +215,7 @@ def run_paired(bench, served: Side, local: Side, *, rounds: int = ROUNDS) -> Any
         bench.record(f"paired_{role}_wall_seconds", [round(s, 3) for s in side.wall])
         bench.record(f"paired_{role}_spark_cpu_seconds", [round(s, 2) for s in side.spark_cpu])
     bench.record("paired_served_server_cpu_seconds", [round(s, 2) for s in served.server_cpu])
-    bench.note(f"paired with the local read round by round: {statistics.median(ratios):.2f}x its rows/s (median; "
+    bench.note(f"paired with the path side round by round: {statistics.median(ratios):.2f}x its rows/s (median; "
                f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} pairs); wall best / median: served "
                f"{min(served.wall):.2f} / {statistics.median(served.wall):.2f} s, local {min(local.wall):.2f} / "
                f"{statistics.median(local.wall):.2f} s; CPU seconds a round (medians): served = server "
@@ -237,6 +261,60 @@ def test_served_aggregate(bench, spark, topic_path, server):
     served = Side(lambda: aggregate(served_source(spark, http_url)), process)
     local = Side(lambda: aggregate(local_source(spark, path)), process)
     check_aggregate(run_paired(bench, served, local), messages)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# writes
+
+def write_rows(spark, messages: int, **where: str) -> None:
+    """rows_to_write's rows appended to the topic WRITTEN of `where` (the `path` or `serviceUrl` option)."""
+    writer = rows_to_write(spark, messages).write.format("seglog").option("topic", WRITTEN).mode("append")
+    for key, value in where.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def fresh_directory(out: Path) -> None:
+    """A new data directory `out` with an empty topic WRITTEN."""
+    shutil.rmtree(out, ignore_errors=True)
+    with seglog.open(out) as log:
+        log.create_topic(WRITTEN, partitions=PARTITIONS)
+
+
+def check_and_remove_directory(out: Path, messages: int) -> None:
+    with seglog.open(out, background=False) as log:
+        assert sum(log.topic(WRITTEN).end_offset(p) for p in range(PARTITIONS)) == messages
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def test_local_write(bench, spark, topic_path, scratch):
+    _, messages = topic_path
+    out = scratch / "written"
+    bench.baseline(WRITE, "path", messages=messages, unit="row")
+    bench.run(lambda: write_rows(spark, messages, path=str(out)), setup=lambda: fresh_directory(out),
+              teardown=lambda: check_and_remove_directory(out, messages), rounds=WRITE_ROUNDS)
+
+
+def test_served_write(bench, spark, topic_path, server, scratch):
+    _, messages = topic_path
+    process, http_url = server
+    out = scratch / "written"
+    admin = RemoteAdmin(http_url, Credentials(), argument="serviceUrl")
+
+    def check_and_delete_topic() -> None:
+        assert sum(p["endOffset"] for p in admin.topics.offsets(WRITTEN)) == messages
+        admin.topics.delete(WRITTEN, force=True)
+
+    bench.seglog(WRITE, "serviceUrl", messages=messages, unit="row", at_least={"path": 0.5},
+                 recorded_at_least={"paired_ratio": 0.5})
+    served = Side(lambda: write_rows(spark, messages, serviceUrl=http_url), process,
+                  prepare=lambda: admin.topics.create(WRITTEN, partitions=PARTITIONS), clean=check_and_delete_topic)
+    local = Side(lambda: write_rows(spark, messages, path=str(out)), process, prepare=lambda: fresh_directory(out),
+                 clean=lambda: check_and_remove_directory(out, messages))
+    try:
+        run_paired(bench, served, local, rounds=WRITE_ROUNDS)
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------------------------------------------------------------
