@@ -6,7 +6,9 @@ requests named; the server's memory bounded while four clients put at once."""
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -258,3 +260,76 @@ def test_four_clients_putting_at_once_keep_the_servers_memory_flat(served):
     assert all(size > PUT_BATCHES * 1_000_000 for size in sizes), sizes
     grown = sampler.peak - idle
     assert grown < BOUND, f"RssAnon grew by {grown / MIB:.1f} MiB over idle ({idle / MIB:.1f} MiB)"
+
+
+# --- in-process: the bounds, stale writes, quotas and the replication -------------------------------------------
+
+@pytest.fixture
+def writes(tmp_path):
+    """FlightWrites on a broker of its own (authentication off), the service's appends recorded."""
+    from seglog.admin.api import Admin
+    from seglog.broker import Broker
+    from seglog.server.auth import OPEN, AuthConfig, Authority
+    from seglog.server.flight.writes import FlightWrites
+    from seglog.server.service import BrokerService, Settings
+
+    def make(**bounds) -> FlightWrites:
+        return FlightWrites(service, Authority(AuthConfig(), Admin(broker), broker.clock), **bounds)
+
+    broker = Broker.open(tmp_path / "data", clock=seglog.ManualClock(), background=False)
+    service = BrokerService(broker, Settings("standalone", "pulsar://127.0.0.1:6650", 5 * 1024 * 1024))
+    service.appends = []
+    service.on_append = lambda *append: service.appends.append(append)
+    yield make, service, OPEN
+    broker.close()
+
+
+def descriptor(task: int = 0, attempt: int = 0, topic: str = "out") -> bytes:
+    return json.dumps({"stage": WRITE, "task": task, "attempt": attempt, "topic": topic}).encode()
+
+
+def test_an_attempt_over_the_size_bound_is_refused_and_leaves_no_file(writes):
+    make, service, principal = writes
+    flight_writes = make(max_attempt_bytes=10_000)
+    put_request = flight_writes.check_put(principal, descriptor())
+    with pytest.raises(seglog.errors.InvalidArgumentError, match="more than 10,000 bytes.*at most 10,000 bytes of "
+                                                                  "rows per task attempt"):
+        flight_writes.put(put_request, STAGED, iter([rows([b"x" * 6000]), rows([b"y" * 6000])]))
+    directory = service.broker.path / STAGING_DIRECTORY / WRITE
+    assert sorted(p.name for p in directory.iterdir()) == ["topic"]
+
+
+def test_writes_left_by_a_dead_driver_are_removed_after_their_age(writes):
+    make, service, principal = writes
+    flight_writes = make()
+    for task in (0, 1):
+        flight_writes.put(flight_writes.check_put(principal, descriptor(task)), STAGED, iter([rows([b"v"])]))
+    stale = service.broker.path / STAGING_DIRECTORY / WRITE
+    fresh = service.broker.path / STAGING_DIRECTORY / f"{SINK}-0"
+    fresh.mkdir()
+    day_ago = time.time() - 24 * 3600 - 60
+    os.utime(stale, (day_ago, day_ago))
+    make()  # the server starting again
+    assert not stale.exists() and fresh.exists()
+    os.utime(fresh, (day_ago, day_ago))
+    flight_writes.abort(principal, json.dumps({"stage": f"{SINK}-1"}).encode())  # any publish or abort sweeps
+    assert not fresh.exists()
+
+
+def test_publishing_applies_the_backlog_quotas_and_tells_the_replication(writes):
+    make, service, principal = writes
+    broker = service.broker
+    broker.create_topic("public/default/out", 1, {})
+    broker.subscriptions.create(broker.topic("public/default/out"), "slow", "earliest")
+    from seglog.admin.api import Admin
+    Admin(broker).namespaces.set_backlog_quota("public/default", limit="10KiB", policy="producer_exception")
+    flight_writes = make()
+    for task, size in ((0, 2000), (1, 20_000), (2, 10)):
+        flight_writes.put(flight_writes.check_put(principal, descriptor(task)), STAGED,
+                          iter([rows([b"x" * size])]))
+    body = json.dumps({"stage": WRITE, "topic": "out", "attempts": [[0, 0], [1, 0], [2, 0]], "sink": None,
+                       "batch_id": -1}).encode()
+    with pytest.raises(seglog.errors.ProducerBlockedQuotaExceededError, match="backlog quota exceeded"):
+        flight_writes.publish(principal, body)
+    assert broker.store.end_offset(broker.topic("out").name, 0) == 1  # task 0's row; task 1's refused
+    assert service.appends == [("public/default/out", 0, 0, 1, None)]
