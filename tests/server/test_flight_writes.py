@@ -190,6 +190,9 @@ def test_bad_schemas_actions_and_attempts_are_refused_naming_what_is_wrong(serve
     put(client, [rows([b"v"])])
     with pytest.raises(flight.FlightServerError, match="invalid topic .*the topic write .* stages its rows for"):
         put(client, [rows([b"v"])], task=1, topic="other")
+    with pytest.raises(flight.FlightServerError, match="invalid topic .*the topic write .* staged its rows for"):
+        publish(client, [[0, 0]], topic="other")
+    assert (server.data / STAGING_DIRECTORY / WRITE / "000000-0.arrow").exists()  # left as it was
 
 
 def test_writes_need_the_produce_permission(tmp_path):

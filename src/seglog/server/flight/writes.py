@@ -76,11 +76,11 @@ class FlightWrites:
         request = parse_publish(body)
         topic = self._authorized(principal, request.topic)
         directory = write_directory(self._data, request.write_id)
+        staged = self._claimed_topic(directory)
+        if staged is not None and staged != topic:  # (refused before the write is touched: it is another's)
+            raise InvalidArgumentError("topic", request.topic, f"the topic write {request.write_id} staged its rows "
+                                       f"for, {staged}")
         try:
-            staged = self._claimed_topic(directory)
-            if staged is not None and staged != topic:
-                raise InvalidArgumentError("topic", request.topic, f"the topic write {request.write_id} staged "
-                                           f"its rows for, {staged}")
             journal = None if request.sink is None else SinkJournal(self._data, request.sink)
             batches = staged_batches((task, attempt_file(directory, task, attempt))
                                      for task, attempt in request.attempts)
