@@ -20,7 +20,9 @@ def local_spark(master: str = "local[2]", config: dict[str, str] | None = None):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no warning about a loopback host name
     builder = (SparkSession.builder.master(master)
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               # filters on timestamp, partition, offset and topic narrow what is read (docs/SPARK.md)
+               .config("spark.sql.python.filterPushdown.enabled", "true"))
     for key, value in (config or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
