@@ -26,6 +26,9 @@ def test_a_range_gives_exactly_its_offsets_across_segments(tmp_path):
         assert [v.as_py() for b in batches for v in b.column("value")] == [b"v%d" % i for i in range(3, 31)]
         assert batches[0].schema.names == ["offset", "timestamp", "key", "value", "properties"]
         assert list(topic.read_range(0, 10, 10)) == []
+        with pytest.raises(OffsetOutOfRangeError, match="the range ends at offset 40, past the partition's end "
+                                                        "offset 35"):
+            list(topic.read_range(0, 30, 40, fail_on_data_loss=False))
 
 
 def test_deleted_offsets_are_data_loss_or_left_out(tmp_path, clock):

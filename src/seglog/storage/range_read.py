@@ -76,8 +76,10 @@ def _batches_in_range(reader: Any, topic: str, start: int, end: int, fail_on_dat
                             min(resumed, end))
             skipped = reader.skipped
         if batch is None:
-            if reader.offset < end:
-                check_data_loss(fail_on_data_loss, topic, reader.partition, reader.offset, end)
+            if reader.offset < end:  # (deleted messages were skipped above: these were never written)
+                raise OffsetOutOfRangeError(
+                    f"{topic} partition {reader.partition}: the range ends at offset {end}, past the partition's "
+                    f"end offset {reader.offset}; read up to an end offset the partition has")
             return
         offsets = batch.column("offset").to_numpy()  # ascending; with gaps in a compacted view's batches
         if offsets[0] >= end:
