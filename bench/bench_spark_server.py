@@ -61,7 +61,7 @@ from server_processes import Process, start_cluster
 
 import seglog
 from pyspark_seglog.local import local_spark
-from seglog.cli.remote import Credentials, RemoteAdmin
+from seglog.remote import Credentials, RemoteAdmin
 
 COUNT = "spark through seglog serve: count()"
 AGGREGATE = "spark through seglog serve: groupBy(key) count, sum(length(value))"

@@ -2,7 +2,7 @@
 option), or a `seglog serve` (the `serviceUrl` option), whose admin REST API the driver plans with and whose
 Arrow Flight port the executors read from.
 
-Both sessions answer the same two things: `admin`, seglog.admin's API (in-process, or cli.remote's client of
+Both sessions answer the same two things: `admin`, seglog.admin's API (in-process, or seglog.remote's client of
 the server's REST API, with the same methods and errors), and `read(piece)`, the stored batches of an offset
 range (Topic.read_range in-process, a Flight DoGet of the same range on the server, which runs the same
 read_range). So planning, decoding and the checks on the rows are one implementation for both."""
@@ -110,7 +110,7 @@ class RemoteSession:
 
 @contextmanager
 def _remote_admin(location: Location) -> Iterator[Any]:
-    from seglog.cli.remote import Credentials, RemoteAdmin
+    from seglog.remote import Credentials, RemoteAdmin
     assert location.service_url is not None
     credentials = Credentials(location.auth_token, location.trust_file,
                               how_to_give_token=".option('authToken', TOKEN)",
@@ -144,7 +144,6 @@ def _seglog_error(error: Exception, location: Location, action: str = "consume")
     from pyarrow import flight
 
     from seglog import errors
-    from seglog.server.flight.errors import parse_error_message
     text = str(error)
     if isinstance(error, flight.FlightUnauthenticatedError):
         return errors.SeglogError(f"the server at {location.service_url} needs a token ({text}): give one with "
@@ -152,7 +151,7 @@ def _seglog_error(error: Exception, location: Location, action: str = "consume")
     if isinstance(error, flight.FlightUnauthorizedError):
         return errors.SeglogError(f"the server at {location.service_url} refused this token's role ({text}): give "
                                   f"a token of a role allowed to {action} with .option('authToken', TOKEN)")
-    named = parse_error_message(text)
+    named = errors.parse_error_message(text)
     if named is not None and named[0] in _FLIGHT_ERRORS:
         return getattr(errors, named[0])(named[1])
     doing = "reading from" if action == "consume" else "writing to"

@@ -6,6 +6,7 @@ the value given and what is accepted. Storage errors name the file and the byte 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 SHOWN_ITEMS = 5  # of a list or a dict given as a value, those an error message shows before '...'
@@ -227,3 +228,29 @@ class IncompatibleSchemaError(SeglogError):
     """A schema refused for a topic: incompatible with its schemas under the compatibility strategy in force,
     of another type, new while the namespace allows no automatic update, or missing where schema validation
     is enforced (Pulsar's IncompatibleSchemaException: 409 over REST)."""
+
+
+class ServerUnreachableError(SeglogError, ConnectionError):
+    """A server (seglog serve) did not answer, or its TLS certificate is not one the client trusts."""
+
+
+class NotAuthorizedError(SeglogError, PermissionError):
+    """A server refused the request's credentials: none given where they are needed, or a role not allowed to;
+    says how to give a token."""
+
+
+# A seglog error as text that names its class (the Flight port's errors: server/flight/errors.py), then its message,
+# maybe followed by a transport's context (pyarrow's client appends ". Detail: ...")
+_NAMED_ERROR = re.compile(r"(?P<error>[A-Z][A-Za-z]*Error): (?P<message>.*?)(?:\. Detail: .*)?", re.DOTALL)
+
+
+def error_message(error: SeglogError) -> str:
+    """`error` as text naming its class: 'ClassName: message'."""
+    return f"{type(error).__name__}: {error}"
+
+
+def parse_error_message(text: str) -> tuple[str, str] | None:
+    """(class name, message) of an error_message() text, with a transport's context after it left out; None for a
+    text that is not one."""
+    match = _NAMED_ERROR.fullmatch(text)
+    return None if match is None else (match["error"], match["message"])

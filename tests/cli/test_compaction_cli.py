@@ -15,9 +15,9 @@ import seglog
 from helpers_cli import one_line, run
 from helpers_server import Server, rest, start_server
 from seglog.cli import compaction as compaction_cli
-from seglog.cli.remote import RemoteTopics
 from seglog.lifecycle.compaction import CompactionRunningError
 from seglog.names import TopicName
+from seglog.remote import RemoteTopics
 from seglog.storage.check import topic_directory
 from seglog.storage.compacted import compacted_directory
 from seglog.storage.lock import ExclusiveFileLock

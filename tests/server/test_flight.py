@@ -26,8 +26,9 @@ from helpers_server import refused_serve, rest, start_server
 from helpers_tls import make_certificates, make_client_certificate
 from seglog.admin.api import Admin
 from seglog.broker import Broker
+from seglog.errors import parse_error_message
 from seglog.server.auth import AuthConfig, Authority, create_secret_key, create_token
-from seglog.server.flight import FlightPort, parse_error_message
+from seglog.server.flight import FlightPort
 from seglog.server.flight.streams import MAX_BYTES, MAX_ROWS, StreamSlots, wire_batches
 
 SEGMENT_MESSAGES = 10

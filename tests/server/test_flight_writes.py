@@ -17,9 +17,9 @@ from test_flight_memory import MIB, Sampler, rss_anon
 
 import seglog
 from helpers_server import start_server
-from seglog.cli.remote import Credentials, RemoteAdmin
+from seglog.errors import parse_error_message
+from seglog.remote import Credentials, RemoteAdmin
 from seglog.server.auth import create_secret_key, create_token
-from seglog.server.flight import parse_error_message
 from seglog.storage.staged_writes import STAGED, STAGING_DIRECTORY
 
 WRITE = "0123456789abcdef0123456789abcdef"

@@ -1,6 +1,6 @@
 """What a query engine plans a read with, through the server's REST API (admin.topics.offsets) and the
 cumulative acknowledgement a streaming query commits with: the same answers in-process and through `seglog serve`
-(cli.remote's RemoteAdmin, the client the Spark connector's driver uses)."""
+(seglog.remote's RemoteAdmin, the client the Spark connector's driver uses)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 import seglog
 from helpers_server import start_server
-from seglog.cli.remote import Credentials, RemoteAdmin
 from seglog.errors import InvalidArgumentError, TopicNotFoundError
+from seglog.remote import Credentials, RemoteAdmin
 
 
 def _fill(log) -> None:

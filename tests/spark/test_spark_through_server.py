@@ -48,7 +48,7 @@ def _avro_prices(log) -> None:
 
 PROGRAM = '''
 from pyspark_seglog.local import local_spark
-from seglog.cli.remote import Credentials, RemoteAdmin
+from seglog.remote import Credentials, RemoteAdmin
 spark = local_spark("local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
 plain = PARAMETERS["plain"]
 

@@ -1,6 +1,7 @@
 """`seglog --url URL --token TOKEN`: the token a server with authentication takes, given as seglog's --token
 (else $SEGLOG_TOKEN) or as pulsar-admin's --auth-params token:TOKEN / file:///path (with --auth-plugin naming the
-token plugin, if given at all). Apart from remote.py so that the group's options do not import httpx."""
+token plugin, if given at all), and $SEGLOG_TLS_TRUST_CERTS, the CA file an https:// server's certificate is
+checked against. Apart from seglog.remote so that the group's options do not import httpx."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import click
 
 TOKEN_ENV_VAR = "SEGLOG_TOKEN"
+TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 TOKEN_PLUGINS = ("token", "org.apache.pulsar.client.impl.auth.AuthenticationToken")
 _TOKEN_META = "seglog.token"  # the token the options gave, in the click context's meta (shared by subcommands)
 

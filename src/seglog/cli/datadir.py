@@ -2,10 +2,11 @@
 else ./seglog-data; or, for the admin commands, a server, `--url http://HOST:PORT` (or $SEGLOG_URL).
 
 The admin commands take `data.admin()`: seglog.admin's API on the data directory, or the same API over the
-server's HTTP port (remote.py). Every other command needs a data directory (`data.open()`)."""
+server's HTTP port (seglog.remote). Every other command needs a data directory (`data.open()`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 import click
 
 import seglog
+from seglog.cli.auth_options import TOKEN_ENV_VAR, TRUST_ENV_VAR, given_token
 from seglog.cli.errors import CliError
 from seglog.log import METADATA_FILE
 
@@ -54,13 +56,17 @@ class DataDir:
     @contextmanager
     def admin(self, *, create: bool = False) -> Iterator[Any]:
         """The admin API (seglog.admin.api.Admin's methods): the data directory's (`create` allows making
-        it), or the server's at --url (cli/remote.py)."""
+        it), or the server's at --url (seglog.remote), with the token and CA file the command line gives."""
         if self.url is None:
             with self.open(create=create) as log:
                 yield log.admin
             return
-        from seglog.cli.remote import RemoteAdmin  # httpx only when --url is given
-        remote = RemoteAdmin(self.url)
+        from seglog.remote import Credentials, RemoteAdmin  # httpx only when --url is given
+        credentials = Credentials(given_token(), os.environ.get(TRUST_ENV_VAR),
+                                  how_to_give_token=f"--token TOKEN, --auth-params token:TOKEN|file:///PATH or "
+                                                    f"${TOKEN_ENV_VAR}",
+                                  trust_file_given_as=f"${TRUST_ENV_VAR}")
+        remote = RemoteAdmin(self.url, credentials)
         try:
             yield remote
         finally:

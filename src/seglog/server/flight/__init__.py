@@ -6,7 +6,6 @@ ticket.py (what a DoGet asks for), service.py (DoGet), authentication.py (the `a
 HTTP port reads it), streams.py (the bounds on streams and batches), errors.py (seglog's errors as the client
 sees them), port.py (listening and stopping)."""
 
-from seglog.server.flight.errors import error_message, parse_error_message
 from seglog.server.flight.port import DEFAULT_PORT, FlightPort, FlightTls
 
-__all__ = ["DEFAULT_PORT", "FlightPort", "FlightTls", "error_message", "parse_error_message"]
+__all__ = ["DEFAULT_PORT", "FlightPort", "FlightTls"]

@@ -6,37 +6,23 @@ a FlightServerError whose message is the error's class name, ': ', then its mess
     OffsetOutOfRangeError: orders partition 0: offsets 0 to 9 were deleted ...
 
 pyarrow's client appends its own context to the message (". Detail: Failed. gRPC client debug context: ...");
-`parse_error_message` takes the class name and seglog's message back out of that text, so a client (the Spark
-connector mirrors it) raises the same class of seglog.errors with the same message. Any other exception is a
+seglog.errors.parse_error_message takes the class name and seglog's message back out of that text, so a client
+(the Spark connector) raises the same class of seglog.errors with the same message; both functions live there so
+that a client need not import the server. Any other exception is a
 fault of the server: logged with its traceback, answered as FlightInternalError without what failed (as the
 HTTP port answers 500), since pyarrow would otherwise send the server's traceback to the client."""
 
 from __future__ import annotations
 
 import logging
-import re
 
 from pyarrow import flight
 
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, error_message
 
 logger = logging.getLogger("seglog.server")
 
 INTERNAL_ERROR = "the server failed to answer this request (an internal error, logged by the server)"
-# the class name of a seglog error at the start of a message, then its own message up to pyarrow's context
-_SEGLOG_ERROR = re.compile(r"(?P<error>[A-Z][A-Za-z]*Error): (?P<message>.*?)(?:\. Detail: .*)?", re.DOTALL)
-
-
-def error_message(error: SeglogError) -> str:
-    """The message the client gets for `error`: 'ClassName: message'."""
-    return f"{type(error).__name__}: {error}"
-
-
-def parse_error_message(text: str) -> tuple[str, str] | None:
-    """(class name, message) of a seglog error as the Flight client reports it (error_message's text, with
-    pyarrow's context after it); None for a message that is not one."""
-    match = _SEGLOG_ERROR.fullmatch(text)
-    return None if match is None else (match["error"], match["message"])
 
 
 def flight_error(error: Exception) -> flight.FlightError:

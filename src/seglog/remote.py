@@ -1,12 +1,13 @@
-"""`seglog --url http://HOST:PORT`: the admin API of a `seglog serve` over its HTTP port, with the methods,
-arguments, answers and errors of seglog.admin's API (Admin, Tenants, Namespaces, Topics), so every admin
-command runs the same code on a server as on a data directory (`DataDir.admin()` gives one or the other). Clusters have
-their own class too (RemoteClusters).
+"""The admin API of a `seglog serve` over its HTTP port, with the methods, arguments, answers and errors of
+seglog.admin's API (Admin, Tenants, Namespaces, Topics): `seglog --url http://HOST:PORT` runs every admin command
+with it, the same code on a server as on a data directory (cli/datadir.py's `DataDir.admin()` gives one or the
+other), and the Spark connector's driver plans with it (`serviceUrl`). Clusters have their own class too
+(RemoteClusters).
 
-Why it lives in cli/ and not in admin/: the admin layer is protocol-free and sits below the server, which
-serves it; an HTTP client of that server is a user of the server, as the CLI is. The Spark connector's driver
-uses it too (with its own Credentials), to plan reads on a server.
-It imports nothing of seglog.server (cli may not): the paths are those the server documents in
+Why it is not in admin/: the admin layer is protocol-free and sits below the server, which serves it; an HTTP
+client of that server is a user of the server, as the CLI and the Spark connector are. It sits below the CLI and
+knows nothing of the command line: its users give it their Credentials, and the words to say how to give them.
+It imports nothing of seglog.server: the paths are those the server documents in
 GET /admin/v2/openapi.json (docs/SERVER.md, "Admin REST"), and tests/cli runs every admin command both ways
 and compares the outputs.
 
@@ -14,16 +15,16 @@ Arguments are checked here as the local API checks them (the same parsers), befo
 refusals come back as the exceptions the local API raises: its error bodies name the exception's class, and
 for an invalid argument the argument, value and what is accepted (server/rest/errors.py).
 
-A server with authentication needs a token: `seglog --url URL --token TOKEN`, pulsar-admin's `--auth-params`,
-or $SEGLOG_TOKEN (auth_options.py), sent as `Authorization: Bearer <token>`; a refusal for want of one (401, 403)
-says how to give it and exits with 1. An https:// server whose certificate is not signed by a CA the system
-trusts needs that CA's certificate file: $SEGLOG_TLS_TRUST_CERTS (Pulsar's tlsTrustCertsFilePath)."""
+A server with authentication needs a token (Credentials.token), sent as `Authorization: Bearer <token>`; a
+refusal for want of one (401, 403) is NotAuthorizedError, saying how to give it (Credentials.how_to_give_token).
+An https:// server whose certificate is not signed by a CA the system trusts needs that CA's certificate file
+(Credentials.trust_file, Pulsar's tlsTrustCertsFilePath); a server that cannot be reached is
+ServerUnreachableError."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,13 +45,10 @@ from seglog.catalog.policies import (
     parse_ttl,
 )
 from seglog.catalog.schemas import UNDEFINED, checked_strategy
-from seglog.cli.auth_options import TOKEN_ENV_VAR, given_token
-from seglog.cli.errors import CliError, CliFailure
 from seglog.lifecycle.maintenance import MaintenanceReport
 from seglog.names import NamespaceName, TopicName, validate_part, validate_subscription_name
 
 TIMEOUT_S = 60.0
-TRUST_ENV_VAR = "SEGLOG_TLS_TRUST_CERTS"
 _ERRORS = {name: getattr(errors, name) for name in (
     "TopicNotFoundError", "NotFoundError", "AlreadyExistsError", "TopicExistsError", "NotEmptyError",
     "TopicInUseError", "ConsumerBusyError", "ClusterInUseError", "ClosedError", "ConfigurationStoreError",
@@ -102,13 +100,8 @@ class Credentials:
     said when the server refuses (the command line's options, or the Spark connector's)."""
     token: str | None = None
     trust_file: str | None = None
-    how_to_give_token: str = f"--token TOKEN, --auth-params token:TOKEN|file:///PATH or ${TOKEN_ENV_VAR}"
-    trust_file_given_as: str = f"${TRUST_ENV_VAR}"
-
-    @classmethod
-    def of_command_line(cls) -> Credentials:
-        """The token the command line gave (or $SEGLOG_TOKEN) and ${TRUST_ENV_VAR}."""
-        return cls(given_token(), os.environ.get(TRUST_ENV_VAR))
+    how_to_give_token: str = "a token"
+    trust_file_given_as: str = "trust file"
 
     def ssl_context(self) -> Any:
         """An SSL context trusting the CA certificates of `trust_file`, or True: the system's."""
@@ -119,8 +112,8 @@ class Credentials:
         try:
             return ssl.create_default_context(cafile=self.trust_file)
         except (OSError, ssl.SSLError) as error:
-            raise CliError(f"{self.trust_file_given_as}={self.trust_file}: not a readable file of PEM CA "
-                           f"certificates: {error}") from None
+            raise errors.InvalidArgumentError(self.trust_file_given_as, self.trust_file, "a readable file of PEM "
+                                              "CA certificates", str(error)) from None
 
 
 def _part(name: str) -> str:
@@ -143,12 +136,13 @@ def _names_an_error(response: httpx.Response) -> bool:
     return kind in _ERRORS or kind in _ARGUMENT_ERRORS
 
 
-def _unauthorized(response: httpx.Response, how_to_give_token: str) -> CliError:
+def _unauthorized(response: httpx.Response, how_to_give_token: str) -> errors.NotAuthorizedError:
     """A 401 or 403 as one line: the server's reason, and how to give a token."""
     reason = _body(response).get("reason")
     what = "needs a token" if response.status_code == 401 else "refused this token's role"
-    return CliFailure(f"the server {what} ({response.status_code}: {reason or response.reason_phrase}): give a "
-                      f"token of a role allowed to with {how_to_give_token}")
+    return errors.NotAuthorizedError(f"the server {what} ({response.status_code}: "
+                                     f"{reason or response.reason_phrase}): give a token of a role allowed to with "
+                                     f"{how_to_give_token}")
 
 
 class Http:
@@ -171,7 +165,8 @@ class Http:
             untrusted = "CERTIFICATE_VERIFY_FAILED" in str(error)
             hint = (f" (give the CA certificates that sign the server's with {self.credentials.trust_file_given_as})"
                     if untrusted else "")
-            raise CliFailure(f"cannot reach the seglog server at {self.url}: {error}{hint}") from None
+            raise errors.ServerUnreachableError(f"cannot reach the seglog server at {self.url}: {error}{hint}") \
+                from None
         # (a 403 naming seglog's error is a refusal of the request itself)
         if response.status_code == 401 or (response.status_code == 403 and not _names_an_error(response)):
             raise _unauthorized(response, self.credentials.how_to_give_token)
@@ -646,13 +641,12 @@ class RemoteAdmin:
     """seglog.admin.api.Admin's surface, on a server: `clusters`, `tenants`, `namespaces`, `topics`, `schemas`,
     `run_maintenance`, `metrics`, `now_ms`."""
 
-    def __init__(self, url: str, credentials: Credentials | None = None, *, argument: str = "url") -> None:
-        """`credentials`: the command line's (Credentials.of_command_line) unless given; `argument`: the name of
-        the option that gave `url`, as errors name it."""
+    def __init__(self, url: str, credentials: Credentials, *, argument: str = "url") -> None:
+        """`argument`: the name of the option that gave `url`, as errors name it."""
         if not url.startswith(("http://", "https://")):
             raise errors.InvalidArgumentError(argument, url, "the server's HTTP URL, http://HOST:PORT or "
                                               "https://HOST:PORT (seglog serve prints it)")
-        self._http = Http(url, credentials or Credentials.of_command_line())
+        self._http = Http(url, credentials)
         self.clusters = RemoteClusters(self._http)
         self.tenants = RemoteTenants(self._http)
         self.namespaces = RemoteNamespaces(self._http)
