@@ -30,15 +30,16 @@ def rss_anon(pid: int) -> int:
 
 class AnonPeak:
     """Samples a process's RssAnon every few ms from a thread while the block runs: `growth` is the largest
-    rise over what it was at the start."""
+    rise over `baseline` (what it was at the start, unless given)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, baseline: int | None = None) -> None:
         self.pid = pid
         self.growth = 0
+        self._given_baseline = baseline
         self._stop = threading.Event()
 
     def __enter__(self) -> AnonPeak:
-        self._baseline = rss_anon(self.pid)
+        self._baseline = rss_anon(self.pid) if self._given_baseline is None else self._given_baseline
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self

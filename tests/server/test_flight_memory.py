@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from pyarrow import flight
 
 import seglog
+from helpers_hostile import AnonPeak, rss_anon
 from helpers_server import start_server
 
 MESSAGES = 200_000
@@ -28,39 +28,7 @@ MIB = 1 << 20
 BOUND = 64 * MIB
 STALLED_BOUND = 16 * MIB
 STALLED_BATCHES = 10  # 100 MB
-SAMPLE_S = 0.02
 READ_TIMEOUT_S = 60.0
-
-
-def rss_anon(pid: int) -> int:
-    """RssAnon of process `pid`, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no RssAnon in /proc/{pid}/status")
-
-
-class Sampler:
-    """The highest RssAnon of a process, sampled every SAMPLE_S in a thread while inside `with`."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, rss_anon(self.pid))
-            self._stop.wait(SAMPLE_S)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(READ_TIMEOUT_S)
 
 
 def ticket(end: int) -> flight.Ticket:
@@ -100,13 +68,13 @@ def test_four_clients_reading_everything_keep_the_servers_memory_flat(big):
             errors.append(error)
 
     readers = [threading.Thread(target=read_all) for _ in range(CLIENTS)]
-    with Sampler(server.process.pid) as sampler:
+    with AnonPeak(server.process.pid, idle) as peak:
         for reader in readers:
             reader.start()
         for reader in readers:
             reader.join(READ_TIMEOUT_S)
     assert not errors and rows == [MESSAGES] * CLIENTS, errors
-    grown = sampler.peak - idle
+    grown = peak.growth
     assert grown < BOUND, f"RssAnon grew by {grown / MIB:.1f} MiB over idle ({idle / MIB:.1f} MiB)"
 
 
@@ -115,9 +83,9 @@ def test_a_client_that_stops_reading_does_not_make_the_server_buffer_its_range(b
     idle = rss_anon(server.process.pid)
     reader = client.do_get(ticket(MESSAGES))
     reader.read_chunk()  # one batch, then the client holds the stream without reading
-    with Sampler(server.process.pid) as sampler:
+    with AnonPeak(server.process.pid, idle) as peak:
         time.sleep(1.5)  # (what is measured is the server's memory while nothing is read: time must pass)
-    grown = sampler.peak - idle
+    grown = peak.growth
     assert grown < STALLED_BOUND, f"RssAnon grew by {grown / MIB:.1f} MiB over idle while the client held its stream"
     reader.cancel()
     assert client.do_get(ticket(PER_BATCH)).read_all().num_rows == PER_BATCH  # the server serves on

@@ -13,9 +13,10 @@ import time
 import pyarrow as pa
 import pytest
 from pyarrow import flight
-from test_flight_memory import MIB, Sampler, rss_anon
+from test_flight_memory import MIB
 
 import seglog
+from helpers_hostile import AnonPeak, rss_anon
 from helpers_server import start_server
 from seglog.errors import parse_error_message
 from seglog.remote import Credentials, RemoteAdmin
@@ -252,7 +253,7 @@ def test_four_clients_putting_at_once_keep_the_servers_memory_flat(served):
             errors.append(error)
 
     putters = [threading.Thread(target=put_all, args=(task,)) for task in range(CLIENTS)]
-    with Sampler(server.process.pid) as sampler:
+    with AnonPeak(server.process.pid, idle) as peak:
         for putter in putters:
             putter.start()
         for putter in putters:
@@ -261,7 +262,7 @@ def test_four_clients_putting_at_once_keep_the_servers_memory_flat(served):
     sizes = [(server.data / STAGING_DIRECTORY / WRITE / f"{task:06d}-0.arrow").stat().st_size
              for task in range(CLIENTS)]
     assert all(size > PUT_BATCHES * 1_000_000 for size in sizes), sizes
-    grown = sampler.peak - idle
+    grown = peak.growth
     assert grown < BOUND, f"RssAnon grew by {grown / MIB:.1f} MiB over idle ({idle / MIB:.1f} MiB)"
 
 

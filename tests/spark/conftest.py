@@ -36,3 +36,19 @@ def spark():
     session = local_spark("local[2,4]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()
+
+
+def secured_data(directory: Path, key_file: Path, messages: int) -> bytes:
+    """A data directory for a server with token authentication: topic events (test_spark_read.make_topic with
+    `messages`), which role reader may consume and role writer produce to; a new secret key in `key_file`. The key."""
+    import seglog
+    from seglog.server.auth import create_secret_key
+
+    from .test_spark_read import make_topic
+    make_topic(directory, messages=messages)
+    with seglog.open(directory) as log:
+        log.admin.namespaces.grant_permission("public/default", "reader", ["consume"])
+        log.admin.namespaces.grant_permission("public/default", "writer", ["produce"])
+    key = create_secret_key()
+    key_file.write_bytes(key)
+    return key

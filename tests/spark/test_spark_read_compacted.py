@@ -144,18 +144,23 @@ def test_a_log_compacted_by_its_cleanup_policy_is_read_through_its_view(tmp_path
     assert rows_of(batch_reader(tmp_path, readCompacted="true")) == expected
 
 
+PRICE_V0 = {"type": "record", "name": "Price", "fields": [{"name": "cents", "type": "long"}]}
+PRICE_V1 = {**PRICE_V0, "fields": [*PRICE_V0["fields"], {"name": "currency", "type": ["null", "string"],
+                                                          "default": None}]}  # a field added
+
+
+def avro(schema: dict, record: dict) -> bytes:
+    """`record` in Avro's schemaless binary encoding, as pulsar-client's AvroSchema writes values."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
 def test_typed_values_of_the_view_decode_with_the_schema_version_they_were_written_with(tmp_path):
     """valueSchema 'topic' over a log compacted by its cleanup_policy: rows only the view still holds take the
     version of their own stored batch (not the log's first batch), so an Avro record written before a field
     was added reads with that field null."""
-    v0 = {"type": "record", "name": "Price", "fields": [{"name": "cents", "type": "long"}]}
-    v1 = {**v0, "fields": [*v0["fields"], {"name": "currency", "type": ["null", "string"], "default": None}]}
-
-    def avro(schema, record):
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-        return out.getvalue()
-
+    v0, v1 = PRICE_V0, PRICE_V1
     clock = seglog.ManualClock()
     with seglog.open(tmp_path, clock=clock) as log:
         topic = log.create_topic("prices", cleanup_policy="compact", segment_max_messages=2,

@@ -8,11 +8,9 @@ program answered."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
-import fastavro
 import pytest
 
 import seglog
@@ -21,20 +19,14 @@ from helpers_server import start_server
 from helpers_storage import partition_writer
 from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 
-from .conftest import spark_environment
+from .conftest import secured_data, spark_environment
 from .test_spark_read import make_topic
+from .test_spark_read_compacted import PRICE_V0, PRICE_V1, avro
 
 
 def _avro_prices(log) -> None:
     """Topic prices: Avro records of two schema versions (the second adds a field), keys a, b, a, c; compacted."""
-    v0 = {"type": "record", "name": "Price", "fields": [{"name": "cents", "type": "long"}]}
-    v1 = {**v0, "fields": [*v0["fields"], {"name": "currency", "type": ["null", "string"], "default": None}]}
-
-    def avro(schema, record):
-        out = io.BytesIO()
-        fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-        return out.getvalue()
-
+    v0, v1 = PRICE_V0, PRICE_V1
     topic = log.create_topic("prices")
     versions = [log.admin.schemas.create("prices", "AVRO", json.dumps(v)) for v in (v0, v1)]
     with partition_writer(log, topic) as writer:
@@ -114,18 +106,13 @@ def answered(tmp_path_factory) -> dict[str, Any]:
     events (1,000 messages over 2 partitions) and prices (_avro_prices); `secured` (token authentication and TLS)
     serves events (100 messages), which role reader may consume and role writer only produce."""
     from helpers_tls import make_certificates
-    from seglog.server.auth import create_secret_key, create_token
+    from seglog.server.auth import create_token
     folder = tmp_path_factory.mktemp("through-server")
     hidden = folder / "hidden"
     make_topic(hidden / "plain", messages=1000)
     with seglog.open(hidden / "plain") as log:
         _avro_prices(log)
-    make_topic(hidden / "secured", messages=100)
-    with seglog.open(hidden / "secured") as log:
-        log.admin.namespaces.grant_permission("public/default", "reader", ["consume"])
-        log.admin.namespaces.grant_permission("public/default", "writer", ["produce"])
-    key = create_secret_key()
-    (folder / "secret.key").write_bytes(key)
+    key = secured_data(hidden / "secured", folder / "secret.key", messages=100)
     certificates = make_certificates(folder / "certs")
     plain = start_server(hidden / "plain")
     try:

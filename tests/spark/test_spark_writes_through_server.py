@@ -15,7 +15,7 @@ from helpers_hidden import run_hidden
 from helpers_server import start_server
 from seglog.storage.staged_writes import STAGING_DIRECTORY
 
-from .conftest import spark_environment
+from .conftest import secured_data, spark_environment
 from .test_spark_read import make_topic
 
 PROGRAM = '''
@@ -76,18 +76,13 @@ def answered(tmp_path_factory) -> dict[str, Any]:
     """Two servers over data directories in one hidden folder, and what PROGRAM answered: `plain` serves events
     (1,000 messages over 2 partitions) and written (2 partitions), `secured` (token authentication) events (10
     messages), which role reader may consume and role writer produce to."""
-    from seglog.server.auth import create_secret_key, create_token
+    from seglog.server.auth import create_token
     folder = tmp_path_factory.mktemp("writes-through-server")
     hidden = folder / "hidden"
     make_topic(hidden / "plain", messages=1000)
     with seglog.open(hidden / "plain") as log:
         log.create_topic("written", partitions=2)  # (copy: created by its first write)
-    make_topic(hidden / "secured", messages=10)
-    with seglog.open(hidden / "secured") as log:
-        log.admin.namespaces.grant_permission("public/default", "reader", ["consume"])
-        log.admin.namespaces.grant_permission("public/default", "writer", ["produce"])
-    key = create_secret_key()
-    (folder / "secret.key").write_bytes(key)
+    key = secured_data(hidden / "secured", folder / "secret.key", messages=10)
     plain = start_server(hidden / "plain")
     try:
         secured = start_server(hidden / "secured", "--auth-token-secret-key", str(folder / "secret.key"))
