@@ -25,17 +25,15 @@ def answer(value):
 '''
 
 
-def can_hide() -> bool:
-    """Whether this machine lets a test hide a directory: root, with unshare (util-linux)."""
-    return os.geteuid() == 0 and shutil.which("unshare") is not None
 
 
 def run_hidden(hidden: Path, program: str, parameters: dict[str, Any], *, env: dict[str, str] | None = None,
                timeout: float = TIMEOUT_S) -> Any:
     """Run `program` (Python, after PRELUDE: it has `HIDDEN`, `PARAMETERS` and `answer(value)`) with `hidden` out
     of sight; what it passed to answer(), or AssertionError with its output when it failed."""
-    if not can_hide():
-        pytest.skip("hiding a directory needs root and unshare (util-linux)")
+    if os.geteuid() != 0:
+        pytest.skip("hiding a directory needs root (a mount namespace of its own)")
+    assert shutil.which("unshare") is not None, "unshare (util-linux) is not on PATH: the test cannot hide anything"
     script = hidden.parent / f"hidden-{os.getpid()}-{len(program)}.py"
     script.write_text(PRELUDE + program)
     command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
