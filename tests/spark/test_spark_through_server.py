@@ -8,8 +8,9 @@ against servers of its own (SERVED), and each test asserts on its part of what t
   restarted from its checkpoint (pulsar-client producing between the runs) with a subscription;
 - writes: a batch write arriving once, a streaming write restarted from its checkpoint and one whose last batch
   Spark runs again after a driver crash between publishing it and writing its commit log, each message once;
-- options: topicsPattern, offsets by timestamp, endingTimestamp and pushed-down filters (the planning they change
-  runs on the driver through the REST API, as in-process);
+- options: topics, topicsPattern, the topic column, offsets by timestamp, startingTimestamp, endingTimestamp,
+  pushed-down filters, minOffsetsPerTrigger with maxTriggerDelay and the latest offsets in a stream's progress (the
+  planning they change runs on the driver through the REST API, as in-process);
 - credentials: a server with token authentication and TLS refusing no token, a role without the permission and
   no CA file, each naming the option to give."""
 
@@ -136,6 +137,21 @@ options["by time"], options["recent"] = counts(by_time), counts(recent)
 options["recent splits"] = recent.rdd.getNumPartitions()
 options["partition"] = sorted(r.offset for r in source(url, topics="events-a,other").filter(
     "partition = 0 AND offset >= 45 AND topic = 'events-a'").collect())
+options["ending by time"] = counts(source(url, topic="events-a", endingOffsetsByTimestamp=(
+    '{"events-a": {"0": %d, "1": %d}}' % (base + 20, base + 41))))
+options["starting time"] = counts(source(url, topic="events-b", startingTimestamp=str(base + 25)))
+query = (spark.readStream.format("seglog").option("serviceUrl", url).option("topic", "other")
+         .option("startingOffsets", "earliest").option("minOffsetsPerTrigger", "10").option("maxTriggerDelay", "1h")
+         .load().writeStream.format("memory").queryName("min_offsets").trigger(processingTime="100 milliseconds")
+         .option("checkpointLocation", PARAMETERS["options checkpoint"]).start())
+seen = []
+for more in (0, 3, 7):  # the first micro-batch does not wait; then 3 < 10 waits (up to an hour); 3 + 7 do not
+    produce(PARAMETERS["pulsar"]["options"], "other", more)
+    query.processAllAvailable()
+    seen.append(spark.table("min_offsets").count())
+progress = [p for p in query.recentProgress if p["numInputRows"]][-1]["sources"][0]
+query.stop()
+options["min offsets"], options["progress"] = seen, [progress["endOffset"], progress["latestOffset"]]
 got["options"] = options
 '''
 
@@ -222,7 +238,8 @@ def answered(tmp_path_factory) -> dict[str, Any]:
             "pulsar": {name: server.pulsar_url for name, server in servers.items()}, "base": BASE_MS,
             "ca": str(certificates.ca), "reader": create_token(key, "reader"), "writer": create_token(key, "writer"),
             "output": str(folder / "out"), "read checkpoint": str(folder / "read-checkpoint"),
-            "write checkpoint": str(folder / "write-checkpoint")}, env=spark_environment())
+            "write checkpoint": str(folder / "write-checkpoint"),
+            "options checkpoint": str(folder / "options-checkpoint")}, env=spark_environment())
     finally:
         for server in servers.values():
             server.stop()
@@ -296,6 +313,14 @@ def test_a_pattern_by_timestamp_and_pushed_filters(answered):
     assert options["recent"] == [["events-a", 0, 10], ["events-a", 1, 10]]  # events-b's newest is BASE + 29
     assert options["recent splits"] == 4
     assert options["partition"] == [45, 46, 47, 48, 49]
+    assert options["ending by time"] == [["events-a", 0, 10], ["events-a", 1, 20]]  # before i = 20 and i = 41
+    assert options["starting time"] == [["events-b", 0, 5]]
+
+
+def test_min_offsets_per_trigger_and_the_latest_offsets_in_the_progress(answered):
+    options = answered["options"]
+    assert options["min offsets"] == [5, 5, 15]
+    assert [json.loads(offsets) for offsets in options["progress"]] == [{"other": {"0": 15}}] * 2
 
 
 # --- credentials -----------------------------------------------------------------------------------------------
