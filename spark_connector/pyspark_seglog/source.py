@@ -11,10 +11,11 @@ from pyspark_seglog.options import VALUE_BINARY, SinkOptions, SourceOptions, low
 class SeglogDataSource(DataSource):
     """format("seglog"): topics of a seglog data directory or server (options: see pyspark_seglog.options).
 
-    Thread safety: Spark pickles the source to its executors, whose Python workers open the data directory
-    themselves, read only (background=False), so the driver and its executors share one machine or file system.
-    A write's tasks stage their rows and the driver publishes them through a producer, which holds the writer
-    locks of the partitions it writes: no other process may write them meanwhile.
+    Thread safety: Spark pickles the source to its executors. With `path`, their Python workers open the data
+    directory themselves, read only (background=False), so the driver and its executors share one machine or file
+    system; a write's tasks stage their rows there and the driver publishes them through a producer, which holds
+    the writer locks of the partitions it writes: no other process may write them meanwhile. With `serviceUrl`,
+    the executors read and stage through the server's Flight port and the server publishes (sessions.py).
     """
 
     @classmethod
