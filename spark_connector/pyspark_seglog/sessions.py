@@ -98,14 +98,8 @@ class RemoteSession:
         location = self.location.resolved()
         ticket = flight.Ticket(json.dumps({"topic": topic, "partition": partition, "start": start, "end": end,
                                            **how}).encode())
-        assert location.flight_uri is not None
-        client = flight.FlightClient(location.flight_uri, tls_root_certs=_trusted(location))
-        try:
-            yield from client.do_get(ticket, _call_options(location)).to_reader()
-        except flight.FlightError as error:
-            raise _seglog_error(error, location) from None
-        finally:
-            client.close()
+        with flight_client(location, "consume") as (client, options):
+            yield from client.do_get(ticket, options).to_reader()
 
 
 @contextmanager
@@ -138,7 +132,7 @@ def _call_options(location: Location) -> Any:
     return flight.FlightCallOptions(headers=headers)  # type: ignore[arg-type]
 
 
-def _seglog_error(error: Exception, location: Location, action: str = "consume") -> Exception:
+def _seglog_error(error: Exception, location: Location, action: str) -> Exception:
     """A Flight error as the exception an in-process call raises (the server names its class), or as a refusal
     naming the option that gives the credential (`action`: what the role must be allowed to do)."""
     from pyarrow import flight
