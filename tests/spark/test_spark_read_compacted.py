@@ -149,6 +149,19 @@ PRICE_V1 = {**PRICE_V0, "fields": [*PRICE_V0["fields"], {"name": "currency", "ty
                                                           "default": None}]}  # a field added
 
 
+def write_prices(log, topic) -> None:
+    """Avro prices of keys a, b (written with PRICE_V0's version), then a, c (PRICE_V1's, adding a field), each in a
+    stored batch of its own marked with its schema version as the server marks a producer's; both versions are
+    registered on the topic first."""
+    versions = [log.admin.schemas.create(topic.name, "AVRO", json.dumps(v)) for v in (PRICE_V0, PRICE_V1)]
+    with partition_writer(log, topic) as writer:
+        for version, schema, key, record in [(0, PRICE_V0, b"a", {"cents": 1}), (0, PRICE_V0, b"b", {"cents": 2}),
+                                             (1, PRICE_V1, b"a", {"cents": 3, "currency": "EUR"}),
+                                             (1, PRICE_V1, b"c", {"cents": 4, "currency": "USD"})]:
+            writer.append(writer.source([avro(schema, record)], [key],
+                                        attributes={SCHEMA_VERSION_ATTRIBUTE: "%016x" % versions[version]}))
+
+
 def avro(schema: dict, record: dict) -> bytes:
     """`record` in Avro's schemaless binary encoding, as pulsar-client's AvroSchema writes values."""
     out = io.BytesIO()
@@ -160,18 +173,11 @@ def test_typed_values_of_the_view_decode_with_the_schema_version_they_were_writt
     """valueSchema 'topic' over a log compacted by its cleanup_policy: rows only the view still holds take the
     version of their own stored batch (not the log's first batch), so an Avro record written before a field
     was added reads with that field null."""
-    v0, v1 = PRICE_V0, PRICE_V1
     clock = seglog.ManualClock()
     with seglog.open(tmp_path, clock=clock) as log:
         topic = log.create_topic("prices", cleanup_policy="compact", segment_max_messages=2,
                                  min_cleanable_dirty_ratio=0.0)
-        versions = [log.admin.schemas.create("prices", "AVRO", json.dumps(v)) for v in (v0, v1)]
-        with partition_writer(log, topic) as writer:
-            for version, schema, key, record in [(0, v0, b"a", {"cents": 1}), (0, v0, b"b", {"cents": 2}),
-                                                 (1, v1, b"a", {"cents": 3, "currency": "EUR"}),
-                                                 (1, v1, b"c", {"cents": 4, "currency": "USD"})]:
-                writer.append(writer.source([avro(schema, record)], [key],
-                                            attributes={SCHEMA_VERSION_ATTRIBUTE: "%016x" % versions[version]}))
+        write_prices(log, topic)
         clock.advance(hours=1)
         log.run_maintenance()  # the segment of offsets 0 and 1 compacted, then deleted: only the view has them
         assert topic.earliest_offset(0) == 2

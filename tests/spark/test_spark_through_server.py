@@ -25,13 +25,11 @@ import pytest
 import seglog
 from helpers_hidden import run_hidden
 from helpers_server import Server, start_server
-from helpers_storage import partition_writer
-from seglog.storage.range_read import SCHEMA_VERSION_ATTRIBUTE
 from seglog.storage.staged_writes import STAGING_DIRECTORY
 
 from .conftest import secured_data, spark_environment
 from .test_spark_read import make_topic
-from .test_spark_read_compacted import PRICE_V0, PRICE_V1, avro
+from .test_spark_read_compacted import write_prices
 
 BASE_MS = 1_700_000_000_000  # make_topic's first timestamp
 SERVED = ("reads", "writes", "options", "secured")
@@ -187,15 +185,7 @@ PROGRAM = SESSION + READS + WRITES + OPTIONS + CREDENTIALS
 
 def _avro_prices(log) -> None:
     """Topic prices: Avro records of two schema versions (the second adds a field), keys a, b, a, c; compacted."""
-    v0, v1 = PRICE_V0, PRICE_V1
-    topic = log.create_topic("prices")
-    versions = [log.admin.schemas.create("prices", "AVRO", json.dumps(v)) for v in (v0, v1)]
-    with partition_writer(log, topic) as writer:
-        for version, schema, key, record in [(0, v0, b"a", {"cents": 1}), (0, v0, b"b", {"cents": 2}),
-                                             (1, v1, b"a", {"cents": 3, "currency": "EUR"}),
-                                             (1, v1, b"c", {"cents": 4, "currency": "USD"})]:
-            writer.append(writer.source([avro(schema, record)], [key],
-                                        attributes={SCHEMA_VERSION_ATTRIBUTE: "%016x" % versions[version]}))
+    write_prices(log, log.create_topic("prices"))
     log.admin.topics.compact("prices")
 
 
