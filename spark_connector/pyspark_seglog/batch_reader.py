@@ -23,18 +23,19 @@ class SeglogBatchReader(DataSourceReader):
         self.pushed = PushedFilters()  # what filters pushed down leave out (FilteringBatchReader)
 
     def partitions(self) -> list[OffsetRange]:
-        """Runs once, when Spark plans the read: the end offsets are taken here, so the read is
-        consistent while producers go on writing. With readCompacted, the compaction horizons are taken
-        first: a compaction after the end offsets were taken is then one the executors notice."""
+        """Runs once, when Spark plans the read: the end offsets are taken here, in one snapshot of each topic,
+        so the read is consistent while producers go on writing. With readCompacted, the snapshot takes each
+        partition's compaction horizon before its end offset: a compaction after the end offsets were taken is
+        then one the executors notice."""
         options = self.options
         location = options.location.resolved()
         with connect(location) as session:
             admin = session.admin
-            topics = options.selection.resolve(admin)
-            horizons = ({topic: offsets.horizon for topic, offsets in snapshot(admin, topics).items()}
-                        if options.read_compacted else None)
-            return plan(admin, location, start_offsets(admin, options, topics),
-                        end_offsets(admin, options, topics, options.ending), options, horizons, self.pushed)
+            now = snapshot(admin, options.selection.resolve(admin), read_compacted=options.read_compacted,
+                           timestamp=self.pushed.timestamp_from)
+            horizons = {topic: offsets.horizon for topic, offsets in now.items()} if options.read_compacted else None
+            return plan(now, location, start_offsets(admin, options, now),
+                        end_offsets(admin, options, now, options.ending), options, horizons, self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.value_schema)

@@ -65,25 +65,31 @@ class TopicOffsets:
 Offsets = dict[str, dict[int, int]]  # {topic, as the options name it: {partition: offset}}
 
 
-def snapshot(admin: Any, topics: list[str], *, read_compacted: bool = False) -> dict[str, TopicOffsets]:
-    """Each topic's offsets, now."""
-    return {topic: TopicOffsets.of(admin, topic, read_compacted=read_compacted) for topic in topics}
+def snapshot(admin: Any, topics: list[str], *, read_compacted: bool = False,
+             timestamp: int | None = None) -> dict[str, TopicOffsets]:
+    """Each topic's offsets, now (with `timestamp`, each partition's first offset at or after it too): what
+    one step of planning resolves its offsets against, asked of the admin API once a topic."""
+    return {topic: TopicOffsets.of(admin, topic, read_compacted=read_compacted, timestamp=timestamp)
+            for topic in topics}
 
 
-def start_offsets(admin: Any, options: SourceOptions, topics: list[str]) -> Offsets:
-    """Where each partition of `topics` starts, by the starting bound of the options."""
-    return _resolve(admin, options, topics, options.starting, starting=True)
+def start_offsets(admin: Any, options: SourceOptions, now: dict[str, TopicOffsets]) -> Offsets:
+    """Where each partition of the topics of `now` (a snapshot() with the options' read_compacted) starts, by
+    the starting bound of the options."""
+    return _resolve(admin, options, now, options.starting, starting=True)
 
 
-def end_offsets(admin: Any, options: SourceOptions, topics: list[str], bound: Bound = "latest") -> Offsets:
-    """Where each partition of `topics` ends, as of now (the snapshot a query plans with): `bound`, the
-    ending bound of the options for a batch query, 'latest' for a stream."""
-    return _resolve(admin, options, topics, bound, starting=False)
+def end_offsets(admin: Any, options: SourceOptions, now: dict[str, TopicOffsets], bound: Bound = "latest") -> Offsets:
+    """Where each partition of the topics of `now` (a snapshot()) ends: `bound`, the ending bound of the options
+    for a batch query, 'latest' for a stream."""
+    return _resolve(admin, options, now, bound, starting=False)
 
 
-def _resolve(admin: Any, options: SourceOptions, topics: list[str], bound: Bound, *, starting: bool) -> Offsets:
+def _resolve(admin: Any, options: SourceOptions, now: dict[str, TopicOffsets], bound: Bound, *,
+             starting: bool) -> Offsets:
     from seglog.errors import InvalidArgumentError
     option = "startingOffsets" if starting else "endingOffsets"
+    topics = list(now)
     given = bound if isinstance(bound, dict) else bound.by_topic if isinstance(bound, ByTimestamp) else None
     if given is not None and set(given) != set(topics):
         option = bound.option if isinstance(bound, ByTimestamp) else option
@@ -91,8 +97,7 @@ def _resolve(admin: Any, options: SourceOptions, topics: list[str], bound: Bound
                                    f"other, as named by {options.selection.describe()}: "
                                    f"{', '.join(topics) or 'none now'}")
     resolved = {}
-    for topic in topics:
-        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted)
+    for topic, offsets in now.items():
         if isinstance(bound, ByTimestamp):
             resolved[topic] = _at_times(admin, options, offsets, topic, bound, starting=starting)
         elif isinstance(bound, str):
@@ -133,21 +138,21 @@ def _at_times(admin: Any, options: SourceOptions, offsets: TopicOffsets, topic: 
     return at
 
 
-def plan(admin: Any, location: Location, starts: Offsets, ends: Offsets, options: SourceOptions,
+def plan(now: dict[str, TopicOffsets], location: Location, starts: Offsets, ends: Offsets, options: SourceOptions,
          horizons: Offsets | None = None, pushed: PushedFilters | None = None) -> list[OffsetRange]:
     """The input partitions reading [starts[t][p], ends[t][p]) of each partition of each topic of `ends`, at
     most maxRecordsPerPartition offsets each (offsets, not rows: a compacted view has fewer rows than offsets,
     as Spark's Kafka source counts on a compacted topic). A partition `starts` lacks (a stream found it, or its
     topic, later) starts at its earliest offset, as in Spark's Kafka source. Offsets already deleted fail the
     query, or with failOnDataLoss false are left out; offsets deleted between the compacted view and the log
-    are found when they are read. `horizons`: with readCompacted, the compaction horizons taken before `ends`
-    were. `pushed`: what the filters Spark pushed down leave out (pushdown.py)."""
+    are found when they are read. `now`: a snapshot() of the topics of `ends` with the options' read_compacted
+    (and the pushed filters' timestamp_from), taken no earlier than `ends`. `horizons`: with readCompacted, the
+    compaction horizons taken before `ends` were. `pushed`: what the filters Spark pushed down leave out
+    (pushdown.py)."""
     pushed = pushed or PushedFilters()
     ranges = []
     for topic in filter(pushed.keeps_topic, sorted(ends)):
-        offsets = TopicOffsets.of(admin, topic, read_compacted=options.read_compacted,
-                                  timestamp=pushed.timestamp_from)
-        ranges += _plan_topic(location, topic, offsets, starts.get(topic, {}), ends[topic], options,
+        ranges += _plan_topic(location, topic, now[topic], starts.get(topic, {}), ends[topic], options,
                               (horizons or {}).get(topic, {}), pushed)
     return ranges
 

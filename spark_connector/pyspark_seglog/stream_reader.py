@@ -52,7 +52,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         (or, if it exists and has acknowledged past it, moved back to it: it must never lead Spark)."""
         if self._initial is None:
             with connect(self.location) as session:
-                starts = start_offsets(session.admin, self.options, self.options.selection.resolve(session.admin))
+                now = snapshot(session.admin, self.options.selection.resolve(session.admin),
+                               read_compacted=self.options.read_compacted)
+                starts = start_offsets(session.admin, self.options, now)
                 for topic, offsets in starts.items():
                     self._start_subscription(session.admin, topic, offsets)
             self._initial = offset_dict(starts)
@@ -71,8 +73,8 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         with connect(self.location) as session:
-            topics = self.options.selection.resolve(session.admin)
-            self._available_now = end_offsets(session.admin, self.options, topics)
+            now = snapshot(session.admin, self.options.selection.resolve(session.admin))
+            self._available_now = end_offsets(session.admin, self.options, now)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next micro-batch: every partition's end now (the ends availableNow took), within
@@ -102,8 +104,10 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None if self._latest is None else offset_dict(self._latest)
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
+        ends = self._offsets_in(end)
         with connect(self.location) as session:
-            return plan(session.admin, self.location, self._offsets_in(start), self._offsets_in(end), self.options)
+            now = snapshot(session.admin, list(ends), read_compacted=self.options.read_compacted)
+        return plan(now, self.location, self._offsets_in(start), ends, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.value_schema)
