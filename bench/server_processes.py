@@ -1,6 +1,6 @@
 """The server processes of bench_server.py and bench_replication.py: `seglog serve` (as clusters of
 geo-replication too), the do-nothing stub broker (stub_broker.py), nats-server with JetStream, redis-server,
-and pulsar-client producer processes (producer_worker.py).
+pulsar-lite (a native Rust broker, PyPI pulsar-lite), and pulsar-client producer processes (producer_worker.py).
 
 Every process binds 127.0.0.1 on a free port, is started by this module and stopped by its pid (SIGTERM,
 then SIGKILL after a bounded wait); every wait here is bounded. A server this machine lacks (nats-server,
@@ -111,6 +111,36 @@ def start_stub(logs: Path) -> tuple[Process, str]:
     process = spawn("stub broker", [sys.executable, str(HERE / "stub_broker.py"), "--port", "0"],
                      logs / "stub-broker.log", stdout=subprocess.PIPE)
     return process, _first_line(process).split()[0]
+
+
+def start_pulsar_lite(data: Path, logs: Path) -> tuple[Process, str]:
+    """pulsar-lite (PyPI `pulsar-lite`, a Rust broker speaking Pulsar's protocol over RocksDB) on a free
+    port with its database under `data`; (the process, its pulsar:// URL). Its Prometheus endpoint, on
+    0.0.0.0:8080 by default, is turned off by a config file of its own (port 8080 belongs to other tests).
+    Ready once it accepts a connection (it prints nothing on stdout)."""
+    try:
+        from pulsar_lite.binary_finder import find_pulsar_lite_binary
+    except ImportError:
+        pytest.skip("pulsar-lite is not installed (pip install pulsar-lite==0.2.0): its figures are left out")
+    data.mkdir(parents=True, exist_ok=True)
+    config = data / "pulsar-lite.toml"
+    config.write_text("[metrics]\nenabled = false\n")
+    port = free_port()
+    process = spawn("pulsar-lite", [find_pulsar_lite_binary(), "--config", str(config), "--addr",
+                                     f"127.0.0.1:{port}", "--db-path", str(data / "db"), "--log-level", "warn"],
+                     logs / "pulsar-lite.log")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, f"pulsar://127.0.0.1:{port}"
+        except OSError:
+            pass
+        process.check_running()
+        if time.monotonic() > deadline:
+            process.stop()
+            raise AssertionError(f"pulsar-lite accepted no connection in {START_TIMEOUT_S}s: {process.tail()}")
+        time.sleep(0.02)
 
 
 def free_port() -> int:
