@@ -27,6 +27,11 @@ fairest pair (`--seglog-stat=median` compares medians instead). At the end of th
 and verdicts (MET / MISSED) are written into each benchmark's `extra_info` before pytest-benchmark saves
 its JSON, and printed after its tables.
 
+First rounds: a benchmark run with `first_round=True` also times its first round on its own (the round
+pedantic's warm-up would drop: a fresh producer, topic or reader, its first segment and first page faults
+counted, as a user meets them), and the summary judges its targets on that round too, against the first
+rounds of the group's baselines, which time theirs the same way.
+
 Sizes: `scale(real, quick)` gives `quick` when benchmarks are disabled (`--benchmark-disable`: CI runs each
 body once, so every file must finish in seconds), otherwise `real` times `--seglog-scale` (default 1).
 """
@@ -36,6 +41,7 @@ from __future__ import annotations
 import copy
 import math
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +52,7 @@ import pytest
 
 ROUNDS = 7
 WARMUP_ROUNDS = 1
+FIRST_ROUND = "first round s"  # extra_info key: the first round's seconds (Bench.run's first_round)
 VALUE_BYTES = 100
 
 
@@ -113,16 +120,29 @@ class Bench:
 
     def run(self, function: Callable[..., Any], *, setup: Callable[[], Any] | None = None,
             teardown: Callable[..., Any] | None = None, rounds: int = ROUNDS,
-            warmup_rounds: int = WARMUP_ROUNDS) -> Any:
+            warmup_rounds: int = WARMUP_ROUNDS, first_round: bool = False) -> Any:
         """benchmark.pedantic: `setup` (untimed) returns the arguments of `function`, as a tuple, or None;
         `teardown` (untimed) gets the same arguments. With benchmarks disabled the body runs once, and so
-        does `teardown` (pedantic would skip it, leaving files behind and its checks unchecked)."""
+        does `teardown` (pedantic would skip it, leaving files behind and its checks unchecked).
+
+        `first_round`: the first round is timed on its own and recorded as FIRST_ROUND (seconds), then
+        pedantic runs with one warm-up round fewer (that round was one), so the rounds are the same."""
         def arguments():
             made = setup() if setup else None
             return (made if made is not None else ()), {}
 
-        if self.benchmark.disabled and teardown is not None:
-            function, teardown = _with_teardown(function, teardown), None
+        if self.benchmark.disabled:
+            if teardown is not None:
+                function, teardown = _with_teardown(function, teardown), None
+        elif first_round:
+            args, _ = arguments()
+            started = time.perf_counter()
+            function(*args)
+            self.record(FIRST_ROUND, time.perf_counter() - started)
+            if teardown is not None:
+                teardown(*args)
+            del args  # (a round's maps and views go before the next round's setup, as pedantic's do)
+            warmup_rounds = max(0, warmup_rounds - 1)
         return self.benchmark.pedantic(function, setup=arguments, teardown=teardown, rounds=rounds,
                                        warmup_rounds=warmup_rounds)
 
@@ -307,8 +327,36 @@ def evaluate(entry: Entry, baselines: dict[str, Entry]) -> list[Verdict]:
     for key, wanted in targets.get("recorded_at_least", {}).items():
         got = entry.info.get(key)
         verdicts.append(Verdict(f"{key} {got} (target >= {wanted:g})", got is not None and got >= wanted))
+    first = _first_round(entry)
+    if first is not None:
+        verdicts += _first_round_verdicts(first, targets, baselines)
     entry.info["ratios"] = ratios
     entry.info["verdicts"] = {v.text: _verdict_word(v.met) for v in verdicts}
+    return verdicts
+
+
+def _first_round(entry: Entry) -> Entry | None:
+    """The entry as its first round measured it (Bench.run's first_round), or None if it was not timed."""
+    seconds = entry.info.get(FIRST_ROUND)
+    return None if seconds is None else Entry(entry.group, entry.label, entry.role, seconds, entry.info)
+
+
+def _first_round_verdicts(first: Entry, targets: dict[str, Any], baselines: dict[str, Entry]) -> list[Verdict]:
+    """The targets judged on the first round, against the first rounds of the baselines that timed one;
+    records those ratios in extra_info."""
+    firsts = {label: b for label, b in ((label, _first_round(b)) for label, b in baselines.items()) if b}
+    ratios = {label: round(first.speedup_over(b), 3) for label, b in firsts.items()}
+    verdicts = [Verdict(f"first round: {ratios[label]:.2f}x {label}'s (target >= {wanted:g}x)",
+                        ratios[label] >= wanted)
+                for label, wanted in targets.get("at_least", {}).items() if label in firsts]
+    if "min_rate" in targets:
+        wanted, got = targets["min_rate"], first.rate or 0.0
+        verdicts.append(Verdict(f"first round: {_si(got)} {first.info['unit']}/s (target >= {_si(wanted)}/s)",
+                                got >= wanted))
+    if "min_gbps" in targets:
+        wanted, got = targets["min_gbps"], first.gbps or 0.0
+        verdicts.append(Verdict(f"first round: {got:.2f} GB/s (target >= {wanted:g} GB/s)", got >= wanted))
+    first.info["first round ratios"] = ratios
     return verdicts
 
 
@@ -325,6 +373,9 @@ def collect(benchmarks: list[Any], stat: str) -> list[GroupReport]:
             info["msg/s"] = round(entry.rate)
         if entry.gbps:
             info["GB/s"] = round(entry.gbps, 3)
+        first = _first_round(entry)
+        if first is not None and first.rate:
+            info["first round msg/s"] = round(first.rate)
         entries.setdefault(bench.group, []).append(entry)
     reports = []
     for group, members in entries.items():
@@ -392,6 +443,10 @@ def _figures(entry: Entry) -> str:
     parts.append(f"{_si(entry.rate):>8} {entry.info['unit']}/s" if entry.rate else f"{entry.seconds:>9.4f} s")
     if entry.gbps:
         parts.append(f"{entry.gbps:7.3f} GB/s")
+    first = _first_round(entry)
+    if first is not None:
+        parts.append(f"first round {_si(first.rate)} {entry.info['unit']}/s" if first.rate
+                     else f"first round {first.seconds:.4f} s")
     return "  ".join(parts)
 
 

@@ -186,8 +186,11 @@ class Consumer:
         if self._fence[0]:
             self._check_open()
         kind = type(target)
-        if kind is Message or kind is MessageId:  # the per-message path: no isinstance chain
+        if kind is Message or kind is MessageId:  # the per-message paths: no isinstance chain
             self._ack_one(target.partition, target.offset)
+            return
+        if kind is int and target >= 0:  # an offset: no isinstance chain either
+            self._ack_one(0 if partition is None else self._partition(partition), target)
             return
         partition, offsets = self._offsets(target, partition)
         if isinstance(offsets, int):
