@@ -15,8 +15,8 @@ What each piece does, and why it is cheap enough:
   carries many SENDs. Sequence ids repeat from one pass over the pool to the next: no broker here
   deduplicates (Pulsar's default), and the receipts are matched by position, not by id.
 - Receipts are read natively (`seglog._core._pulsar_wire.send_receipts` parses a run of SEND_RECEIPT frames
-  in one call); the last receipt of each run is checked against the sequence id of the SEND it answers, so
-  a lost, reordered or extra receipt fails the round.
+  in one call), and each run is compared in one list comparison with the (producer id, sequence id) of the
+  SENDs it answers, so that a lost, reordered or extra receipt fails the round.
 - Consuming (`consume`) counts the messages of each MESSAGE frame (an entry with num_messages_in_batch counts
   that many), grants permits as pulsar-client does (a first FLOW of `permits`, then one for what arrived
   each time half of them did) and acknowledges cumulatively every `ack_every` messages or so, the message id
@@ -36,6 +36,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import count
 from urllib.parse import urlsplit
 
@@ -77,6 +78,12 @@ class SendPool:
     @property
     def sends(self) -> int:
         return len(self.sequence_ids)
+
+    @cached_property
+    def receipts(self) -> list[tuple[int, int]]:
+        """(producer_id, sequence_id) of the receipts of the pool's SENDs in order, twice over: the
+        receipts of any run of at most `sends` SENDs are one slice of it."""
+        return [(self.producer_id, sequence_id) for sequence_id in self.sequence_ids] * 2
 
 
 def batch_sends(batch: int, value: bytes, *, pool: int, producer_id: int = 0,
@@ -214,7 +221,9 @@ class WireConnection:
         return base
 
     def expect(self, kind: int, accept: Callable[[api.BaseCommand], bool] = lambda base: True) -> api.BaseCommand:
-        """The next command of type `kind` that `accept`s, others (PING...) handled on the way (bounded)."""
+        """The next command of type `kind` that `accept`s (bounded). On the way a PING is answered, and a
+        MESSAGE dropped: a broker may still send one after `consume` has counted all it wanted (pulsar-lite
+        repeats entries), as it may to a client closing its consumer."""
         deadline = time.monotonic() + TIMEOUT_S
         while True:
             span = self.next_frame()
@@ -230,7 +239,7 @@ class WireConnection:
             base = self.take_control(*span)
             if base.type == kind and accept(base):
                 return base
-            if base.type not in (Type.PING, Type.PONG):
+            if base.type not in (Type.PING, Type.PONG, Type.MESSAGE):  # (a MESSAGE past what a round counted)
                 raise WireError(f"expected {Type.Name(kind)}, the broker sent {Type.Name(base.type)}: "
                                 f"{str(base).strip()}")
 
@@ -280,11 +289,11 @@ def _left(deadline: float, what: str) -> float:
 def produce(connection: WireConnection, pool: SendPool, sends: int, window: int) -> int:
     """`sends` SENDs of `pool` (cycled) with at most `window` waiting for their receipts, until every
     receipt is in; the messages sent. A WireError if a receipt is missing, out of order or late."""
-    if sends % pool.per_write or window < pool.per_write:
-        raise ValueError(f"sends ({sends}) must be whole writes of {pool.per_write} and the window ({window}) "
-                         f"at least one write")
+    if sends % pool.per_write or not pool.per_write <= window <= pool.sends:
+        raise ValueError(f"sends ({sends}) must be whole writes of {pool.per_write}, and the window ({window}) "
+                         f"at least one write and at most the pool ({pool.sends})")
     sock, writes, per_write = connection.sock, pool.writes, pool.per_write
-    sequence_ids, pool_sends = pool.sequence_ids, pool.sends
+    pool_sends = pool.sends
     sent = received = 0
     pending = memoryview(b"")
     deadline = time.monotonic() + TIMEOUT_S
@@ -302,34 +311,39 @@ def produce(connection: WireConnection, pool: SendPool, sends: int, window: int)
         elif sent == sends or sent - received + per_write > window:  # nothing to write: wait for receipts
             select.select([sock], [], [], _left(deadline, "SEND_RECEIPT"))
         if connection.read():
-            got = _receipts(connection, pool.producer_id, sequence_ids, received)
+            got = _receipts(connection, pool, received)
             if got:
                 received += got
                 deadline = time.monotonic() + TIMEOUT_S
     return sends * pool.messages_per_send
 
 
-def _receipts(connection: WireConnection, producer_id: int, sequence_ids: list[int], received: int) -> int:
-    """The receipts whole in the connection's buffer, checked against the SENDs they answer (the
+def _receipts(connection: WireConnection, pool: SendPool, received: int) -> int:
+    """The receipts whole in the connection's buffer, each checked against the SEND it answers (the
     `received`-th onwards); other frames handled."""
     got = 0
-    buffer = connection.buffer
+    buffer, expected, sends = connection.buffer, pool.receipts, pool.sends
     while True:
         run, position = send_receipts(buffer, connection.position)
         if run:
             connection.position = position
-            last_producer, last_sequence = run[-1]
-            index = received + got + len(run) - 1
-            expected = sequence_ids[index % len(sequence_ids)]
-            if last_producer != producer_id or last_sequence != expected:
-                raise WireError(f"receipt {index} is for producer {last_producer} sequence {last_sequence}, "
-                                f"expected producer {producer_id} sequence {expected}")
+            start = (received + got) % sends
+            if run != expected[start:start + len(run)]:
+                _wrong_receipt(run, expected[start:start + len(run)], received + got)
             got += len(run)
             continue
         span = connection.next_frame()
         if span is None:
             return got
         connection.take_control(*span)
+
+
+def _wrong_receipt(run: list[tuple[int, int]], expected: list[tuple[int, int]], first: int) -> None:
+    for i, (got, wanted) in enumerate(zip(run, expected)):
+        if got != wanted:
+            raise WireError(f"receipt {first + i} is for producer {got[0]} sequence {got[1]}, expected producer "
+                            f"{wanted[0]} sequence {wanted[1]}")
+    raise WireError(f"{len(run) - len(expected)} receipts more than SENDs in flight after receipt {first}")
 
 
 def round_trips(connection: WireConnection, pool: SendPool, calls: int) -> list[int]:
@@ -345,7 +359,7 @@ def round_trips(connection: WireConnection, pool: SendPool, calls: int) -> list[
         if sock.send(frame) != len(frame):
             raise WireError("a SEND of a round trip did not fit the socket's buffer")
         deadline = time.monotonic() + TIMEOUT_S
-        while not _receipts(connection, pool.producer_id, pool.sequence_ids, i):
+        while not _receipts(connection, pool, i):
             connection.wait_readable(deadline, "SEND_RECEIPT")
         times.append(clock() - start)
     return times
