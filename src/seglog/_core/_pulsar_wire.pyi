@@ -1,5 +1,7 @@
 from collections.abc import Iterable
 
+import numpy as np
+
 from seglog._core._messages import Message
 
 def message_metadata(message: Message, producer_name: str, sequence_id: int, replicated_from: str | None = None,
@@ -28,3 +30,20 @@ def send_receipts(buffer: bytes | bytearray | memoryview, position: int) -> tupl
     well-formed, as (producer_id, sequence_id) pairs in order, and the position after the last: ([],
     position) if the frame there is anything else (another command, cut short, malformed), which is then
     frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
+
+def stored_message_frames(buffer: object, position: int, rows: np.ndarray, offsets: np.ndarray, consumer_id: int,
+                          partition: int, redelivery_count: int, producer_name: str, has_sequence_ids: bool,
+                          first_sequence_id: int, base_offset: int, replicated_from: str | None,
+                          metadata_suffix: bytes, batched: bool, max_entry_messages: int,
+                          max_entry_bytes: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """The MESSAGE frames that deliver records `rows` (ascending, int64) of the stored batch at `position`
+    of `buffer` (a mapped segment), at `offsets` (int64), to consumer `consumer_id`, read straight from the
+    batch's columns: (the frames, one bytes object, and the entries as (id, messages) pairs). Unless
+    `batched`, each message is an entry of its own, id (0, its offset, -1). If `batched`, each run of
+    messages at consecutive offsets with one publish time is a batch entry (num_messages_in_batch, then an
+    item [u32 size][SingleMessageMetadata][value] a message), at most `max_entry_messages` and
+    `max_entry_bytes` of values (a larger message alone): its id is its first message's offset, and message
+    i of it has batch index i. Every entry has the `redelivery_count`, its `producer_name` and
+    `replicated_from` (None: none), sequence ids first_sequence_id + (offset - base_offset) (the offsets
+    themselves without `has_sequence_ids`), the ids' `partition` (-1: none), and `metadata_suffix`
+    (serialized fields, the schema version) after its metadata. ValueError for rows outside the batch."""

@@ -11,10 +11,13 @@ a fraction of that. What the fields are (which stored attributes name the produc
 decided by the callers, seglog.server.protocol.metadata and frames; only the encoding is here."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
+
+from seglog._core._format cimport FLAG_EVENT_TIME_IS_TIMESTAMP, HEADER_SIZE, BatchHeader, BatchLayout, compute_layout
 
 from binascii import b2a_base64
 
@@ -44,6 +47,9 @@ cdef enum:  # MessageMetadata's fields
     NUM_CHUNKS_FROM_MSG = 27
     TOTAL_CHUNK_MSG_SIZE = 28
     CHUNK_ID = 29
+
+cdef enum:
+    NUM_MESSAGES_IN_BATCH = 11  # MessageMetadata's, of a batch entry
 
 cdef enum:  # SingleMessageMetadata's fields
     SINGLE_PROPERTIES = 1
@@ -119,6 +125,13 @@ cdef int number(Out *out, int field, uint64_t value) except -1:
     return varint(out, value)
 
 
+cdef int unsigned64(Out *out, int field, int64_t value) except -1:
+    """A uint64 field of a stored int64 (a time): a negative one is refused, as protobuf refuses it."""
+    if value < 0:
+        raise OverflowError(f"field {field}: {value} is not a uint64")
+    return number(out, field, <uint64_t>value)
+
+
 cdef int signed32(Out *out, int field, int64_t value) except -1:
     """An int32 field: a negative value goes as its 64-bit two's complement, ten bytes, as protobuf does."""
     if not -2**31 <= value < 2**31:
@@ -145,30 +158,232 @@ cdef int binary(Out *out, int field, bytes value) except -1:
     return delimited(out, field, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
 
 
-cdef int key_value_pairs(Out *out, int field, dict pairs) except -1:
-    """Each pair a KeyValue message, in the dict's order."""
-    cdef Py_ssize_t key_length, value_length
-    cdef const char *key_data
-    cdef const char *value_data
-    for key, value in pairs.items():
-        key_data = PyUnicode_AsUTF8AndSize(key, &key_length)
-        value_data = PyUnicode_AsUTF8AndSize(value, &value_length)
-        tag(out, field, LENGTH_DELIMITED)
-        varint(out, 2 + varint_size(key_length) + key_length + varint_size(value_length) + value_length)
-        delimited(out, KEY, key_data, key_length)
-        delimited(out, VALUE, value_data, value_length)
+cdef int key_value(Out *out, int field, const char *key, Py_ssize_t key_length, const char *value,
+                   Py_ssize_t value_length) except -1:
+    """One KeyValue message as field `field`."""
+    tag(out, field, LENGTH_DELIMITED)
+    varint(out, 2 + varint_size(key_length) + key_length + varint_size(value_length) + value_length)
+    delimited(out, KEY, key, key_length)
+    return delimited(out, VALUE, value, value_length)
+
+
+cdef int partition_key(Out *out, int field, const char *key, Py_ssize_t length) except -1:
+    """The key as Pulsar's partition key, a string: 1 when it is not UTF-8 and so went base64-encoded (the
+    caller writes the flag that says so, a field further on)."""
+    cdef Py_ssize_t i
+    for i in range(length):
+        if <uint8_t>key[i] >= 0x80:
+            break
+    else:  # ASCII, so UTF-8: the common case, without making a Python object
+        return delimited(out, field, key, length)
+    raw = PyBytes_FromStringAndSize(key, length)
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        binary(out, field, b2a_base64(raw, newline=False))
+        return 1
+    delimited(out, field, key, length)
     return 0
 
 
-cdef int partition_key(Out *out, int field, bytes key) except -1:
-    """The key as Pulsar's partition key, a string: 1 when it is not UTF-8 and so went base64-encoded (the
-    caller writes the flag that says so, a field further on)."""
-    try:
-        key.decode()
-    except UnicodeDecodeError:
-        binary(out, field, b2a_base64(key, newline=False))
-        return 1
-    binary(out, field, key)
+# reading a stored batch's columns (docs/FORMAT.md): little-endian, each binary column int32 offsets + data
+
+cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef inline int64_t i64(const uint8_t *p) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
+cdef inline void item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t data_at, Py_ssize_t i,
+                      const char **data, Py_ssize_t *size) noexcept nogil:
+    """Where item i of a binary column is, and its size."""
+    cdef int32_t start = i32(batch + offsets_at + 4 * i)
+    data[0] = <const char *>batch + data_at + start
+    size[0] = i32(batch + offsets_at + 4 * i + 4) - start
+
+
+cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
+    """Whether item i of a column is present (not null): always, without a validity bitmap (-1)."""
+    return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
+
+
+cdef inline Py_ssize_t value_size(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i) noexcept nogil:
+    return i32(batch + L.value_offsets + 4 * i + 4) - i32(batch + L.value_offsets + 4 * i)
+
+
+# One message's own fields, wherever they are read from: a Message object's attributes, or the columns of the
+# stored batch it is record `row` of (pointers into the mapped segment). Both metadata encoders below take
+# it, so the two sources are encoded by the same code.
+cdef struct Record:
+    const char *value
+    Py_ssize_t value_size
+    bint null_value
+    const char *key              # NULL: no key
+    Py_ssize_t key_size
+    const char *ordering_key     # NULL: none
+    Py_ssize_t ordering_key_size
+    int64_t timestamp
+    bint has_event_time
+    int64_t event_time
+    PyObject *properties         # a Message's properties (a dict), or NULL: the stored record's
+    const uint8_t *batch
+    const BatchLayout *layout
+    Py_ssize_t row
+
+
+cdef int properties(Out *out, int field, const Record *r) except -1:
+    """Each property a KeyValue message, in the order stored (a dict's order for a Message)."""
+    cdef Py_ssize_t key_length, value_length, j, stop
+    cdef const char *key_data
+    cdef const char *value_data
+    cdef const BatchLayout *L = r.layout
+    if r.properties != NULL:
+        for key, value in (<dict>r.properties).items():
+            key_data = PyUnicode_AsUTF8AndSize(key, &key_length)
+            value_data = PyUnicode_AsUTF8AndSize(value, &value_length)
+            key_value(out, field, key_data, key_length, value_data, value_length)
+        return 0
+    if L == NULL or L.property_entries < 0:
+        return 0
+    j = i32(r.batch + L.property_entries + 4 * r.row)
+    stop = i32(r.batch + L.property_entries + 4 * r.row + 4)
+    while j < stop:
+        item(r.batch, L.property_key_offsets, L.property_key_data, j, &key_data, &key_length)
+        item(r.batch, L.property_value_offsets, L.property_value_data, j, &value_data, &value_length)
+        key_value(out, field, key_data, key_length, value_data, value_length)
+        j += 1
+    return 0
+
+
+cdef bint has_properties(const Record *r):
+    if r.properties != NULL:
+        return len(<dict>r.properties) > 0
+    return r.layout != NULL and r.layout.property_entries >= 0 and \
+        i32(r.batch + r.layout.property_entries + 4 * r.row + 4) > i32(r.batch + r.layout.property_entries + 4 * r.row)
+
+
+cdef int message_record(message, dict message_properties, Record *r) except -1:
+    """`r` for a Message, with its `message_properties` (what r points to stays owned by the message and
+    the dict, which the caller holds)."""
+    value, key, ordering_key = message.value, message.key, message.ordering_key
+    event_time = message.event_time
+    r.null_value = value is None
+    r.value = NULL if value is None else PyBytes_AS_STRING(value)
+    r.value_size = 0 if value is None else PyBytes_GET_SIZE(value)
+    r.key = NULL if key is None else PyBytes_AS_STRING(key)
+    r.key_size = 0 if key is None else PyBytes_GET_SIZE(key)
+    r.ordering_key = NULL if ordering_key is None else PyBytes_AS_STRING(ordering_key)
+    r.ordering_key_size = 0 if ordering_key is None else PyBytes_GET_SIZE(ordering_key)
+    r.timestamp = message.timestamp
+    r.has_event_time = event_time is not None
+    r.event_time = 0 if event_time is None else event_time
+    r.properties = <PyObject *>message_properties
+    r.batch = NULL
+    r.layout = NULL
+    r.row = 0
+    return 0
+
+
+cdef void stored_record(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i, Record *r) noexcept nogil:
+    """`r` for record i of the stored batch at `batch` (as _messages.messages_from_batch reads it)."""
+    r.null_value = not present(batch, L.value_validity, i)
+    item(batch, L.value_offsets, L.value_data, i, &r.value, &r.value_size)
+    r.key = NULL
+    r.key_size = 0
+    if L.key_offsets >= 0 and present(batch, L.key_validity, i):
+        item(batch, L.key_offsets, L.key_data, i, &r.key, &r.key_size)
+    r.ordering_key = NULL
+    r.ordering_key_size = 0
+    if L.ordering_key_offsets >= 0 and present(batch, L.ordering_key_validity, i):
+        item(batch, L.ordering_key_offsets, L.ordering_key_data, i, &r.ordering_key, &r.ordering_key_size)
+    r.timestamp = i64(batch + L.timestamps + 8 * i)
+    if L.event_times >= 0:
+        r.event_time = i64(batch + L.event_times + 8 * i)
+        r.has_event_time = r.event_time != INT64_MIN
+    else:
+        r.event_time = r.timestamp
+        r.has_event_time = (L.flags & FLAG_EVENT_TIME_IS_TIMESTAMP) != 0
+    r.properties = NULL
+    r.batch = batch
+    r.layout = L
+    r.row = i
+
+
+# What an entry's metadata carries besides its messages' fields: its producer, sequence id, the cluster it was
+# replicated from (NULL: none) and where it is replicated to, a chunk's fields, and how many messages a batch
+# entry holds (0: an entry of one message, sent unbatched).
+cdef struct EntryFields:
+    const char *producer_name
+    Py_ssize_t producer_name_size
+    uint64_t sequence_id
+    const char *replicated_from
+    Py_ssize_t replicated_from_size
+    int64_t num_messages_in_batch
+
+
+cdef int write_metadata(Out *out, const Record *r, const EntryFields *e, replicate_to, chunk) except -1:
+    """The MessageMetadata of an entry: of one message (`r`, its fields the entry's) or, with
+    e.num_messages_in_batch, of a batch whose first message is `r` (publish time the entry's, the other
+    fields in each message's SingleMessageMetadata)."""
+    cdef bint b64 = False
+    cdef bint whole = e.num_messages_in_batch == 0
+    delimited(out, PRODUCER_NAME, e.producer_name, e.producer_name_size)
+    number(out, SEQUENCE_ID, e.sequence_id)
+    unsigned64(out, PUBLISH_TIME, r.timestamp)
+    if whole and has_properties(r):
+        properties(out, PROPERTIES, r)
+    if e.replicated_from != NULL:
+        delimited(out, REPLICATED_FROM, e.replicated_from, e.replicated_from_size)
+    if whole and r.key != NULL:
+        b64 = partition_key(out, PARTITION_KEY, r.key, r.key_size)
+    for cluster in replicate_to:
+        text(out, REPLICATE_TO, cluster)
+    if chunk is not None:
+        uuid, chunk_id, chunks, total_size, compression, uncompressed_size = chunk
+        number(out, COMPRESSION, <uint64_t>(<int64_t>compression))
+        number(out, UNCOMPRESSED_SIZE, <uint64_t>(<unsigned int>uncompressed_size))
+    if not whole:
+        signed32(out, NUM_MESSAGES_IN_BATCH, e.num_messages_in_batch)
+        return 0
+    if r.has_event_time:
+        unsigned64(out, EVENT_TIME, r.event_time)
+    if b64:
+        number(out, PARTITION_KEY_B64_ENCODED, 1)
+    if r.ordering_key != NULL:
+        delimited(out, ORDERING_KEY, r.ordering_key, r.ordering_key_size)
+    if r.null_value:
+        number(out, NULL_VALUE, 1)
+    if chunk is not None:
+        text(out, UUID, uuid)
+        signed32(out, NUM_CHUNKS_FROM_MSG, chunks)
+        signed32(out, TOTAL_CHUNK_MSG_SIZE, total_size)
+        signed32(out, CHUNK_ID, chunk_id)
+    return 0
+
+
+cdef int write_single(Out *out, const Record *r, uint64_t sequence_id) except -1:
+    """The SingleMessageMetadata of `r` as an item of a batch entry, with its `sequence_id`."""
+    cdef bint b64 = False
+    if has_properties(r):
+        properties(out, SINGLE_PROPERTIES, r)
+    if r.key != NULL:
+        b64 = partition_key(out, SINGLE_PARTITION_KEY, r.key, r.key_size)
+    number(out, SINGLE_PAYLOAD_SIZE, 0 if r.null_value else r.value_size)
+    if r.has_event_time:
+        unsigned64(out, SINGLE_EVENT_TIME, r.event_time)
+    if b64:
+        number(out, SINGLE_PARTITION_KEY_B64_ENCODED, 1)
+    if r.ordering_key != NULL:
+        delimited(out, SINGLE_ORDERING_KEY, r.ordering_key, r.ordering_key_size)
+    number(out, SINGLE_SEQUENCE_ID, sequence_id)
+    if r.null_value:
+        number(out, SINGLE_NULL_VALUE, 1)
     return 0
 
 
@@ -184,40 +399,13 @@ def message_metadata(message, str producer_name, uint64_t sequence_id, str repli
     `chunk`: None, or (uuid, chunk_id, num_chunks_from_msg, total_chunk_msg_size, compression,
     uncompressed_size) of a chunk of a large message."""
     cdef Out out = Out(NULL, 0, 0)
-    cdef bint b64 = False
-    cdef dict properties = message.properties
-    key = message.key
-    event_time = message.event_time
-    ordering_key = message.ordering_key
+    cdef Record r
+    cdef EntryFields e
+    cdef dict message_properties = message.properties
+    message_record(message, message_properties, &r)
+    entry_fields(&e, producer_name, sequence_id, replicated_from, 0)
     try:
-        text(&out, PRODUCER_NAME, producer_name)
-        number(&out, SEQUENCE_ID, sequence_id)
-        number(&out, PUBLISH_TIME, <uint64_t>message.timestamp)
-        if properties:
-            key_value_pairs(&out, PROPERTIES, properties)
-        if replicated_from is not None:
-            text(&out, REPLICATED_FROM, replicated_from)
-        if key is not None:
-            b64 = partition_key(&out, PARTITION_KEY, key)
-        for cluster in replicate_to:
-            text(&out, REPLICATE_TO, cluster)
-        if chunk is not None:
-            uuid, chunk_id, chunks, total_size, compression, uncompressed_size = chunk
-            number(&out, COMPRESSION, <uint64_t>(<int64_t>compression))
-            number(&out, UNCOMPRESSED_SIZE, <uint64_t>(<unsigned int>uncompressed_size))
-        if event_time is not None:
-            number(&out, EVENT_TIME, <uint64_t>event_time)
-        if b64:
-            number(&out, PARTITION_KEY_B64_ENCODED, 1)
-        if ordering_key is not None:
-            binary(&out, ORDERING_KEY, ordering_key)
-        if message.value is None:
-            number(&out, NULL_VALUE, 1)
-        if chunk is not None:
-            text(&out, UUID, uuid)
-            signed32(&out, NUM_CHUNKS_FROM_MSG, chunks)
-            signed32(&out, TOTAL_CHUNK_MSG_SIZE, total_size)
-            signed32(&out, CHUNK_ID, chunk_id)
+        write_metadata(&out, &r, &e, replicate_to, chunk)
         return taken(&out)
     finally:
         free(out.data)
@@ -227,30 +415,26 @@ def single_message_metadata(message, uint64_t sequence_id) -> bytes:
     """The SingleMessageMetadata of `message` (a seglog Message) as an item of a batch entry: its payload
     size, properties, key, event time, ordering key and null value, and its `sequence_id`."""
     cdef Out out = Out(NULL, 0, 0)
-    cdef bint b64 = False
-    cdef dict properties = message.properties
-    key = message.key
-    value = message.value
-    event_time = message.event_time
-    ordering_key = message.ordering_key
+    cdef Record r
+    cdef dict message_properties = message.properties
+    message_record(message, message_properties, &r)
     try:
-        if properties:
-            key_value_pairs(&out, SINGLE_PROPERTIES, properties)
-        if key is not None:
-            b64 = partition_key(&out, SINGLE_PARTITION_KEY, key)
-        number(&out, SINGLE_PAYLOAD_SIZE, 0 if value is None else PyBytes_GET_SIZE(value))
-        if event_time is not None:
-            number(&out, SINGLE_EVENT_TIME, <uint64_t>event_time)
-        if b64:
-            number(&out, SINGLE_PARTITION_KEY_B64_ENCODED, 1)
-        if ordering_key is not None:
-            binary(&out, SINGLE_ORDERING_KEY, ordering_key)
-        number(&out, SINGLE_SEQUENCE_ID, sequence_id)
-        if value is None:
-            number(&out, SINGLE_NULL_VALUE, 1)
+        write_single(&out, &r, sequence_id)
         return taken(&out)
     finally:
         free(out.data)
+
+
+cdef int entry_fields(EntryFields *e, str producer_name, uint64_t sequence_id, str replicated_from,
+                      int64_t num_messages_in_batch) except -1:
+    e.producer_name = PyUnicode_AsUTF8AndSize(producer_name, &e.producer_name_size)
+    e.sequence_id = sequence_id
+    e.replicated_from = NULL
+    e.replicated_from_size = 0
+    if replicated_from is not None:
+        e.replicated_from = PyUnicode_AsUTF8AndSize(replicated_from, &e.replicated_from_size)
+    e.num_messages_in_batch = num_messages_in_batch
+    return 0
 
 
 def send_command(uint64_t producer_id, uint64_t sequence_id, int64_t num_messages) -> bytes:
@@ -408,3 +592,153 @@ def send_receipts(const uint8_t[:] buffer, Py_ssize_t position):
         receipts.append((producer_id, sequence_id))
         position += 4 + total
     return receipts, position
+
+
+# writing: MESSAGE frames of stored messages, what a server sends for every message it delivers
+
+cdef enum:  # BaseCommand's field and type of a MESSAGE, CommandMessage's fields and MessageIdData's
+    COMMAND_MESSAGE = 9
+    TYPE_MESSAGE = 9
+    MESSAGE_CONSUMER_ID = 1
+    MESSAGE_MESSAGE_ID = 2
+    MESSAGE_REDELIVERY_COUNT = 3
+    ID_LEDGER_ID = 1
+    ID_ENTRY_ID = 2
+    ID_PARTITION = 3
+
+
+cdef int message_command(Out *out, uint64_t consumer_id, uint64_t entry_id, int partition,
+                         uint32_t redelivery_count) except -1:
+    """A MESSAGE's BaseCommand: the consumer, the entry's id (ledger 0, `entry_id`, `partition` when >= 0)
+    and its redelivery count, as protobuf serializes them."""
+    cdef Py_ssize_t id_size = 2 + varint_size(0) + varint_size(entry_id)
+    cdef Py_ssize_t message_size
+    if partition >= 0:
+        id_size += 1 + varint_size(<uint64_t>partition)
+    message_size = 3 + varint_size(consumer_id) + varint_size(id_size) + id_size + varint_size(redelivery_count)
+    number(out, COMMAND_TYPE, TYPE_MESSAGE)
+    tag(out, COMMAND_MESSAGE, LENGTH_DELIMITED)
+    varint(out, message_size)
+    number(out, MESSAGE_CONSUMER_ID, consumer_id)
+    tag(out, MESSAGE_MESSAGE_ID, LENGTH_DELIMITED)
+    varint(out, id_size)
+    number(out, ID_LEDGER_ID, 0)
+    number(out, ID_ENTRY_ID, entry_id)
+    if partition >= 0:
+        number(out, ID_PARTITION, <uint64_t>partition)
+    return number(out, MESSAGE_REDELIVERY_COUNT, redelivery_count)
+
+
+cdef int append(Out *out, const char *data, Py_ssize_t length) except -1:
+    reserve(out, length)
+    memcpy(out.data + out.size, data, length)
+    out.size += length
+    return 0
+
+
+cdef int end_frame(Out *out, Py_ssize_t start, Py_ssize_t command_size, Py_ssize_t metadata_at,
+                   Py_ssize_t payload_at) except -1:
+    """Fill in the sizes and checksum of the payload frame written from `start` (payload_frame's layout),
+    whose metadata starts at `metadata_at`, its payload at `payload_at`, and which ends at out.size."""
+    cdef Py_ssize_t total = out.size - start - 4
+    if total > 0xFFFFFFFF:
+        raise OverflowError(f"a frame of {total} bytes is beyond the protocol's 4 GiB")
+    big_endian32(out.data + start, <uint32_t>total)
+    big_endian32(out.data + start + 4, <uint32_t>command_size)
+    big_endian32(out.data + metadata_at - 4, <uint32_t>(payload_at - metadata_at))
+    big_endian32(out.data + metadata_at - 8,
+                 seglog_crc32c(0, out.data + metadata_at - 4, out.size - metadata_at + 4))
+    return 0
+
+
+cdef const uint8_t *stored_batch(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL:
+    """The sound batch at `position` of `view`, its layout computed into `L`."""
+    cdef BatchHeader h
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise ValueError(f"no batch header at position {position}")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
+            compute_layout(&view[position], HEADER_SIZE + h.body_length, L) != 0:
+        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    return &view[position]
+
+
+def stored_message_frames(buffer, Py_ssize_t position, const int64_t[::1] rows, const int64_t[::1] offsets,
+                          uint64_t consumer_id, int partition, uint32_t redelivery_count, str producer_name,
+                          bint has_sequence_ids, uint64_t first_sequence_id, int64_t base_offset,
+                          str replicated_from, bytes metadata_suffix, bint batched, Py_ssize_t max_entry_messages,
+                          Py_ssize_t max_entry_bytes):
+    """The MESSAGE frames that deliver records `rows` (ascending) of the stored batch at `position` of
+    `buffer` (a mapped segment), at `offsets`, to consumer `consumer_id`, read straight from the batch's
+    columns: (the frames, one bytes object, and the entries as (id, messages) pairs). Unless `batched`,
+    each message is an entry of its own, id (0, its offset, -1). If `batched`, each run of messages at
+    consecutive offsets with one publish time is a batch entry (num_messages_in_batch, then an item
+    [u32 size][SingleMessageMetadata][value] a message), at most `max_entry_messages` and `max_entry_bytes`
+    of values (a larger message alone): its id is its first message's offset, and message i of it has
+    batch index i. Every entry has the `redelivery_count`, its `producer_name` and `replicated_from` (None:
+    none), sequence ids first_sequence_id + (offset - base_offset) (the offsets themselves without
+    `has_sequence_ids`), the ids' `partition` (-1: none), and `metadata_suffix` (serialized fields, the
+    schema version) after its metadata."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    cdef const uint8_t *batch = stored_batch(view, position, &L)
+    cdef Py_ssize_t n = rows.shape[0], i = 0, j, stop, start, command_at, metadata_at, item_at, payload
+    cdef Out out = Out(NULL, 0, 0)
+    cdef Record r
+    cdef EntryFields e
+    cdef int64_t timestamp
+    if offsets.shape[0] != n:
+        raise ValueError(f"{n} rows and {offsets.shape[0]} offsets: one offset a row")
+    for j in range(n):
+        if not 0 <= rows[j] < L.count or (j and rows[j] <= rows[j - 1]):
+            raise ValueError(f"rows must ascend within the batch's {L.count} records; row {rows[j]} does not")
+    entry_fields(&e, producer_name, 0, replicated_from, 0)
+    entries = []
+    try:
+        while i < n:
+            stop = i + 1  # this entry's messages are i .. stop - 1
+            if batched:
+                timestamp = i64(batch + L.timestamps + 8 * rows[i])
+                payload = value_size(batch, &L, rows[i])
+                while stop < n and stop - i < max_entry_messages and offsets[stop] == offsets[stop - 1] + 1 \
+                        and i64(batch + L.timestamps + 8 * rows[stop]) == timestamp:
+                    payload += value_size(batch, &L, rows[stop])
+                    if payload > max_entry_bytes:
+                        break
+                    stop += 1
+            stored_record(batch, &L, rows[i], &r)
+            e.sequence_id = first_sequence_id + <uint64_t>(offsets[i] - base_offset) if has_sequence_ids \
+                else <uint64_t>offsets[i]
+            e.num_messages_in_batch = stop - i if batched else 0
+            start = out.size
+            reserve(&out, 8)
+            out.size += 8
+            command_at = out.size
+            message_command(&out, consumer_id, <uint64_t>offsets[i], partition, redelivery_count)
+            reserve(&out, 10)
+            out.data[out.size] = <uint8_t>(MAGIC_CRC32C >> 8)
+            out.data[out.size + 1] = <uint8_t>(MAGIC_CRC32C & 0xFF)
+            out.size += 10
+            metadata_at = out.size
+            write_metadata(&out, &r, &e, (), None)
+            append(&out, PyBytes_AS_STRING(metadata_suffix), PyBytes_GET_SIZE(metadata_suffix))
+            payload = out.size
+            if not batched:
+                append(&out, r.value, r.value_size)
+            else:
+                for j in range(i, stop):
+                    if j > i:
+                        stored_record(batch, &L, rows[j], &r)
+                    reserve(&out, 4)
+                    item_at = out.size
+                    out.size += 4
+                    write_single(&out, &r, first_sequence_id + <uint64_t>(offsets[j] - base_offset)
+                                 if has_sequence_ids else <uint64_t>offsets[j])
+                    big_endian32(out.data + item_at, <uint32_t>(out.size - item_at - 4))
+                    append(&out, r.value, r.value_size)
+            end_frame(&out, start, metadata_at - 10 - command_at, metadata_at, payload)
+            entries.append((offsets[i], stop - i))
+            i = stop
+        return taken(&out), entries
+    finally:
+        free(out.data)

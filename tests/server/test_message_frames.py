@@ -1,0 +1,123 @@
+"""The MESSAGE frames a server sends, built natively from stored batches (_pulsar_wire.stored_message_frames,
+docs/SERVER.md "Consuming"): a message of a stored batch of one goes unbatched, byte for byte as protobuf
+and frames.py write it; the messages of a bigger batch go as batch entries, runs at consecutive offsets of
+one publish time, which unpack as the SEND of a batch does."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from seglog._core._pulsar_wire import stored_message_frames
+from seglog.broker import Broker
+from seglog.clock import ManualClock
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.batches import parse_metadata, unpack
+from seglog.server.protocol.frames import Type, command, decode_frame, encode_payload_command
+from seglog.server.protocol.message_ids import message_id
+from seglog.server.protocol.metadata import delivered_entry_fields, message_metadata
+from seglog.subscriptions.delivery import ConsumerState
+
+TOPIC = "public/default/frames"
+NOW = 1_700_000_000_123
+ENTRY = {"pulsar.producer": "the-producer", "pulsar.sequence_id": "4294967300",
+         "pulsar.highest_sequence_id": "4294967399", "pulsar.schema_version": "0000000000000002"}
+CONSUMER_ID = 7
+
+
+def pieces(tmp_path, *batches: dict) -> list:
+    """Write each batch (writer.source's arguments; published now unless timestamps are given) as the server
+    stores them; the pieces a consumer is given of them, with their messages read back."""
+    broker = Broker.open(tmp_path, clock=ManualClock(NOW), background=False)
+    try:
+        ref = broker.create_topic(TOPIC, 1, {})
+        writer = broker.store.acquire_writer(ref.name, 0, ref.config)
+        for batch in batches:
+            count = len(batch["values"])
+            writer.append(writer.source(**{"timestamps": [NOW] * count, "event_times": [None] * count} | batch))
+        broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
+        subscription = broker.subscriptions.open(broker.topic(TOPIC), "read", "exclusive", "earliest")
+        state = ConsumerState("r", None, lambda partition: None, lambda: None)
+        subscription.attach(state, "exclusive")
+        out = []
+        while given := subscription.next_delivery(state, 1000):
+            out += [(piece, piece.messages()) for piece in given]
+        broker.subscriptions.release(subscription)
+        return out
+    finally:
+        broker.close()
+
+
+def frames_of(piece, max_messages: int = 1000, max_bytes: int = 1 << 20, redelivery_count: int = 0,
+              partition: int = -1) -> tuple[list, list]:
+    producer, first, replicated_from, suffix = delivered_entry_fields(piece.batch_attributes)
+    data, entries = stored_message_frames(
+        piece.data, piece.position, np.ascontiguousarray(piece.rows, dtype=np.int64), piece.offsets, CONSUMER_ID,
+        partition, redelivery_count, producer, first is not None, first or 0, piece.base, replicated_from, suffix,
+        piece.count > 1, max_messages, max_bytes)
+    frames, position = [], 0
+    while position < len(data):
+        (size,) = struct.unpack_from(">I", data, position)
+        frames.append(decode_frame(data[position + 4:position + 4 + size]))
+        position += 4 + size
+    return frames, entries
+
+
+def test_a_message_stored_alone_goes_unbatched_as_protobuf_writes_it(tmp_path):
+    ((piece, (message,)),) = pieces(tmp_path, dict(values=[b"v"], keys=[b"k"], properties=[{"a": "1"}],
+                                                   event_times=[5], ordering_keys=[b"o"], attributes=ENTRY))
+    data, entries = stored_message_frames(
+        piece.data, piece.position, np.array([0]), piece.offsets, CONSUMER_ID, 3, 2, "the-producer", True,
+        4294967300, piece.base, None, delivered_entry_fields(piece.batch_attributes)[3], False, 1000, 1 << 20)
+    sent = command(Type.MESSAGE, consumer_id=CONSUMER_ID, message_id=message_id(0, 3), redelivery_count=2)
+    assert data == encode_payload_command(sent, message_metadata(message, piece.base), b"v")
+    assert entries == [(0, 1)]
+
+
+def test_a_batch_goes_as_one_entry_that_unpacks_to_its_messages(tmp_path):
+    values = [b"a", None, b"ccc", b""]
+    ((piece, messages),) = pieces(tmp_path, dict(
+        values=values, keys=[b"k", None, b"\xff", "ключ".encode()], properties=[{"p": "1"}, {}, {}, {"ü": "x"}],
+        event_times=[None, 7, None, 2**40], ordering_keys=[None, b"o", None, b""], attributes=ENTRY))
+    (frame,), entries = frames_of(piece, partition=2)
+    assert entries == [(0, 4)]
+    assert frame.checksum_ok
+    assert frame.command.type == Type.MESSAGE
+    assert frame.command.message == api.CommandMessage(consumer_id=CONSUMER_ID, message_id=message_id(0, 2),
+                                                       redelivery_count=0)
+    metadata = parse_metadata(frame.metadata)
+    assert (metadata.producer_name, metadata.sequence_id, metadata.publish_time, metadata.num_messages_in_batch,
+            metadata.schema_version) == ("the-producer", 4294967300, NOW, 4, bytes.fromhex(ENTRY[
+                "pulsar.schema_version"]))
+    unpacked = unpack(metadata, frame.payload)
+    assert unpacked.values == values
+    assert unpacked.keys == [m.key for m in messages]
+    assert unpacked.properties == [m.properties for m in messages]
+    assert unpacked.event_times == [m.event_time for m in messages]
+    assert unpacked.ordering_keys == [m.ordering_key for m in messages]
+    assert int(unpacked.attributes["pulsar.highest_sequence_id"]) == 4294967303  # (sequence ids one a message)
+
+
+def test_entries_are_runs_of_consecutive_offsets_one_publish_time_and_bounded_size(tmp_path):
+    ((piece, _),) = pieces(tmp_path, dict(values=[b"x" * 10] * 10, timestamps=[1, 1, 1, 2, 2, 2, 2, 2, 2, 2]))
+    frames, entries = frames_of(piece.with_offsets(np.array([0, 1, 2, 3, 5, 6, 7, 8, 9])), max_messages=3,
+                                max_bytes=30)
+    assert entries == [(0, 3), (3, 1), (5, 3), (8, 2)]
+    assert frames_of(piece, max_bytes=29)[1] == [(0, 2), (2, 1), (3, 2), (5, 2), (7, 2), (9, 1)]
+    for frame, (entry, count) in zip(frames, entries):
+        metadata = parse_metadata(frame.metadata)
+        assert frame.command.message.message_id.entry_id == entry
+        assert metadata.num_messages_in_batch == count
+        assert metadata.sequence_id == entry  # (written in-process: sequence ids are the offsets)
+        assert metadata.publish_time == (1 if entry < 3 else 2)
+    (first, *_), _ = frames_of(piece, max_bytes=0)  # a message larger than the bound still goes, alone
+    assert parse_metadata(first.metadata).num_messages_in_batch == 1
+
+
+def test_rows_outside_the_batch_are_refused(tmp_path):
+    ((piece, _),) = pieces(tmp_path, dict(values=[b"a", b"b"]))
+    with pytest.raises(ValueError, match="rows must ascend within the batch's 2 records; row 2 does not"):
+        stored_message_frames(piece.data, piece.position, np.array([0, 2]), np.array([0, 2]), 1, -1, 0, "", False,
+                              0, 0, None, b"", True, 1000, 1 << 20)
