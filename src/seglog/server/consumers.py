@@ -2,33 +2,37 @@
 in-process consumers. It holds a ConsumerState, whose FLOW permits the dispatcher never exceeds and whose
 pending messages the dispatcher keeps, as for any consumer.
 
-Each delivered message goes out as one MESSAGE frame of its own, an unbatched entry (docs/SERVER.md,
-"Consuming"): its id is (ledgerId 0, entryId = its offset, batchIndex -1), so every id a consumer acks names
-exactly one offset, and one permit is one message. An encrypted entry, which the server cannot unpack, goes
-out whole as the producer sent it (encryption.py): its id is (0, its first offset, -1), with the batch
-indexes given in this delivery in its ack_set when not all of them are, and an ack or redelivery of the whole
-entry names all of its offsets (EncryptedEntries). A task per consumer takes what dispatch gives it (in the
-thread pool) and writes the frames; it waits for FLOW, an append to the topic (the partitions' append
+Messages go out as Pulsar's broker dispatches entries (docs/SERVER.md, "Consuming"): the messages given of a
+stored batch of several as batch entries, each a run of them at consecutive offsets (id (0, its first
+offset, -1), message i at batch index i), built natively from the mapped segment; a stored batch of one as
+an unbatched entry, id (0, its offset, -1). One permit is one message. An encrypted entry, which the server
+cannot unpack, goes out whole as the producer sent it (encryption.py), with the batch indexes given in this
+delivery in its ack_set when not all of them are. The client acknowledges and redelivers a batch entry by
+its id, which names all of its messages (SentEntries). A task per consumer takes what dispatch gives it (in
+the thread pool) and writes the frames; it waits for FLOW, an append to the topic (the partitions' append
 signals), or a change in the subscription (acks, redeliveries, consumers leaving), with a capped poll as the
 fallback for what nothing signals (appends by other processes, TTL)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+from collections import abc
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from seglog._core._messages import Message
+from seglog._core._pulsar_wire import stored_message_frames
 from seglog.server.errors import ServerFailure
 from seglog.server.producers import peer_address
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.encryption import ack_set, cleared_indexes, entry_metadata
 from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
-from seglog.server.protocol.metadata import ENCRYPTION, message_metadata
+from seglog.server.protocol.metadata import CHUNK, ENCRYPTION, delivered_entry_fields, message_metadata
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.delivery import ConsumerState, HashRanges, Piece
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
@@ -44,6 +48,13 @@ POLL_MAX_S = 0.1
 # messages one read gives a consumer at most (and ConsumerState.max_read_bytes of stored batches), whatever
 # its permits: a read becomes frames in memory before they are written (Pulsar reads 100 entries at most)
 READ_MESSAGES = 1000
+# a batch entry sent holds at most this many messages (pulsar-client's default batchingMaxMessages) and this
+# many bytes of values, a larger message alone (a fifth of Pulsar's 5 MiB maxMessageSize)
+MAX_ENTRY_MESSAGES = 1000
+MAX_ENTRY_BYTES = 1024 * 1024
+# batch entries remembered per consumer until acknowledged whole (SentEntries): more than it can hold
+# unacknowledged with Pulsar's default maxUnackedMessagesPerConsumer (50,000), one message an entry
+MAX_SENT_ENTRIES = 100_000
 T = TypeVar("T")
 
 SUBSCRIPTION_TYPES = {
@@ -94,7 +105,7 @@ class ConsumerSession:
         # this consumer's task uses it, one delivery at a time)
         self._message = command(Type.MESSAGE, consumer_id=consumer_id, message_id=message_id(0, self.id_partition),
                                 redelivery_count=0)
-        self.encrypted = EncryptedEntries()
+        self.entries = SentEntries()
 
     @property
     def closed(self) -> bool:
@@ -171,22 +182,43 @@ class ConsumerSession:
         pieces = subscription.next_delivery(self.state, READ_MESSAGES)
         frames = []
         for piece in pieces:
-            messages = piece.messages()
-            if ENCRYPTION in messages[0].batch_attributes:
-                frames.append(self._entry_frame(piece, messages[0], subscription))
-                continue
-            for message in messages:
-                count = subscription.redelivery_count(message.partition, message.offset)
-                frames.append(self._frame(message, piece.base, count))
+            attributes = piece.batch_attributes
+            if ENCRYPTION in attributes:
+                frames.append(self._entry_frame(piece, subscription))
+            elif CHUNK in attributes:  # (a stored batch of one message, its chunk fields in its metadata)
+                frames += [self._frame(message, piece.base, subscription.redelivery_count(piece.partition,
+                                                                                          message.offset))
+                           for message in piece.messages()]
+            else:
+                frames += self._stored_frames(piece, attributes)
         return b"".join(frames)
 
-    def _entry_frame(self, piece: Piece, given: Message, subscription: Subscription) -> bytes:
-        """A MESSAGE for the encrypted entry stored in `piece`'s batch, of which the piece's messages (the
-        first of them `given`) are delivered: all of them unless some were acknowledged or are redelivered
-        alone (dispatch never cuts an encrypted entry to fit the permits: ConsumerState.whole_if_marked)."""
-        first = given if given.offset == piece.base else \
-            piece.with_offsets(np.array([piece.base], dtype=np.int64)).messages()[0]
-        self.encrypted.sent(piece.base, piece.count)
+    def _stored_frames(self, piece: Piece, attributes: abc.Mapping[str, str]) -> list[bytes]:
+        """The MESSAGE frames of `piece`, built natively from its stored batch: a batch entry per run of its
+        messages at consecutive offsets (one publish time, one redelivery count, at most MAX_ENTRY_MESSAGES
+        and MAX_ENTRY_BYTES), or, for a stored batch of one message, an unbatched entry as it was sent."""
+        producer, first_sequence_id, replicated_from, suffix = delivered_entry_fields(attributes)
+        batched = piece.count > 1
+        rows = np.ascontiguousarray(piece.rows, dtype=np.int64)
+        offsets = np.ascontiguousarray(piece.offsets, dtype=np.int64)
+        frames = []
+        for start, stop, redelivery_count in _same_counts(piece.redelivery_counts, len(offsets)):
+            data, entries = stored_message_frames(
+                piece.data, piece.position, rows[start:stop], offsets[start:stop], self.consumer_id,
+                -1 if self.id_partition is None else self.id_partition, redelivery_count, producer,
+                first_sequence_id is not None, first_sequence_id or 0, piece.base, replicated_from, suffix, batched,
+                MAX_ENTRY_MESSAGES, MAX_ENTRY_BYTES)
+            frames.append(data)
+            if batched:
+                self.entries.sent(entries)
+        return frames
+
+    def _entry_frame(self, piece: Piece, subscription: Subscription) -> bytes:
+        """A MESSAGE for the encrypted entry stored in `piece`'s batch, of which the piece's messages are
+        delivered: all of them unless some were acknowledged or are redelivered alone (dispatch never cuts
+        an encrypted entry to fit the permits: ConsumerState.whole_if_marked)."""
+        first = piece.with_offsets(np.array([piece.base], dtype=np.int64)).messages()[0]
+        self.entries.sent([(piece.base, piece.count)])
         fields = self._message.message
         fields.message_id.entry_id = piece.base
         fields.redelivery_count = subscription.redelivery_count(piece.partition, int(piece.offsets[0]))
@@ -211,42 +243,62 @@ class ConsumerSession:
         self.subscription.flow(self.state, permits)
 
     def ack(self, cumulative: bool, ids: list[api.MessageIdData]) -> None:
-        """Acknowledge the messages `ids` name (offset = entryId + max(batchIndex, 0)); ids of messages
-        not written yet, or before the first entry (entryId -1), are left alone."""
+        """Acknowledge the messages `ids` name: a batch entry's all (its id alone) or those its ack_set
+        clears, else offset = entryId + max(batchIndex, 0) (SentEntries); ids of messages not written yet,
+        or before the first entry (entryId -1), are left alone."""
         subscription = self.subscription
         assert subscription is not None
         partition = self.target.partition
         end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
-        if self.encrypted:
-            offsets = [o for o in self.encrypted.acknowledged(ids, cumulative) if 0 <= o < end]
-        else:
-            offsets = [o for o in (_offset(i) for i in ids) if 0 <= o < end]
-        if not offsets:
+        offsets = self.entries.acknowledged(ids, cumulative)
+        offsets = offsets[(offsets >= 0) & (offsets < end)]
+        if not len(offsets):
             return
         if cumulative:
-            subscription.ack_cumulative(partition, max(offsets))
+            subscription.ack_cumulative(partition, int(offsets.max()))
         else:
-            subscription.ack_many(partition, np.array(sorted(offsets), dtype=np.int64))
+            subscription.ack_many(partition, np.unique(offsets))
 
     def redeliver(self, ids: list[api.MessageIdData]) -> None:
-        """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name, or all this consumer was given and did
-        not acknowledge when there are none."""
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name (a batch entry's all by its id), or all
+        this consumer was given and did not acknowledge when there are none."""
         assert self.subscription is not None
         if not ids:
+            self.entries.clear()  # (the client dropped what it had not handed out: anything may come again)
             self.subscription.redeliver(self.state, None)
             return
-        named = self.encrypted.redelivered(ids) if self.encrypted else (_offset(i) for i in ids)
-        offsets = np.array(sorted({o for o in named if o >= 0}), dtype=np.int64)
-        self.subscription.redeliver(self.state, {self.target.partition: offsets})
+        offsets = self.entries.redelivered(ids)
+        self.subscription.redeliver(self.state, {self.target.partition: np.unique(offsets[offsets >= 0])})
 
     def last_message_id(self) -> tuple[api.MessageIdData, api.MessageIdData]:
-        """GET_LAST_MESSAGE_ID: the id of the partition's last message (entryId -1 when it has none) and the
-        subscription's mark-delete position (the last offset before its first unacknowledged one)."""
+        """GET_LAST_MESSAGE_ID: the id of the partition's last message (entryId -1 when it has none) as this
+        consumer is sent it, and the subscription's mark-delete position (the last offset before its first
+        unacknowledged one) as an entry before that id's while the last message is unacknowledged. The
+        client compares them with the ids it received (has_message_available); see _entry_of."""
         assert self.subscription is not None
         partition = self.target.partition
         end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
         floor = self.subscription.cursors[partition].acks.floor
-        return _id(end - 1), _id(floor - 1)
+        last = end - 1
+        if last < 0:
+            return _id(last), _id(floor - 1)
+        entry = self._entry_of(last)
+        last_id = _id(last) if entry == last else message_id(entry, batch_index=last - entry)
+        return last_id, _id(floor - 1 if floor > last else min(floor - 1, entry - 1))
+
+    def _entry_of(self, offset: int) -> int:
+        """The id of the entry in which this consumer receives (or received) the message at `offset`, or a
+        lower one that no entry it received before lies above. A run not sent yet starts at the read
+        position or after it, so (read position, offset - read position) compares with every id the client
+        has above or equal as the id the message will arrive with is; one sent is the last entry sent."""
+        assert self.subscription is not None
+        read = self.subscription.read_position(self.target.partition)
+        if read <= offset:
+            return read
+        sent = self.entries.last
+        if sent is not None and sent[0] <= offset < sent[0] + sent[1]:
+            return sent[0]
+        return offset
 
     # closing
 
@@ -270,57 +322,87 @@ class ConsumerSession:
             pass
 
 
-class EncryptedEntries:
-    """The encrypted entries a consumer was sent, by first offset (an entry's id), with their messages: the
-    client acknowledges or redelivers such an entry by its id alone (batch index -1) once it is done with
-    all of its messages, and that names every offset of the entry. Forgotten once acknowledged whole."""
+class SentEntries:
+    """The batch entries a consumer was sent (runs of stored batches, and encrypted entries), by id (their
+    first offset), with how many messages each holds. pulsar-client acknowledges a batch entry by its id
+    alone once all of its messages are acknowledged (BatchMessageAcker; with batch index acks, before that
+    with an ack_set whose clear bits are the messages acknowledged), and negative acks and ack timeouts name
+    the entry too: each names every message of the entry. Forgotten once acknowledged whole or redelivered,
+    and past MAX_SENT_ENTRIES the oldest first (an id of a forgotten entry then names its first message)."""
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
+        self.last: tuple[int, int] | None = None  # (id, messages) of the highest entry sent
 
-    def __bool__(self) -> bool:
-        return bool(self._counts)
+    def sent(self, entries: list[tuple[int, int]]) -> None:
+        counts = self._counts
+        for entry, count in entries:
+            counts.pop(entry, None)  # (sent again: it is the newest)
+            counts[entry] = count
+        if self.last is None or entries[-1][0] >= self.last[0]:
+            self.last = entries[-1]
+        if len(counts) > MAX_SENT_ENTRIES:
+            for entry in list(itertools.islice(counts, len(counts) - MAX_SENT_ENTRIES)):
+                del counts[entry]
 
-    def sent(self, entry: int, count: int) -> None:
-        self._counts[entry] = count
+    def clear(self) -> None:
+        self._counts.clear()
 
-    def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> list[int]:
-        """The offsets an ACK's `ids` acknowledge: an entry's all, or with the ack_set of a client that
-        acknowledges batch indexes, those whose bit is clear (a cumulative ack: up to the first set)."""
-        offsets: list[int] = []
+    def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
+        """The offsets an ACK's `ids` acknowledge (a cumulative ack: up to the highest of them): an entry's
+        all, or with the ack_set of a client that acknowledges batch indexes, those whose bit is clear (a
+        cumulative ack: up to the first set); for an id of no entry, the message it names."""
+        parts: list[np.ndarray] = []
         for mid in ids:
             entry, count = self._entry(mid)
             if count is None:
-                offsets.append(_offset(mid))
+                parts.append(np.array([_offset(mid)], dtype=np.int64))
                 continue
-            acked = cleared_indexes(mid.ack_set, count) if mid.ack_set else range(count)
+            if not mid.ack_set:
+                parts.append(np.array([entry + count - 1]) if cumulative else np.arange(entry, entry + count))
+                del self._counts[entry]
+                continue
+            acked = cleared_indexes(mid.ack_set, count)
             if cumulative:
-                run = next((i for i, index in enumerate(acked) if i != index), len(acked))
-                offsets.append(entry + run - 1)
+                gaps = np.flatnonzero(acked != np.arange(len(acked)))
+                parts.append(np.array([entry + (int(gaps[0]) if len(gaps) else len(acked)) - 1]))
             else:
-                offsets += [entry + index for index in acked]
+                parts.append(entry + acked)
             if len(acked) == count:
                 del self._counts[entry]
-        if cumulative and offsets:
-            last = max(offsets)
+        offsets = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+        if cumulative and len(offsets):
+            last = int(offsets.max())
             self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > last}
         return offsets
 
-    def redelivered(self, ids: list[api.MessageIdData]) -> list[int]:
+    def redelivered(self, ids: list[api.MessageIdData]) -> np.ndarray:
         """The offsets a REDELIVER_UNACKNOWLEDGED_MESSAGES's `ids` name: all of an entry's for its id."""
-        offsets: list[int] = []
+        parts: list[np.ndarray] = []
         for mid in ids:
             entry, count = self._entry(mid)
-            offsets += [_offset(mid)] if count is None else range(entry, entry + count)
-        return offsets
+            if count is None:
+                parts.append(np.array([_offset(mid)], dtype=np.int64))
+            else:
+                parts.append(np.arange(entry, entry + count, dtype=np.int64))
+                del self._counts[entry]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def _entry(self, mid: api.MessageIdData) -> tuple[int, int | None]:
-        """(first offset, messages) of the encrypted entry `mid` names whole, or (-1, None) if it names a
-        message."""
+        """(first offset, messages) of the entry `mid` names whole, or (-1, None) if it names a message."""
         if mid.batch_index >= 0:
             return -1, None
         entry = _offset(mid)
         return entry, self._counts.get(entry)
+
+
+def _same_counts(counts: np.ndarray | None, length: int) -> list[tuple[int, int, int]]:
+    """(start, stop, redelivery count) of the runs of equal counts among `length` messages (None: all 0):
+    an entry has one redelivery count, so messages of different counts go in different entries."""
+    if counts is None:
+        return [(0, length, 0)]
+    cuts = [0, *(np.flatnonzero(np.diff(counts)) + 1).tolist(), length]
+    return [(start, stop, int(counts[start])) for start, stop in zip(cuts, cuts[1:])]
 
 
 def _keep(partition: int | None) -> None:

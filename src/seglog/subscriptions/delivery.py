@@ -43,6 +43,9 @@ class Piece:
     base: int
     count: int  # messages in the stored batch
     offsets: np.ndarray
+    # how many times each was sent to redelivery (Pulsar's redelivery count), for a piece of redeliveries;
+    # None: all 0
+    redelivery_counts: np.ndarray | None = None
 
     @property
     def data(self) -> Mapping:
@@ -63,8 +66,11 @@ class Piece:
         return np.searchsorted(batch_offsets(self.data, self.position), self.offsets)
 
     def with_offsets(self, offsets: np.ndarray) -> Piece:
-        """The same stored batch, other messages of it."""
-        return Piece(self.partition, self.view, self.position, self.base, self.count, offsets)
+        """The same stored batch, other messages of it (some of these, if it has redelivery counts)."""
+        counts = self.redelivery_counts
+        if counts is not None:
+            counts = counts[np.searchsorted(self.offsets, offsets)]
+        return Piece(self.partition, self.view, self.position, self.base, self.count, offsets, counts)
 
     @property
     def stored_bytes(self) -> int:

@@ -338,7 +338,9 @@ class Dispatcher:
                 continue
             view, position, base, count = located
             stop = int(np.searchsorted(offsets, base + count))
-            pieces.append(Piece(partition, view, position, base, count, offsets[index:stop]))
+            taken = offsets[index:stop]
+            pieces.append(Piece(partition, view, position, base, count, taken,
+                                self.redeliveries.counts_of(partition, taken)))
             index = stop
         return pieces
 
@@ -361,9 +363,9 @@ class Dispatcher:
             assert file is not None
             position, base, batch, _, end_row = found
             stop = int(np.searchsorted(offsets, int(batch[end_row - 1]) + 1))
-            held = np.isin(offsets[index:stop], batch)
-            piece = Piece(partition, file, position, base, len(batch), offsets[index:stop][held]) \
-                if held.any() else None
+            taken = offsets[index:stop][np.isin(offsets[index:stop], batch)]
+            piece = Piece(partition, file, position, base, len(batch), taken,
+                          self.redeliveries.counts_of(partition, taken)) if len(taken) else None
         wanted = offsets[index:stop]
         gone = wanted if piece is None else wanted[~np.isin(wanted, piece.offsets)]
         if len(gone):

@@ -75,6 +75,16 @@ class Redeliveries:
         """How many times the message at `offset` was sent to redelivery (Pulsar's redelivery count)."""
         return self.partitions[partition].counts.get(offset, 0)
 
+    def counts_of(self, partition: int, offsets: np.ndarray) -> np.ndarray | None:
+        """The redelivery counts of the messages at `offsets` (as `count` gives them), or None when all are 0:
+        what dispatch hands a consumer with the redeliveries it gives it."""
+        counts = self.partitions[partition].counts
+        if not counts:
+            return None
+        found = np.fromiter((counts.get(offset, 0) for offset in offsets.tolist()), dtype=np.int64,
+                            count=len(offsets))
+        return found if found.any() else None
+
     def negative_ack(self, partition: int, offsets: np.ndarray, delay_ms: int) -> None:
         """Deliver the messages at `offsets` again once `delay_ms` passed (by the log's clock)."""
         self._nack_sequence += 1

@@ -20,6 +20,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from seglog._core._messages import Message
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.metadata import ENCRYPTION, message_metadata
@@ -67,10 +69,11 @@ def ack_set(indexes: Iterable[int]) -> list[int]:
     return [word - (1 << 64) if word >= 1 << 63 else word for word in words]
 
 
-def cleared_indexes(words: Iterable[int], count: int) -> list[int]:
+def cleared_indexes(words: Sequence[int], count: int) -> np.ndarray:
     """The batch indexes below `count` whose bit is clear in an ACK's ack_set (a client with batch index
-    acks sends the bits of the messages it has not acknowledged yet): those it acknowledges."""
-    bits = 0
-    for position, word in enumerate(words):
-        bits |= (word & ((1 << 64) - 1)) << (64 * position)
-    return [index for index in range(count) if not bits >> index & 1]
+    acks sends the bits of the messages it has not acknowledged yet), ascending: those it acknowledges.
+    Words missing past the last one sent are clear (Java's BitSet.toLongArray drops trailing zero words)."""
+    bits = np.zeros((count + 63) // 64, dtype=np.uint64)
+    sent = np.array(words[:len(bits)], dtype=np.int64).view(np.uint64)
+    bits[:len(sent)] = sent
+    return np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")[:count] == 0)

@@ -21,12 +21,16 @@ UINT64_MINUS_ONE = (1 << 64) - 1  # -1 in the protocol's uint64 fields (entryId 
 DUPLICATE_ID = api.MessageIdData(ledger_id=UINT64_MINUS_ONE, entry_id=UINT64_MINUS_ONE)
 
 
-def message_id(offset: int, partition: int | None = None) -> api.MessageIdData:
+def message_id(offset: int, partition: int | None = None, batch_index: int | None = None) -> api.MessageIdData:
     """The id of the entry whose first message is at `offset` (as a SEND_RECEIPT carries it); `partition`
-    for a message of a partitioned topic sent to a consumer (as Pulsar's broker fills it in there)."""
-    if partition is None:
-        return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
-    return api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset, partition=partition)
+    for a message of a partitioned topic sent to a consumer (as Pulsar's broker fills it in there); with
+    `batch_index`, of that message of the batch entry."""
+    mid = api.MessageIdData(ledger_id=LEDGER_ID, entry_id=offset)
+    if partition is not None:
+        mid.partition = partition
+    if batch_index is not None:
+        mid.batch_index = batch_index
+    return mid
 
 
 def signed(value: int) -> int:

@@ -1,0 +1,38 @@
+"""What a client's acks and redeliveries of the batch entries it was sent name (consumers.SentEntries, docs/
+SERVER.md "Consuming"): an entry's every message by its id, those an ack_set clears, up to the first set
+for a cumulative ack; an entry forgotten once acknowledged whole, redelivered, or cumulatively passed."""
+
+from __future__ import annotations
+
+from seglog.server.consumers import SentEntries
+from seglog.server.protocol import pulsar_api_pb2 as api
+from seglog.server.protocol.encryption import ack_set
+
+
+def ids(*pairs: tuple[int, list[int] | None]) -> list[api.MessageIdData]:
+    out = []
+    for entry, unacked in pairs:
+        mid = api.MessageIdData(ledger_id=0, entry_id=entry)
+        if unacked is not None:
+            mid.ack_set.extend(ack_set(unacked))
+        out.append(mid)
+    return out
+
+
+def test_an_entry_is_acknowledged_whole_by_its_id_or_in_part_by_its_ack_set():
+    entries = SentEntries()
+    entries.sent([(10, 5), (15, 100)])
+    assert entries.acknowledged(ids((15, list(range(3, 100)))), False).tolist() == [15, 16, 17]
+    assert entries.acknowledged(ids((10, None)), False).tolist() == [10, 11, 12, 13, 14]
+    assert entries.acknowledged(ids((10, None)), False).tolist() == [10]  # (forgotten: its first message)
+    assert entries.acknowledged(ids((15, [70, 99])), True).tolist() == [84]  # cumulative: up to the first set
+    assert entries.acknowledged(ids((15, None)), True).tolist() == [114]
+    assert entries.redelivered(ids((15, None))).tolist() == [15]  # (acknowledged cumulatively: forgotten)
+
+
+def test_a_redelivered_entry_names_its_messages():
+    entries = SentEntries()
+    entries.sent([(0, 3)])
+    named = [*ids((0, None)), api.MessageIdData(ledger_id=0, entry_id=7, batch_index=2)]
+    assert entries.redelivered(named).tolist() == [0, 1, 2, 9]
+    assert entries.redelivered(named).tolist() == [0, 9]
