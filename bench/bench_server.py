@@ -692,3 +692,86 @@ def test_in_process_whole(bench, in_process):
     bench.seglog(IN_PROCESS, "decode + unpack + append + receipt", messages=len(frames) * 1000)
     assert len(bench.run(produce_path)) == len(frames)
     note_per_message(bench, len(frames) * 1000)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the dispatch path in-process: MESSAGE frames of stored batches, what seglog serve's CPU does per message
+# delivered once dispatch has chosen the messages (consumers.ConsumerSession._take)
+
+DISPATCH = "server: MESSAGE frames in-process, stored batches of 100 x 100 B"
+
+
+@pytest.fixture(scope="module")
+def dispatched(scratch, scale):
+    """(pieces dispatch gives a consumer of a topic of stored batches of 100, a subscription of them, and how
+    many messages they hold); written in-process as the server stores a producer's batches."""
+    from seglog.broker import Broker
+    from seglog.clock import system_clock
+    from seglog.subscriptions.delivery import ConsumerState
+
+    broker = Broker.open(scratch / "dispatched", clock=system_clock, background=False)
+    ref = broker.create_topic("public/default/dispatched", 1, {})
+    writer = broker.store.acquire_writer(ref.name, 0, ref.config)
+    now = int(time.time() * 1000)
+    for batch in range(scale(1000, 10)):
+        writer.append(writer.source(values=[VALUE] * 100, timestamps=[now] * 100, event_times=[None] * 100,
+                                    attributes={"pulsar.producer": "standalone-0",
+                                                "pulsar.sequence_id": str(batch * 100),
+                                                "pulsar.highest_sequence_id": str(batch * 100 + 99)}))
+    broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
+    subscription = broker.subscriptions.open(broker.topic("public/default/dispatched"), "s", "exclusive",
+                                             "earliest")
+    state = ConsumerState("c", None, lambda partition: None, lambda: None)
+    subscription.attach(state, "exclusive")
+    pieces = []
+    while given := subscription.next_delivery(state, 1000):
+        pieces += given
+    yield pieces, subscription, sum(len(piece.offsets) for piece in pieces)
+    broker.subscriptions.release(subscription)
+    broker.close()
+
+
+def test_dispatch_frames_per_message(bench, dispatched):
+    """Each message an unbatched entry built in Python, as seglog serve did before batched delivery: a
+    Message object, its redelivery count, its metadata and the frame around the protobuf command."""
+    from seglog.server.protocol.metadata import message_metadata
+
+    pieces, subscription, messages = dispatched
+    sent = command(Type.MESSAGE, consumer_id=1, message_id=message_id(0), redelivery_count=0)
+
+    def frames():
+        out = []
+        for piece in pieces:
+            for message in piece.messages():
+                sent.message.message_id.entry_id = message.offset
+                sent.message.redelivery_count = subscription.redelivery_count(message.partition, message.offset)
+                out.append(encode_payload_command(sent, message_metadata(message, piece.base), message.value))
+        return b"".join(out)
+
+    bench.baseline(DISPATCH, "per message: Message, metadata, protobuf command", messages=messages)
+    assert len(bench.run(frames)) > messages * VALUE_BYTES
+    note_per_message(bench, messages)
+
+
+def test_dispatch_frames_native(bench, dispatched):
+    """ConsumerSession._stored_frames: a batch entry a stored batch, built in one native call from the map."""
+    import numpy as np
+
+    from seglog._core._pulsar_wire import stored_message_frames
+    from seglog.server.protocol.metadata import delivered_entry_fields
+
+    pieces, _, messages = dispatched
+
+    def frames():
+        out = []
+        for piece in pieces:
+            producer, first, replicated_from, suffix = delivered_entry_fields(piece.batch_attributes)
+            data, _ = stored_message_frames(piece.data, piece.position, np.ascontiguousarray(piece.rows),
+                                            piece.offsets, 1, -1, 0, producer, first is not None, first or 0,
+                                            piece.base, replicated_from, suffix, piece.count > 1, 1000, 1 << 20)
+            out.append(data)
+        return b"".join(out)
+
+    bench.seglog(DISPATCH, "batch entries: _pulsar_wire.stored_message_frames", messages=messages)
+    assert len(bench.run(frames)) > messages * VALUE_BYTES
+    note_per_message(bench, messages)
