@@ -256,8 +256,8 @@ class ConsumerSession:
             return
         if cumulative:
             subscription.ack_cumulative(partition, int(offsets.max()))
-        else:
-            subscription.ack_many(partition, np.unique(offsets))
+        else:  # (entries' offsets come ascending: sorted again only when they do not)
+            subscription.ack_many(partition, offsets if (np.diff(offsets) > 0).all() else np.unique(offsets))
 
     def redeliver(self, ids: list[api.MessageIdData]) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name (a batch entry's all by its id), or all
