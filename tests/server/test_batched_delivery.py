@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from test_consume import assert_nothing_more, receive_all
 from test_produce import send_async_all
+from test_read_compacted_served import compact
 
 from helpers_server import pulsar, receive_until
 
@@ -245,3 +246,28 @@ def test_dead_letters_of_a_batch(server):
     assert_nothing_more(consumer, 1000)
     consumer.close()
     assert_nothing_more(client.subscribe(TOPIC, "s", consumer_type=pulsar.ConsumerType.Shared))
+
+
+def test_a_compacted_batch_arrives_as_runs_of_its_kept_messages(server):
+    """A compacted batch keeps some of its offsets (gaps between them): each run of consecutive ones is an
+    entry, so every id names its offset and the acks of whole entries name what was kept."""
+    topic = "persistent://public/default/compacted"
+    client = server.client()
+    client.subscribe(topic, "compacted", is_read_compacted=True).close()
+    keys = ["a", "a", "b", "c", "c", "d", "e", "e", "f", "g"]
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=60_000)
+    for i, key in enumerate(keys):
+        producer.send_async(b"m%d" % i, None, partition_key=key)
+    producer.flush()
+    compact(server)
+    consumer = client.subscribe(topic, "compacted", is_read_compacted=True)
+    received = receive_all(consumer, 7)
+    assert [offset(m) for m in received] == [1, 2, 4, 5, 7, 8, 9]
+    assert all(m.data() == b"m%d" % offset(m) for m in received)
+    assert {m.message_id().entry_id() for m in received} == {1, 4, 7}  # runs 1-2, 4-5, 7-9
+    for message in received:
+        consumer.acknowledge(message)
+    assert_nothing_more(consumer)
+    consumer.close()
+    assert_nothing_more(client.subscribe(topic, "compacted", is_read_compacted=True))

@@ -50,3 +50,32 @@ def test_counts_are_pruned_once_they_double_and_kept_for_unacknowledged_messages
         redeliveries.add(0, np.array([offset], dtype=np.int64))
     assert redeliveries.count(0, 100) == 0  # acknowledged: forgotten
     assert redeliveries.count(0, 9_500) == redeliveries.count(0, 20_000) == 1
+
+
+def test_dispatch_hands_redelivered_messages_their_counts(tmp_path):
+    """A piece of redeliveries carries each message's count (a remote consumer's entry has one count, and
+    its messages of different counts go in different entries); a piece of new messages carries none."""
+    from seglog.broker import Broker
+    from seglog.subscriptions.delivery import ConsumerState
+
+    broker = Broker.open(tmp_path / "data", clock=ManualClock(), background=False)
+    try:
+        ref = broker.create_topic("public/default/counted", 1, {})
+        writer = broker.store.acquire_writer(ref.name, 0, ref.config)
+        writer.append(writer.source(values=[b"m%d" % i for i in range(6)], timestamps=[0] * 6))
+        broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
+        subscription = broker.subscriptions.open(broker.topic("public/default/counted"), "s", "shared", "earliest")
+        state = ConsumerState("c", None, lambda partition: None, lambda: None)
+        subscription.attach(state, "shared")
+        (piece,) = subscription.next_delivery(state, 100)
+        assert piece.redelivery_counts is None
+        subscription.redeliver(state, {0: np.array([1, 2, 4])})
+        (again,) = subscription.next_delivery(state, 100)
+        subscription.redeliver(state, {0: np.array([2])})
+        (third,) = subscription.next_delivery(state, 100)
+        assert again.offsets.tolist() == [1, 2, 4] and again.redelivery_counts.tolist() == [1, 1, 1]
+        assert third.offsets.tolist() == [2] and third.redelivery_counts.tolist() == [2]
+        assert again.with_offsets(np.array([4])).redelivery_counts.tolist() == [1]
+        broker.subscriptions.release(subscription)
+    finally:
+        broker.close()
