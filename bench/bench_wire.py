@@ -40,6 +40,7 @@ generator or broker fails CI."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -193,6 +194,7 @@ def record_side(bench, side: Side) -> None:
     for key in ("first_msg_s", "median_msg_s", "generator_busy"):
         bench.record(key, figures[key])
     bench.record("round_msg_s", [round(r) for r in side.rates()])
+    bench.record("load_average_1min", round(os.getloadavg()[0], 2))  # other processes: what moves the figures
 
 
 def run_alternated(bench, mine: Side, others: list[Side]) -> str:
