@@ -13,6 +13,10 @@ from libc.string cimport memcpy, memset
 import numpy as np
 cimport numpy as cnp
 
+cdef extern from "native.h" nogil:  # (declared here rather than in _format.pxd: no other module calls them)
+    void seglog_prefaulter_target_file(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start, int fd)
+    void seglog_prefaulter_reach(seglog_prefaulter *p, size_t position, size_t end)
+
 cnp.import_array()
 
 HEADER_BYTES = HEADER_SIZE
@@ -141,14 +145,24 @@ cdef class Prefaulter:
         if self.native == NULL:
             raise MemoryError("could not start the prefault thread")
 
-    def target(self, mapping, size_t start=0) -> None:
+    def target(self, mapping, size_t start=0, int fd=-1) -> None:
+        """Follow `mapping` from `start`. `fd`: its file (not kept: duplicated), whose blocks past `start`
+        hold zeros or bytes no one reads, so that its pages are made by writing zeros (see native.h); -1
+        for none, or to keep the file of the same mapping followed further."""
         self._check_running()
         cdef uint8_t[::1] view = mapping
         with nogil:
-            seglog_prefaulter_target(self.native, &view[0], view.shape[0], start)
+            seglog_prefaulter_target_file(self.native, &view[0], view.shape[0], start, fd)
         self.mapping = view  # the old map is unmapped only after this
         if self.spare is not None and &self.spare[0] == &view[0]:
             self.spare = None  # the spare became the active mapping
+
+    def reach(self, size_t position, size_t end) -> None:
+        """The writer is about to write [position, end) of the target: the pages the thread has not made yet
+        are made now, and it goes on past `end`. Before every write into the target."""
+        self._check_running()
+        with nogil:
+            seglog_prefaulter_reach(self.native, position, end)
 
     def prepare(self, mapping) -> None:
         self._check_running()

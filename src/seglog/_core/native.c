@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
@@ -668,21 +670,61 @@ struct seglog_prefaulter {
     uint8_t *busy; /* the mapping the thread is faulting in, outside the mutex (NULL: none) */
     struct { void *address; size_t length; } unmaps[UNMAP_QUEUE]; /* maps handed over to unmap */
     int pending_unmaps, stop, supported;
+    int fd;         /* the active mapping's file (a dup, -1: none): its pages are made by writing zeros */
+    int busy_fd;    /* the file the thread's step is writing zeros to (-1: none) */
 };
 
-/* One step on `r` (the mutex held, released during the madvise). */
+/* Zeros for fill(): written up to FILL_VECTORS times by one pwritev. */
+static const uint8_t fill_zeros[64 << 10];
+#define FILL_VECTORS 16
+
+/* Make the pages of [from, to) of `fd`'s file, mapped at `base`, by writing zeros there, then map them
+ * writable: faulting them in instead would have the kernel's read-around make and zero read_ahead_kb of
+ * page cache around the first (8 MiB on the test machine: 2.7 ms against 0.3 ms for 1 MiB written so).
+ * For blocks allocated past what the writer wrote, which hold zeros already. Returns 0, or -1 (errno) if
+ * a write failed, after which the pages are faulted in as without a file. */
+static int fill(seglog_prefaulter *p, int fd, uint8_t *base, size_t from, size_t to) {
+    struct iovec vectors[FILL_VECTORS];
+    for (int i = 0; i < FILL_VECTORS; i++) {
+        vectors[i].iov_base = (void *)fill_zeros;
+        vectors[i].iov_len = sizeof fill_zeros;
+    }
+    size_t position = from;
+    while (position < to) {
+        size_t left = to - position, count = 0;
+        for (; count < FILL_VECTORS && left; count++) {
+            vectors[count].iov_len = left < sizeof fill_zeros ? left : sizeof fill_zeros;
+            left -= vectors[count].iov_len;
+        }
+        ssize_t written = pwritev(fd, vectors, (int)count, (off_t)position);
+        for (size_t i = 0; i < count; i++) vectors[i].iov_len = sizeof fill_zeros;
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) break;
+        position += (size_t)written;
+    }
+    uint8_t *first = (uint8_t *)((uintptr_t)(base + from) & ~(uintptr_t)4095);
+    if (p->supported) seglog_populate_write(first, (size_t)(base + to - first));
+    return position < to ? -1 : 0;
+}
+
+/* One step on `r` (the mutex held, released during the madvise). On the active mapping, with its file, the
+ * pages are made by fill(): safe because the writer never writes past `done` without first claiming the
+ * range (seglog_prefaulter_reach), which waits for a step in it to end. */
 static void prefault_step(seglog_prefaulter *p, prefault_range *r) {
     uint8_t *base = r->base;
     size_t from = r->done, to = r->wanted < from + p->step ? r->wanted : from + p->step;
+    int fd = r == &p->active ? p->fd : -1;
     p->busy = base;
+    p->busy_fd = fd;
     pthread_mutex_unlock(&p->mutex);
-    int rc = seglog_populate_write(base + from, to - from);
+    int rc = fd >= 0 ? fill(p, fd, base, from, to) : seglog_populate_write(base + from, to - from);
     int error = errno;
     pthread_mutex_lock(&p->mutex);
     p->busy = NULL;
+    p->busy_fd = -1;
     pthread_cond_broadcast(&p->idle);
-    if (rc != 0 && error == EINVAL) p->supported = 0; /* kernel older than 5.14 */
-    if (r->base == base && r->done == from) r->done = to;
+    if (rc != 0 && error == EINVAL && fd < 0) p->supported = 0; /* kernel older than 5.14 */
+    if (r->base == base && r->done == from) __atomic_store_n(&r->done, to, __ATOMIC_RELAXED);
 }
 
 static int wants_work(const prefault_range *r) { return r->base != NULL && r->done < r->wanted; }
@@ -702,7 +744,7 @@ static void *prefaulter_run(void *arg) {
     seglog_prefaulter *p = (seglog_prefaulter *)arg;
     pthread_mutex_lock(&p->mutex);
     while (!p->stop) {
-        if (p->supported && wants_work(&p->active)) {
+        if ((p->supported || p->fd >= 0) && wants_work(&p->active)) {
             prefault_step(p, &p->active);
         } else if (p->pending_unmaps) {
             unmap_one(p);
@@ -723,6 +765,7 @@ seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step) {
     p->ahead = ahead;
     p->step = step;
     p->supported = 1;
+    p->fd = p->busy_fd = -1;
     pthread_mutex_init(&p->mutex, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->idle, NULL);
@@ -746,9 +789,26 @@ static void leave(seglog_prefaulter *p, const uint8_t *base) {
 }
 
 void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start) {
+    seglog_prefaulter_target_file(p, base, length, start, -1);
+}
+
+void seglog_prefaulter_target_file(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start, int fd) {
+    /* From the page after `start`: the one holding it holds the writer's bytes, which a fill would zero. */
+    size_t done = (start + 4095) & ~(size_t)4095;
+    int copy = fd >= 0 ? dup(fd) : -1; /* (-1 on failure too: then pages are faulted in, not filled) */
     pthread_mutex_lock(&p->mutex);
-    leave(p, p->active.base);
-    size_t done = start & ~(size_t)4095;
+    if (base != NULL && base == p->active.base) { /* the same mapping, longer: nothing will unmap the old */
+        done = p->active.done > done ? p->active.done : done;
+    } else {
+        leave(p, p->active.base);
+    }
+    if (base != p->active.base) { /* a new file: the old one closed once no step writes to it */
+        while (p->fd >= 0 && p->busy_fd == p->fd) pthread_cond_wait(&p->idle, &p->mutex);
+        if (p->fd >= 0) close(p->fd);
+        p->fd = copy;
+    } else if (copy >= 0) { /* the same file, which a step of the thread may be writing to */
+        close(copy);
+    }
     if (base != NULL && base == p->spare.base) { /* the spare became the active segment: keep its progress */
         done = p->spare.done > done ? p->spare.done : done;
         p->spare.base = NULL;
@@ -814,6 +874,27 @@ void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position) {
     pthread_mutex_unlock(&p->mutex);
 }
 
+void seglog_prefaulter_reach(seglog_prefaulter *p, size_t position, size_t end) {
+    prefault_range *r = &p->active;
+    if (end <= __atomic_load_n(&r->done, __ATOMIC_RELAXED)) return; /* the common case: no lock */
+    pthread_mutex_lock(&p->mutex);
+    uint8_t *base = r->base;
+    while (base != NULL && p->busy == base && p->busy_fd >= 0 && end > r->done) {
+        pthread_cond_wait(&p->idle, &p->mutex); /* a step writing zeros in the range: after it */
+    }
+    size_t from = r->done > position ? r->done : position;
+    int fd = p->fd;
+    if (base == NULL || from >= end || end > r->length) {
+        pthread_mutex_unlock(&p->mutex);
+        return;
+    }
+    size_t claimed = (end + 4095) & ~(size_t)4095;
+    r->done = claimed < r->length ? claimed : r->length;
+    if (r->wanted < r->done) r->wanted = r->done;
+    pthread_mutex_unlock(&p->mutex);
+    if (fd >= 0) fill(p, fd, base, from, end); /* (p->fd changes only in target, this writer's own call) */
+}
+
 void seglog_prefaulter_free(seglog_prefaulter *p) {
     pthread_mutex_lock(&p->mutex);
     p->stop = 1;
@@ -823,5 +904,6 @@ void seglog_prefaulter_free(seglog_prefaulter *p) {
     pthread_mutex_destroy(&p->mutex);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->idle);
+    if (p->fd >= 0) close(p->fd);
     free(p);
 }

@@ -37,14 +37,20 @@ int seglog_populate_write(void *address, size_t length);
  * page when a reader first touches a segment. Returns 0 on success, -1 where unsupported. */
 int seglog_populate_read(const void *address, size_t length);
 
-/* A background thread that keeps the pages ahead of a writer faulted in (MADV_POPULATE_WRITE), so the
+/* A background thread that keeps the pages ahead of a writer faulted in (MADV_POPULATE_WRITE; for an active
+ * mapping given its file, made by writing zeros into the file first, see native.c's fill()), so the
  * writer's copy runs at memory speed instead of taking a fault per 4 KiB. It never touches Python objects
  * or the GIL: a Python thread would need the GIL between steps and starve behind a busy producer. */
 typedef struct seglog_prefaulter seglog_prefaulter;
 seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step);
-/* Follow a new mapping from `start`; returns once the thread has left the old one. If it is the spare, the
- * pages already faulted in count. */
+/* Follow a new mapping from `start`; returns once the thread has left the old one (at once if it is the
+ * same mapping, its allocated part grown). If it is the spare, or the same mapping, the pages already
+ * faulted in count. */
 void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start);
+/* The same, with the mapping's file `fd` (-1: none, or for the same mapping, its file kept), which this
+ * duplicates: its pages are then made by writing zeros into its blocks past `start` (which must hold
+ * zeros, or bytes no one reads) rather than faulted in, see native.c's fill(). */
+void seglog_prefaulter_target_file(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start, int fd);
 /* The mapping of the next segment: its first `step` bytes are faulted in whenever the active one needs
  * nothing, so that after a roll the writer starts on faulted pages while the thread gets ahead again (no
  * more: a spare a writer closes before it rolls is thrown away). */
@@ -60,6 +66,11 @@ void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base);
 /* The writer is at `position`: fault in up to `position + ahead`, waking the thread once a whole `step`
  * more is wanted. Called only by the writer (under its lock), as `target` is. */
 void seglog_prefaulter_advance(seglog_prefaulter *p, size_t position);
+/* The writer is about to write [position, end) of the active mapping: the part the thread has not reached is
+ * made here and now (after its step in it, if it is taking one), and the thread moves on past `end`, so it
+ * never writes zeros where the writer writes. Called by the writer before every write into the active
+ * mapping, under its lock, as `target` is; without a lock when the thread is ahead. */
+void seglog_prefaulter_reach(seglog_prefaulter *p, size_t position, size_t end);
 void seglog_prefaulter_free(seglog_prefaulter *p);
 
 #endif

@@ -1,0 +1,68 @@
+"""The prefault thread makes the pages ahead of a writer by writing zeros into the log's blocks past what the
+writer wrote (issue 31: a fault there first had the kernel make and zero 8 MiB of page cache around it), and the
+writer makes those the thread has not reached yet itself (Prefaulter.reach). Neither may ever zero a byte the
+writer wrote."""
+
+import os
+
+import numpy as np
+
+import seglog
+from seglog._core._format import Prefaulter
+from seglog._core._mapping import Mapping
+
+MiB = 1 << 20
+
+
+def mapped_file(path, size):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return Mapping(fd, size, True)
+    finally:
+        os.close(fd)
+
+
+def test_reach_makes_the_pages_past_the_writer_and_keeps_its_bytes(tmp_path):
+    path = tmp_path / "segment.log"
+    mapping = mapped_file(path, 8 * MiB)
+    view = np.frombuffer(mapping, dtype=np.uint8)
+    view[:5000] = 0xAB  # what the writer wrote: up to the middle of the second page
+    prefaulter = Prefaulter(ahead=4 * MiB, step=MiB)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        prefaulter.target(mapping, 5000, fd)
+    finally:
+        os.close(fd)  # (the thread keeps a copy)
+    prefaulter.reach(5000, 3 * MiB + 17)
+    view[5000:3 * MiB + 17] = 0xCD  # the writer's next write, over the pages made for it
+    prefaulter.reach(3 * MiB + 17, 3 * MiB + 100)
+    del view
+    prefaulter.unmap_later(mapping)
+    prefaulter.close()  # (after the thread's steps: whatever it wrote is written)
+    data = np.fromfile(path, dtype=np.uint8)
+    assert (data[:5000] == 0xAB).all()
+    assert (data[5000:3 * MiB + 17] == 0xCD).all()
+    assert not data[3 * MiB + 17:].any()
+
+
+def test_a_writer_racing_its_prefault_thread_keeps_every_byte(tmp_path):
+    """Batches of every size, in small segments (rolls onto spares), each read back as written: a zero the
+    thread or the writer wrote over a batch would show."""
+    rng = np.random.default_rng(31)
+    sent = []
+    with seglog.open(tmp_path / "data", segment_size=8 * MiB) as log:
+        topic = log.create_topic("fills")
+        with topic.producer() as producer:
+            for _ in range(400):
+                count = int(rng.integers(1, 2000))
+                lengths = rng.integers(0, 200, count)
+                values = [rng.bytes(int(n)) for n in lengths]
+                producer.send_batch(values)
+                sent.extend(values)
+        with topic.reader("earliest") as reader:
+            read = []
+            while (batch := reader.read_batch()) is not None:
+                read.extend(batch.column("value").to_pylist())
+    assert len(read) == len(sent)
+    assert read == sent
