@@ -24,7 +24,7 @@ from setuptools.command.build_ext import build_ext
 DEBUG = os.environ.get("SEGLOG_DEBUG") == "1"
 CORE = "src/seglog/_core"
 KERNEL_MODULES = ["_format", "_writer", "_index", "_messages", "_accumulator", "_acks", "_mapping", "_arrow",
-                  "_pulsar_wire", "_compact"]
+                  "_pulsar_wire", "_pulsar_send", "_compact"]
 
 
 def compile_args() -> list[str]:

@@ -6,16 +6,26 @@ from __future__ import annotations
 
 import asyncio
 
-from seglog.server.producers import WRITE_TRIP_SENDS, ProducerSession, QueuedSend
-from seglog.server.protocol.frames import Frame, FrameDecoder, Type, command
+from seglog._core._pulsar_send import SendFrame
+from seglog.server.producers import INLINE_WRITE_BYTES, WRITE_TRIP_SENDS, ProducerSession, QueuedSend
+from seglog.server.protocol.frames import FrameDecoder, Type
 from seglog.server.publish_buffer import PublishBuffer
 
 SEND_COST = 1000  # what each SEND of these tests holds of the publish buffer
 
 
+def send(sequence_id: int) -> SendFrame:
+    return SendFrame(7, sequence_id, sequence_id, 1, True, b"", b"")
+
+
 class FakeService:
+    cheap = False  # BrokerService.cheap_append's answer
+
     def release_producer(self, target, name) -> None:
         pass
+
+    def cheap_append(self, handle, nbytes: int) -> bool:
+        return self.cheap
 
     def close_writer(self, handle) -> None:
         pass
@@ -29,9 +39,8 @@ class FakeConnection:
     """What ProducerSession uses of its connection: trips to the thread pool (SENDs answered with offsets,
     not written), writes and drains."""
 
-    service = FakeService()
-
     def __init__(self) -> None:
+        self.service = FakeService()
         self.trips: list[list[int]] = []  # the sequence ids of each trip's SENDs
         self.written: list[bytes] = []
         self.publish = PublishBuffer(10**9, 10**9).account()
@@ -40,9 +49,9 @@ class FakeConnection:
         if function == self.service.close_writer:
             return function(*args)
         (sends,) = args
-        self.trips.append([send.sequence_id for send in sends])
+        self.trips.append([send.frame.sequence_id for send in sends])
         await asyncio.sleep(0)  # (a trip takes time: SENDs arriving meanwhile wait for the next one)
-        return [send.sequence_id for send in sends]  # (offset = sequence id)
+        return [send.frame.sequence_id for send in sends]  # (offset = sequence id)
 
     def write(self, data: bytes) -> None:
         self.written.append(data)
@@ -59,7 +68,7 @@ def test_a_long_run_of_sends_goes_in_trips_of_at_most_the_limit_each_answered_wh
         session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)  # (no quota here)
         for sequence_id in range(count):  # (all waiting before the session's task first runs)
             connection.publish.hold(SEND_COST)
-            session.queue.put_nowait(QueuedSend(sequence_id, sequence_id, Frame(command(Type.SEND)), SEND_COST))
+            session.queue.put_nowait(QueuedSend(send(sequence_id), SEND_COST))
         await asyncio.wait_for(session.close(), 10)  # (writes and answers every SEND first)
         return connection
 
@@ -73,3 +82,41 @@ def test_a_long_run_of_sends_goes_in_trips_of_at_most_the_limit_each_answered_wh
         assert [(r.command.type, r.command.send_receipt.producer_id, r.command.send_receipt.sequence_id,
                  r.command.send_receipt.message_id.entry_id) for r in receipts] == \
             [(Type.SEND_RECEIPT, 7, s, s) for s in trip]
+
+
+def written_on(cheap: bool, cost: int, monkeypatch) -> tuple[FakeConnection, list[int]]:
+    """Run 10 SENDs of `cost` bytes each through a session whose service calls an append `cheap` or not: the
+    connection (its trips to the thread pool) and the sequence ids written on the event loop."""
+    on_loop: list[int] = []
+
+    def write(session, sends):
+        on_loop.extend(send.frame.sequence_id for send in sends)
+        return [send.frame.sequence_id for send in sends]
+
+    monkeypatch.setattr(ProducerSession, "_write", write)
+
+    async def run() -> FakeConnection:
+        connection = FakeConnection()
+        connection.service.cheap = cheap
+        session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)
+        for sequence_id in range(10):
+            connection.publish.hold(cost)
+            session.queue.put_nowait(QueuedSend(send(sequence_id), cost))
+        await asyncio.wait_for(session.close(), 10)
+        return connection
+
+    return asyncio.run(run()), on_loop
+
+
+def test_small_sends_are_written_on_the_event_loop_when_that_is_cheap(monkeypatch):
+    connection, on_loop = written_on(True, 100, monkeypatch)
+    assert on_loop == list(range(10)) and connection.trips == []
+    receipts = FrameDecoder().feed(b"".join(connection.written))
+    assert [r.command.send_receipt.sequence_id for r in receipts] == list(range(10))
+
+
+def test_sends_go_to_the_thread_pool_when_large_or_when_the_service_says_the_append_is_not_cheap(monkeypatch):
+    connection, on_loop = written_on(False, 100, monkeypatch)
+    assert on_loop == [] and [s for trip in connection.trips for s in trip] == list(range(10))
+    connection, on_loop = written_on(True, INLINE_WRITE_BYTES // 5, monkeypatch)  # (10 of them: too much at once)
+    assert on_loop == [] and [s for trip in connection.trips for s in trip] == list(range(10))

@@ -20,6 +20,7 @@ from concurrent.futures import Executor
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from seglog._core._pulsar_send import SendFrame
 from seglog.names import is_non_persistent
 from seglog.server import auth
 from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession, sticky_ranges
@@ -36,6 +37,7 @@ from seglog.server.protocol.frames import (
     Type,
     command,
     encode_command,
+    send_of,
     sub_command,
 )
 from seglog.server.schemas import answer_get_or_create_schema, answer_get_schema, consumer_schema
@@ -106,13 +108,16 @@ class Connection:
                 data = await self.reader.read(READ_SIZE)
                 if not data:
                     break
-                for item in decoder.feed(data):
+                for item in decoder.feed_with_sends(data):
                     if isinstance(item, FrameError):
                         logger.warning("%s: closing the connection: %s", self.peer, item)
                         return
                     self._received = True  # (a command: bytes that complete none are no sign of life)
                     self._ping_pending = False
-                    await self._handle(item)
+                    if isinstance(item, SendFrame) and self.connected:  # (the hot path: no coroutine)
+                        self._send(item)
+                    else:
+                        await self._handle(item)
                     if self._closing:
                         break
                 if self.publish.over:
@@ -207,7 +212,15 @@ class Connection:
 
     # commands
 
-    async def _handle(self, frame: Frame) -> None:
+    def _send(self, send: SendFrame) -> None:
+        if not self.non_persistent.send(send):
+            self.producers.send(send)
+
+    async def _handle(self, frame: Frame | SendFrame) -> None:
+        if isinstance(frame, SendFrame):  # (before CONNECT)
+            logger.warning("%s: SEND before CONNECT: closing", self.peer)
+            self._closing = True
+            return
         base = frame.command
         kind = base.type
         if not self.connected:
@@ -217,9 +230,8 @@ class Connection:
                 return
             await self._connect(base.connect)
             return
-        if kind == Type.SEND and base.HasField("send"):  # (its messages are the frame's, not the command's)
-            if not self.non_persistent.send(base.send, frame):
-                await self.producers.send(base.send, frame)
+        if kind == Type.SEND and base.HasField("send"):  # (one with fields cut_sends leaves to frames.py)
+            self._send(send_of(frame))
             return
         handler = self._handlers.get(kind)
         request = sub_command(base)

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from seglog._core._pulsar_send import SendFrame
 from seglog.catalog.policies import AutoTopicCreation
 from seglog.names import NonPersistentTopicName, is_non_persistent, partition_of
 from seglog.rates import RateMeter, iso_time
@@ -34,7 +35,7 @@ from seglog.server.producer_access import Waiter
 from seglog.server.producers import peer_address
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import BatchError, parse_metadata
-from seglog.server.protocol.frames import NO_REQUEST, Frame, Type, command, encode_command
+from seglog.server.protocol.frames import NO_REQUEST, Type, command, encode_command
 from seglog.server.service import BrokerService
 
 T = TypeVar("T")
@@ -207,31 +208,31 @@ class NonPersistentClients:
         self.connection.send(command(Type.PRODUCER_SUCCESS, request_id=request.request_id, producer_name=name,
                                      last_sequence_id=-1))
 
-    def send(self, request: api.CommandSend, frame: Frame) -> bool:
+    def send(self, send: SendFrame) -> bool:
         """SEND: whether it was for a non-persistent producer of this connection (then it is handled: handed to
         the topic's subscriptions and receipted, or refused)."""
-        producer = self.producers.get(request.producer_id)
+        producer = self.producers.get(send.producer_id)
         if producer is None:
-            return request.producer_id in self.closed  # (sent before the client learnt it was closed: dropped)
+            return send.producer_id in self.closed  # (sent before the client learnt it was closed: dropped)
         failure = None
-        if not frame.checksum_ok:
+        if not send.checksum_ok:
             failure = ServerFailure(api.ChecksumError, "the message's CRC32C does not match")
         else:
             try:
-                metadata = parse_metadata(frame.metadata or b"")
+                metadata = parse_metadata(send.metadata)
             except BatchError as error:
                 failure = ServerFailure(api.ChecksumError, str(error))
             else:
-                producer.topic.publish(producer.publisher, Entry.of(metadata, frame.metadata or b"",
-                                                                    frame.payload or b""))
+                producer.topic.publish(producer.publisher, Entry.of(metadata, send.metadata,
+                                                                    send.payload))
         if failure is not None:
             self.connection.write(encode_command(command(
-                Type.SEND_ERROR, producer_id=request.producer_id, sequence_id=request.sequence_id, error=failure.code,
+                Type.SEND_ERROR, producer_id=send.producer_id, sequence_id=send.sequence_id, error=failure.code,
                 message=str(failure))))
         else:
             self.connection.write(encode_command(command(
-                Type.SEND_RECEIPT, producer_id=request.producer_id, sequence_id=request.sequence_id,
-                highest_sequence_id=request.highest_sequence_id, message_id=message_id(None))))
+                Type.SEND_RECEIPT, producer_id=send.producer_id, sequence_id=send.sequence_id,
+                highest_sequence_id=send.highest_sequence_id, message_id=message_id(None))))
         return True
 
     async def _close_producer(self, request: api.CommandCloseProducer) -> None:

@@ -17,13 +17,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from seglog._core._pulsar_send import SendFrame, send_receipt
 from seglog.server import auth
 from seglog.server.errors import Attempt, ServerFailure, server_error
 from seglog.server.producer_access import Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.batches import BatchError, parse_metadata, unpack
-from seglog.server.protocol.frames import NO_REQUEST, Frame, Type, command, encode_command
-from seglog.server.protocol.message_ids import DUPLICATE_ID, message_id
+from seglog.server.protocol.batches import BatchError, Messages, NativeMessages, parse_metadata, unpack, unpack_native
+from seglog.server.protocol.frames import NO_REQUEST, Type, command, encode_command
+from seglog.server.protocol.message_ids import DUPLICATE_ID, LEDGER_ID
 from seglog.server.protocol.metadata import replicator_origin
 from seglog.server.publish_buffer import PublishAccount, send_cost
 from seglog.server.schemas import producer_schema
@@ -35,6 +36,10 @@ logger = logging.getLogger("seglog.server")
 # of every SEND waiting (thousands of unbatched ones) held the first receipt back 100 ms and more, and a
 # producer with a window of messages in flight (a replicator's 1,000) waited for it with nothing to send
 WRITE_TRIP_SENDS = 64
+# SENDs of at most this many bytes in all are written on the event loop when the service says it is cheap
+# (BrokerService.cheap_append): copying a few small batches into the mapped segment costs a few µs there, and
+# a trip to the thread pool and back 48-70 µs of CPU (more than the write itself, for unbatched messages)
+INLINE_WRITE_BYTES = 64 * 1024
 T = TypeVar("T")
 
 
@@ -56,10 +61,8 @@ class ProducerConnection(Protocol):
 
 @dataclass
 class QueuedSend:
-    """A SEND waiting for its producer's next trip to the thread pool."""
-    sequence_id: int
-    highest_sequence_id: int
-    frame: Frame
+    """A SEND waiting for its producer's next write."""
+    frame: SendFrame
     cost: int  # what holding it costs, as the publish buffer counts it
 
 
@@ -69,12 +72,14 @@ _CLOSE = object()
 def answer_to_send(producer_id: int, send: QueuedSend, result: int | ServerFailure | None) -> bytes:
     """The answer to a SEND, encoded: its receipt (the offset it was written at, or None for a duplicate,
     acknowledged with id (-1, -1) as Pulsar's broker does), or its failure."""
+    frame = send.frame
     if isinstance(result, ServerFailure):
-        return encode_command(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=send.sequence_id,
+        return encode_command(command(Type.SEND_ERROR, producer_id=producer_id, sequence_id=frame.sequence_id,
                                       error=result.code, message=str(result)))
-    return encode_command(command(Type.SEND_RECEIPT, producer_id=producer_id, sequence_id=send.sequence_id,
-                                  highest_sequence_id=send.highest_sequence_id,
-                                  message_id=DUPLICATE_ID if result is None else message_id(result)))
+    if result is None:
+        return send_receipt(producer_id, frame.sequence_id, frame.highest_sequence_id, DUPLICATE_ID.ledger_id,
+                            DUPLICATE_ID.entry_id)
+    return send_receipt(producer_id, frame.sequence_id, frame.highest_sequence_id, LEDGER_ID, result)
 
 
 class ProducerSession:
@@ -99,7 +104,11 @@ class ProducerSession:
                 items.append(self.queue.get_nowait())
             sends = [item for item in items if item is not _CLOSE]
             if sends:
-                results = await self.connection.blocking(self._write, sends)
+                if sum(send.cost for send in sends) <= INLINE_WRITE_BYTES and \
+                        self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES):
+                    results = self._write(sends)
+                else:
+                    results = await self.connection.blocking(self._write, sends)
                 # (one write for all the answers: one each was a system call, and a loopback delivery, a message
                 # for unbatched messages)
                 self.connection.write(b"".join(answer_to_send(self.producer_id, send, result)
@@ -117,8 +126,9 @@ class ProducerSession:
                 return
 
     def _write(self, sends: list[QueuedSend]) -> list[int | ServerFailure | None]:
-        """In the thread pool: write each SEND as one batch; its first offset, or the failure to answer. A
-        send a backlog quota refuses, and those after it, are not written and not answered (self.blocked)."""
+        """In the thread pool (or on the loop, when cheap): write each SEND as one batch; its first offset, or
+        the failure to answer. A send a backlog quota refuses, and those after it, are not written and not
+        answered (self.blocked)."""
         results: list[int | ServerFailure | None] = []
         service = self.connection.service
         for send in sends:
@@ -127,17 +137,19 @@ class ProducerSession:
                 results.append(ServerFailure(api.ChecksumError, "the message's CRC32C does not match"))
                 continue
             try:
-                metadata = parse_metadata(frame.metadata or b"")
-                if self.handle.origin is not None and metadata.HasField("marker_type"):
-                    results.append(service.marker(self.handle, metadata, frame.payload or b""))
-                    continue
-                messages = unpack(metadata, frame.payload or b"", send.highest_sequence_id,
-                                  service.settings.unpack_limits)
+                messages: Messages | NativeMessages | None = self._unpack_native(send)
+                if messages is None:
+                    metadata = parse_metadata(frame.metadata)
+                    if self.handle.origin is not None and metadata.HasField("marker_type"):
+                        results.append(service.marker(self.handle, metadata, frame.payload))
+                        continue
+                    messages = unpack(metadata, frame.payload, frame.highest_sequence_id,
+                                      service.settings.unpack_limits)
             except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
                 results.append(ServerFailure(api.ChecksumError, str(error)))
                 continue
             try:
-                results.append(service.append(self.handle, messages, send.sequence_id))
+                results.append(service.append(self.handle, messages, frame.sequence_id))
             except QuotaRefusal as refusal:
                 self.blocked = refusal
                 return results
@@ -145,6 +157,15 @@ class ProducerSession:
                 logger.warning("write to %s failed: %s", self.handle.target.ref, error)
                 results.append(server_error(error))
         return results
+
+    def _unpack_native(self, send: QueuedSend) -> NativeMessages | None:
+        """A SEND's messages unpacked natively (batches.unpack_native), or None for the reference path: entries
+        unpack_native leaves to it, and every SEND of a replicator (markers, entries stored in part already)."""
+        if self.handle.origin is not None:
+            return None
+        frame = send.frame
+        return unpack_native(frame.metadata, frame.payload, frame.highest_sequence_id,
+                             self.connection.service.settings.unpack_limits)
 
     async def close(self) -> None:
         """Write what was received, answer it, then let the writer go."""
@@ -263,7 +284,7 @@ class ConnectionProducers:
             logger.exception("%s: closing producer %s", self.connection.peer, session.handle.name)
         self.connection.send(command(Type.CLOSE_PRODUCER, producer_id=session.producer_id, request_id=NO_REQUEST))
 
-    async def send(self, request: api.CommandSend, frame: Frame) -> None:
+    def send(self, request: SendFrame) -> None:
         """SEND: queue it for its producer's task, holding its cost of the publish buffer until written."""
         session = self.sessions.get(request.producer_id)
         if session is None and request.producer_id in self.closed:
@@ -274,9 +295,9 @@ class ConnectionProducers:
                            request.producer_id)
             self.connection.close_after_this_command()
             return
-        cost = send_cost(frame.metadata, frame.payload)
+        cost = send_cost(request.metadata, request.payload)
         self.connection.publish.hold(cost)
-        session.queue.put_nowait(QueuedSend(request.sequence_id, request.highest_sequence_id, frame, cost))
+        session.queue.put_nowait(QueuedSend(request, cost))
 
     async def close(self, request: api.CommandCloseProducer) -> None:
         """CLOSE_PRODUCER: write and answer what it sent, then let it go (or take it out of line)."""

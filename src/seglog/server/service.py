@@ -25,7 +25,7 @@ from seglog.server.errors import ServerFailure
 from seglog.server.non_persistent import NonPersistentTopics
 from seglog.server.producer_access import ProducerRegistry, Waiter
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.batches import Messages, UnpackLimits
+from seglog.server.protocol.batches import Messages, NativeMessages, UnpackLimits
 from seglog.server.protocol.message_ids import offset_of, signed
 from seglog.server.protocol.metadata import (
     LOCAL_ONLY,
@@ -325,7 +325,7 @@ class BrokerService:
         store.release_writer(handle.target.ref.name, handle.target.partition, handle.fence)
         store.producer_closed(handle.target.ref.name, handle.fence, routes=handle.origin is None)
 
-    def append(self, handle: ProducerHandle, messages: Messages, sequence_id: int) -> int | None:
+    def append(self, handle: ProducerHandle, messages: Messages | NativeMessages, sequence_id: int) -> int | None:
         """Write one SEND's messages as one batch; returns the offset of the first (blocking), or None for a
         duplicate the topic's deduplication drops. `sequence_id` is the SEND command's: for a replicator,
         the origin offset of the entry. The write is in the segment (and fsynced where the topic's fsync
@@ -350,15 +350,25 @@ class BrokerService:
                 stored = sequences.last(name)
             if highest <= stored:
                 return None
-            if origin is not None and highest - len(messages.values) < stored:
+            if origin is not None and highest - messages.count < stored:
                 # a replicated entry's messages are at consecutive origin offsets, the last at `highest`:
                 # those the remote's replicator packed otherwise before were stored then (entries.py)
-                messages = messages.without_first(stored - highest + len(messages.values))
+                assert isinstance(messages, Messages)  # (a replicator's SENDs take the reference path)
+                messages = messages.without_first(stored - highest + messages.count)
             offset = self._write(handle, messages)
-            sequences.record(name, highest, offset, offset + len(messages.values))
+            sequences.record(name, highest, offset, offset + messages.count)
         if self.on_append is not None:
-            self.on_append(str(handle.target.ref.name), handle.target.partition, offset, len(messages.values), origin)
+            self.on_append(str(handle.target.ref.name), handle.target.partition, offset, messages.count, origin)
         return offset
+
+    @staticmethod
+    def cheap_append(handle: ProducerHandle, nbytes: int) -> bool:
+        """Whether appending up to `nbytes` for `handle` now costs no more than copying them into the mapped
+        segment, so that the server may append on its event loop: no backlog quota to check (evicting may move
+        cursors), no fsync due with it, room in the active segment (a roll makes and syncs files)."""
+        writer = handle.writer
+        return not handle.quota_armed and writer.config.fsync_interval_ms is None and \
+            writer.active.free_bytes > nbytes and not writer.active.index_full
 
     def marker(self, handle: ProducerHandle, metadata: api.MessageMetadata, payload: bytes) -> int:
         """A marker a replicator sent (Pulsar's marker entries: replicated subscriptions' snapshots, topic
@@ -372,7 +382,7 @@ class BrokerService:
                            position)
         return position
 
-    def _count_not_allowed(self, name: TopicName, messages: Messages) -> None:
+    def _count_not_allowed(self, name: TopicName, messages: Messages | NativeMessages) -> None:
         """A producer named clusters for its messages (`replication_clusters`): those outside the namespace's
         allowed clusters never get them (no replicator goes there); the messages are stored all the same (a
         refused send would only make the client retry it) and counted per cluster (stats'
@@ -386,7 +396,7 @@ class BrokerService:
             with self._lock:
                 counts = self._not_allowed.setdefault(str(name), {})
                 for cluster in outside:
-                    counts[cluster] = counts.get(cluster, 0) + len(messages.values)
+                    counts[cluster] = counts.get(cluster, 0) + messages.count
 
     def not_allowed_counts(self, topic: str) -> dict[str, int]:
         """Per cluster, the messages of the seglog topic `topic` whose producer named that cluster outside the
@@ -395,14 +405,9 @@ class BrokerService:
             return dict(sorted(self._not_allowed.get(topic, {}).items()))
 
     @staticmethod
-    def _write(handle: ProducerHandle, messages: Messages) -> int:
+    def _write(handle: ProducerHandle, messages: Messages | NativeMessages) -> int:
         writer = handle.writer
-        keys = None if all(key is None for key in messages.keys) else messages.keys
-        properties = messages.properties if any(messages.properties) else None
-        ordering_keys = None if all(key is None for key in messages.ordering_keys) else messages.ordering_keys
-        source = writer.source(messages.values, keys, messages.timestamps, properties,
-                               event_times=messages.event_times, ordering_keys=ordering_keys,
-                               attributes=messages.attributes)
+        source = messages.source(writer)
         if not handle.quota_armed:
             return writer.append(source, handle.publisher.meter)
         # Pulsar's test: refused while the backlog is at or above a quota, so a SEND may take it past by its
@@ -557,13 +562,13 @@ class QuotaRefusal(ServerFailure):
     """A backlog quota refuses the partition's producers: they are closed and refused until it clears."""
 
 
-def _check_keys(handle: ProducerHandle, messages: Messages) -> None:
+def _check_keys(handle: ProducerHandle, messages: Messages | NativeMessages) -> None:
     """Refuse a SEND to a compacted topic with a message that has no partition key, before anything is written:
     SEND_ERROR ChecksumError, the one code for which pulsar-client fails that message alone (on any other code it
     drops the connection and resends it until its send timeout). Pulsar's broker has no such rule (its compactor
     leaves keyless messages out); this is Kafka's, for topics whose cleanup_policy compacts (docs/SERVER.md)."""
     try:
-        handle.keys.checked_keys(messages.keys)
+        handle.keys.checked_keys(messages.key_list())
     except InvalidArgumentError as refused:
         raise ServerFailure(api.ChecksumError, f"{refused.detail}: give the message a partition key") from None
 

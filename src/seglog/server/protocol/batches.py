@@ -17,15 +17,21 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as Message_
 
 from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
+from seglog._core._pulsar_send import UnpackedEntry, read_entry
+from seglog._core._pulsar_send import unpack as unpack_columns
+from seglog._core._writer import BatchSource
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.compression import DecompressionError, decompress
 from seglog.server.protocol.encryption import encryption_attribute, is_encrypted
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
-from seglog.server.protocol.metadata import ENCRYPTION, SEQUENCE_ID, entry_attributes, is_chunk
+from seglog.server.protocol.metadata import ENCRYPTION, SEQUENCE_ID, entry_attributes, is_chunk, send_entry_attributes
+from seglog.storage.writer import PartitionWriter
 
 _U32 = struct.Struct(">I")
 
@@ -64,6 +70,21 @@ class Messages:
         self.properties.append(_properties(metadata.properties) if metadata.properties else {})
         self.ordering_keys.append(metadata.ordering_key if metadata.HasField("ordering_key") else None)
 
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    def key_list(self) -> list[bytes | None]:
+        return self.keys
+
+    def source(self, writer: PartitionWriter) -> BatchSource:
+        """The source `writer` appends these messages from, stamped by its clock."""
+        keys = None if all(key is None for key in self.keys) else self.keys
+        properties = self.properties if any(self.properties) else None
+        ordering_keys = None if all(key is None for key in self.ordering_keys) else self.ordering_keys
+        return writer.source(self.values, keys, self.timestamps, properties, event_times=self.event_times,
+                             ordering_keys=ordering_keys, attributes=self.attributes)
+
     def without_first(self, count: int) -> Messages:
         """These messages but the first `count` (of a replicated entry, those the receiving server stored
         already); the entry's first sequence id moves on with them."""
@@ -73,13 +94,67 @@ class Messages:
                         self.properties[count:], self.ordering_keys[count:], attributes)
 
 
+class NativeMessages:
+    """The messages of a SEND unpacked natively (unpack_native), already in the stored columns: what
+    BrokerService.append takes of Messages, with no Python object per message."""
+
+    def __init__(self, columns: UnpackedEntry, attributes: dict[str, str]) -> None:
+        self.columns = columns
+        self.attributes = attributes  # of the entry (metadata.py)
+
+    @property
+    def count(self) -> int:
+        return self.columns.count
+
+    def key_list(self) -> list[bytes | None]:
+        return self.columns.key_list()
+
+    def source(self, writer: PartitionWriter) -> BatchSource:
+        return self.columns.source(self.attributes, writer.clock(), writer.config.log_append_time)
+
+
+def unpack_native(metadata: bytes, payload: bytes, highest_sequence_id: int = 0,
+                  limits: UnpackLimits = UnpackLimits()) -> NativeMessages | None:
+    """The messages of a SEND as unpack gives them, unpacked natively; None when the entry is one for unpack
+    to take (encrypted, a chunk, a marker, anything unusual: _core/_pulsar_send.pyx), which then gives its
+    exact answer. BatchError for a payload that does not decompress, as unpack."""
+    entry = read_entry(metadata)
+    if entry is None:
+        return None
+    data = payload
+    if entry.compression != api.NONE:
+        try:
+            data = decompress(entry.compression, payload, entry.uncompressed_size, limits.max_uncompressed_size)
+        except DecompressionError as error:
+            raise BatchError(str(error)) from None
+    columns = unpack_columns(entry, data, limits.max_messages)
+    if columns is None:
+        return None
+    return NativeMessages(columns, send_entry_attributes(entry, columns.count, highest_sequence_id))
+
+
 def parse_metadata(data: bytes) -> api.MessageMetadata:
     metadata = api.MessageMetadata()
     try:
         metadata.ParseFromString(data)
     except DecodeError as error:
         raise BatchError(f"the message metadata does not parse: {error}") from None
+    _check_text(metadata, "the message metadata")
     return metadata
+
+
+def _check_text(message: Message_, what: str) -> None:
+    """BatchError if a string field of `message` (or of a message in it) is not UTF-8: protobuf's parser
+    gives such a proto2 field as bytes, which nothing downstream takes (a key, a property, a producer name)."""
+    for descriptor, value in message.ListFields():
+        items = value if descriptor.is_repeated else (value,)
+        if descriptor.type == FieldDescriptor.TYPE_MESSAGE:
+            for item in items:
+                _check_text(item, what)
+        elif descriptor.type == FieldDescriptor.TYPE_STRING:
+            for item in items:
+                if not isinstance(item, str):
+                    raise BatchError(f"{what}: {descriptor.name} {item!r} is not UTF-8 text")
 
 
 def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: int = 0,
@@ -117,6 +192,7 @@ def unpack(metadata: api.MessageMetadata, payload: bytes, highest_sequence_id: i
             single.ParseFromString(data[position:position + size])
         except DecodeError as error:
             raise BatchError(f"batch message {index} of {count}: its metadata does not parse: {error}") from None
+        _check_text(single, f"batch message {index} of {count}")
         position += size
         end = position + single.payload_size
         if single.payload_size < 0 or end > len(data):
@@ -170,7 +246,7 @@ def _key(metadata: api.MessageMetadata | api.SingleMessageMetadata) -> bytes | N
     if metadata.partition_key_b64_encoded:
         try:
             return base64.b64decode(metadata.partition_key, validate=True)
-        except binascii.Error:
+        except (binascii.Error, ValueError):  # (ValueError: not ASCII)
             raise BatchError(f"partition key {metadata.partition_key!r} is not base64, as its flag says") from None
     return metadata.partition_key.encode()
 

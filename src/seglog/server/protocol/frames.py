@@ -17,6 +17,7 @@ from typing import Any, cast
 from google.protobuf.message import DecodeError
 
 from seglog._core._format import crc32c
+from seglog._core._pulsar_send import SendFrame, cut_sends
 from seglog._core._pulsar_wire import payload_frame, send_command, send_receipts
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE
@@ -78,17 +79,23 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[Frame | FrameError]:
         """The frames completed by `data`, in order; a frame that does not decode is a FrameError in the list
         (a fatal one ends it: nothing after it can be cut out)."""
-        return cast(list[Frame | FrameError], self._cut(data, receipts=False))  # (no SendReceipts without them)
+        return cast(list[Frame | FrameError], self._cut(data))
 
     def feed_with_receipts(self, data: bytes) -> list[Frame | FrameError | SendReceipts]:
         """As feed, but runs of SEND_RECEIPT frames come as SendReceipts: a producer with many messages in
         flight (a replicator) reads one a message, and decoding each as a BaseCommand was most of what its
         receipts cost it."""
-        return self._cut(data, receipts=True)
+        return cast(list[Frame | FrameError | SendReceipts], self._cut(data, receipts=True))
 
-    def _cut(self, data: bytes, *, receipts: bool) -> list[Frame | FrameError | SendReceipts]:
+    def feed_with_sends(self, data: bytes) -> list[Frame | FrameError | SendFrame]:
+        """As feed, but SENDs of the ordinary kind come as SendFrames, cut natively without a protobuf object
+        (_core/_pulsar_send.pyx): a server reads one for every entry produced."""
+        return cast(list[Frame | FrameError | SendFrame], self._cut(data, sends=True))
+
+    def _cut(self, data: bytes, *, receipts: bool = False,
+             sends: bool = False) -> list[Frame | FrameError | SendReceipts | SendFrame]:
         self._buffer += data
-        out: list[Frame | FrameError | SendReceipts] = []
+        out: list[Frame | FrameError | SendReceipts | SendFrame] = []
         buffer = self._buffer
         position = 0
         while len(buffer) - position >= 4:
@@ -96,6 +103,11 @@ class FrameDecoder:
                 run, position = send_receipts(buffer, position)
                 if run:
                     out.append(SendReceipts(run))
+                    continue
+            if sends:
+                cut, position = cut_sends(buffer, position, self.max_frame_size)
+                if cut:
+                    out += cut
                     continue
             (total,) = _U32.unpack_from(buffer, position)
             if total < 4 or total > self.max_frame_size:
@@ -112,6 +124,13 @@ class FrameDecoder:
                 out.append(error)
         del buffer[:position]
         return out
+
+
+def send_of(frame: Frame) -> SendFrame:
+    """A SEND that FrameDecoder decoded (one with fields cut_sends leaves to it), as a SendFrame."""
+    send = frame.command.send
+    return SendFrame(send.producer_id, send.sequence_id, send.highest_sequence_id, send.num_messages,
+                     frame.checksum_ok, frame.metadata or b"", frame.payload or b"")
 
 
 def decode_frame(body: bytes) -> Frame:

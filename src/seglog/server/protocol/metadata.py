@@ -35,6 +35,7 @@ from functools import lru_cache
 
 from seglog._core import _pulsar_wire as encoders
 from seglog._core._messages import Message
+from seglog._core._pulsar_send import SendEntry
 from seglog.names import REPLICATOR_PREFIX
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.storage.delivery_time import deliver_at_attributes
@@ -66,20 +67,37 @@ def is_chunk(metadata: api.MessageMetadata) -> bool:
 
 def entry_attributes(metadata: api.MessageMetadata, count: int, highest_sequence_id: int) -> dict[str, str]:
     """The attributes of the seglog batch that stores a SEND of `count` messages."""
-    attributes = {PRODUCER: metadata.producer_name, SEQUENCE_ID: str(metadata.sequence_id),
-                  HIGHEST_SEQUENCE_ID: str(max(highest_sequence_id, metadata.sequence_id + count - 1))}
-    if metadata.replicate_to:
-        attributes[REPLICATE_TO] = ",".join(metadata.replicate_to)
-    if metadata.HasField("replicated_from"):
-        attributes[REPLICATED_FROM] = metadata.replicated_from
-    if metadata.schema_version:
-        attributes[SCHEMA_VERSION] = metadata.schema_version.hex()
-    if metadata.HasField("deliver_at_time"):
-        attributes.update(deliver_at_attributes(metadata.deliver_at_time))
+    attributes = _attributes(metadata.producer_name, metadata.sequence_id, count, highest_sequence_id,
+                             metadata.replicate_to,
+                             metadata.replicated_from if metadata.HasField("replicated_from") else None,
+                             metadata.schema_version,
+                             metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
     if is_chunk(metadata):
         attributes[CHUNK] = (f"{metadata.uuid},{metadata.chunk_id},{metadata.num_chunks_from_msg},"
                              f"{metadata.total_chunk_msg_size}")
         attributes[COMPRESSION] = f"{metadata.compression},{metadata.uncompressed_size}"
+    return attributes
+
+
+def send_entry_attributes(entry: SendEntry, count: int, highest_sequence_id: int) -> dict[str, str]:
+    """entry_attributes of an entry read natively (never a chunk: those take the reference path)."""
+    return _attributes(entry.producer_name, entry.sequence_id, count, highest_sequence_id, entry.replicate_to,
+                       entry.replicated_from, entry.schema_version, entry.deliver_at_time)
+
+
+def _attributes(producer_name: str, first_sequence_id: int, count: int, highest_sequence_id: int,
+                replicate_to: Sequence[str], replicated_from: str | None, schema_version: bytes,
+                deliver_at_time: int | None) -> dict[str, str]:
+    attributes = {PRODUCER: producer_name, SEQUENCE_ID: str(first_sequence_id),
+                  HIGHEST_SEQUENCE_ID: str(max(highest_sequence_id, first_sequence_id + count - 1))}
+    if replicate_to:
+        attributes[REPLICATE_TO] = ",".join(replicate_to)
+    if replicated_from is not None:
+        attributes[REPLICATED_FROM] = replicated_from
+    if schema_version:
+        attributes[SCHEMA_VERSION] = schema_version.hex()
+    if deliver_at_time is not None:
+        attributes.update(deliver_at_attributes(deliver_at_time))
     return attributes
 
 
