@@ -12,7 +12,7 @@ SCHEMA: pa.Schema
 def record_batch(buffer: BufferLike, position: int) -> pa.RecordBatch:
     """The batch at `position` of `buffer` as a RecordBatch of SCHEMA over the buffer's memory (zero copy)."""
 
-def indexed_batch(data: BufferLike | None, index: IndexView, entry: int, verify_crc: bool,
-                  populated_end: int) -> pa.RecordBatch | None:
+def indexed_batch(data: BufferLike | None, index: IndexView, entry: int,
+                  verify_crc: bool) -> pa.RecordBatch | None:
     """record_batch of index entry `entry`, checked as _format.check_entry checks it; None if it is not sound,
-    not published or not below `populated_end`."""
+    not published or not inside the map."""

@@ -264,12 +264,12 @@ def record_batch(buffer, Py_ssize_t position):
     return import_batch(&view, position)
 
 
-def indexed_batch(data, IndexView index, Py_ssize_t entry, bint verify_crc, Py_ssize_t populated_end):
+def indexed_batch(data, IndexView index, Py_ssize_t entry, bint verify_crc):
     """record_batch of index entry `entry` of a segment whose log is mapped as `data`, checked as
     _format.check_entry checks it, when nothing stands in the way: the entry is published, its batch lies
-    below `populated_end` (pages the reader has faulted in) and is sound as the entry names it. None
-    otherwise, and SegmentView.batch_at then does what is needed, or says what is wrong. The reader's way
-    on to the next batch, in one call."""
+    inside the map and is sound as the entry names it. None otherwise, and SegmentView.batch_at then does
+    what is needed (maps the log again), or says what is wrong. The reader's way on to the next batch, in
+    one call."""
     cdef Py_buffer view
     cdef int64_t base, next_offset, start, end
     if not 0 <= entry < index.count:
@@ -278,7 +278,7 @@ def indexed_batch(data, IndexView index, Py_ssize_t entry, bint verify_crc, Py_s
     if entry:
         base, start = index.offsets[entry - 1, 0], index.offsets[entry - 1, 1]
     next_offset, end = index.offsets[entry, 0], index.offsets[entry, 1]
-    if end > populated_end or data is None:
+    if data is None:
         return None
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     if entry_status(<const uint8_t *>view.buf, view.len, start, end, base, next_offset - base,

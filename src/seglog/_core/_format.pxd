@@ -16,7 +16,6 @@ cdef extern from "native.h" nogil:
     void seglog_release_fence()
     void seglog_acquire_fence()
     int seglog_populate_write(void *address, size_t length)
-    int seglog_populate_read(const void *address, size_t length)
     ctypedef struct seglog_prefaulter:
         pass
     seglog_prefaulter *seglog_prefaulter_new(size_t ahead, size_t step)

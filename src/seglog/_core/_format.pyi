@@ -80,7 +80,6 @@ class Prefaulter:
 def read_header(buffer: BufferLike, position: int) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int]:
     """The header fields of the batch at `position`, in file order (magic .. origin_base_offset)."""
 
-def populate_read(buffer: BufferLike, start: int, end: int) -> None: ...
 def verify_batch(buffer: BufferLike, position: int, end: int) -> int:
     """Check the header, CRC32C and column layout of the batch at `position`; a ScanStatus value, SCAN_END
     when sound."""

@@ -305,21 +305,6 @@ cdef inline int64_t next_offset_of(const uint8_t *batch, const BatchHeader *h) n
     return last + 1
 
 
-def populate_read(buffer, Py_ssize_t start, Py_ssize_t end) -> None:
-    """Fault in the pages of [start, end) of a mapping with one madvise (MADV_POPULATE_READ), far cheaper
-    than a fault per 4 KiB when a reader first touches a segment. Does nothing where unsupported."""
-    cdef const uint8_t[::1] view = buffer
-    cdef uintptr_t first_page, last
-    if end > view.shape[0]:
-        end = view.shape[0]
-    if start >= end:
-        return
-    with nogil:
-        first_page = (<uintptr_t>&view[start]) & ~(<uintptr_t>4095)
-        last = <uintptr_t>&view[0] + end
-        seglog_populate_read(<const void *>first_page, last - first_page)
-
-
 def verify_batch(buffer, Py_ssize_t position, Py_ssize_t end) -> int:
     """Check the header, CRC32C and column layout of the batch at `position`; a SCAN_* code, SCAN_END when
     sound."""

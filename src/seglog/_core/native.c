@@ -624,9 +624,6 @@ int32_t seglog_murmur2(const void *data, size_t length) {
 void seglog_release_fence(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
 void seglog_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -634,16 +631,6 @@ void seglog_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 int seglog_populate_write(void *address, size_t length) {
 #if defined(__linux__)
     return madvise(address, length, MADV_POPULATE_WRITE);
-#else
-    (void)address;
-    (void)length;
-    return -1;
-#endif
-}
-
-int seglog_populate_read(const void *address, size_t length) {
-#if defined(__linux__)
-    return madvise((void *)address, length, MADV_POPULATE_READ);
 #else
     (void)address;
     (void)length;

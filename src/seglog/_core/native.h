@@ -33,10 +33,6 @@ void seglog_acquire_fence(void);
  * copy does not stop on a page fault. Returns 0 on success, -1 if the kernel cannot (older than 5.14). */
 int seglog_populate_write(void *address, size_t length);
 
-/* Fault in readable pages of a mapping in one call (MADV_POPULATE_READ), far cheaper than a fault per
- * page when a reader first touches a segment. Returns 0 on success, -1 where unsupported. */
-int seglog_populate_read(const void *address, size_t length);
-
 /* A background thread that keeps the pages ahead of a writer faulted in (MADV_POPULATE_WRITE; for an active
  * mapping given its file, made by writing zeros into the file first, see native.c's fill()), so the
  * writer's copy runs at memory speed instead of taking a fault per 4 KiB. It never touches Python objects

@@ -43,9 +43,6 @@ from seglog.storage.segment_table import SegmentFacts, first_offset_at_or_after,
 
 logger = logging.getLogger(__name__)
 
-# A reader's first touch of a segment's pages is faulted in with one madvise per window of this many bytes
-# (or the batch, if larger): a fault per 4 KiB costs far more, a syscall per small batch too.
-_POPULATE_WINDOW = 1 << 20
 # Segments a PartitionView keeps mapped (three maps each), and how old a directory's mtime must be
 # before an unchanged mtime proves an unchanged directory (see rescan).
 MAX_OPEN_SEGMENTS = 256
@@ -83,7 +80,6 @@ class SegmentView:
         # The inode first: a log replaced between the look and the map is seen as replaced, and mapped again.
         self._log_inode = os.stat(self.paths.log).st_ino
         self.data = map_file(self.paths.log, writable=False)
-        self.populated_end = 0  # pages below this are faulted in (see batch_at)
 
     def _map_index(self) -> None:
         # A recovery that lost published batches renames a copy of the kept ones over the log (and rewrites
@@ -212,9 +208,6 @@ class SegmentView:
         status = _format.check_entry(data, start, end, base, next_offset - base, verify_crc)
         if status != _format.ENTRY_SOUND:
             raise self._entry_error(entry, status)
-        if end > self.populated_end:  # first touch: the pages of a window of published batches in one call
-            self.populated_end = max(end, min(self.index.end_position, start + _POPULATE_WINDOW))
-            _format.populate_read(data, start, self.populated_end)
         return start, end, base, next_offset - base
 
     def batch_timestamps(self, position: int, count: int) -> np.ndarray:

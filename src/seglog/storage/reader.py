@@ -131,7 +131,7 @@ class Reader:
         if following is None:
             return None
         view, index, entry = following
-        batch = indexed_batch(view.data, index, entry, self.verify_crc, view.populated_end)
+        batch = indexed_batch(view.data, index, entry, self.verify_crc)
         if batch is not None:
             self._last = (view, index, entry, self._offset + batch.num_rows)
             if self.verify_crc:
