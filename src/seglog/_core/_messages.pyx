@@ -22,6 +22,7 @@ from seglog.errors import InvalidArgumentError
 cdef object NO_ATTRIBUTES = MappingProxyType({})
 
 
+@cython.freelist(256)  # send() makes one per message, which the caller mostly drops at once
 cdef class MessageId:
     """Where a message is stored: its partition and offset. Ordered, hashable, comparable to a tuple."""
 
