@@ -120,3 +120,27 @@ def test_sends_go_to_the_thread_pool_when_large_or_when_the_service_says_the_app
     assert on_loop == [] and [s for trip in connection.trips for s in trip] == list(range(10))
     connection, on_loop = written_on(True, INLINE_WRITE_BYTES // 5, monkeypatch)  # (10 of them: too much at once)
     assert on_loop == [] and [s for trip in connection.trips for s in trip] == list(range(10))
+
+
+def test_a_send_is_written_at_once_only_when_nothing_of_its_producer_waits_or_is_being_written(monkeypatch):
+    """write_now answers a SEND in the call when the producer is idle (an unbatched producer waiting for each
+    receipt), and leaves it to the queue otherwise, so receipts keep the order of the SENDs."""
+    monkeypatch.setattr(ProducerSession, "_write", lambda session, sends: [s.frame.sequence_id for s in sends])
+
+    async def run() -> tuple[list[bool], FakeConnection]:
+        connection = FakeConnection()
+        connection.service.cheap = True
+        session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)
+        answered = [session.write_now(send(0), 100)]  # idle: written
+        connection.publish.hold(100)
+        session.queue.put_nowait(QueuedSend(send(1), 100))
+        answered.append(session.write_now(send(2), 100))  # one waits in the queue: queued after it
+        connection.publish.hold(100)
+        session.queue.put_nowait(QueuedSend(send(2), 100))
+        await asyncio.wait_for(session.close(), 10)
+        return answered, connection
+
+    answered, connection = asyncio.run(run())
+    assert answered == [True, False]
+    receipts = FrameDecoder().feed(b"".join(connection.written))
+    assert [r.command.send_receipt.sequence_id for r in receipts] == [0, 1, 2]

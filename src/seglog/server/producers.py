@@ -95,11 +95,26 @@ class ProducerSession:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()  # (bounded in bytes by the connection's publish account)
         self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
         self._close_by_server = close_by_server
+        self._taken = False  # the task took SENDs and has not answered them all yet
         self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def write_now(self, send: SendFrame, cost: int) -> bool:
+        """Write and answer `send` at once, on the loop, if that keeps the order and is cheap: nothing of this
+        producer's is waiting or being written, and the service calls the append cheap (no backlog quota, so
+        no refusal to handle here). An unbatched producer waiting for each receipt then gets it without a
+        turn of this producer's task (and the loop wake-ups around it). False: queue it."""
+        if self._taken or not self.queue.empty() or cost > INLINE_WRITE_BYTES or \
+                not self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES):
+            return False
+        queued = QueuedSend(send, cost)
+        (result,) = self._write([queued])
+        self.connection.write(answer_to_send(self.producer_id, queued, result))
+        return True
 
     async def _run(self) -> None:
         while True:
             items = [await self.queue.get()]
+            self._taken = True
             while not self.queue.empty() and len(items) < WRITE_TRIP_SENDS:
                 items.append(self.queue.get_nowait())
             sends = [item for item in items if item is not _CLOSE]
@@ -114,7 +129,9 @@ class ProducerSession:
                 self.connection.write(b"".join(answer_to_send(self.producer_id, send, result)
                                                for send, result in zip(sends, results)))
                 self.connection.publish.release(sum(send.cost for send in sends))
+                self._taken = False
                 await self.connection.drain()
+            self._taken = False
             if self.blocked is not None:
                 # As Pulsar's broker: no SEND_ERROR (the client would drop the whole connection) but the
                 # producer closed; the client re-creates it, is refused with the quota's error while the quota
@@ -296,6 +313,8 @@ class ConnectionProducers:
             self.connection.close_after_this_command()
             return
         cost = send_cost(request.metadata, request.payload)
+        if session.write_now(request, cost):
+            return
         self.connection.publish.hold(cost)
         session.queue.put_nowait(QueuedSend(request, cost))
 
