@@ -271,3 +271,20 @@ def test_a_compacted_batch_arrives_as_runs_of_its_kept_messages(server):
     assert_nothing_more(consumer)
     consumer.close()
     assert_nothing_more(client.subscribe(topic, "compacted", is_read_compacted=True))
+
+
+def test_acks_of_messages_not_written_yet_are_left_alone(server):
+    """An ACK naming a message not written yet acknowledges nothing, and leaves what the consumer was sent as
+    it was: the acks of its entries that follow still name all of their messages."""
+    client = server.client()
+    produce(client, values(10))
+    consumer = client.subscribe(TOPIC, "s", initial_position=EARLIEST)
+    for message in receive_all(consumer, 10):
+        consumer.acknowledge(message)
+    # (the client would drop what it receives below an id it acknowledged cumulatively: it leaves first)
+    consumer.acknowledge_cumulative(pulsar.MessageId(ledger_id=0, entry_id=15))  # (offset 15: not written)
+    consumer.close()
+    produce(client, values(10, 10))
+    again = client.subscribe(TOPIC, "s")
+    assert [m.data() for m in receive_all(again, 10)] == values(10, 10)
+    assert_nothing_more(again)

@@ -27,7 +27,9 @@ def test_an_entry_is_acknowledged_whole_by_its_id_or_in_part_by_its_ack_set():
     assert entries.acknowledged(ids((10, None)), False).tolist() == [10]  # (forgotten: its first message)
     assert entries.acknowledged(ids((15, [70, 99])), True).tolist() == [84]  # cumulative: up to the first set
     assert entries.acknowledged(ids((15, None)), True).tolist() == [114]
-    assert entries.redelivered(ids((15, None))).tolist() == [15]  # (acknowledged cumulatively: forgotten)
+    entries.sent([(115, 5), (120, 5)])
+    entries.forget_through(119)  # (a cumulative ack up to 119 passed: what it covers is forgotten)
+    assert entries.redelivered(ids((115, None), (120, None))).tolist() == [115, 120, 121, 122, 123, 124]
 
 
 def test_a_redelivered_entry_names_its_messages():

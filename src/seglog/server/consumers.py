@@ -106,6 +106,7 @@ class ConsumerSession:
         self._message = command(Type.MESSAGE, consumer_id=consumer_id, message_id=message_id(0, self.id_partition),
                                 redelivery_count=0)
         self.entries = SentEntries()
+        self._written_end = 0  # the partition's end offset when last asked (ack): it only grows
 
     @property
     def closed(self) -> bool:
@@ -249,13 +250,16 @@ class ConsumerSession:
         subscription = self.subscription
         assert subscription is not None
         partition = self.target.partition
-        end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
         offsets = self.entries.acknowledged(ids, cumulative)
-        offsets = offsets[(offsets >= 0) & (offsets < end)]
+        if len(offsets) and int(offsets.max()) >= self._written_end:  # (asked only past what is known written:
+            # it looks at the partition's files, and an ACK names what was delivered, long written, nearly always)
+            self._written_end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
+        offsets = offsets[(offsets >= 0) & (offsets < self._written_end)]
         if not len(offsets):
             return
         if cumulative:
             subscription.ack_cumulative(partition, int(offsets.max()))
+            self.entries.forget_through(int(offsets.max()))
         else:  # (entries' offsets come ascending: sorted again only when they do not)
             subscription.ack_many(partition, offsets if (np.diff(offsets) > 0).all() else np.unique(offsets))
 
@@ -349,9 +353,10 @@ class SentEntries:
         self._counts.clear()
 
     def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
-        """The offsets an ACK's `ids` acknowledge (a cumulative ack: up to the highest of them): an entry's
-        all, or with the ack_set of a client that acknowledges batch indexes, those whose bit is clear (a
-        cumulative ack: up to the first set); for an id of no entry, the message it names."""
+        """The offsets an ACK's `ids` acknowledge (a cumulative ack: up to the highest of them, which the
+        caller then passes to forget_through): an entry's all, or with the ack_set of a client that
+        acknowledges batch indexes, those whose bit is clear (a cumulative ack: up to the first set); for an
+        id of no entry, the message it names. An entry acknowledged whole is forgotten."""
         parts: list[np.ndarray] = []
         for mid in ids:
             entry, count = self._entry(mid)
@@ -370,11 +375,11 @@ class SentEntries:
                 parts.append(entry + acked)
             if len(acked) == count:
                 del self._counts[entry]
-        offsets = np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
-        if cumulative and len(offsets):
-            last = int(offsets.max())
-            self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > last}
-        return offsets
+        return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+
+    def forget_through(self, offset: int) -> None:
+        """Forget the entries a cumulative ack up to `offset` acknowledged (those it did not name too)."""
+        self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > offset}
 
     def redelivered(self, ids: list[api.MessageIdData]) -> np.ndarray:
         """The offsets a REDELIVER_UNACKNOWLEDGED_MESSAGES's `ids` name: all of an entry's for its id."""
