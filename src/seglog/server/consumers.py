@@ -239,9 +239,10 @@ class ConsumerSession:
 
     # the client's commands (blocking ones run in the thread pool)
 
-    def flow(self, permits: int) -> None:
+    def flow(self, permits: int, *, wait: bool = True) -> bool:
+        """FLOW: `permits` more (Subscription.flow); with `wait` False only if the subscription is free now."""
         assert self.subscription is not None
-        self.subscription.flow(self.state, permits)
+        return self.subscription.flow(self.state, permits, wait=wait)
 
     def ack(self, cumulative: bool, ids: list[api.MessageIdData]) -> None:
         """Acknowledge the messages `ids` name: a batch entry's all (its id alone) or those its ack_set

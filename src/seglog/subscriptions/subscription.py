@@ -138,11 +138,17 @@ class Subscription:
                 if pieces or not self.dispatcher.read_on:
                     return pieces
 
-    def flow(self, consumer: ConsumerState, permits: int) -> None:
+    def flow(self, consumer: ConsumerState, permits: int, *, wait: bool = True) -> bool:
         """A remote consumer grants `permits` more messages (Pulsar's FLOW), its outstanding permits capped at
-        MAX_PERMITS."""
-        with self.mutex:
+        MAX_PERMITS. With `wait` False, only if the subscription is free now (a server's event loop must not
+        wait for a dispatch read in another thread): whether they were granted."""
+        if not self.mutex.acquire(blocking=wait):
+            return False
+        try:
             consumer.permits = min((consumer.permits or 0) + permits, MAX_PERMITS)
+        finally:
+            self.mutex.release()
+        return True
 
     def redeliver(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
         """Deliver again what `consumer` was given and did not acknowledge: the offsets of `given` per
