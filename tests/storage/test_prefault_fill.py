@@ -3,6 +3,7 @@ writer wrote (issue 31: a fault there first had the kernel make and zero 8 MiB o
 writer makes those the thread has not reached yet itself (Prefaulter.reach). Neither may ever zero a byte the
 writer wrote."""
 
+import fcntl
 import os
 
 import numpy as np
@@ -66,3 +67,25 @@ def test_a_writer_racing_its_prefault_thread_keeps_every_byte(tmp_path):
                 read.extend(batch.column("value").to_pylist())
     assert len(read) == len(sent)
     assert read == sent
+
+
+def test_the_threads_copy_of_the_file_is_closed_on_exec(tmp_path):
+    """(as Python's own descriptors are: a child process exec'd meanwhile must not keep the segment open)"""
+    path = tmp_path / "segment.log"
+    mapping = mapped_file(path, MiB)
+    prefaulter = Prefaulter()
+    fd = os.open(path, os.O_RDWR)
+    try:
+        prefaulter.target(mapping, 0, fd)
+    finally:
+        os.close(fd)
+    copies = [int(name) for name in os.listdir("/proc/self/fd")
+              if os.path.realpath(f"/proc/self/fd/{name}") == str(path.resolve())]
+    try:
+        assert len(copies) == 1
+        assert fcntl.fcntl(copies[0], fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    finally:
+        prefaulter.unmap_later(mapping)
+        prefaulter.close()
+    assert not any(os.path.realpath(f"/proc/self/fd/{name}") == str(path.resolve())
+                   for name in os.listdir("/proc/self/fd"))

@@ -4,6 +4,7 @@
 #include "native.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -782,7 +783,8 @@ void seglog_prefaulter_target(seglog_prefaulter *p, uint8_t *base, size_t length
 void seglog_prefaulter_target_file(seglog_prefaulter *p, uint8_t *base, size_t length, size_t start, int fd) {
     /* From the page after `start`: the one holding it holds the writer's bytes, which a fill would zero. */
     size_t done = (start + 4095) & ~(size_t)4095;
-    int copy = fd >= 0 ? dup(fd) : -1; /* (-1 on failure too: then pages are faulted in, not filled) */
+    /* Close-on-exec, as Python's own descriptors are (-1 on failure too: pages are then faulted in, not filled) */
+    int copy = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     pthread_mutex_lock(&p->mutex);
     if (base != NULL && base == p->active.base) { /* the same mapping, longer: nothing will unmap the old */
         done = p->active.done > done ? p->active.done : done;
