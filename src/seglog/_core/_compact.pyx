@@ -44,7 +44,7 @@ from libc.string cimport memcmp, memcpy
 from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, madvise, mmap, munmap
 
 from seglog._core._format cimport (BatchLayout, C_ENTRY_SOUND, Selection, compute_layout, encode_selection,
-                                   entry_status, selection_size)
+                                   entry_status, read_i32, selection_size)
 from seglog._core._index cimport IndexView
 
 import numpy as np
@@ -169,12 +169,6 @@ cdef struct Pending:
     int64_t offset
 
 
-cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, p, 4)
-    return v
-
-
 cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
     """Whether item i of a column is present (not null): always, without a validity bitmap (-1)."""
     return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
@@ -260,7 +254,7 @@ cdef class OffsetMap:
 
     cdef inline void hash_ahead(self, Pending *p, const uint8_t *batch, const BatchLayout *L, Py_ssize_t i,
                                 int64_t offset) noexcept nogil:
-        cdef int32_t first = i32(batch + L.key_offsets + 4 * i), stop = i32(batch + L.key_offsets + 4 * i + 4)
+        cdef int32_t first = read_i32(batch + L.key_offsets + 4 * i), stop = read_i32(batch + L.key_offsets + 4 * i + 4)
         murmur3_128(batch + L.key_data + first, stop - first, C_HASH_SEED, p.hash)
         p.slot = scaled(p.hash[0], self.capacity)
         p.offset = offset
@@ -380,7 +374,7 @@ cdef class OffsetMap:
                         if L.key_offsets < 0 or not present(batch, L.key_validity, i):
                             verdicts[written] = KEYLESS
                         else:
-                            first, stop = i32(batch + L.key_offsets + 4 * i), i32(batch + L.key_offsets + 4 * i + 4)
+                            first, stop = read_i32(batch + L.key_offsets + 4 * i), read_i32(batch + L.key_offsets + 4 * i + 4)
                             murmur3_128(batch + L.key_data + first, stop - first, C_HASH_SEED, hash)
                             if self.holds(hash):
                                 verdicts[written] = SUPERSEDED

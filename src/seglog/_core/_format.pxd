@@ -1,6 +1,7 @@
 # Declarations shared by seglog's Cython kernels: the C layer and the record-batch header (docs/FORMAT.md).
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef extern from "native.h" nogil:
@@ -89,6 +90,19 @@ cdef struct RawColumn:
 
 cdef extern from "Python.h":
     char *bytes_data "PyBytes_AS_STRING" (PyObject *item) nogil
+
+
+# The batch format's little-endian integers, read from a byte position that need not be aligned.
+cdef inline int32_t read_i32(const uint8_t *p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)
+    return v
+
+
+cdef inline int64_t read_i64(const uint8_t *p) noexcept nogil:
+    cdef int64_t v
+    memcpy(&v, p, 8)
+    return v
 
 
 cdef inline const uint8_t *item_data(const RawColumn *c, Py_ssize_t i) noexcept nogil:

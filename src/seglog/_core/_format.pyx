@@ -835,18 +835,6 @@ def selected_records(buffer, Py_ssize_t position, const int64_t[::1] rows) -> by
 # ---------------------------------------------------------------------------------------------------------
 # Decoding: where each column sits. Every section stays inside the batch, or the batch is reported corrupt.
 
-cdef inline int32_t read_i32(const uint8_t *p) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, p, 4)
-    return v
-
-
-cdef inline int64_t read_i64(const uint8_t *p) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, p, 8)
-    return v
-
-
 cdef inline Py_ssize_t binary_section(const uint8_t *batch, Py_ssize_t p, Py_ssize_t n, Py_ssize_t length,
                                       Py_ssize_t *offsets_at, Py_ssize_t *data_at) noexcept nogil:
     """Locate an offsets + data section at p; returns the position after it, or -1 if it overruns."""

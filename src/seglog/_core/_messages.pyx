@@ -10,7 +10,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MIN
 from libc.string cimport memcmp, memcpy
 
 from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLAG_EVENT_TIME_COLUMN,
-                                   FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader)
+                                   FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader, read_i32, read_i64)
 
 from types import MappingProxyType
 
@@ -137,25 +137,13 @@ cdef class _MessageWithExtras(Message):
         return NO_ATTRIBUTES if self._attributes is None else self._attributes
 
 
-cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, p, 4)
-    return v
-
-
-cdef inline int64_t i64(const uint8_t *p) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, p, 8)
-    return v
-
-
 cdef inline bytes binary_item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t data_at, Py_ssize_t i):
-    cdef int32_t start = i32(batch + offsets_at + 4 * i), stop = i32(batch + offsets_at + 4 * i + 4)
+    cdef int32_t start = read_i32(batch + offsets_at + 4 * i), stop = read_i32(batch + offsets_at + 4 * i + 4)
     return PyBytes_FromStringAndSize(<const char *>batch + data_at + start, stop - start)
 
 
 cdef inline str string_item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t data_at, Py_ssize_t i):
-    cdef int32_t start = i32(batch + offsets_at + 4 * i), stop = i32(batch + offsets_at + 4 * i + 4)
+    cdef int32_t start = read_i32(batch + offsets_at + 4 * i), stop = read_i32(batch + offsets_at + 4 * i + 4)
     return PyUnicode_DecodeUTF8(<const char *>batch + data_at + start, stop - start, "strict")
 
 
@@ -216,8 +204,8 @@ def batch_attribute(buffer, Py_ssize_t position, bytes name):
     if L.attributes < 0:
         return None
     for j in range(L.attribute_count):
-        start = i32(batch + L.attribute_key_offsets + 4 * j)
-        stop = i32(batch + L.attribute_key_offsets + 4 * j + 4)
+        start = read_i32(batch + L.attribute_key_offsets + 4 * j)
+        stop = read_i32(batch + L.attribute_key_offsets + 4 * j + 4)
         if stop - start == length and memcmp(batch + L.attribute_key_data + start, wanted, length) == 0:
             return string_item(batch, L.attribute_value_offsets, L.attribute_value_data, j)
     return None
@@ -228,7 +216,7 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
     cdef const uint8_t *batch = located(view, position, &L)
-    cdef int64_t base_offset = i64(batch + 16)  # the header's base_offset (docs/FORMAT.md)
+    cdef int64_t base_offset = read_i64(batch + 16)  # the header's base_offset (docs/FORMAT.md)
     cdef Py_ssize_t i, e, e_stop
     cdef Message m
     cdef list out = []
@@ -242,8 +230,8 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
         else:
             m = with_extras(batch, &L, i, attributes)
         m.partition = partition
-        m.offset = base_offset + i if L.offsets < 0 else i64(batch + L.offsets + 8 * i)
-        m.timestamp = i64(batch + L.timestamps + 8 * i)
+        m.offset = base_offset + i if L.offsets < 0 else read_i64(batch + L.offsets + 8 * i)
+        m.timestamp = read_i64(batch + L.timestamps + 8 * i)
         if present(batch, L.value_validity, i):
             m.value = binary_item(batch, L.value_offsets, L.value_data, i)
         else:
@@ -253,15 +241,15 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
         else:
             m.key = None
         if L.event_times >= 0:
-            ev = i64(batch + L.event_times + 8 * i)
+            ev = read_i64(batch + L.event_times + 8 * i)
             m.event_time = None if ev == INT64_MIN else ev
         elif L.flags & FLAG_EVENT_TIME_IS_TIMESTAMP:
             m.event_time = m.timestamp
         else:
             m.event_time = None
         if L.property_entries >= 0:
-            e = i32(batch + L.property_entries + 4 * i)
-            e_stop = i32(batch + L.property_entries + 4 * i + 4)
+            e = read_i32(batch + L.property_entries + 4 * i)
+            e_stop = read_i32(batch + L.property_entries + 4 * i + 4)
             m._properties = {string_item(batch, L.property_key_offsets, L.property_key_data, j):
                             string_item(batch, L.property_value_offsets, L.property_value_data, j)
                             for j in range(e, e_stop)}
@@ -275,7 +263,7 @@ def batch_offsets(buffer, Py_ssize_t position):
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
     cdef const uint8_t *batch = located(view, position, &L)
-    cdef int64_t base_offset = i64(batch + 16)
+    cdef int64_t base_offset = read_i64(batch + 16)
     if L.offsets >= 0:
         return np.frombuffer(buffer, dtype=np.int64, count=L.count, offset=position + L.offsets)
     return np.arange(base_offset, base_offset + L.count, dtype=np.int64)

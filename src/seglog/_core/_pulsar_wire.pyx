@@ -17,7 +17,8 @@ from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from seglog._core._format cimport FLAG_EVENT_TIME_IS_TIMESTAMP, HEADER_SIZE, BatchHeader, BatchLayout, compute_layout
+from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, HEADER_SIZE, BatchHeader, BatchLayout, compute_layout,
+                                   read_i32, read_i64)
 
 from binascii import b2a_base64
 
@@ -188,24 +189,12 @@ cdef int partition_key(Out *out, int field, const char *key, Py_ssize_t length) 
 
 # reading a stored batch's columns (docs/FORMAT.md): little-endian, each binary column int32 offsets + data
 
-cdef inline int32_t i32(const uint8_t *p) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, p, 4)
-    return v
-
-
-cdef inline int64_t i64(const uint8_t *p) noexcept nogil:
-    cdef int64_t v
-    memcpy(&v, p, 8)
-    return v
-
-
 cdef inline void item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t data_at, Py_ssize_t i,
                       const char **data, Py_ssize_t *size) noexcept nogil:
     """Where item i of a binary column is, and its size."""
-    cdef int32_t start = i32(batch + offsets_at + 4 * i)
+    cdef int32_t start = read_i32(batch + offsets_at + 4 * i)
     data[0] = <const char *>batch + data_at + start
-    size[0] = i32(batch + offsets_at + 4 * i + 4) - start
+    size[0] = read_i32(batch + offsets_at + 4 * i + 4) - start
 
 
 cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
@@ -214,7 +203,7 @@ cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_
 
 
 cdef inline Py_ssize_t value_size(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i) noexcept nogil:
-    return i32(batch + L.value_offsets + 4 * i + 4) - i32(batch + L.value_offsets + 4 * i)
+    return read_i32(batch + L.value_offsets + 4 * i + 4) - read_i32(batch + L.value_offsets + 4 * i)
 
 
 # One message's own fields, wherever they are read from: a Message object's attributes, or the columns of the
@@ -251,8 +240,8 @@ cdef int properties(Out *out, int field, const Record *r) except -1:
         return 0
     if L == NULL or L.property_entries < 0:
         return 0
-    j = i32(r.batch + L.property_entries + 4 * r.row)
-    stop = i32(r.batch + L.property_entries + 4 * r.row + 4)
+    j = read_i32(r.batch + L.property_entries + 4 * r.row)
+    stop = read_i32(r.batch + L.property_entries + 4 * r.row + 4)
     while j < stop:
         item(r.batch, L.property_key_offsets, L.property_key_data, j, &key_data, &key_length)
         item(r.batch, L.property_value_offsets, L.property_value_data, j, &value_data, &value_length)
@@ -265,7 +254,7 @@ cdef bint has_properties(const Record *r):
     if r.properties != NULL:
         return len(<dict>r.properties) > 0
     return r.layout != NULL and r.layout.property_entries >= 0 and \
-        i32(r.batch + r.layout.property_entries + 4 * r.row + 4) > i32(r.batch + r.layout.property_entries + 4 * r.row)
+        read_i32(r.batch + r.layout.property_entries + 4 * r.row + 4) > read_i32(r.batch + r.layout.property_entries + 4 * r.row)
 
 
 cdef int message_record(message, dict message_properties, Record *r) except -1:
@@ -302,9 +291,9 @@ cdef void stored_record(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i
     r.ordering_key_size = 0
     if L.ordering_key_offsets >= 0 and present(batch, L.ordering_key_validity, i):
         item(batch, L.ordering_key_offsets, L.ordering_key_data, i, &r.ordering_key, &r.ordering_key_size)
-    r.timestamp = i64(batch + L.timestamps + 8 * i)
+    r.timestamp = read_i64(batch + L.timestamps + 8 * i)
     if L.event_times >= 0:
-        r.event_time = i64(batch + L.event_times + 8 * i)
+        r.event_time = read_i64(batch + L.event_times + 8 * i)
         r.has_event_time = r.event_time != INT64_MIN
     else:
         r.event_time = r.timestamp
@@ -698,10 +687,10 @@ def stored_message_frames(buffer, Py_ssize_t position, const int64_t[::1] rows, 
         while i < n:
             stop = i + 1  # this entry's messages are i .. stop - 1
             if batched:
-                timestamp = i64(batch + L.timestamps + 8 * rows[i])
+                timestamp = read_i64(batch + L.timestamps + 8 * rows[i])
                 payload = value_size(batch, &L, rows[i])
                 while stop < n and stop - i < max_entry_messages and offsets[stop] == offsets[stop - 1] + 1 \
-                        and i64(batch + L.timestamps + 8 * rows[stop]) == timestamp:
+                        and read_i64(batch + L.timestamps + 8 * rows[stop]) == timestamp:
                     payload += value_size(batch, &L, rows[stop])
                     if payload > max_entry_bytes:
                         break
