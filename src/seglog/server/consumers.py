@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 from collections import abc
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -244,12 +245,19 @@ class ConsumerSession:
         assert self.subscription is not None
         return self.subscription.flow(self.state, permits, wait=wait)
 
-    def ack(self, cumulative: bool, ids: list[api.MessageIdData]) -> None:
+    def ack(self, cumulative: bool, ids: list[api.MessageIdData], *, wait: bool = True) -> bool:
         """Acknowledge the messages `ids` name: a batch entry's all (its id alone) or those its ack_set
         clears, else offset = entryId + max(batchIndex, 0) (SentEntries); ids of messages not written yet,
-        or before the first entry (entryId -1), are left alone."""
+        or before the first entry (entryId -1), are left alone. With `wait` False only if the subscription is
+        free now (Subscription.held): whether they were. Acks only mark the cursor (it is saved apart)."""
         subscription = self.subscription
         assert subscription is not None
+        with subscription.held(wait=wait) as taken:
+            if taken:
+                self._ack(subscription, cumulative, ids)
+            return taken
+
+    def _ack(self, subscription: Subscription, cumulative: bool, ids: list[api.MessageIdData]) -> None:
         partition = self.target.partition
         offsets = self.entries.acknowledged(ids, cumulative)
         if len(offsets) and int(offsets.max()) >= self._written_end:  # (asked only past what is known written:
@@ -338,26 +346,35 @@ class SentEntries:
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         self.last: tuple[int, int] | None = None  # (id, messages) of the highest entry sent
+        # entries are recorded by the consumer's dispatch (thread pool) while its ACKs are taken (the loop, or
+        # another thread of the pool): each method holds it for its whole step over the entries
+        self._lock = threading.Lock()
 
     def sent(self, entries: list[tuple[int, int]]) -> None:
-        counts = self._counts
-        for entry, count in entries:
-            counts.pop(entry, None)  # (sent again: it is the newest)
-            counts[entry] = count
-        if self.last is None or entries[-1][0] >= self.last[0]:
-            self.last = entries[-1]
-        if len(counts) > MAX_SENT_ENTRIES:
-            for entry in list(itertools.islice(counts, len(counts) - MAX_SENT_ENTRIES)):
-                del counts[entry]
+        with self._lock:
+            counts = self._counts
+            for entry, count in entries:
+                counts.pop(entry, None)  # (sent again: it is the newest)
+                counts[entry] = count
+            if self.last is None or entries[-1][0] >= self.last[0]:
+                self.last = entries[-1]
+            if len(counts) > MAX_SENT_ENTRIES:
+                for entry in list(itertools.islice(counts, len(counts) - MAX_SENT_ENTRIES)):
+                    del counts[entry]
 
     def clear(self) -> None:
-        self._counts.clear()
+        with self._lock:
+            self._counts.clear()
 
     def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
         """The offsets an ACK's `ids` acknowledge (a cumulative ack: up to the highest of them, which the
         caller then passes to forget_through): an entry's all, or with the ack_set of a client that
         acknowledges batch indexes, those whose bit is clear (a cumulative ack: up to the first set); for an
         id of no entry, the message it names. An entry acknowledged whole is forgotten."""
+        with self._lock:
+            return self._acknowledged(ids, cumulative)
+
+    def _acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
         parts: list[np.ndarray] = []
         for mid in ids:
             entry, count = self._entry(mid)
@@ -380,18 +397,20 @@ class SentEntries:
 
     def forget_through(self, offset: int) -> None:
         """Forget the entries a cumulative ack up to `offset` acknowledged (those it did not name too)."""
-        self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > offset}
+        with self._lock:
+            self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > offset}
 
     def redelivered(self, ids: list[api.MessageIdData]) -> np.ndarray:
         """The offsets a REDELIVER_UNACKNOWLEDGED_MESSAGES's `ids` name: all of an entry's for its id."""
         parts: list[np.ndarray] = []
-        for mid in ids:
-            entry, count = self._entry(mid)
-            if count is None:
-                parts.append(np.array([_offset(mid)], dtype=np.int64))
-            else:
-                parts.append(np.arange(entry, entry + count, dtype=np.int64))
-                del self._counts[entry]
+        with self._lock:
+            for mid in ids:
+                entry, count = self._entry(mid)
+                if count is None:
+                    parts.append(np.array([_offset(mid)], dtype=np.int64))
+                else:
+                    parts.append(np.arange(entry, entry + count, dtype=np.int64))
+                    del self._counts[entry]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def _entry(self, mid: api.MessageIdData) -> tuple[int, int | None]:
