@@ -391,9 +391,10 @@ class Connection:
         if session is None:
             failure = consumer_not_found(request.consumer_id)
         else:
-            try:
-                await self.blocking(session.ack, request.ack_type == api.CommandAck.Cumulative,
-                                    list(request.message_id))
+            cumulative, ids = request.ack_type == api.CommandAck.Cumulative, list(request.message_id)
+            try:  # (on the loop when the subscription is free, as FLOW)
+                if not session.ack(cumulative, ids, wait=False):
+                    await self.blocking(session.ack, cumulative, ids)
             except Exception as error:  # (answered when the client asks for receipts; logged)
                 logger.warning("%s: ack of consumer %s failed: %s", self.peer, session.name, error)
                 failure = server_error(error)

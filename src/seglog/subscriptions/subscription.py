@@ -9,8 +9,8 @@ timeout and negative-ack delay are ages, measured by the log's clock."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -138,17 +138,26 @@ class Subscription:
                 if pieces or not self.dispatcher.read_on:
                     return pieces
 
-    def flow(self, consumer: ConsumerState, permits: int, *, wait: bool = True) -> bool:
-        """A remote consumer grants `permits` more messages (Pulsar's FLOW), its outstanding permits capped at
-        MAX_PERMITS. With `wait` False, only if the subscription is free now (a server's event loop must not
-        wait for a dispatch read in another thread): whether they were granted."""
+    @contextmanager
+    def held(self, *, wait: bool = True) -> Iterator[bool]:
+        """The subscription's mutex held for a block of calls; yields whether it was taken. With `wait` False
+        it is taken only if free now: a server's event loop must not wait for a dispatch read in its thread
+        pool, and does the work there instead."""
         if not self.mutex.acquire(blocking=wait):
-            return False
+            yield False
+            return
         try:
-            consumer.permits = min((consumer.permits or 0) + permits, MAX_PERMITS)
+            yield True
         finally:
             self.mutex.release()
-        return True
+
+    def flow(self, consumer: ConsumerState, permits: int, *, wait: bool = True) -> bool:
+        """A remote consumer grants `permits` more messages (Pulsar's FLOW), its outstanding permits capped at
+        MAX_PERMITS; with `wait` False only if the subscription is free now (held): whether they were."""
+        with self.held(wait=wait) as taken:
+            if taken:
+                consumer.permits = min((consumer.permits or 0) + permits, MAX_PERMITS)
+            return taken
 
     def redeliver(self, consumer: ConsumerState, given: dict[int, np.ndarray] | None) -> None:
         """Deliver again what `consumer` was given and did not acknowledge: the offsets of `given` per
