@@ -174,8 +174,9 @@ cdef class Prefaulter:
     def unmap_later(self, mapping) -> None:
         """Have the thread unmap `mapping` (a _mapping.Mapping, closed from now on): unmapping a segment's
         faulted-in pages takes milliseconds that a roll or a close need not wait for. The thread stops faulting
-        it in first, without this call waiting for a step in it to end. BufferError, while another buffer
-        points into it: then the thread has left it, and nothing is unmapped."""
+        it in first, without this call waiting for a step in it to end, but for one writing zeros to its
+        file (the caller may trim the file next, and a write past the trim would extend it). BufferError,
+        while another buffer points into it: then the thread has left it, and nothing is unmapped."""
         self._check_running()
         cdef uint8_t[::1] view = mapping
         cdef uint8_t *base = &view[0]

@@ -836,7 +836,10 @@ void seglog_prefaulter_release(seglog_prefaulter *p, uint8_t *base) {
 
 void seglog_prefaulter_unmap(seglog_prefaulter *p, void *address, size_t length) {
     pthread_mutex_lock(&p->mutex);
-    forget(p, address); /* the thread unmaps it after any step it is taking in it: no need to wait */
+    forget(p, address); /* the thread unmaps it after any step it is taking in it: no need to wait, */
+    /* but for a step writing zeros to its file: the caller trims the file next, which a write past the
+     * trim would extend again (a closed segment's log longer than its batches) */
+    while (p->busy == (uint8_t *)address && p->busy_fd >= 0) pthread_cond_wait(&p->idle, &p->mutex);
     if (p->pending_unmaps == UNMAP_QUEUE) { /* the thread is behind: unmap here rather than wait */
         leave(p, address);
         pthread_mutex_unlock(&p->mutex);
