@@ -406,8 +406,7 @@ cdef bint entry_field(Reader *r, uint64_t number, int wire, Entry *entry) noexce
 
 cdef class SendEntry:
     """A SEND's MessageMetadata as far as storing its entry needs it, read natively (`read_entry`): its entry
-    fields, and its own message fields for an entry that is not a batch. `batch` is the number of messages
-    of a batch entry, None for an entry of one message."""
+    fields, and its own message fields for an entry that is not a batch."""
     cdef Entry entry
     cdef Item own
     cdef Properties props
@@ -424,20 +423,12 @@ cdef class SendEntry:
         return self.entry.sequence_id
 
     @property
-    def publish_time(self) -> int:
-        return self.entry.publish_time
-
-    @property
     def compression(self) -> int:
         return self.entry.compression
 
     @property
     def uncompressed_size(self) -> int:
         return self.entry.uncompressed_size
-
-    @property
-    def batch(self):
-        return self.entry.num_messages_in_batch if self.entry.has_num_messages_in_batch else None
 
     @property
     def schema_version(self) -> bytes:
