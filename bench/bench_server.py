@@ -48,9 +48,11 @@ reads them all through a new subscription (or consumer, or group) from the first
 
 Group "server: produce path in-process, SENDs of 1,000 x 100 B": where the broker's CPU time per message
 goes, without sockets, asyncio or the thread pool. SEND frames laid out as the C++ client writes a batch
-are decoded (baseline: `FrameDecoder.feed`, all the stub does), unpacked (`batches.unpack`), appended
-(`BrokerService.append`), and all of it with the receipt's bytes; for information (µs a message in the
-notes), the end-to-end figure above being the target.
+are cut (`FrameDecoder.feed_with_sends`, natively; baseline: `FrameDecoder.feed`, protobuf, all the stub
+does), unpacked (`batches.unpack_native`; baseline: the reference path `batches.unpack`), appended
+(`BrokerService.append`), and all of it with the receipt's bytes as `seglog serve` runs it (baseline: the
+same with the reference path); for information (µs a message in the notes), the end-to-end figures above
+being the targets.
 
 The NATS and Redis benchmarks run when nats-server and redis-server (Debian packages) and their Python
 clients (nats-py, redis; imported here only when they run) are installed, and are skipped with a line
@@ -83,8 +85,9 @@ from server_processes import (
     start_stub,
 )
 
+from seglog._core._pulsar_send import SendFrame, send_receipt
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.batches import parse_metadata, unpack
+from seglog.server.protocol.batches import parse_metadata, unpack, unpack_native
 from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_payload_command
 from seglog.server.protocol.message_ids import message_id
 
@@ -728,36 +731,59 @@ def decode(frames: list[bytes]) -> list:
     return [decoder.feed(frame)[0] for frame in frames]
 
 
+def cut(frames: list[bytes]) -> list[SendFrame]:
+    decoder = FrameDecoder()
+    return [decoder.feed_with_sends(frame)[0] for frame in frames]
+
+
 def test_in_process_decode(bench, in_process):
     _, _, frames = in_process
     messages = len(frames) * 1000
-    bench.baseline(IN_PROCESS, "FrameDecoder.feed (the stub's work)", messages=messages)
+    bench.baseline(IN_PROCESS, "FrameDecoder.feed (protobuf: the stub's work)", messages=messages)
     decoded = bench.run(lambda: decode(frames))
     assert all(frame.checksum_ok and frame.command.type == Type.SEND for frame in decoded)
     note_per_message(bench, messages)
 
 
-def test_in_process_unpack(bench, in_process):
+def test_in_process_cut(bench, in_process):
+    _, _, frames = in_process
+    messages = len(frames) * 1000
+    bench.seglog(IN_PROCESS, "FrameDecoder.feed_with_sends (native)", messages=messages)
+    sends = bench.run(lambda: cut(frames))
+    assert all(isinstance(send, SendFrame) and send.checksum_ok for send in sends)
+    note_per_message(bench, messages)
+
+
+def test_in_process_unpack_reference(bench, in_process):
     _, _, frames = in_process
     decoded = decode(frames)
-    bench.seglog(IN_PROCESS, "batches.unpack", messages=len(frames) * 1000)
+    bench.baseline(IN_PROCESS, "batches.unpack (the reference path)", messages=len(frames) * 1000)
     unpacked = bench.run(lambda: [unpack(parse_metadata(f.metadata), f.payload) for f in decoded])
     assert all(len(m.values) == 1000 and m.values[-1] == VALUE for m in unpacked)
     note_per_message(bench, len(frames) * 1000)
 
 
+def test_in_process_unpack(bench, in_process):
+    _, _, frames = in_process
+    sends = cut(frames)
+    bench.seglog(IN_PROCESS, "batches.unpack_native", messages=len(frames) * 1000)
+    unpacked = bench.run(lambda: [unpack_native(s.metadata, s.payload, s.highest_sequence_id) for s in sends])
+    assert all(m is not None and m.count == 1000 for m in unpacked)
+    note_per_message(bench, len(frames) * 1000)
+
+
 def test_in_process_append(bench, in_process):
     service, handle, frames = in_process
-    messages = [unpack(parse_metadata(f.metadata), f.payload) for f in decode(frames)]
+    messages = [unpack_native(s.metadata, s.payload, s.highest_sequence_id) for s in cut(frames)]
     bench.seglog(IN_PROCESS, "BrokerService.append", messages=len(frames) * 1000)
     offsets = bench.run(lambda: [service.append(handle, m, 0) for m in messages])
     assert offsets == sorted(offsets) and offsets[1] - offsets[0] == 1000
     note_per_message(bench, len(frames) * 1000)
 
 
-def test_in_process_whole(bench, in_process):
-    """What ProducerSession does for each SEND, less the asyncio streams and the thread pool: decode,
-    unpack, append, and the SEND_RECEIPT's bytes."""
+def test_in_process_whole_reference(bench, in_process):
+    """The produce path before issue 31's native SENDs: protobuf's decode, the reference unpack, append, and
+    the SEND_RECEIPT's bytes through protobuf."""
     service, handle, frames = in_process
 
     def produce_path():
@@ -771,7 +797,26 @@ def test_in_process_whole(bench, in_process):
                                                    message_id=message_id(offset))))
         return receipts
 
-    bench.seglog(IN_PROCESS, "decode + unpack + append + receipt", messages=len(frames) * 1000)
+    bench.baseline(IN_PROCESS, "decode + unpack + append + receipt, the reference path",
+                   messages=len(frames) * 1000)
+    assert len(bench.run(produce_path)) == len(frames)
+    note_per_message(bench, len(frames) * 1000)
+
+
+def test_in_process_whole(bench, in_process):
+    """What ProducerSession does for each SEND, less the asyncio streams and the thread pool: the native cut
+    and unpack, append, and the receipt written natively."""
+    service, handle, frames = in_process
+
+    def produce_path():
+        receipts = []
+        for send in cut(frames):
+            messages = unpack_native(send.metadata, send.payload, send.highest_sequence_id)
+            offset = service.append(handle, messages, send.sequence_id)
+            receipts.append(send_receipt(send.producer_id, send.sequence_id, send.highest_sequence_id, 0, offset))
+        return receipts
+
+    bench.seglog(IN_PROCESS, "cut + unpack + append + receipt, native", messages=len(frames) * 1000)
     assert len(bench.run(produce_path)) == len(frames)
     note_per_message(bench, len(frames) * 1000)
 
