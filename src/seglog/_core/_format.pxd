@@ -166,6 +166,7 @@ cdef struct BatchLayout:
 
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
+cdef const uint8_t *located_batch(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL
 
 
 # Some records of stored batches (of the same flags and attributes) as one compacted batch (format version 3,

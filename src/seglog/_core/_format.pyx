@@ -852,6 +852,19 @@ cdef inline Py_ssize_t binary_section(const uint8_t *batch, Py_ssize_t p, Py_ssi
     return p if p <= length else -1
 
 
+cdef const uint8_t *located_batch(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL:
+    """The batch at `position` of `view` (a segment, a compacted view), its layout computed into `L`;
+    ValueError if no batch whose sections fit its length is there."""
+    cdef BatchHeader h
+    if position < 0 or position + HEADER_SIZE > view.shape[0]:
+        raise ValueError(f"no batch header at position {position}")
+    memcpy(&h, &view[position], HEADER_SIZE)
+    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
+            compute_layout(&view[position], HEADER_SIZE + h.body_length, L) != 0:
+        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    return &view[position]
+
+
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil:
     """Fill `out` for the batch at `batch` (header included, `length` bytes). 0 on success, -1 if the
     sections do not fit the batch, or its version and flags are not valid (a batch written by seglog never

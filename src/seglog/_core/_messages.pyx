@@ -7,10 +7,10 @@ cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, INT64_MIN
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp
 
-from seglog._core._format cimport (BatchLayout, compute_layout, HEADER_SIZE, FLAG_EVENT_TIME_COLUMN,
-                                   FLAG_EVENT_TIME_IS_TIMESTAMP, BatchHeader, read_i32, read_i64)
+from seglog._core._format cimport (BatchLayout, FLAG_EVENT_TIME_COLUMN, FLAG_EVENT_TIME_IS_TIMESTAMP, located_batch,
+                                   read_i32, read_i64)
 
 from types import MappingProxyType
 
@@ -152,18 +152,6 @@ cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_
     return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
 
 
-cdef const uint8_t *located(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL:
-    """The batch at `position` of `view`, its layout computed into `L`."""
-    cdef BatchHeader h
-    if position < 0 or position + HEADER_SIZE > view.shape[0]:
-        raise ValueError(f"no batch header at position {position}")
-    memcpy(&h, &view[position], HEADER_SIZE)
-    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
-            compute_layout(&view[position], HEADER_SIZE + h.body_length, L) != 0:
-        raise ValueError(f"batch at position {position}: column sections do not fit its length")
-    return &view[position]
-
-
 cdef object attributes_of(const uint8_t *batch, const BatchLayout *L):
     """The batch's attributes as a new read-only mapping, or None when it has none."""
     if L.attributes < 0:
@@ -178,7 +166,7 @@ def batch_attributes(buffer, Py_ssize_t position):
     has none), read from its attribute sections alone."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
-    attributes = attributes_of(located(view, position, &L), &L)
+    attributes = attributes_of(located_batch(view, position, &L), &L)
     return NO_ATTRIBUTES if attributes is None else attributes
 
 
@@ -197,7 +185,7 @@ def batch_attribute(buffer, Py_ssize_t position, bytes name):
     batch it reads (storage.delayed)."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
-    cdef const uint8_t *batch = located(view, position, &L)
+    cdef const uint8_t *batch = located_batch(view, position, &L)
     cdef Py_ssize_t j, length = len(name)
     cdef const char *wanted = name
     cdef int32_t start, stop
@@ -215,7 +203,7 @@ def messages_from_batch(buffer, Py_ssize_t position, int partition, Py_ssize_t s
     """Messages [start, stop) (record indexes within the batch) of the sound batch at `position`."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
-    cdef const uint8_t *batch = located(view, position, &L)
+    cdef const uint8_t *batch = located_batch(view, position, &L)
     cdef int64_t base_offset = read_i64(batch + 16)  # the header's base_offset (docs/FORMAT.md)
     cdef Py_ssize_t i, e, e_stop
     cdef Message m
@@ -262,7 +250,7 @@ def batch_offsets(buffer, Py_ssize_t position):
     column (a read-only view of `buffer`, docs/FORMAT.md), else its base offset onwards, one by one."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
-    cdef const uint8_t *batch = located(view, position, &L)
+    cdef const uint8_t *batch = located_batch(view, position, &L)
     cdef int64_t base_offset = read_i64(batch + 16)
     if L.offsets >= 0:
         return np.frombuffer(buffer, dtype=np.int64, count=L.count, offset=position + L.offsets)

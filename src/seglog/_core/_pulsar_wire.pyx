@@ -17,8 +17,7 @@ from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, HEADER_SIZE, BatchHeader, BatchLayout, compute_layout,
-                                   read_i32, read_i64)
+from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, BatchLayout, located_batch, read_i32, read_i64)
 
 from binascii import b2a_base64
 
@@ -640,18 +639,6 @@ cdef int end_frame(Out *out, Py_ssize_t start, Py_ssize_t command_size, Py_ssize
     return 0
 
 
-cdef const uint8_t *stored_batch(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL:
-    """The sound batch at `position` of `view`, its layout computed into `L`."""
-    cdef BatchHeader h
-    if position < 0 or position + HEADER_SIZE > view.shape[0]:
-        raise ValueError(f"no batch header at position {position}")
-    memcpy(&h, &view[position], HEADER_SIZE)
-    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
-            compute_layout(&view[position], HEADER_SIZE + h.body_length, L) != 0:
-        raise ValueError(f"batch at position {position}: column sections do not fit its length")
-    return &view[position]
-
-
 def stored_message_frames(buffer, Py_ssize_t position, const int64_t[::1] rows, const int64_t[::1] offsets,
                           uint64_t consumer_id, int partition, uint32_t redelivery_count, str producer_name,
                           bint has_sequence_ids, uint64_t first_sequence_id, int64_t base_offset,
@@ -670,7 +657,7 @@ def stored_message_frames(buffer, Py_ssize_t position, const int64_t[::1] rows, 
     schema version) after its metadata."""
     cdef const uint8_t[::1] view = buffer
     cdef BatchLayout L
-    cdef const uint8_t *batch = stored_batch(view, position, &L)
+    cdef const uint8_t *batch = located_batch(view, position, &L)
     cdef Py_ssize_t n = rows.shape[0], i = 0, j, stop, start, command_at, metadata_at, item_at, payload
     cdef Out out = Out(NULL, 0, 0)
     cdef Record r
