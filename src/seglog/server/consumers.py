@@ -1,17 +1,17 @@
-"""A consumer on a connection (SUBSCRIBE .. CLOSE_CONSUMER): a user of its subscription's dispatcher beside
-in-process consumers. It holds a ConsumerState, whose FLOW permits the dispatcher never exceeds and whose
-pending messages the dispatcher keeps, as for any consumer.
+"""A consumer on a connection (SUBSCRIBE .. CLOSE_CONSUMER): a user of its subscription's dispatcher beside in-process
+consumers. It holds a ConsumerState, whose FLOW permits the dispatcher never exceeds and whose pending messages the
+dispatcher keeps, as for any consumer.
 
-Messages go out as Pulsar's broker dispatches entries (docs/SERVER.md, "Consuming"): the messages given of a
-stored batch of several as batch entries, each a run of them at consecutive offsets (id (0, its first
-offset, -1), message i at batch index i), built natively from the mapped segment; a stored batch of one as
-an unbatched entry, id (0, its offset, -1). One permit is one message. An encrypted entry, which the server
-cannot unpack, goes out whole as the producer sent it (encryption.py), with the batch indexes given in this
-delivery in its ack_set when not all of them are. The client acknowledges and redelivers a batch entry by
-its id, which names all of its messages (SentEntries). A task per consumer takes what dispatch gives it (on
-the loop when the subscription is free, else in the thread pool) and writes the frames; it waits for FLOW, an append to the topic (the partitions' append
-signals), or a change in the subscription (acks, redeliveries, consumers leaving), with a capped poll as the
-fallback for what nothing signals (appends by other processes, TTL)."""
+Messages go out as Pulsar's broker dispatches entries (docs/SERVER.md, "Consuming"): the messages given of a stored
+batch of several as batch entries, each a run of them at consecutive offsets (id (0, its first offset, -1), message i at
+batch index i), built natively from the mapped segment; a stored batch of one as an unbatched entry, id (0, its offset,
+-1). One permit is one message. An encrypted entry, which the server cannot unpack, goes out whole as the producer sent
+it (encryption.py), with the batch indexes given in this delivery in its ack_set when not all of them are. The client
+acknowledges and redelivers a batch entry by its id, which names all of its messages (SentEntries). A task per consumer
+takes what dispatch gives it (on the loop when the subscription is free, else in the thread pool) and writes the frames;
+it waits for FLOW, an append to the topic (the partitions' append signals), or a change in the subscription (acks,
+redeliveries, consumers leaving), with a capped poll as the fallback for what nothing signals (appends by other
+processes, TTL)."""
 
 from __future__ import annotations
 
