@@ -133,7 +133,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_processes import Process, ProducerWorker, start_cluster
+from server_processes import Process, ProducerWorker, start_cluster, wait_until_ready
 
 import seglog
 from seglog.errors import TopicNotFoundError
@@ -150,7 +150,6 @@ REPLICATED, LOCAL = "public/repl", "public/local"
 POLL_S = 0.001  # how often west's end offset is looked at while a round waits for it
 WAIT_S = 120.0  # the longest a round waits for replication (a hang fails it)
 REST_TIMEOUT_S = 10.0
-START_TIMEOUT_S = 30.0
 RECEIVE_TIMEOUT_MS = 30_000
 DELAY_RATE = 10_000  # messages a second of the paced producer
 BATCHES = (1, 1_000, 10_000)  # the producer's batching_max_messages (1: batching off): each its own group
@@ -232,18 +231,11 @@ def _start(name: str, root: Path, logs: Path, prefix: str = "") -> Cluster:
     data = root / name
     process, url, http = start_cluster(name, data, logs, f"seglog-serve-{prefix}{name}.log")
     cluster = Cluster(name, process, url, http, data)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if cluster.rest("GET", "/admin/v2/brokers/health")[0] == 200:
-                return cluster
-        except OSError:
-            pass
-        process.check_running()
-        if time.monotonic() > deadline:
-            process.stop()
-            raise AssertionError(f"cluster {name} did not answer its health check in {START_TIMEOUT_S}s")
-        time.sleep(0.02)
+
+    def healthy() -> Cluster | None:
+        return cluster if cluster.rest("GET", "/admin/v2/brokers/health")[0] == 200 else None
+
+    return wait_until_ready(process, healthy, "did not answer its health check")
 
 
 @pytest.fixture(scope="module")

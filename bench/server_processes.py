@@ -18,12 +18,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 HERE = Path(__file__).parent
 START_TIMEOUT_S = 30.0
+T = TypeVar("T")
 STOP_TIMEOUT_S = 30.0
 ANSWER_TIMEOUT_S = 300.0  # a producer worker's round (the real sizes take seconds; a hang fails the round)
 _LIBC = ctypes.CDLL(None, use_errno=True)  # glibc's clock_getcpuclockid, which Python's time module lacks
@@ -129,17 +132,30 @@ def start_pulsar_lite(data: Path, logs: Path) -> tuple[Process, str]:
     process = spawn("pulsar-lite", [find_pulsar_lite_binary(), "--config", str(config), "--addr",
                                      f"127.0.0.1:{port}", "--db-path", str(data / "db"), "--log-level", "warn"],
                      logs / "pulsar-lite.log")
+
+    def accepts() -> str:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return f"pulsar://127.0.0.1:{port}"
+
+    return process, wait_until_ready(process, accepts, "accepted no connection")
+
+
+def wait_until_ready(process: Process, ready: Callable[[], T | None], failing: str) -> T:
+    """The first answer of `ready()` other than None (an OSError: not ready yet), asked every 20 ms while
+    `process` runs, for at most START_TIMEOUT_S; past that the process is stopped and AssertionError says it
+    `failing` (what it did not do), with its log's tail."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process, f"pulsar://127.0.0.1:{port}"
+            answer = ready()
+            if answer is not None:
+                return answer
         except OSError:
             pass
         process.check_running()
         if time.monotonic() > deadline:
             process.stop()
-            raise AssertionError(f"pulsar-lite accepted no connection in {START_TIMEOUT_S}s: {process.tail()}")
+            raise AssertionError(f"{process.name} {failing} in {START_TIMEOUT_S}s: {process.tail()}")
         time.sleep(0.02)
 
 
@@ -168,16 +184,14 @@ def start_nats(store: Path, logs: Path) -> tuple[Process, str]:
                                      "--jetstream", "--store_dir", str(store), "--ports_file_dir", str(store)],
                      logs / "nats-server.log")
     ports_file = store / f"nats-server_{process.pid}.ports"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
+
+    def url() -> str | None:
         try:
-            return process, json.loads(ports_file.read_text())["nats"][0]
-        except (OSError, ValueError, KeyError, IndexError):
-            process.check_running()
-            if time.monotonic() > deadline:
-                process.stop()
-                raise AssertionError(f"nats-server wrote no ports file in {START_TIMEOUT_S}s") from None
-            time.sleep(0.02)
+            return json.loads(ports_file.read_text())["nats"][0]
+        except (ValueError, KeyError, IndexError):  # (written in part so far)
+            return None
+
+    return process, wait_until_ready(process, url, "wrote no ports file")
 
 
 def start_redis(directory: Path, logs: Path) -> tuple[Process, int]:
@@ -190,20 +204,13 @@ def start_redis(directory: Path, logs: Path) -> tuple[Process, int]:
                                       str(directory), "--save", "", "--appendonly", "yes", "--appendfsync", "no",
                                       "--daemonize", "no"],
                      logs / "redis-server.log")
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
-                probe.sendall(b"PING\r\n")
-                if probe.recv(64).startswith(b"+PONG"):
-                    return process, port
-        except OSError:
-            pass
-        process.check_running()
-        if time.monotonic() > deadline:
-            process.stop()
-            raise AssertionError(f"redis-server did not answer PING in {START_TIMEOUT_S}s")
-        time.sleep(0.02)
+
+    def pong() -> int | None:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+            probe.sendall(b"PING\r\n")
+            return port if probe.recv(64).startswith(b"+PONG") else None
+
+    return process, wait_until_ready(process, pong, "did not answer PING")
 
 
 class ProducerWorker(Process):
