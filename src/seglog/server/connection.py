@@ -379,11 +379,15 @@ class Connection:
     async def _flow(self, request: api.CommandFlow) -> None:
         session = self.consumers.get(request.consumer_id)
         if session is not None:
-            # on the loop when the subscription is free (a trip to the thread pool cost a consumer more than its
-            # dispatch: half of the busy samples), else in the pool behind the dispatch read that holds it
-            if not session.flow(request.message_permits, wait=False):
-                await self.blocking(session.flow, request.message_permits)
+            await self._unless_held(session.flow, request.message_permits)
             session.wake.set()
+
+    async def _unless_held(self, call: Callable[..., bool], *args: Any) -> None:
+        """`call(*args, wait=False)` on the loop, which does it if the subscription is free now; if another thread
+        holds it, `call(*args)` in the thread pool, behind that thread. A trip to the pool cost a consumer more
+        than its FLOWs and ACKs themselves: half of its busy samples."""
+        if not call(*args, wait=False):
+            await self.blocking(call, *args)
 
     async def _ack(self, request: api.CommandAck) -> None:
         session = self.consumers.get(request.consumer_id)
@@ -392,9 +396,8 @@ class Connection:
             failure = consumer_not_found(request.consumer_id)
         else:
             cumulative, ids = request.ack_type == api.CommandAck.Cumulative, list(request.message_id)
-            try:  # (on the loop when the subscription is free, as FLOW)
-                if not session.ack(cumulative, ids, wait=False):
-                    await self.blocking(session.ack, cumulative, ids)
+            try:
+                await self._unless_held(session.ack, cumulative, ids)
             except Exception as error:  # (answered when the client asks for receipts; logged)
                 logger.warning("%s: ack of consumer %s failed: %s", self.peer, session.name, error)
                 failure = server_error(error)
