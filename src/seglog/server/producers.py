@@ -103,13 +103,17 @@ class ProducerSession:
         producer's is waiting or being written, and the service calls the append cheap (no backlog quota, so
         no refusal to handle here). An unbatched producer waiting for each receipt then gets it without a
         turn of this producer's task (and the loop wake-ups around it). False: queue it."""
-        if self._taken or not self.queue.empty() or cost > INLINE_WRITE_BYTES or \
-                not self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES):
+        if self._taken or not self.queue.empty() or not self._cheap(cost):
             return False
         queued = QueuedSend(send, cost)
         (result,) = self._write([queued])
         self.connection.write(answer_to_send(self.producer_id, queued, result))
         return True
+
+    def _cheap(self, cost: int) -> bool:
+        """Whether SENDs holding `cost` bytes may be written on the loop: at most INLINE_WRITE_BYTES, and an
+        append the service calls cheap."""
+        return cost <= INLINE_WRITE_BYTES and self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES)
 
     async def _run(self) -> None:
         while True:
@@ -119,8 +123,7 @@ class ProducerSession:
                 items.append(self.queue.get_nowait())
             sends = [item for item in items if item is not _CLOSE]
             if sends:
-                if sum(send.cost for send in sends) <= INLINE_WRITE_BYTES and \
-                        self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES):
+                if self._cheap(sum(send.cost for send in sends)):
                     results = self._write(sends)
                 else:
                     results = await self.connection.blocking(self._write, sends)
