@@ -232,6 +232,7 @@ cdef struct Entry:  # the MessageMetadata fields the stored batch needs
     bint has_replicated_from
     bint has_deliver_at_time
     bint has_num_messages_in_batch
+    bint has_replicate_to       # (the names themselves are read in Python, by replicate_to())
 
 
 cdef enum:  # what a field is to the message reader: by MessageMetadata's numbers, then SingleMessageMetadata's
@@ -375,7 +376,8 @@ cdef bint entry_field(Reader *r, uint64_t number, int wire, Entry *entry) noexce
             entry.replicated_from, entry.replicated_from_length, entry.has_replicated_from = text, text_length, True
         elif number == 16:
             entry.schema_version, entry.schema_version_length = text, text_length
-        # (7, replicate_to, is read again in Python: a list of names, rare)
+        else:
+            entry.has_replicate_to = True
         return True
     if number in (2, 3, 8, 9, 11, 19, 24):
         if wire != VARINT:
@@ -460,7 +462,7 @@ def read_entry(bytes metadata) -> SendEntry | None:
                                                  NULL)
         out.replicated_from = None if not entry.has_replicated_from else PyUnicode_DecodeUTF8(
             <const char *>entry.replicated_from, entry.replicated_from_length, NULL)
-        out.replicate_to = replicate_to(data, len(metadata))
+        out.replicate_to = replicate_to(data, len(metadata)) if entry.has_replicate_to else []
     except UnicodeDecodeError:
         return None
     return out
