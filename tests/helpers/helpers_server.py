@@ -18,12 +18,16 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import seglog
+from seglog.broker import Broker
+from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command
+from seglog.subscriptions.delivery import ConsumerState
 
 pulsar = pytest.importorskip("pulsar")  # the test extra
 
@@ -267,3 +271,27 @@ def receive_until(consumers: list, count: int, *, ack: bool = True, seconds: flo
             if ack:
                 consumer.acknowledge(message)
     return got
+
+
+def dispatched(path: Path, now: int, topic: str, *batches: dict) -> tuple[list[int], list[tuple[Any, list]]]:
+    """Write each batch (writer.source's arguments; published `now`, no event times unless given) on a broker
+    at `path` as the server stores a SEND, one stored batch each; (each batch's base offset, the pieces an
+    exclusive consumer is given of them from the earliest, each with its messages read back)."""
+    broker = Broker.open(path, clock=ManualClock(now), background=False)
+    try:
+        ref = broker.create_topic(topic, 1, {})
+        writer = broker.store.acquire_writer(ref.name, 0, ref.config)
+        bases = [writer.append(writer.source(**{"timestamps": [now] * len(batch["values"]),
+                                                 "event_times": [None] * len(batch["values"])} | batch))
+                 for batch in batches]
+        broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
+        subscription = broker.subscriptions.open(broker.topic(topic), "read", "exclusive", "earliest")
+        state = ConsumerState("r", None, lambda partition: None, lambda: None)
+        subscription.attach(state, "exclusive")
+        given = []
+        while pieces := subscription.next_delivery(state, 1000):
+            given += [(piece, piece.messages()) for piece in pieces]
+        broker.subscriptions.release(subscription)
+        return bases, given
+    finally:
+        broker.close()

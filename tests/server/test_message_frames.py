@@ -10,15 +10,13 @@ import struct
 import numpy as np
 import pytest
 
+from helpers_server import dispatched
 from seglog._core._pulsar_wire import stored_message_frames
-from seglog.broker import Broker
-from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import parse_metadata, unpack
 from seglog.server.protocol.frames import Type, command, decode_frame, encode_payload_command
 from seglog.server.protocol.message_ids import message_id
 from seglog.server.protocol.metadata import delivered_entry_fields, message_metadata
-from seglog.subscriptions.delivery import ConsumerState
 
 TOPIC = "public/default/frames"
 NOW = 1_700_000_000_123
@@ -30,24 +28,7 @@ CONSUMER_ID = 7
 def pieces(tmp_path, *batches: dict) -> list:
     """Write each batch (writer.source's arguments; published now unless timestamps are given) as the server
     stores them; the pieces a consumer is given of them, with their messages read back."""
-    broker = Broker.open(tmp_path, clock=ManualClock(NOW), background=False)
-    try:
-        ref = broker.create_topic(TOPIC, 1, {})
-        writer = broker.store.acquire_writer(ref.name, 0, ref.config)
-        for batch in batches:
-            count = len(batch["values"])
-            writer.append(writer.source(**{"timestamps": [NOW] * count, "event_times": [None] * count} | batch))
-        broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
-        subscription = broker.subscriptions.open(broker.topic(TOPIC), "read", "exclusive", "earliest")
-        state = ConsumerState("r", None, lambda partition: None, lambda: None)
-        subscription.attach(state, "exclusive")
-        out = []
-        while given := subscription.next_delivery(state, 1000):
-            out += [(piece, piece.messages()) for piece in given]
-        broker.subscriptions.release(subscription)
-        return out
-    finally:
-        broker.close()
+    return dispatched(tmp_path, NOW, TOPIC, *batches)[1]
 
 
 def frames_of(piece, max_messages: int = 1000, max_bytes: int = 1 << 20, redelivery_count: int = 0,

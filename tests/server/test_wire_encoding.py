@@ -12,14 +12,12 @@ import struct
 import crc32c as crc32c_reference
 import pytest
 
+from helpers_server import dispatched
 from seglog._core._pulsar_wire import single_message_metadata
-from seglog.broker import Broker
-from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import pack, parse_metadata, unpack
 from seglog.server.protocol.frames import MAGIC_CRC32C, Type, command, decode_frame, encode_payload_command, encode_send
 from seglog.server.protocol.metadata import message_metadata
-from seglog.subscriptions.delivery import ConsumerState
 
 TOPIC = "public/default/encoded"
 NOW = 1_700_000_000_123
@@ -31,25 +29,10 @@ ENTRY = {"pulsar.producer": "the-producer", "pulsar.sequence_id": "4294967300",
 def stored(tmp_path, *batches: dict) -> list:
     """Write each batch (writer.source's arguments; published now, no event times unless given) as the
     server does, one stored batch each; read back every message, with the base offset of its batch."""
-    broker = Broker.open(tmp_path, clock=ManualClock(NOW), background=False)
-    try:
-        ref = broker.create_topic(TOPIC, 1, {})
-        writer = broker.store.acquire_writer(ref.name, 0, ref.config)
-        bases = [writer.append(writer.source(**{"timestamps": [NOW] * len(batch["values"]),
-                                                 "event_times": [None] * len(batch["values"])} | batch))
-                 for batch in batches]
-        broker.store.release_writer(ref.name, 0, broker.store.fence(ref.name))
-        subscription = broker.subscriptions.open(broker.topic(TOPIC), "read", "exclusive", "earliest")
-        state = ConsumerState("r", None, lambda partition: None, lambda: None)
-        subscription.attach(state, "exclusive")
-        out = []
-        while pieces := subscription.next_delivery(state, 1000):
-            out += [(message, piece.base) for piece in pieces for message in piece.messages()]
-        assert sorted({base for _, base in out}) == bases
-        broker.subscriptions.release(subscription)
-        return out
-    finally:
-        broker.close()
+    bases, given = dispatched(tmp_path, NOW, TOPIC, *batches)
+    out = [(message, piece.base) for piece, messages in given for message in messages]
+    assert sorted({base for _, base in out}) == bases
+    return out
 
 
 def expected(producer: str, sequence_id: int, **fields) -> bytes:
