@@ -22,8 +22,9 @@ from libc.string cimport memcpy, memset
 
 cimport numpy as cnp
 
+from seglog._core._writer cimport BatchSource, Column, batch_source, offsets_column
+
 from seglog._core._format import LOG_APPEND_TIME as _LOG_APPEND_TIME
-from seglog._core._writer import BatchSource, Column
 
 cnp.import_array()
 
@@ -507,22 +508,17 @@ cdef class UnpackedEntry:
     def source(self, dict attributes, int64_t now, bint log_append_time) -> BatchSource:
         """The BatchSource that stores these messages with the batch `attributes`, as PartitionWriter.source
         makes it of the reference path's lists: timestamps the entry's publish time, or on a topic that stamps
-        log-append time `now` (the writer's clock); the event-time column always, as the server writes it."""
-        cdef int64_t[::1] stamps
-        cdef Py_ssize_t i
-        timestamps = None
-        if not log_append_time:
-            timestamps = int64s(self.count)
-            stamps = timestamps
-            for i in range(self.count):
-                stamps[i] = <int64_t>self.publish_time
+        log-append time `now` (the writer's clock), one constant either way (no column made: the encoder writes
+        it for every message); the event-time column always, as the server writes it."""
         attribute_keys = attribute_values = None
         if attributes:
-            attribute_keys = Column.from_list([k.encode() for k in attributes], "attributes keys")
-            attribute_values = Column.from_list([v.encode() for v in attributes.values()], "attributes values")
-        return BatchSource(self.values, self.keys, timestamps, self.event_times,
-                           _LOG_APPEND_TIME if log_append_time else 0, now, self.entries, self.property_keys,
-                           self.property_values, self.ordering_keys, attribute_keys, attribute_values)
+            attribute_keys = Column.from_list(list(attributes), "attributes keys")
+            attribute_values = Column.from_list(list(attributes.values()), "attributes values")
+        return batch_source(self.values, self.keys, None, self.event_times,
+                            _LOG_APPEND_TIME if log_append_time else 0,
+                            now if log_append_time else <int64_t>self.publish_time, self.entries,
+                            self.property_keys, self.property_values, self.ordering_keys, attribute_keys,
+                            attribute_values)
 
     def key_list(self) -> list:
         """Each message's key, None for a message without one."""
@@ -596,7 +592,7 @@ cdef bint read_items(const uint8_t *data, Py_ssize_t length, Py_ssize_t count, I
 cdef UnpackedEntry columns(Item *items, Py_ssize_t count, Properties *props, uint64_t publish_time):
     cdef ColumnSizes sizes
     cdef Py_ssize_t i
-    cdef int64_t[::1] event_view
+    cdef int64_t *event_view
     cdef UnpackedEntry out = UnpackedEntry.__new__(UnpackedEntry)
     memset(&sizes, 0, sizeof(ColumnSizes))
     for i in range(count):
@@ -622,7 +618,7 @@ cdef UnpackedEntry columns(Item *items, Py_ssize_t count, Properties *props, uin
         out.ordering_keys = binary(items, count, 2, sizes.ordering_keys, sizes.ordering_keys_present < count,
                                    "ordering_keys", None)
     out.event_times = int64s(count)
-    event_view = out.event_times
+    event_view = <int64_t *>cnp.PyArray_DATA(out.event_times)
     for i in range(count):
         event_view[i] = items[i].event_time
     if sizes.with_properties:
@@ -646,23 +642,23 @@ cdef inline object bytes_(Py_ssize_t n):
     return cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
 
 
-cdef object binary(Item *items, Py_ssize_t count, int which, Py_ssize_t total, bint nullable, str argument,
+cdef Column binary(Item *items, Py_ssize_t count, int which, Py_ssize_t total, bint nullable, str argument,
                    list parts):
     """One binary column of the entry's messages: 0 values, 1 keys, 2 ordering keys (a null one: no bytes and
     its validity bit clear). `parts`, if given, gets its offsets, data and validity (None: all present)."""
-    cdef int64_t[::1] offsets_view
-    cdef uint8_t[::1] data_view
-    cdef uint8_t[::1] validity_view
+    cdef int64_t *offsets_view
+    cdef uint8_t *data_view
+    cdef uint8_t *validity_view = NULL
     cdef Py_ssize_t i, position = 0, length
     cdef const uint8_t *source
     cdef bint present
     offsets = int64s(count + 1)
     data = bytes_(total)
-    offsets_view, data_view = offsets, data
+    offsets_view, data_view = <int64_t *>cnp.PyArray_DATA(offsets), <uint8_t *>cnp.PyArray_DATA(data)
     validity = None
     if nullable:
         validity = zero_bytes((count + 7) // 8)
-        validity_view = validity
+        validity_view = <uint8_t *>cnp.PyArray_DATA(validity)
     offsets_view[0] = 0
     for i in range(count):
         if which == 0:
@@ -673,23 +669,23 @@ cdef object binary(Item *items, Py_ssize_t count, int which, Py_ssize_t total, b
             present, source, length = items[i].has_ordering_key, items[i].ordering_key, items[i].ordering_key_length
         if present:
             if length:
-                memcpy(&data_view[position], source, length)
+                memcpy(data_view + position, source, length)
             position += length
             if nullable:
                 validity_view[i >> 3] |= 1 << (i & 7)
         offsets_view[i + 1] = position
     if parts is not None:
         parts[:] = [offsets, data, validity]
-    return Column.from_offsets(offsets, data, argument, validity)
+    return offsets_column(offsets, data, argument, validity)
 
 
 cdef tuple properties(Item *items, Py_ssize_t count, Properties *props):
     """(entry positions, key column, value column) of the messages' properties, each message's in order."""
-    cdef int64_t[::1] entries_view
-    cdef int64_t[::1] key_offsets_view
-    cdef int64_t[::1] value_offsets_view
-    cdef uint8_t[::1] key_data_view
-    cdef uint8_t[::1] value_data_view
+    cdef int64_t *entries_view
+    cdef int64_t *key_offsets_view
+    cdef int64_t *value_offsets_view
+    cdef uint8_t *key_data_view
+    cdef uint8_t *value_data_view
     cdef Py_ssize_t i, j, n = 0, key_bytes = 0, value_bytes = 0, key_position = 0, value_position = 0
     cdef Property *pair
     for i in range(count):
@@ -700,24 +696,26 @@ cdef tuple properties(Item *items, Py_ssize_t count, Properties *props):
     entries = int64s(count + 1)
     key_offsets, value_offsets = int64s(n + 1), int64s(n + 1)
     key_data, value_data = bytes_(key_bytes), bytes_(value_bytes)
-    entries_view, key_offsets_view, value_offsets_view = entries, key_offsets, value_offsets
-    key_data_view, value_data_view = key_data, value_data
+    entries_view = <int64_t *>cnp.PyArray_DATA(entries)
+    key_offsets_view = <int64_t *>cnp.PyArray_DATA(key_offsets)
+    value_offsets_view = <int64_t *>cnp.PyArray_DATA(value_offsets)
+    key_data_view, value_data_view = <uint8_t *>cnp.PyArray_DATA(key_data), <uint8_t *>cnp.PyArray_DATA(value_data)
     entries_view[0] = key_offsets_view[0] = value_offsets_view[0] = 0
     n = 0
     for i in range(count):
         for j in range(items[i].first_property, items[i].first_property + items[i].property_count):
             pair = &props.items[j]
             if pair.key_length:
-                memcpy(&key_data_view[key_position], pair.key, pair.key_length)
+                memcpy(key_data_view + key_position, pair.key, pair.key_length)
             if pair.value_length:
-                memcpy(&value_data_view[value_position], pair.value, pair.value_length)
+                memcpy(value_data_view + value_position, pair.value, pair.value_length)
             key_position += pair.key_length
             value_position += pair.value_length
             n += 1
             key_offsets_view[n], value_offsets_view[n] = key_position, value_position
         entries_view[i + 1] = n
-    return (entries, Column.from_offsets(key_offsets, key_data, "properties keys"),
-            Column.from_offsets(value_offsets, value_data, "properties values"))
+    return (entries, offsets_column(key_offsets, key_data, "properties keys", None),
+            offsets_column(value_offsets, value_data, "properties values", None))
 
 
 # --- frames ----------------------------------------------------------------------------------------------

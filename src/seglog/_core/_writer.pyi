@@ -67,6 +67,14 @@ class BatchSource:
                   stop: int) -> None:
         """Write records [start, stop) as the next batch of a segment and publish its index entry."""
 
+def measure(sources: list[BatchSource]) -> tuple[int, int]:
+    """(messages, bytes) of `sources` each encoded whole as one batch, as append_all writes them."""
+
+def append_all(sources: list[BatchSource], data: BufferLike, index: IndexView, prefaulter: Prefaulter,
+               base_offset: int) -> int:
+    """Write each source whole as the next batch of a segment, its index entry published after it; returns
+    the bytes of their values. ValueError, before anything is written, if they do not all fit."""
+
 def key_partitions(keys: Column, partitions: int) -> npt.NDArray[np.int32]:
     """The partition of each key by Kafka's rule (murmur2); a null key goes to partition i % partitions."""
 

@@ -11,23 +11,24 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
-from seglog._core._format cimport (BatchColumns, BatchHeader, RawColumn, Prefaulter, encode_batch, encoded_batch_size,
-                                   fit_records, item_data, seglog_murmur2, seglog_prefaulter_advance,
+from seglog._core._format cimport (BatchColumns, BatchHeader, BatchLayout, RawColumn, Prefaulter, compute_layout,
+                                   encode_batch, encoded_batch_size, fit_records, item_data, read_i32,
+                                   seglog_murmur2, seglog_prefaulter_advance,
                                    FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES, FLAG_EVENT_TIME_COLUMN,
                                    FLAG_VALUE_NULLS, FLAG_ORDERING_KEYS, FLAG_ORDERING_KEY_NULLS,
                                    FLAG_BATCH_ATTRIBUTES, VERSION_2_FLAGS_MASK)
 from seglog._core._index cimport IndexView
 
+cimport numpy as cnp
 import numpy as np
 
 from seglog.errors import InvalidArgumentError, not_utf8
 
+cnp.import_array()
+
 
 cdef class Column:
     """One binary column: the raw description the encoder reads plus the objects that own its memory."""
-    cdef RawColumn raw
-    cdef object owners
-    cdef int64_t *prefix_owned
 
     def __cinit__(self):
         memset(&self.raw, 0, sizeof(RawColumn))
@@ -76,26 +77,34 @@ cdef class Column:
     def from_offsets(offsets, data, str argument, validity=None):
         """A column over Arrow-style offsets (int32 or int64, count + 1 entries) and a data buffer."""
         cdef Column column = Column()
-        cdef const int32_t[::1] o32
-        cdef const int64_t[::1] o64
-        cdef const uint8_t[::1] d = data
         offsets = np.ascontiguousarray(offsets)
-        if offsets.dtype == np.int32:
-            o32 = offsets
-            column.raw.prefix32 = &o32[0]
-        elif offsets.dtype == np.int64:
-            o64 = offsets
-            column.raw.prefix64 = &o64[0]
-        else:
+        if offsets.dtype != np.int32 and offsets.dtype != np.int64:
             raise TypeError(f"{argument}: offsets must be int32 or int64, not {offsets.dtype}")
-        if offsets[-1] - offsets[0] >= 2**31:
-            raise _too_large(argument, offsets[-1] - offsets[0])
-        column.raw.count = len(offsets) - 1
-        column.raw.data = &d[0] if d.shape[0] else <const uint8_t *>b""
-        column.owners = [offsets, data]
-        if validity is not None:
-            column.set_validity(validity)
+        column._over_offsets(offsets, np.frombuffer(data, dtype=np.uint8), argument,
+                             None if validity is None else np.ascontiguousarray(validity, dtype=np.uint8))
         return column
+
+    cdef int _over_offsets(self, object offsets, object data, str argument, object validity) except -1:
+        """Point at `offsets` (a 1-d C-contiguous int32 or int64 array), `data` and `validity` (1-d
+        C-contiguous uint8 arrays; validity None for all present), which it keeps."""
+        cdef cnp.ndarray o = offsets, d = data
+        cdef Py_ssize_t count = cnp.PyArray_DIM(o, 0) - 1, size
+        if cnp.PyArray_NDIM(o) != 1 or count < 0:
+            raise ValueError(f"{argument}: offsets must be one dimension of count + 1 positions")
+        if cnp.PyArray_TYPE(o) == cnp.NPY_INT64:
+            self.raw.prefix64 = <const int64_t *>cnp.PyArray_DATA(o)
+            size = self.raw.prefix64[count] - self.raw.prefix64[0]
+        else:
+            self.raw.prefix32 = <const int32_t *>cnp.PyArray_DATA(o)
+            size = self.raw.prefix32[count] - self.raw.prefix32[0]
+        if size >= 2**31:
+            raise _too_large(argument, size)
+        self.raw.count = count
+        self.raw.data = <const uint8_t *>cnp.PyArray_DATA(d) if cnp.PyArray_SIZE(d) else <const uint8_t *>b""
+        self.owners = (offsets, data, validity)
+        if validity is not None:
+            self.raw.validity = <const uint8_t *>cnp.PyArray_DATA(<cnp.ndarray>validity)
+        return 0
 
     @staticmethod
     def from_fixed(data, Py_ssize_t width, Py_ssize_t count, str argument):
@@ -136,6 +145,35 @@ cdef object _as_bytes(object item, str argument, Py_ssize_t index, bint allow_nu
                                "bytes, bytearray, memoryview, str" + (" or None" if allow_null else ""))
 
 
+cdef object _int64s(object data):
+    """`data` as a 1-d C-contiguous int64 array (None stays None)."""
+    if data is None:
+        return None
+    array = np.ascontiguousarray(data, dtype=np.int64)
+    if cnp.PyArray_NDIM(<cnp.ndarray>array) != 1:
+        raise ValueError(f"expected one dimension of int64, not {cnp.PyArray_NDIM(<cnp.ndarray>array)}")
+    return array
+
+
+cdef inline Py_ssize_t _length(object array):
+    return cnp.PyArray_DIM(<cnp.ndarray>array, 0)
+
+
+cdef Column offsets_column(object offsets, object data, str argument, object validity):
+    cdef Column column = Column.__new__(Column)
+    column._over_offsets(offsets, data, argument, validity)
+    return column
+
+
+cdef BatchSource batch_source(Column values, Column keys, object timestamps, object event_times, unsigned int flags,
+                              int64_t now, object property_entries, Column property_keys, Column property_values,
+                              Column ordering_keys, Column attribute_keys, Column attribute_values):
+    cdef BatchSource source = BatchSource.__new__(BatchSource)
+    source._fill(values, keys, timestamps, event_times, flags, now, property_entries, property_keys,
+                 property_values, ordering_keys, attribute_keys, attribute_values)
+    return source
+
+
 def _too_large(str argument, Py_ssize_t size):
     return InvalidArgumentError(argument, f"{size} bytes", "at most 2 GiB - 1 bytes of data per send_batch "
                                 "call (split the call)")
@@ -144,15 +182,6 @@ def _too_large(str argument, Py_ssize_t size):
 cdef class BatchSource:
     """The columns of one send_batch call. `write` encodes records [start, stop) into a writable buffer,
     `append_to` as the next batch of a segment."""
-    cdef BatchColumns columns
-    cdef readonly Column values
-    cdef readonly Column keys
-    cdef readonly Column property_keys
-    cdef readonly Column property_values
-    cdef readonly Column ordering_keys
-    cdef readonly Column attribute_keys
-    cdef readonly Column attribute_values
-    cdef object owners
 
     def __init__(self, Column values, Column keys, timestamps, event_times, unsigned int flags, int64_t now=0,
                  property_entries=None, Column property_keys=None, Column property_values=None,
@@ -161,24 +190,27 @@ cdef class BatchSource:
         (values with a validity bitmap) or ordering keys make a batch of format version 2, and so do
         attributes: attribute_keys and attribute_values, one item per attribute, the batch's map written
         whole into every batch encoded from this source; none when they hold no item."""
-        cdef const int64_t[::1] ts
-        cdef const int64_t[::1] ev
-        cdef const int64_t[::1] entries
+        self._fill(values, keys, _int64s(timestamps), _int64s(event_times), flags, now, _int64s(property_entries),
+                   property_keys, property_values, ordering_keys, attribute_keys, attribute_values)
+
+    cdef int _fill(self, Column values, Column keys, object timestamps, object event_times, unsigned int flags,
+                   int64_t now, object property_entries, Column property_keys, Column property_values,
+                   Column ordering_keys, Column attribute_keys, Column attribute_values) except -1:
+        """__init__'s, given the int64 arrays 1-d and C-contiguous (or None)."""
         cdef Py_ssize_t n = values.raw.count
         memset(&self.columns, 0, sizeof(BatchColumns))
         self.values = values
         self.columns.count = n
         self.columns.values = values.raw
         self.columns.constant_timestamp = now
-        self.owners = []
+        self.owners = (timestamps, event_times, property_entries)
         if values.raw.validity != NULL:
             flags |= FLAG_VALUE_NULLS
         if timestamps is not None:
-            ts = np.ascontiguousarray(timestamps, dtype=np.int64)
-            if ts.shape[0] != n:
-                raise ValueError(f"timestamps: {ts.shape[0]} given for {n} values; one per value is required")
-            self.owners.append(ts)
-            self.columns.timestamps = &ts[0] if n else NULL
+            if _length(timestamps) != n:
+                raise ValueError(f"timestamps: {_length(timestamps)} given for {n} values; one per value is "
+                                 "required")
+            self.columns.timestamps = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>timestamps) if n else NULL
         if keys is not None:
             if keys.raw.count != n:
                 raise ValueError(f"keys: {keys.raw.count} given for {n} values; one per value is required")
@@ -188,18 +220,17 @@ cdef class BatchSource:
             if keys.raw.validity != NULL:
                 flags |= FLAG_KEY_NULLS
         if event_times is not None:
-            ev = np.ascontiguousarray(event_times, dtype=np.int64)
-            self.owners.append(ev)
-            self.columns.event_times = &ev[0] if n else NULL
+            if _length(event_times) != n:
+                raise ValueError(f"event_times: {_length(event_times)} given for {n} values; one per value is "
+                                 "required")
+            self.columns.event_times = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>event_times) if n else NULL
             flags |= FLAG_EVENT_TIME_COLUMN
         if property_entries is not None:
-            entries = np.ascontiguousarray(property_entries, dtype=np.int64)
-            if entries.shape[0] != n + 1:
-                raise ValueError(f"properties: {entries.shape[0] - 1} given for {n} values")
-            self.owners.append(entries)
+            if _length(property_entries) != n + 1:
+                raise ValueError(f"properties: {_length(property_entries) - 1} given for {n} values")
             self.property_keys = property_keys
             self.property_values = property_values
-            self.columns.property_entries = &entries[0]
+            self.columns.property_entries = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>property_entries)
             self.columns.property_keys = property_keys.raw
             self.columns.property_values = property_values.raw
             flags |= FLAG_HAS_PROPERTIES
@@ -261,8 +292,7 @@ cdef class BatchSource:
         PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
         try:
             length = self._encode_into(&view, position, base_offset, start, stop)
-            index.append(base_offset + stop - start, position + length,
-                         (<const BatchHeader *>(<uint8_t *>view.buf + position)).max_timestamp)
+            _publish(index, <uint8_t *>view.buf + position, position + length)
         finally:
             PyBuffer_Release(&view)
         if prefaulter.native != NULL:  # (NULL once closed: a writer never appends after its close)
@@ -279,6 +309,66 @@ cdef class BatchSource:
         with nogil:
             written = encode_batch(dest + position, &self.columns, start, stop, base_offset, 0, 0)
         return written
+
+
+cdef inline int _publish(IndexView index, const uint8_t *batch, Py_ssize_t end_position) except -1:
+    """Publish the index entry of the batch just encoded at `batch`, which ends at `end_position` of its log:
+    readers see it from then on."""
+    cdef const BatchHeader *header = <const BatchHeader *>batch
+    return index.append(header.base_offset + header.record_count, end_position, header.max_timestamp)
+
+
+def measure(list sources) -> tuple:
+    """(messages, bytes) of `sources` each encoded whole as one batch, as append_all writes them."""
+    cdef Py_ssize_t count = 0, size = 0
+    cdef BatchSource source
+    for item in sources:
+        source = <BatchSource?>item
+        count += source.columns.count
+        size += encoded_batch_size(&source.columns, 0, source.columns.count)
+    return count, size
+
+
+def append_all(list sources, data, IndexView index, Prefaulter prefaulter, int64_t base_offset) -> int:
+    """Write each of `sources` whole as the next batch of a segment, numbered on from `base_offset`, as
+    append_to writes one: encoded at its index's end position in its mapped log `data`, then its index entry
+    published; the prefault thread told once how far the writer got. Returns the bytes of their values (what
+    value_bytes reads back of each batch). ValueError, before anything is written, if they do not all fit in
+    `data` and the index's free slots, or one of them holds no message."""
+    cdef Py_buffer view
+    cdef BatchSource source
+    cdef BatchLayout layout
+    cdef Py_ssize_t n = len(sources), i, size = 0, length, nbytes = 0
+    cdef Py_ssize_t position = index.end_position_at(index.count)
+    cdef int64_t offset = base_offset
+    cdef uint8_t *batch
+    for item in sources:
+        source = <BatchSource?>item
+        if source.columns.count == 0:
+            raise ValueError("a batch source of no message cannot be written")
+        size += encoded_batch_size(&source.columns, 0, source.columns.count)
+    if index.count + n > index.capacity:
+        raise ValueError(f"{n} batches do not fit in the {index.capacity - index.count} free index slots")
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE)
+    try:
+        if position + size > view.len:
+            raise ValueError(f"{size} bytes of batches do not fit at position {position} of {view.len}")
+        for i in range(n):
+            source = <BatchSource>sources[i]
+            batch = <uint8_t *>view.buf + position
+            with nogil:
+                length = encode_batch(batch, &source.columns, 0, source.columns.count, offset, 0, 0)
+                compute_layout(batch, length, &layout)
+                nbytes += read_i32(batch + layout.value_offsets + 4 * layout.count) - read_i32(
+                    batch + layout.value_offsets)
+            offset += source.columns.count
+            position += length
+            _publish(index, batch, position)
+    finally:
+        PyBuffer_Release(&view)
+    if prefaulter.native != NULL:  # (NULL once closed: a writer never appends after its close)
+        seglog_prefaulter_advance(prefaulter.native, position)
+    return nbytes
 
 
 def key_partitions(Column keys, int partitions):

@@ -198,6 +198,10 @@ class Reserved:
             self._extend_at = self.length
         return self.allocated != allocated
 
+    def allocated_for(self, end: int) -> bool:
+        """Whether a write up to `end` finds its blocks allocated, ensure() allocating nothing."""
+        return end <= self._extend_at
+
     def _reserve(self, holds: int) -> int:
         return min(max(holds, self._first), self._cap)
 

@@ -23,7 +23,7 @@ from seglog._core._accumulator import Accumulator
 from seglog._core._format import Prefaulter
 from seglog._core._index import ENTRY_BYTES, IndexView
 from seglog._core._mapping import Mapping
-from seglog._core._writer import BatchSource
+from seglog._core._writer import BatchSource, append_all, measure
 from seglog.clock import Clock
 from seglog.errors import TopicNotFoundError
 from seglog.rates import RateMeter
@@ -155,6 +155,11 @@ class ActiveSegment:
         return self._open_index.full
 
     @property
+    def index_slots_free(self) -> int:
+        index = self._open_index
+        return index.capacity - index.count
+
+    @property
     def free_bytes(self) -> int:
         return self.capacity - self.end_position
 
@@ -165,17 +170,37 @@ class ActiveSegment:
     def write(self, source: BatchSource, start: int, stop: int, base_offset: int) -> None:
         """Append records [start, stop) as one batch, the files extended first if it needs more of them
         (OSError naming the file, a full disk say, before anything is written)."""
+        self._make_room(source.size(start, stop), 1)
+        source.append_to(self.data, self._open_index, self._prefaulter, base_offset, start, stop)
+
+    def write_all(self, sources: list[BatchSource], size: int, base_offset: int) -> int:
+        """Append each of `sources` whole as one batch, numbered on from `base_offset`; `size`: the bytes they
+        take (measure). As `write`, the files are extended first if need be. Returns the bytes of their
+        values."""
+        self._make_room(size, len(sources))
+        return append_all(sources, self.data, self._open_index, self._prefaulter, base_offset)
+
+    def _make_room(self, nbytes: int, batches: int) -> None:
+        """Before a write of `batches` batches of `nbytes`: the files extended if they need more blocks, and
+        the pages the prefault thread has not made yet made now, not by faults."""
         files = self._files
         index = self._open_index
         position = index.end_position
-        end = position + source.size(start, stop)
+        end = position + nbytes
         if files.log.ensure(end):
             self._prefaulter.target(files.log.allocated_view(), position)
-        slots_end = (index.count + 1) * ENTRY_BYTES
+        slots_end = (index.count + batches) * ENTRY_BYTES
         if files.offsets.ensure(slots_end):
             files.times.ensure(slots_end)  # same sizes, same steps
-        self._prefaulter.reach(position, end)  # (the pages the thread has not made yet: now, not by faults)
-        source.append_to(self.data, index, self._prefaulter, base_offset, start, stop)
+        self._prefaulter.reach(position, end)
+
+    def allocated_for(self, nbytes: int, batches: int) -> bool:
+        """Whether `batches` batches of `nbytes` in all fit in what the files have allocated, so that writing
+        them allocates nothing (a posix_fallocate can take milliseconds)."""
+        index = self._open_index
+        slots_end = (index.count + batches) * ENTRY_BYTES
+        return self._files.log.allocated_for(index.end_position + nbytes) and \
+            self._files.offsets.allocated_for(slots_end) and self._files.times.allocated_for(slots_end)
 
     def sync(self) -> None:
         """Write the log and index pages to disk (fsync policy); a sealed segment was synced as it was sealed."""
@@ -468,6 +493,48 @@ class PartitionWriter:
         if self._waiting:
             self.appended.notify()
         return base
+
+    def append_all(self, sources: list[BatchSource], counted: RateMeter | None = None) -> int | None:
+        """Write each of `sources` whole as one batch, one after the other, if they all fit in the active
+        segment as it is: no roll due (by size, index slots, messages or time) and nothing queued by send()
+        to go first. Returns the first one's base offset (the others follow on), or None, with nothing
+        written, when they do not fit: the caller appends them one by one. What `append` does per call
+        (the lock, the clock, the meters, the fsync policy, the signal) is done once for all of them."""
+        count, size = measure(sources)
+        with self.write_lock:
+            segment = self.active
+            if self.accumulator.pending or not self._takes_whole(segment, count, size, len(sources)):
+                return None
+            _, base = self.accumulator.reserve(count)
+            try:
+                self.fence.check()
+                nbytes = segment.write_all(sources, size, base)
+                segment.last_write_ms = self.clock()
+                self._unsynced = True
+                self._sync_if_due()
+            except BaseException:
+                self._drop_queued()
+                raise
+            if 4 * segment.end_position >= 3 * segment.capacity:
+                self._spares.ask(self, self._background)
+        if self.written is not None:
+            self.written.add(count, nbytes)
+        if counted is not None:
+            counted.add(count, nbytes)
+        if self._waiting:
+            self.appended.notify()
+        return base
+
+    def _takes_whole(self, segment: ActiveSegment, count: int, size: int, batches: int) -> bool:
+        """Whether the active `segment` takes `batches` batches of `count` messages and `size` bytes without a
+        roll, the rules of _segment_for_write and _write_records."""
+        config = self.config
+        if segment.sealed or size > segment.free_bytes or segment.index_slots_free < batches:
+            return False
+        if config.segment_max_messages and segment.message_count + count > config.segment_max_messages:
+            return False
+        return not (segment.message_count and config.segment_roll_time
+                    and self.clock() - segment.created_ms >= config.segment_roll_time)
 
     def flush_pending(self) -> int:
         """Write what send() queued as one batch (split only where a segment is full); returns its count."""
