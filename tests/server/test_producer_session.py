@@ -24,7 +24,7 @@ class FakeService:
     def release_producer(self, target, name) -> None:
         pass
 
-    def cheap_append(self, handle, nbytes: int) -> bool:
+    def cheap_append(self, handle, nbytes: int, batches: int) -> bool:
         return self.cheap
 
     def close_writer(self, handle) -> None:
@@ -122,25 +122,50 @@ def test_sends_go_to_the_thread_pool_when_large_or_when_the_service_says_the_app
     assert on_loop == [] and [s for trip in connection.trips for s in trip] == list(range(10))
 
 
-def test_a_send_is_written_at_once_only_when_nothing_of_its_producer_waits_or_is_being_written(monkeypatch):
-    """write_now answers a SEND in the call when the producer is idle (an unbatched producer waiting for each
-    receipt), and leaves it to the queue otherwise, so receipts keep the order of the SENDs."""
+def test_sends_are_staged_only_while_nothing_of_their_producer_waits_or_is_being_written(monkeypatch):
+    """stage takes a SEND to be written with the rest of the connection's read (write_staged) when the
+    producer is idle, and leaves it to the queue otherwise, so receipts keep the order of the SENDs."""
     monkeypatch.setattr(ProducerSession, "_write", lambda session, sends: [s.frame.sequence_id for s in sends])
 
     async def run() -> tuple[list[bool], FakeConnection]:
         connection = FakeConnection()
         connection.service.cheap = True
         session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)
-        answered = [session.write_now(send(0), 100)]  # idle: written
-        connection.publish.hold(100)
-        session.queue.put_nowait(QueuedSend(send(1), 100))
-        answered.append(session.write_now(send(2), 100))  # one waits in the queue: queued after it
+        staged = [session.stage(send(0), 100), session.stage(send(1), 100)]  # idle: staged, in order
+        session.write_staged()
+        assert len(connection.written) == 1  # (both receipts in one write)
         connection.publish.hold(100)
         session.queue.put_nowait(QueuedSend(send(2), 100))
+        staged.append(session.stage(send(3), 100))  # one waits in the queue: queued after it
+        connection.publish.hold(100)
+        session.queue.put_nowait(QueuedSend(send(3), 100))
         await asyncio.wait_for(session.close(), 10)
-        return answered, connection
+        return staged, connection
 
-    answered, connection = asyncio.run(run())
-    assert answered == [True, False]
+    staged, connection = asyncio.run(run())
+    assert staged == [True, True, False]
+    receipts = FrameDecoder().feed(b"".join(connection.written))
+    assert [r.command.send_receipt.sequence_id for r in receipts] == [0, 1, 2, 3]
+    assert connection.publish.held == 0
+
+
+def test_staged_sends_the_service_will_not_take_on_the_loop_go_to_the_task_in_order(monkeypatch):
+    """Staged SENDs that are not cheap to write (a segment to roll, blocks to allocate) are queued, holding
+    their cost of the publish buffer until the task has written them in the thread pool."""
+    async def run() -> FakeConnection:
+        connection = FakeConnection()
+        session = ProducerSession(connection, 7, FakeHandle(), close_by_server=None)
+        assert session.stage(send(0), SEND_COST) and session.stage(send(1), SEND_COST)
+        session.write_staged()
+        assert connection.publish.held == 2 * SEND_COST and connection.written == []
+        assert not session.stage(send(2), SEND_COST)  # (queued now: the next goes after them)
+        connection.publish.hold(SEND_COST)
+        session.queue.put_nowait(QueuedSend(send(2), SEND_COST))
+        await asyncio.wait_for(session.close(), 10)
+        return connection
+
+    connection = asyncio.run(run())
+    assert [s for trip in connection.trips for s in trip] == [0, 1, 2]
     receipts = FrameDecoder().feed(b"".join(connection.written))
     assert [r.command.send_receipt.sequence_id for r in receipts] == [0, 1, 2]
+    assert connection.publish.held == connection.publish.buffer.held == 0

@@ -181,6 +181,39 @@ def test_a_wrong_checksum_is_a_checksum_error_for_that_send_only(raw, server):
         assert [m.value for m in log.topic("raw").reader("earliest", partition=0)] == [b"ok"]
 
 
+def test_sends_read_together_are_each_written_and_answered_in_order_before_the_next_command(raw, server):
+    """The SENDs of one read are written together (in one append when they can be), but each keeps its own
+    answer: two producers' SENDs interleaved with a SEND whose checksum is wrong, then a CLOSE_PRODUCER, all in
+    one write, get their receipts in order, the bad one its ChecksumError, then the close its SUCCESS."""
+    connection = raw()
+    connection.connect()
+    for producer_id in (1, 2):
+        connection.send(encode_command(command(Type.PRODUCER, topic="persistent://public/default/together",
+                                               producer_id=producer_id, request_id=producer_id)))
+        assert connection.receive().type == Type.PRODUCER_SUCCESS
+    metadata = api.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1).SerializeToString()
+    sends = [encode_payload_command(command(Type.SEND, producer_id=1 + i % 2, sequence_id=i), metadata, b"v%d" % i)
+             for i in range(6)]
+    bad = bytearray(sends[2])
+    bad[-1] ^= 0xFF
+    sends[2] = bytes(bad)
+    close = encode_command(command(Type.CLOSE_PRODUCER, producer_id=1, request_id=9))
+    connection.send(b"".join(sends) + close)
+    answers = [connection.receive() for _ in range(7)]
+    assert sorted(a.type for a in answers[:6]) == sorted([Type.SEND_RECEIPT] * 5 + [Type.SEND_ERROR])
+    assert answers[-1].type == Type.SUCCESS and answers[-1].success.request_id == 9
+    by_producer: dict[int, list] = {1: [], 2: []}
+    for answer in answers[:6]:
+        reply = answer.send_receipt if answer.type == Type.SEND_RECEIPT else answer.send_error
+        by_producer[reply.producer_id].append(reply.sequence_id)
+    assert by_producer == {1: [0, 2, 4], 2: [1, 3, 5]}  # (each producer's answers in the order of its SENDs)
+    error = next(a.send_error for a in answers if a.type == Type.SEND_ERROR)
+    assert (error.sequence_id, error.error) == (2, api.ChecksumError)
+    with seglog.open(server.data, background=False) as log:
+        stored = [m.value for m in log.topic("together").reader("earliest", partition=0)]
+    assert sorted(stored) == [b"v0", b"v1", b"v3", b"v4", b"v5"]
+
+
 def assert_server_still_serves(server) -> None:
     producer = server.client().create_producer("still-serving")
     assert producer.send(b"x").entry_id() >= 0

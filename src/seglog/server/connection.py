@@ -53,7 +53,7 @@ PROTOCOL_VERSION = 19  # the highest seglog speaks; CONNECTED answers min(this, 
 # the client reads (a client that sends commands without reading the answers): more than one consumer read
 # (consumers.READ_MESSAGES) on top of the transport's high-water mark, so consuming alone never stops it.
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
-READ_SIZE = 1 << 16
+READ_SIZE = 1 << 18
 # PING and PONG are handled whether or not they carry their (empty) sub-command
 KEEPALIVE = (Type.PING, Type.PONG)
 T = TypeVar("T")
@@ -82,6 +82,9 @@ class Connection:
         self._received = False  # a command received since the last keep-alive tick
         self._ping_pending = False
         self._closing = False
+        # What the commands of one read answered, while serve() handles them without a pause: written in one
+        # go afterwards (_answer_read), since each write is a system call and a loopback delivery
+        self._corked: list[bytes] | None = None
         # each command type's handler, given the command's sub-command (SEND, the hot path, is handled first)
         self._handlers: dict[int, Callable[[Any], Awaitable[None]]] = {
             Type.PING: self._ping, Type.PONG: self._pong,
@@ -108,6 +111,7 @@ class Connection:
                 data = await self.reader.read(READ_SIZE)
                 if not data:
                     break
+                self._corked = []
                 for item in decoder.feed_with_sends(data):
                     if isinstance(item, FrameError):
                         logger.warning("%s: closing the connection: %s", self.peer, item)
@@ -117,9 +121,12 @@ class Connection:
                     if isinstance(item, SendFrame) and self.connected:  # (the hot path: no coroutine)
                         self._send(item)
                     else:
+                        self._answer_read()  # (before the handler waits, and other tasks run meanwhile)
                         await self._handle(item)
+                        self._corked = []
                     if self._closing:
                         break
+                self._answer_read()
                 if self.publish.over:
                     await self.publish.room()
                 if self.writer.transport.get_write_buffer_size() > MAX_OUTPUT_BYTES:
@@ -127,6 +134,7 @@ class Connection:
         except (ConnectionError, asyncio.IncompleteReadError) as error:
             logger.info("%s: connection lost: %s", self.peer, error)
         finally:
+            self._answer_read()
             keepalive.cancel()
             await self.producers.close_all()
             await self._close_consumers()
@@ -185,12 +193,21 @@ class Connection:
     # output
 
     def send(self, base: api.BaseCommand) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(encode_command(base))
+        self.write(encode_command(base))
 
     def write(self, data: bytes) -> None:
-        if not self.writer.is_closing():
+        if self._corked is not None:
+            self._corked.append(data)
+        elif not self.writer.is_closing():
             self.writer.write(data)
+
+    def _answer_read(self) -> None:
+        """Write the SENDs the producers staged of the commands read (ConnectionProducers.write_staged), then
+        the answers held back meanwhile (`_corked`), in one write."""
+        self.producers.write_staged()
+        corked, self._corked = self._corked, None
+        if corked:
+            self.write(b"".join(corked))
 
     def output_backlogged(self) -> bool:
         """Whether what was written waits in the transport past its high-water mark (drain() would wait)."""

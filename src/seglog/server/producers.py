@@ -37,9 +37,13 @@ logger = logging.getLogger("seglog.server")
 # producer with a window of messages in flight (a replicator's 1,000) waited for it with nothing to send
 WRITE_TRIP_SENDS = 64
 # SENDs of at most this many bytes in all are written on the event loop when the service says it is cheap
-# (BrokerService.cheap_append): copying a few small batches into the mapped segment costs a few µs there, and
-# a trip to the thread pool and back 48-70 µs of CPU (more than the write itself, for unbatched messages)
-INLINE_WRITE_BYTES = 64 * 1024
+# (BrokerService.cheap_append: pages made ahead, blocks allocated): copying a connection's read of SENDs
+# (connection.READ_SIZE) into the mapped segment costs tens of µs there, and a trip to the thread pool and
+# back 48-70 µs of CPU (more than the write itself, for unbatched messages)
+INLINE_WRITE_BYTES = 1 << 20
+# What the stored batches of SENDs take at most for each byte the SENDs held, about: a message's columns (20
+# bytes or so) against its SingleMessageMetadata (a dozen), so that cheap_append is asked about enough room
+STORED_PER_SENT = 2
 T = TypeVar("T")
 
 
@@ -96,24 +100,37 @@ class ProducerSession:
         self.blocked: QuotaRefusal | None = None  # a backlog quota refused a send: the server closes it
         self._close_by_server = close_by_server
         self._taken = False  # the task took SENDs and has not answered them all yet
+        self.staged: list[QueuedSend] = []  # SENDs of the connection's last read, to go in one write (stage)
         self.task = asyncio.get_running_loop().create_task(self._run())
 
-    def write_now(self, send: SendFrame, cost: int) -> bool:
-        """Write and answer `send` at once, on the loop, if that keeps the order and is cheap: nothing of this
-        producer's is waiting or being written, and the service calls the append cheap (no backlog quota, so
-        no refusal to handle here). An unbatched producer waiting for each receipt then gets it without a
-        turn of this producer's task (and the loop wake-ups around it). False: queue it."""
-        if self._taken or not self.queue.empty() or not self._cheap(cost):
+    def stage(self, send: SendFrame, cost: int) -> bool:
+        """Take `send` to be written once its connection has handled the rest of what it read (write_staged),
+        if that keeps the order: nothing of this producer's waits in its queue or is being written. False:
+        queue it."""
+        if self._taken or not self.queue.empty():
             return False
-        queued = QueuedSend(send, cost)
-        (result,) = self._write([queued])
-        self.connection.write(answer_to_send(self.producer_id, queued, result))
+        self.staged.append(QueuedSend(send, cost))
         return True
 
-    def _cheap(self, cost: int) -> bool:
-        """Whether SENDs holding `cost` bytes may be written on the loop: at most INLINE_WRITE_BYTES, and an
-        append the service calls cheap."""
-        return cost <= INLINE_WRITE_BYTES and self.connection.service.cheap_append(self.handle, INLINE_WRITE_BYTES)
+    def write_staged(self) -> None:
+        """Write and answer the SENDs staged, on the loop if that is cheap, all in one append when they can be
+        (_write); those not written there (too much at once, or a backlog quota armed meanwhile) are queued
+        for the task, holding their cost of the publish buffer."""
+        sends, self.staged = self.staged, []
+        results = self._write(sends) if self._cheap(sends) else []
+        if results:
+            self.connection.write(b"".join(answer_to_send(self.producer_id, send, result)
+                                           for send, result in zip(sends, results)))
+        for send in sends[len(results):]:
+            self.connection.publish.hold(send.cost)
+            self.queue.put_nowait(send)
+
+    def _cheap(self, sends: list[QueuedSend]) -> bool:
+        """Whether `sends` may be written on the loop: at most INLINE_WRITE_BYTES in all, and an append the
+        service calls cheap."""
+        cost = sum(send.cost for send in sends)
+        return cost <= INLINE_WRITE_BYTES and self.connection.service.cheap_append(
+            self.handle, STORED_PER_SENT * cost, len(sends))
 
     async def _run(self) -> None:
         while True:
@@ -123,7 +140,7 @@ class ProducerSession:
                 items.append(self.queue.get_nowait())
             sends = [item for item in items if item is not _CLOSE]
             if sends:
-                if self._cheap(sum(send.cost for send in sends)):
+                if self._cheap(sends):
                     results = self._write(sends)
                 else:
                     results = await self.connection.blocking(self._write, sends)
@@ -147,29 +164,49 @@ class ProducerSession:
 
     def _write(self, sends: list[QueuedSend]) -> list[int | ServerFailure | None]:
         """In the thread pool (or on the loop, when cheap): write each SEND as one batch; its first offset, or
-        the failure to answer. A send a backlog quota refuses, and those after it, are not written and not
-        answered (self.blocked)."""
+        the failure to answer. SENDs all unpacked natively go in one append of the service's when it can take
+        them so (BrokerService.append_all; a failure there, before anything is written, fails them all), the
+        others one by one. A send a backlog quota refuses, and those after it, are not written and not answered
+        (self.blocked)."""
+        unpacked = [self._unpack_native(send) for send in sends]
+        native = [messages for messages in unpacked if isinstance(messages, NativeMessages)]
+        if len(native) == len(sends):
+            try:
+                offsets = self.connection.service.append_all(self.handle, native)
+            except Exception as error:  # (answered to the client, which reconnects and resends)
+                logger.warning("write to %s failed: %s", self.handle.target.ref, error)
+                return [server_error(error)] * len(sends)
+            if offsets is not None:
+                return list(offsets)
+        return self._write_each(sends, unpacked)
+
+    def _write_each(self, sends: list[QueuedSend],
+                    unpacked: list[NativeMessages | ServerFailure | None]) -> list[int | ServerFailure | None]:
+        """_write one SEND at a time, given each one's natively unpacked messages (None: the reference path's
+        to unpack, a ServerFailure: its answer)."""
         results: list[int | ServerFailure | None] = []
         service = self.connection.service
-        for send in sends:
-            frame = send.frame
-            if not frame.checksum_ok:
-                results.append(ServerFailure(api.ChecksumError, "the message's CRC32C does not match"))
+        for send, native in zip(sends, unpacked):
+            if isinstance(native, ServerFailure):
+                results.append(native)
                 continue
-            try:
-                messages: Messages | NativeMessages | None = self._unpack_native(send)
-                if messages is None:
+            messages: Messages | NativeMessages
+            if native is None:
+                frame = send.frame
+                try:
                     metadata = parse_metadata(frame.metadata)
                     if self.handle.origin is not None and metadata.HasField("marker_type"):
                         results.append(service.marker(self.handle, metadata, frame.payload))
                         continue
                     messages = unpack(metadata, frame.payload, frame.highest_sequence_id,
                                       service.settings.unpack_limits)
-            except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
-                results.append(ServerFailure(api.ChecksumError, str(error)))
-                continue
+                except BatchError as error:  # corrupt in transit, as a checksum error: the client fails it
+                    results.append(ServerFailure(api.ChecksumError, str(error)))
+                    continue
+            else:
+                messages = native
             try:
-                results.append(service.append(self.handle, messages, frame.sequence_id))
+                results.append(service.append(self.handle, messages, send.frame.sequence_id))
             except QuotaRefusal as refusal:
                 self.blocked = refusal
                 return results
@@ -178,14 +215,21 @@ class ProducerSession:
                 results.append(server_error(error))
         return results
 
-    def _unpack_native(self, send: QueuedSend) -> NativeMessages | None:
-        """A SEND's messages unpacked natively (batches.unpack_native), or None for the reference path: entries
-        unpack_native leaves to it, and every SEND of a replicator (markers, entries stored in part already)."""
+    def _unpack_native(self, send: QueuedSend) -> NativeMessages | ServerFailure | None:
+        """A SEND's messages unpacked natively (batches.unpack_native); None for the reference path (entries
+        unpack_native leaves to it, and every SEND of a replicator: markers, entries stored in part already);
+        or the failure to answer it with, a checksum error (its CRC32C, or a payload that does not
+        decompress)."""
+        frame = send.frame
+        if not frame.checksum_ok:
+            return ServerFailure(api.ChecksumError, "the message's CRC32C does not match")
         if self.handle.origin is not None:
             return None
-        frame = send.frame
-        return unpack_native(frame.metadata, frame.payload, frame.highest_sequence_id,
-                             self.connection.service.settings.unpack_limits)
+        try:
+            return unpack_native(frame.metadata, frame.payload, frame.highest_sequence_id,
+                                 self.connection.service.settings.unpack_limits)
+        except BatchError as error:  # corrupt in transit, as a checksum error: the client fails this message
+            return ServerFailure(api.ChecksumError, str(error))
 
     async def close(self) -> None:
         """Write what was received, answer it, then let the writer go."""
@@ -211,6 +255,7 @@ class ConnectionProducers:
         # producers the server closed (fenced, or refused by a backlog quota): their SENDs still in flight are
         # dropped, not a reason to drop the connection, until the client creates the producer again
         self.closed: set[int] = set()
+        self._staging: list[ProducerSession] = []  # those with SENDs staged (write_staged)
 
     async def open(self, request: api.CommandProducer) -> None:
         """PRODUCER: admit the producer (or put it in line), then open its partition's writer."""
@@ -316,10 +361,19 @@ class ConnectionProducers:
             self.connection.close_after_this_command()
             return
         cost = send_cost(request.metadata, request.payload)
-        if session.write_now(request, cost):
+        if session.stage(request, cost):
+            if len(session.staged) == 1:
+                self._staging.append(session)
             return
         self.connection.publish.hold(cost)
         session.queue.put_nowait(QueuedSend(request, cost))
+
+    def write_staged(self) -> None:
+        """Write what the producers staged of the commands the connection read (ProducerSession.stage): once
+        it has handled them all, or before it waits on one."""
+        sessions, self._staging = self._staging, []
+        for session in sessions:
+            session.write_staged()
 
     async def close(self, request: api.CommandCloseProducer) -> None:
         """CLOSE_PRODUCER: write and answer what it sent, then let it go (or take it out of line)."""

@@ -6,6 +6,7 @@ the producer-name registry is only touched from the event loop's thread."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -361,14 +362,37 @@ class BrokerService:
             self.on_append(str(handle.target.ref.name), handle.target.partition, offset, messages.count, origin)
         return offset
 
-    @staticmethod
-    def cheap_append(handle: ProducerHandle, nbytes: int) -> bool:
-        """Whether appending up to `nbytes` for `handle` now costs no more than copying them into the mapped
-        segment, so that the server may append on its event loop: no backlog quota to check (evicting may move
-        cursors), no fsync due with it, room in the active segment (a roll makes and syncs files)."""
+    def append_all(self, handle: ProducerHandle, sends: list[NativeMessages]) -> list[int] | None:
+        """Write the messages of several SENDs, one batch each, in one append of the writer
+        (PartitionWriter.append_all); each SEND's first offset. None, with nothing written, when they are to
+        go one by one through `append`: the topic deduplicates, or has its backlog quota armed, or requires
+        keys; the producer is a replicator, or names clusters for its messages; or they do not fit in the
+        active segment as it is."""
+        if handle.sequences is not None or handle.quota_armed or handle.origin is not None or handle.keys.required:
+            return None
+        if any(REPLICATE_TO in messages.attributes for messages in sends):
+            return None
+        handle.fence.check()
         writer = handle.writer
-        return not handle.quota_armed and writer.config.fsync_interval_ms is None and \
-            writer.active.free_bytes > nbytes and not writer.active.index_full
+        base = writer.append_all([messages.source(writer) for messages in sends], handle.publisher.meter)
+        if base is None:
+            return None
+        offsets = list(itertools.accumulate((messages.count for messages in sends[:-1]), initial=base))
+        if self.on_append is not None:
+            self.on_append(str(handle.target.ref.name), handle.target.partition, base,
+                           offsets[-1] + sends[-1].count - base, None)
+        return offsets
+
+    @staticmethod
+    def cheap_append(handle: ProducerHandle, nbytes: int, batches: int) -> bool:
+        """Whether appending `batches` batches of up to `nbytes` for `handle` now costs no more than copying
+        them into the mapped segment, so that the server may append on its event loop: no backlog quota to
+        check (evicting may move cursors), no fsync due with it, room in the active segment (a roll makes and
+        syncs files) in blocks allocated already (a posix_fallocate can take milliseconds)."""
+        writer = handle.writer
+        active = writer.active
+        return not handle.quota_armed and writer.config.fsync_interval_ms is None and not active.sealed and \
+            active.free_bytes > nbytes and active.allocated_for(nbytes, batches)
 
     def marker(self, handle: ProducerHandle, metadata: api.MessageMetadata, payload: bytes) -> int:
         """A marker a replicator sent (Pulsar's marker entries: replicated subscriptions' snapshots, topic
