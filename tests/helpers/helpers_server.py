@@ -26,7 +26,7 @@ import seglog
 from seglog.broker import Broker
 from seglog.clock import ManualClock
 from seglog.server.protocol import pulsar_api_pb2 as api
-from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command
+from seglog.server.protocol.frames import Frame, FrameDecoder, Type, command, encode_command
 from seglog.subscriptions.delivery import ConsumerState
 
 pulsar = pytest.importorskip("pulsar")  # the test extra
@@ -165,6 +165,10 @@ class RawConnection:
 
     def receive(self, timeout: float = 10.0) -> api.BaseCommand:
         """The next command from the server; ConnectionError if the server closed the connection."""
+        return self.receive_frame(timeout).command
+
+    def receive_frame(self, timeout: float = 10.0) -> Frame:
+        """The next frame from the server (a MESSAGE's metadata and payload with it)."""
         deadline = time.monotonic() + timeout
         while not self.frames:
             self.socket.settimeout(max(0.01, deadline - time.monotonic()))
@@ -172,7 +176,7 @@ class RawConnection:
             if not data:
                 raise ConnectionError("closed by the server")
             self.frames.extend(self.decoder.feed(data))
-        return self.frames.pop(0).command
+        return self.frames.pop(0)
 
     def closed_by_server(self, timeout: float = 10.0) -> bool:
         try:

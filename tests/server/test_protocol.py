@@ -214,6 +214,38 @@ def test_sends_read_together_are_each_written_and_answered_in_order_before_the_n
     assert sorted(stored) == [b"v0", b"v1", b"v3", b"v4", b"v5"]
 
 
+def test_a_read_gives_a_consumer_at_most_half_its_largest_flow(raw, server):
+    """A read takes at most half the most permits one FLOW granted (a client's first FLOW is its receiver
+    queue; at most READ_MESSAGES), so that the client has the first half to process while the second is read.
+    Seen in the batch entries: each read's run of a stored batch is an entry of its own."""
+    producer = server.client().create_producer("persistent://public/default/halves", batching_enabled=True,
+                                               batching_max_messages=100, batching_max_publish_delay_ms=60_000)
+    for i in range(100):
+        producer.send_async(b"m%d" % i, None)
+    producer.flush()
+    connection = raw()
+    connection.connect()
+    connection.send(encode_command(command(Type.SUBSCRIBE, topic="persistent://public/default/halves",
+                                           subscription="s", sub_type=api.CommandSubscribe.Exclusive,
+                                           consumer_id=1, request_id=1,
+                                           initial_position=api.CommandSubscribe.Earliest)))
+    assert connection.receive().type == Type.SUCCESS
+
+    def entries(permits: int, count: int) -> list[tuple[int, int]]:
+        connection.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=permits)))
+        got = []
+        for _ in range(count):
+            frame = connection.receive_frame()
+            assert frame.command.type == Type.MESSAGE
+            metadata = api.MessageMetadata.FromString(frame.metadata)
+            got.append((frame.command.message.message_id.entry_id, metadata.num_messages_in_batch))
+        return got
+
+    assert entries(10, 2) == [(0, 5), (5, 5)]  # (reads of 5)
+    assert entries(4, 1) == [(10, 4)]  # (a smaller FLOW leaves reads of 5)
+    assert entries(200, 1) == [(14, 86)]  # (reads of 100 now: the rest of the stored batch at once)
+
+
 def assert_server_still_serves(server) -> None:
     producer = server.client().create_producer("still-serving")
     assert producer.send(b"x").entry_id() >= 0

@@ -47,7 +47,12 @@ logger = logging.getLogger("seglog.server")
 POLL_START_S = 0.005
 POLL_MAX_S = 0.1
 # messages one read gives a consumer at most (and ConsumerState.max_read_bytes of stored batches), whatever
-# its permits: a read becomes frames in memory before they are written (Pulsar reads 100 entries at most)
+# its permits: a read becomes frames in memory before they are written (Pulsar reads 100 entries at most).
+# And at most half its receiver queue (the most permits one FLOW granted: a client's first FLOW is its whole
+# queue), so that a client granting permits for what arrived, as it arrives, has half a queue to process
+# while the next read is built and sent, rather than waiting for it: with a queue of 1,000 over raw sockets,
+# reads of 500 moved 2.05 M msg/s against 1.56-1.71 M for reads of 1,000, and 0.47 µs of CPU a message
+# against 0.40-0.44; with a queue of 5,000, reads of 1,000 (3.44-3.60 M against 2.81-2.87 M for 500)
 READ_MESSAGES = 1000
 # a batch entry sent holds at most this many messages (pulsar-client's default batchingMaxMessages) and this
 # many bytes of values, a larger message alone (a fifth of Pulsar's 5 MiB maxMessageSize)
@@ -108,6 +113,7 @@ class ConsumerSession:
                                 redelivery_count=0)
         self.entries = SentEntries()
         self._written_end = 0  # the partition's end offset when last asked (ack): it only grows
+        self._read_messages = 1  # messages a read gives it at most (READ_MESSAGES), set by its FLOWs
 
     @property
     def closed(self) -> bool:
@@ -143,8 +149,9 @@ class ConsumerSession:
                 self.connection.dispatching.release()
             if frames:
                 delay = POLL_START_S
-                continue
-            if not self.state.permits:
+                if self.state.permits:
+                    continue
+            if not self.state.permits:  # (after a read that took the last of them too: nothing more to read)
                 await self.wake.wait()  # FLOW, or closing
                 continue
             try:
@@ -194,7 +201,7 @@ class ConsumerSession:
         read's worth), as MESSAGE frames."""
         subscription = self.subscription
         assert subscription is not None
-        pieces = subscription.next_delivery(self.state, READ_MESSAGES)
+        pieces = subscription.next_delivery(self.state, self._read_messages)
         frames = []
         for piece in pieces:
             attributes = piece.batch_attributes
@@ -256,6 +263,7 @@ class ConsumerSession:
     def flow(self, permits: int, *, wait: bool = True) -> bool:
         """FLOW: `permits` more (Subscription.flow); with `wait` False only if the subscription is free now."""
         assert self.subscription is not None
+        self._read_messages = min(READ_MESSAGES, max(self._read_messages, (permits + 1) // 2))
         return self.subscription.flow(self.state, permits, wait=wait)
 
     def ack(self, cumulative: bool, ids: list[api.MessageIdData], *, wait: bool = True) -> bool:
