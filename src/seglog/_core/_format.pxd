@@ -166,6 +166,17 @@ cdef struct BatchLayout:
 
 
 cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *out) noexcept nogil
+
+
+# The bytes of stored values, from a batch's value offsets (a null value has none): record i's, and records
+# [first, stop)'s.
+cdef inline Py_ssize_t value_size(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i) noexcept nogil:
+    return read_i32(batch + L.value_offsets + 4 * i + 4) - read_i32(batch + L.value_offsets + 4 * i)
+
+
+cdef inline Py_ssize_t values_span(const uint8_t *batch, const BatchLayout *L, Py_ssize_t first,
+                                   Py_ssize_t stop) noexcept nogil:
+    return read_i32(batch + L.value_offsets + 4 * stop) - read_i32(batch + L.value_offsets + 4 * first)
 cdef const uint8_t *located_batch(const uint8_t[::1] view, Py_ssize_t position, BatchLayout *L) except NULL
 
 

@@ -98,5 +98,11 @@ def scan_batches(buffer: BufferLike, start: int, end: int, expected_offset: int,
 def selected_records(buffer: BufferLike, position: int, rows: npt.NDArray[np.int64]) -> bytes:
     """Records `rows` of the batch at `position` as one compacted batch (format version 3)."""
 
+def value_span_size(buffer: BufferLike, position: int, first: int, stop: int) -> int:
+    """The bytes of the values of records [first, stop) of the batch at `position` (a null value has none)."""
+
+def values_size(buffer: BufferLike, position: int, rows: npt.NDArray[np.int64]) -> int:
+    """The bytes of the values of records `rows` (ascending indexes) of the batch at `position`."""
+
 def batch_layout(buffer: BufferLike, position: int) -> dict[str, int]:
     """The column positions of the batch at `position`, relative to it (-1: section absent)."""

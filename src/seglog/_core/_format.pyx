@@ -950,6 +950,35 @@ cdef int compute_layout(const uint8_t *batch, Py_ssize_t length, BatchLayout *ou
     return 0 if p == length else -1
 
 
+def value_span_size(buffer, Py_ssize_t position, Py_ssize_t first, Py_ssize_t stop) -> int:
+    """The bytes of the values of records [first, stop) of the batch at `position` of `buffer` (a null value
+    has none): what stats count as the messages' size."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    cdef const uint8_t *batch = located_batch(view, position, &L)
+    if not 0 <= first <= stop <= L.count:
+        raise ValueError(f"records [{first}, {stop}) outside the batch's {L.count}")
+    return values_span(batch, &L, first, stop)
+
+
+def values_size(buffer, Py_ssize_t position, const int64_t[::1] rows) -> int:
+    """value_span_size of records `rows` (indexes in the batch, ascending), one look at the batch's layout
+    whatever their number."""
+    cdef const uint8_t[::1] view = buffer
+    cdef BatchLayout L
+    cdef const uint8_t *batch = located_batch(view, position, &L)
+    cdef Py_ssize_t i, n = rows.shape[0], total = 0
+    if n == 0:
+        return 0
+    if rows[0] < 0 or rows[n - 1] >= L.count:
+        raise ValueError(f"records {rows[0]} to {rows[n - 1]} outside the batch's {L.count}")
+    if rows[n - 1] - rows[0] + 1 == n:
+        return values_span(batch, &L, rows[0], rows[n - 1] + 1)
+    for i in range(n):
+        total += value_size(batch, &L, rows[i])
+    return total
+
+
 def batch_layout(buffer, Py_ssize_t position) -> dict:
     """The column positions of the batch at `position`, relative to `position` (-1: section absent).
     Raises ValueError if the sections do not fit the batch's length."""

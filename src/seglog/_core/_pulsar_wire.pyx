@@ -17,7 +17,8 @@ from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
-from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, BatchLayout, located_batch, read_i32, read_i64)
+from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, BatchLayout, located_batch, read_i32, read_i64,
+                                   value_size)
 
 from binascii import b2a_base64
 
@@ -199,10 +200,6 @@ cdef inline void item(const uint8_t *batch, Py_ssize_t offsets_at, Py_ssize_t da
 cdef inline bint present(const uint8_t *batch, Py_ssize_t validity_at, Py_ssize_t i) noexcept nogil:
     """Whether item i of a column is present (not null): always, without a validity bitmap (-1)."""
     return validity_at < 0 or (batch[validity_at + (i >> 3)] & (1 << (i & 7))) != 0
-
-
-cdef inline Py_ssize_t value_size(const uint8_t *batch, const BatchLayout *L, Py_ssize_t i) noexcept nogil:
-    return read_i32(batch + L.value_offsets + 4 * i + 4) - read_i32(batch + L.value_offsets + 4 * i)
 
 
 # One message's own fields, wherever they are read from: a Message object's attributes, or the columns of the

@@ -12,8 +12,8 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
 from seglog._core._format cimport (BatchColumns, BatchHeader, BatchLayout, RawColumn, Prefaulter, compute_layout,
-                                   encode_batch, encoded_batch_size, fit_records, item_data, read_i32,
-                                   seglog_murmur2, seglog_prefaulter_advance,
+                                   encode_batch, encoded_batch_size, fit_records, item_data, seglog_murmur2,
+                                   seglog_prefaulter_advance, values_span,
                                    FLAG_HAS_KEYS, FLAG_KEY_NULLS, FLAG_HAS_PROPERTIES, FLAG_EVENT_TIME_COLUMN,
                                    FLAG_VALUE_NULLS, FLAG_ORDERING_KEYS, FLAG_ORDERING_KEY_NULLS,
                                    FLAG_BATCH_ATTRIBUTES, VERSION_2_FLAGS_MASK)
@@ -359,8 +359,7 @@ def append_all(list sources, data, IndexView index, Prefaulter prefaulter, int64
             with nogil:
                 length = encode_batch(batch, &source.columns, 0, source.columns.count, offset, 0, 0)
                 compute_layout(batch, length, &layout)
-                nbytes += read_i32(batch + layout.value_offsets + 4 * layout.count) - read_i32(
-                    batch + layout.value_offsets)
+                nbytes += values_span(batch, &layout, 0, layout.count)
             offset += source.columns.count
             position += length
             _publish(index, batch, position)
