@@ -397,7 +397,8 @@ class Connection:
         session = self.consumers.get(request.consumer_id)
         if session is not None:
             await self._unless_held(session.flow, request.message_permits)
-            session.wake.set()
+            if not session.deliver_now() or session.state.permits:
+                session.wake.set()  # (its task reads what the FLOW's read did not)
 
     async def _unless_held(self, call: Callable[..., bool], *args: Any) -> None:
         """`call(*args, wait=False)` on the loop, which does it if the subscription is free now; if another thread

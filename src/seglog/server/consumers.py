@@ -185,6 +185,23 @@ class ConsumerSession:
         await asyncio.wait((task,))
         return not task.cancelled()
 
+    def deliver_now(self) -> bool:
+        """One read for this consumer at once, on the loop (a FLOW's, so that the messages go out without a turn
+        of its task): if no read of the connection's is under way, what was written before has drained, and
+        the subscription is free at this moment. Whether it read; its task does otherwise (and meets any
+        failure itself)."""
+        if self.closed or self.connection.dispatching.locked() or self.connection.output_backlogged():
+            return False
+        try:
+            frames = self._take_now()
+        except Exception:  # (the task meets it again, and closes the consumer)
+            return False
+        if frames is None:
+            return False
+        if frames:
+            self.connection.write(frames)
+        return True
+
     def _take_now(self) -> bytes | None:
         """_take on the event loop, if the subscription is free at this moment; None if it is not (then the
         thread pool waits for it). The frames are built holding the GIL either way, so a page read from disk
