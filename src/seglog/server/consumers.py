@@ -141,9 +141,8 @@ class ConsumerSession:
                     frames = await self.connection.blocking(self._take)
                 if not self.closed:  # (else what _take gave goes back to the subscription as the consumer detaches)
                     self.connection.write(frames)
-            except Exception as error:  # (the topic was deleted, the broker closed: the client re-subscribes)
-                logger.info("%s: consumer %s of %s: %s", self.connection.peer, self.name, self.target.ref, error)
-                self.loop.create_task(self.connection.close_consumer_by_server(self))
+            except Exception as error:
+                self._read_failed(error)
                 return
             finally:
                 self.connection.dispatching.release()
@@ -185,17 +184,23 @@ class ConsumerSession:
         await asyncio.wait((task,))
         return not task.cancelled()
 
+    def _read_failed(self, error: Exception) -> None:
+        """A read failed (the topic was deleted, the broker closed): the server closes the consumer, what it was
+        given goes back to the subscription, and the client subscribes again."""
+        logger.info("%s: consumer %s of %s: %s", self.connection.peer, self.name, self.target.ref, error)
+        self.loop.create_task(self.connection.close_consumer_by_server(self))
+
     def deliver_now(self) -> bool:
         """One read for this consumer at once, on the loop (a FLOW's, so that the messages go out without a turn
         of its task): if no read of the connection's is under way, what was written before has drained, and
-        the subscription is free at this moment. Whether it read; its task does otherwise (and meets any
-        failure itself)."""
+        the subscription is free at this moment. Whether it read (or failed); its task reads otherwise."""
         if self.closed or self.connection.dispatching.locked() or self.connection.output_backlogged():
             return False
         try:
             frames = self._take_now()
-        except Exception:  # (the task meets it again, and closes the consumer)
-            return False
+        except Exception as error:
+            self._read_failed(error)
+            return True
         if frames is None:
             return False
         if frames:
