@@ -25,11 +25,11 @@ def ids(*pairs: tuple[int, list[int] | None]) -> list[api.MessageIdData]:
 def test_an_entry_is_acknowledged_whole_by_its_id_or_in_part_by_its_ack_set():
     entries = SentEntries()
     entries.sent([(10, 5), (15, 100)])
-    assert entries.acknowledged(ids((15, list(range(3, 100)))), False).tolist() == [15, 16, 17]
-    assert entries.acknowledged(ids((10, None)), False).tolist() == [10, 11, 12, 13, 14]
-    assert entries.acknowledged(ids((10, None)), False).tolist() == [10]  # (forgotten: its first message)
-    assert entries.acknowledged(ids((15, [70, 99])), True).tolist() == [84]  # cumulative: up to the first set
-    assert entries.acknowledged(ids((15, None)), True).tolist() == [114]
+    assert entries.acknowledged(ids((15, list(range(3, 100))))).tolist() == [15, 16, 17]
+    assert entries.acknowledged(ids((10, None))).tolist() == [10, 11, 12, 13, 14]
+    assert entries.acknowledged(ids((10, None))).tolist() == [10]  # (forgotten: its first message)
+    assert entries.acknowledged_through(ids((15, [70, 99]))) == [84]  # cumulative: up to the first set
+    assert entries.acknowledged_through(ids((15, None))) == [114]
     entries.sent([(115, 5), (120, 5)])
     entries.forget_through(119)  # (a cumulative ack up to 119 passed: what it covers is forgotten)
     assert entries.redelivered(ids((115, None), (120, None))).tolist() == [115, 120, 121, 122, 123, 124]
@@ -80,4 +80,4 @@ def test_entries_sent_by_dispatch_while_acks_forget_others_are_neither_lost_nor_
         sys.setswitchinterval(interval)
     assert errors == []
     entries.forget_through(100_000)
-    assert entries.acknowledged(ids((199_990, None)), False).tolist() == list(range(199_990, 200_000))
+    assert entries.acknowledged(ids((199_990, None))).tolist() == list(range(199_990, 200_000))

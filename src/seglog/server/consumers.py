@@ -302,18 +302,28 @@ class ConsumerSession:
 
     def _ack(self, subscription: Subscription, cumulative: bool, ids: list[api.MessageIdData]) -> None:
         partition = self.target.partition
-        offsets = self.entries.acknowledged(ids, cumulative)
-        if len(offsets) and int(offsets.max()) >= self._written_end:  # (asked only past what is known written:
-            # it looks at the partition's files, and an ACK names what was delivered, long written, nearly always)
-            self._written_end = self.connection.service.broker.store.end_offset(self.target.ref.name, partition)
-        offsets = offsets[(offsets >= 0) & (offsets < self._written_end)]
-        if not len(offsets):
+        if cumulative:  # (in ints: the common ACK, one id, every few hundred messages)
+            through = self.entries.acknowledged_through(ids)
+            written = self._written_through(max(through, default=-1))
+            through = [offset for offset in through if 0 <= offset < written]
+            if through:
+                subscription.ack_cumulative(partition, max(through))
+                self.entries.forget_through(max(through))
             return
-        if cumulative:
-            subscription.ack_cumulative(partition, int(offsets.max()))
-            self.entries.forget_through(int(offsets.max()))
-        else:  # (entries' offsets come ascending: sorted again only when they do not)
+        offsets = self.entries.acknowledged(ids)
+        if len(offsets):
+            self._written_through(int(offsets.max()))
+        offsets = offsets[(offsets >= 0) & (offsets < self._written_end)]
+        if len(offsets):  # (entries' offsets come ascending: sorted again only when they do not)
             subscription.ack_many(partition, offsets if (np.diff(offsets) > 0).all() else np.unique(offsets))
+
+    def _written_through(self, offset: int) -> int:
+        """The partition's end offset as last known, asked again when `offset` is past it: it looks at the
+        partition's files, and an ACK names what was delivered, long written, nearly always."""
+        if offset >= self._written_end:
+            self._written_end = self.connection.service.broker.store.end_offset(self.target.ref.name,
+                                                                                self.target.partition)
+        return self._written_end
 
     def redeliver(self, ids: list[api.MessageIdData]) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name (a batch entry's all by its id), or all
@@ -409,34 +419,50 @@ class SentEntries:
         with self._lock:
             self._counts.clear()
 
-    def acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
-        """The offsets an ACK's `ids` acknowledge (a cumulative ack: up to the highest of them, which the
-        caller then passes to forget_through): an entry's all, or with the ack_set of a client that
-        acknowledges batch indexes, those whose bit is clear (a cumulative ack: up to the first set); for an
-        id of no entry, the message it names. An entry acknowledged whole is forgotten."""
-        with self._lock:
-            return self._acknowledged(ids, cumulative)
-
-    def _acknowledged(self, ids: list[api.MessageIdData], cumulative: bool) -> np.ndarray:
+    def acknowledged(self, ids: list[api.MessageIdData]) -> np.ndarray:
+        """The offsets an individual ACK's `ids` acknowledge: an entry's all, or with the ack_set of a client
+        that acknowledges batch indexes, those whose bit is clear; for an id of no entry, the message it names."""
         parts: list[np.ndarray] = []
-        for mid in ids:
-            entry, count = self._entry(mid)
-            if count is None:
-                parts.append(np.array([_offset(mid)], dtype=np.int64))
-                continue
-            if not mid.ack_set:
-                parts.append(np.array([entry + count - 1]) if cumulative else np.arange(entry, entry + count))
-                del self._counts[entry]
-                continue
-            acked = cleared_indexes(mid.ack_set, count)
-            if cumulative:
-                gaps = np.flatnonzero(acked != np.arange(len(acked)))
-                parts.append(np.array([entry + (int(gaps[0]) if len(gaps) else len(acked)) - 1]))
-            else:
-                parts.append(entry + acked)
-            if len(acked) == count:
-                del self._counts[entry]
+        with self._lock:
+            for mid in ids:
+                first, count, acked = self._acked_by(mid)
+                if count is None:
+                    parts.append(np.array([first], dtype=np.int64))
+                else:
+                    parts.append(np.arange(first, first + count, dtype=np.int64) if acked is None else first + acked)
         return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
+
+    def acknowledged_through(self, ids: list[api.MessageIdData]) -> list[int]:
+        """For each of a cumulative ACK's `ids`, the offset it acknowledges up to (the caller passes the highest
+        to forget_through): an entry's last, or with an ack_set the last before its first set bit; for an id of
+        no entry, the message it names."""
+        through = []
+        with self._lock:
+            for mid in ids:
+                first, count, acked = self._acked_by(mid)
+                if count is None:
+                    through.append(first)
+                elif acked is None:
+                    through.append(first + count - 1)
+                else:
+                    gaps = np.flatnonzero(acked != np.arange(len(acked)))
+                    through.append(first + (int(gaps[0]) if len(gaps) else len(acked)) - 1)
+        return through
+
+    def _acked_by(self, mid: api.MessageIdData) -> tuple[int, int | None, np.ndarray | None]:
+        """(first offset, messages, batch indexes acknowledged) of the entry `mid` acknowledges, the indexes
+        None when all of them are (its id alone); (the offset it names, None, None) for an id of no entry. An
+        entry acknowledged whole is forgotten."""
+        entry, count = self._entry(mid)
+        if count is None:
+            return _offset(mid), None, None
+        if not mid.ack_set:
+            del self._counts[entry]
+            return entry, count, None
+        acked = cleared_indexes(mid.ack_set, count)
+        if len(acked) == count:
+            del self._counts[entry]
+        return entry, count, acked
 
     def forget_through(self, offset: int) -> None:
         """Forget the entries a cumulative ack up to `offset` acknowledged (those it did not name too)."""
