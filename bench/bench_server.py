@@ -86,6 +86,7 @@ from server_processes import (
 )
 
 from seglog._core._pulsar_send import SendFrame, send_receipt
+from seglog.server.connection import READ_SIZE
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.batches import parse_metadata, unpack, unpack_native
 from seglog.server.protocol.frames import FrameDecoder, Type, command, encode_command, encode_payload_command
@@ -804,16 +805,28 @@ def test_in_process_whole_reference(bench, in_process):
 
 
 def test_in_process_whole(bench, in_process):
-    """What ProducerSession does for each SEND, less the asyncio streams and the thread pool: the native cut
-    and unpack, append, and the receipt written natively."""
+    """What a connection does with what it read, less the asyncio streams: one read (connection.READ_SIZE
+    bytes of whole frames) at a time, its SENDs cut natively, unpacked natively, appended together
+    (BrokerService.append_all, or one by one where it declines, as ProducerSession._write does) and their
+    receipts written natively."""
     service, handle, frames = in_process
+    reads: list[bytes] = []
+    for frame in frames:
+        if reads and len(reads[-1]) + len(frame) <= READ_SIZE:
+            reads[-1] += frame
+        else:
+            reads.append(frame)
 
     def produce_path():
-        receipts = []
-        for send in cut(frames):
-            messages = unpack_native(send.metadata, send.payload, send.highest_sequence_id)
-            offset = service.append(handle, messages, send.sequence_id)
-            receipts.append(send_receipt(send.producer_id, send.sequence_id, send.highest_sequence_id, 0, offset))
+        decoder, receipts = FrameDecoder(), []
+        for data in reads:
+            sends = decoder.feed_with_sends(data)
+            messages = [unpack_native(s.metadata, s.payload, s.highest_sequence_id) for s in sends]
+            offsets = service.append_all(handle, messages)
+            if offsets is None:
+                offsets = [service.append(handle, m, s.sequence_id) for s, m in zip(sends, messages)]
+            receipts += [send_receipt(s.producer_id, s.sequence_id, s.highest_sequence_id, 0, offset)
+                         for s, offset in zip(sends, offsets)]
         return receipts
 
     bench.seglog(IN_PROCESS, "cut + unpack + append + receipt, native", messages=len(frames) * 1000)
