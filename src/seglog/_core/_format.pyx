@@ -807,17 +807,9 @@ def selected_records(buffer, Py_ssize_t position, const int64_t[::1] rows) -> by
     """Records `rows` (ascending record indexes) of the sound batch at `position` as one compacted batch
     (format version 3: each record keeps its offset in an offsets column; docs/FORMAT.md)."""
     cdef const uint8_t[::1] view = buffer
-    cdef BatchHeader h
     cdef BatchLayout layout
-    cdef const uint8_t *batch
+    cdef const uint8_t *batch = located_batch(view, position, &layout)
     cdef Py_ssize_t n = rows.shape[0], k, size
-    if position < 0 or position + HEADER_SIZE > view.shape[0]:
-        raise ValueError(f"no batch header at position {position}")
-    memcpy(&h, &view[position], HEADER_SIZE)
-    batch = &view[position]
-    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
-            compute_layout(batch, HEADER_SIZE + h.body_length, &layout) != 0:
-        raise ValueError(f"batch at position {position}: column sections do not fit its length")
     if n == 0:
         raise ValueError("no records selected: a batch holds at least one")
     for k in range(n):
@@ -983,12 +975,6 @@ def batch_layout(buffer, Py_ssize_t position) -> dict:
     """The column positions of the batch at `position`, relative to `position` (-1: section absent).
     Raises ValueError if the sections do not fit the batch's length."""
     cdef const uint8_t[::1] view = buffer
-    cdef BatchHeader h
     cdef BatchLayout layout
-    if position < 0 or position + HEADER_SIZE > view.shape[0]:
-        raise ValueError(f"no batch header at position {position}")
-    memcpy(&h, &view[position], HEADER_SIZE)
-    if position + HEADER_SIZE + <Py_ssize_t>h.body_length > view.shape[0] or \
-            compute_layout(&view[position], HEADER_SIZE + h.body_length, &layout) != 0:
-        raise ValueError(f"batch at position {position}: column sections do not fit its length")
+    located_batch(view, position, &layout)
     return layout
