@@ -305,10 +305,10 @@ class ConsumerSession:
         if cumulative:  # (in ints: the common ACK, one id, every few hundred messages)
             through = self.entries.acknowledged_through(ids)
             written = self._written_through(max(through, default=-1))
-            through = [offset for offset in through if 0 <= offset < written]
-            if through:
-                subscription.ack_cumulative(partition, max(through))
-                self.entries.forget_through(max(through))
+            last = max((offset for offset in through if 0 <= offset < written), default=-1)
+            if last >= 0:
+                subscription.ack_cumulative(partition, last)
+                self.entries.forget_through(last)
             return
         offsets = self.entries.acknowledged(ids)
         if len(offsets):
