@@ -894,24 +894,19 @@ def test_dispatch_frames_per_message(bench, dispatched):
 
 
 def test_dispatch_frames_native(bench, dispatched):
-    """ConsumerSession._stored_frames: a batch entry a stored batch, built in one native call from the map."""
-    import numpy as np
-
-    from seglog._core._pulsar_wire import stored_message_frames
-    from seglog.server.protocol.metadata import delivered_entry_fields
+    """ConsumerSession._take's frames: the batch entries of a read's pieces, built in one native call from
+    the map (DeliveryEncoder)."""
+    from seglog._core._pulsar_wire import DeliveryEncoder
+    from seglog.server.protocol.metadata import DELIVERED_FIELDS, WHOLE_ENTRY
 
     pieces, _, messages = dispatched
+    encoder = DeliveryEncoder(1, -1, 1000, 1 << 20, DELIVERED_FIELDS, WHOLE_ENTRY)
 
     def frames():
-        out = []
-        for piece in pieces:
-            producer, first, replicated_from, suffix = delivered_entry_fields(piece.batch_attributes)
-            data, _ = stored_message_frames(piece.data, piece.position, np.ascontiguousarray(piece.rows),
-                                            piece.offsets, 1, -1, 0, producer, first is not None, first or 0,
-                                            piece.base, replicated_from, suffix, piece.count > 1, 1000, 1 << 20)
-            out.append(data)
-        return b"".join(out)
+        data, done = encoder.frames(pieces, 0, [])
+        assert done == len(pieces)
+        return data
 
-    bench.seglog(DISPATCH, "batch entries: _pulsar_wire.stored_message_frames", messages=messages)
+    bench.seglog(DISPATCH, "batch entries: _pulsar_wire.DeliveryEncoder", messages=messages)
     assert len(bench.run(frames)) > messages * VALUE_BYTES
     note_per_message(bench, messages)

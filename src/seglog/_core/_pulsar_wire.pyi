@@ -1,4 +1,5 @@
 from collections.abc import Iterable
+from typing import Protocol
 
 import numpy as np
 
@@ -31,19 +32,30 @@ def send_receipts(buffer: bytes | bytearray | memoryview, position: int) -> tupl
     position) if the frame there is anything else (another command, cut short, malformed), which is then
     frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
 
-def stored_message_frames(buffer: object, position: int, rows: np.ndarray, offsets: np.ndarray, consumer_id: int,
-                          partition: int, redelivery_count: int, producer_name: str, has_sequence_ids: bool,
-                          first_sequence_id: int, base_offset: int, replicated_from: str | None,
-                          metadata_suffix: bytes, batched: bool, max_entry_messages: int,
-                          max_entry_bytes: int) -> tuple[bytes, list[tuple[int, int]]]:
-    """The MESSAGE frames that deliver records `rows` (ascending, int64) of the stored batch at `position`
-    of `buffer` (a mapped segment), at `offsets` (int64), to consumer `consumer_id`, read straight from the
-    batch's columns: (the frames, one bytes object, and the entries as (id, messages) pairs). Unless
-    `batched`, each message is an entry of its own, id (0, its offset, -1). If `batched`, each run of
-    messages at consecutive offsets with one publish time is a batch entry (num_messages_in_batch, then an
-    item [u32 size][SingleMessageMetadata][value] a message), at most `max_entry_messages` and
-    `max_entry_bytes` of values (a larger message alone): its id is its first message's offset, and message
-    i of it has batch index i. Every entry has the `redelivery_count`, its `producer_name` and
-    `replicated_from` (None: none), sequence ids first_sequence_id + (offset - base_offset) (the offsets
-    themselves without `has_sequence_ids`), the ids' `partition` (-1: none), and `metadata_suffix`
-    (serialized fields, the schema version) after its metadata. ValueError for rows outside the batch."""
+class DeliveredPiece(Protocol):
+    """What DeliveryEncoder reads of a piece dispatch gives (subscriptions.delivery.Piece)."""
+    @property
+    def data(self) -> object: ...  # the mapped segment (a buffer)
+    position: int
+    base: int
+    offsets: np.ndarray  # int64, ascending, within the batch
+    redelivery_counts: np.ndarray | None  # int64, one an offset; None: all 0
+
+class DeliveryEncoder:
+    """The MESSAGE frames of one consumer (`consumer_id`, its ids carrying `partition`, -1: none), built from
+    the pieces dispatch gives it straight from their stored batches' columns, all of a read's pieces in one
+    call. A message of a stored batch of one goes as an entry of its own, id (0, its offset, -1); the
+    messages of a bigger batch as batch entries: each run at consecutive offsets with one publish time and
+    one redelivery count (at most `max_entry_messages`, and `max_entry_bytes` of values but for a larger
+    message alone) is one entry, its id its first message's offset, message i of it at batch index i. The
+    batch attributes `fields` name the producer, the first sequence id (without it the offsets are the
+    sequence ids), the cluster replicated from and the schema version (hex); a batch with any attribute of
+    `whole_entry` is the caller's to send."""
+    def __init__(self, consumer_id: int, partition: int, max_entry_messages: int, max_entry_bytes: int,
+                 fields: tuple[str, str, str, str], whole_entry: Iterable[str]) -> None: ...
+    def frames(self, pieces: list[DeliveredPiece], start: int,
+               entries: list[tuple[int, int]]) -> tuple[bytes, int]:
+        """The frames of pieces[start:] up to the first whose batch has a `whole_entry` attribute, as one
+        bytes object, and that piece's index (len(pieces) if none has). The batch entries sent are appended
+        to `entries` as (id, messages) pairs. ValueError for offsets not ascending within their batch, or a
+        malformed attribute."""

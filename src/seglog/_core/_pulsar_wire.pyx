@@ -15,7 +15,7 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from seglog._core._format cimport (FLAG_EVENT_TIME_IS_TIMESTAMP, BatchLayout, located_batch, read_i32, read_i64,
                                    value_size)
@@ -636,82 +636,245 @@ cdef int end_frame(Out *out, Py_ssize_t start, Py_ssize_t command_size, Py_ssize
     return 0
 
 
-def stored_message_frames(buffer, Py_ssize_t position, const int64_t[::1] rows, const int64_t[::1] offsets,
-                          uint64_t consumer_id, int partition, uint32_t redelivery_count, str producer_name,
-                          bint has_sequence_ids, uint64_t first_sequence_id, int64_t base_offset,
-                          str replicated_from, bytes metadata_suffix, bint batched, Py_ssize_t max_entry_messages,
-                          Py_ssize_t max_entry_bytes):
-    """The MESSAGE frames that deliver records `rows` (ascending) of the stored batch at `position` of
-    `buffer` (a mapped segment), at `offsets`, to consumer `consumer_id`, read straight from the batch's
-    columns: (the frames, one bytes object, and the entries as (id, messages) pairs). Unless `batched`,
-    each message is an entry of its own, id (0, its offset, -1). If `batched`, each run of messages at
-    consecutive offsets with one publish time is a batch entry (num_messages_in_batch, then an item
-    [u32 size][SingleMessageMetadata][value] a message), at most `max_entry_messages` and `max_entry_bytes`
-    of values (a larger message alone): its id is its first message's offset, and message i of it has
-    batch index i. Every entry has the `redelivery_count`, its `producer_name` and `replicated_from` (None:
-    none), sequence ids first_sequence_id + (offset - base_offset) (the offsets themselves without
-    `has_sequence_ids`), the ids' `partition` (-1: none), and `metadata_suffix` (serialized fields, the
-    schema version) after its metadata."""
-    cdef const uint8_t[::1] view = buffer
-    cdef BatchLayout L
-    cdef const uint8_t *batch = located_batch(view, position, &L)
-    cdef Py_ssize_t n = rows.shape[0], i = 0, j, stop, start, command_at, metadata_at, item_at, payload
-    cdef Out out = Out(NULL, 0, 0)
-    cdef Record r
-    cdef EntryFields e
-    cdef int64_t timestamp
-    if offsets.shape[0] != n:
-        raise ValueError(f"{n} rows and {offsets.shape[0]} offsets: one offset a row")
+cdef enum:
+    METADATA_SCHEMA_VERSION = 16  # MessageMetadata's, after the fields write_metadata writes
+
+
+cdef bint attribute(const uint8_t *batch, const BatchLayout *L, bytes name, const char **value,
+                    Py_ssize_t *size) noexcept:
+    """Whether the stored batch has the attribute `name` (UTF-8), and where its value is."""
+    cdef Py_ssize_t j, key_size, length = PyBytes_GET_SIZE(name)
+    cdef const char *key
+    for j in range(L.attribute_count):
+        item(batch, L.attribute_key_offsets, L.attribute_key_data, j, &key, &key_size)
+        if key_size == length and memcmp(key, PyBytes_AS_STRING(name), length) == 0:
+            item(batch, L.attribute_value_offsets, L.attribute_value_data, j, value, size)
+            return True
+    return False
+
+
+cdef int decimal(const char *text, Py_ssize_t size, uint64_t *value, bytes name) except -1:
+    """A stored attribute's unsigned decimal value (a sequence id)."""
+    cdef Py_ssize_t i
+    cdef uint64_t digit
+    value[0] = 0
+    for i in range(size):
+        digit = <uint8_t>text[i] - 48
+        if digit > 9 or value[0] > (0xFFFFFFFFFFFFFFFF - digit) // 10:
+            break
+        value[0] = value[0] * 10 + digit
+    else:
+        if size:
+            return 0
+    raise ValueError(f"attribute {name.decode()} is {PyBytes_FromStringAndSize(text, size)!r}: expected an "
+                     f"unsigned 64-bit decimal")
+
+
+cdef inline int hex_digit(char c) noexcept:
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    if 65 <= c <= 70:
+        return c - 55
+    return -1
+
+
+cdef int hex_field(Out *out, int field, const char *text, Py_ssize_t size, bytes name) except -1:
+    """A bytes field from a stored attribute's hex digits (a schema version)."""
+    cdef Py_ssize_t i
+    cdef int high, low
+    if size % 2:
+        raise ValueError(f"attribute {name.decode()} has {size} hex digits: expected an even number")
+    tag(out, field, LENGTH_DELIMITED)
+    varint(out, size // 2)
+    reserve(out, size // 2)
+    for i in range(0, size, 2):
+        high, low = hex_digit(text[i]), hex_digit(text[i + 1])
+        if high < 0 or low < 0:
+            raise ValueError(f"attribute {name.decode()} is {PyBytes_FromStringAndSize(text, size)!r}: "
+                             f"expected hex digits")
+        out.data[out.size] = <uint8_t>(high * 16 + low)
+        out.size += 1
+    return 0
+
+
+cdef int stored_rows(const uint8_t *batch, const BatchLayout *L, int64_t base_offset, const int64_t *offsets,
+                     Py_ssize_t n, int64_t *rows) except -1:
+    """The record index of each of `offsets` (ascending) in the stored batch: offset - `base_offset`, or its
+    place in the offsets column of a compacted batch, whose offsets have gaps."""
+    cdef Py_ssize_t j, row = 0
     for j in range(n):
-        if not 0 <= rows[j] < L.count or (j and rows[j] <= rows[j - 1]):
-            raise ValueError(f"rows must ascend within the batch's {L.count} records; row {rows[j]} does not")
-    entry_fields(&e, producer_name, 0, replicated_from, 0)
-    entries = []
-    try:
+        if j and offsets[j] <= offsets[j - 1]:
+            raise ValueError(f"offsets must ascend; {offsets[j]} follows {offsets[j - 1]}")
+        if L.offsets < 0:
+            row = offsets[j] - base_offset
+        else:
+            while row < L.count and read_i64(batch + L.offsets + 8 * row) < offsets[j]:
+                row += 1
+            if row < L.count and read_i64(batch + L.offsets + 8 * row) != offsets[j]:
+                row = L.count
+        if not 0 <= row < L.count:
+            raise ValueError(f"offset {offsets[j]} is not one of the stored batch's {L.count} records")
+        rows[j] = row
+    return 0
+
+
+cdef class DeliveryEncoder:
+    """The MESSAGE frames of one consumer (`consumer_id`, its ids carrying `partition`, -1: none), built from
+    the pieces dispatch gives it (subscriptions.delivery.Piece: `data`, `position`, `base`, `offsets`,
+    `redelivery_counts`) straight from their stored batches' columns, all of a read's pieces in one call.
+
+    A message of a stored batch of one goes as an entry of its own, id (0, its offset, -1). The messages of
+    a bigger batch go as batch entries: each run at consecutive offsets with one publish time and one
+    redelivery count (at most `max_entry_messages`, and `max_entry_bytes` of values but for a larger message
+    alone) is one entry (num_messages_in_batch, then an item [u32 size][SingleMessageMetadata][value] a
+    message), its id its first message's offset, message i of it at batch index i.
+
+    What an entry carries of its batch is read from the batch's attributes, named by `fields`: the producer
+    name, the first sequence id (a decimal; message i's is first + (offset - base); without it, the offsets
+    are the sequence ids, as for a batch written in-process), the cluster it was replicated from, and the
+    schema version (hex), which follows the rest of the metadata. A batch with any of the attributes
+    `whole_entry` (an encrypted entry, a chunk) is the caller's to send."""
+    cdef uint64_t consumer_id
+    cdef int partition
+    cdef Py_ssize_t max_entry_messages, max_entry_bytes
+    cdef bytes producer, sequence_id, replicated_from, schema_version
+    cdef tuple whole_entry
+
+    def __init__(self, uint64_t consumer_id, int partition, Py_ssize_t max_entry_messages,
+                 Py_ssize_t max_entry_bytes, fields, whole_entry):
+        producer, sequence_id, replicated_from, schema_version = (name.encode() for name in fields)
+        self.consumer_id = consumer_id
+        self.partition = partition
+        self.max_entry_messages = max_entry_messages
+        self.max_entry_bytes = max_entry_bytes
+        self.producer, self.sequence_id = producer, sequence_id
+        self.replicated_from, self.schema_version = replicated_from, schema_version
+        self.whole_entry = tuple(name.encode() for name in whole_entry)
+
+    def frames(self, list pieces, Py_ssize_t start, list entries):
+        """The frames of pieces[start:] up to the first whose batch has a `whole_entry` attribute, as one
+        bytes object, and that piece's index (len(pieces) if none has): (frames, index). The batch entries
+        sent are appended to `entries` as (id, messages) pairs. ValueError for a piece's offsets not
+        ascending within its batch, or a malformed attribute."""
+        cdef Out out = Out(NULL, 0, 0)
+        cdef const uint8_t[::1] view
+        cdef const int64_t[::1] offsets
+        cdef const int64_t[::1] counts
+        cdef BatchLayout L
+        cdef const uint8_t *batch
+        cdef int64_t *rows = NULL
+        mapped = None
+        try:
+            while start < len(pieces):
+                piece = pieces[start]
+                data = piece.data
+                if data is not mapped:
+                    view = data
+                    mapped = data
+                batch = located_batch(view, piece.position, &L)
+                if self.whole(batch, &L):
+                    break
+                offsets = piece.offsets
+                if offsets.shape[0] == 0:
+                    raise ValueError("a piece without offsets: expected one message at least")
+                redelivery_counts = piece.redelivery_counts
+                if redelivery_counts is not None:
+                    counts = redelivery_counts
+                    if counts.shape[0] != offsets.shape[0]:
+                        raise ValueError(f"{counts.shape[0]} redelivery counts for {offsets.shape[0]} offsets")
+                rows = <int64_t *>realloc(rows, max(offsets.shape[0], 1) * sizeof(int64_t))
+                if rows == NULL:
+                    raise MemoryError()
+                stored_rows(batch, &L, piece.base, &offsets[0], offsets.shape[0], rows)
+                self.piece_frames(&out, batch, &L, piece.base, &offsets[0], rows, offsets.shape[0],
+                                  &counts[0] if redelivery_counts is not None else NULL, entries)
+                start += 1
+            return taken(&out), start
+        finally:
+            free(rows)
+            free(out.data)
+
+    cdef bint whole(self, const uint8_t *batch, const BatchLayout *L) noexcept:
+        """Whether the stored batch has one of the `whole_entry` attributes."""
+        cdef const char *value
+        cdef Py_ssize_t size
+        cdef bytes name
+        for name in self.whole_entry:
+            if attribute(batch, L, name, &value, &size):
+                return True
+        return False
+
+    cdef int piece_frames(self, Out *out, const uint8_t *batch, const BatchLayout *L, int64_t base_offset,
+                          const int64_t *offsets, const int64_t *rows, Py_ssize_t n, const int64_t *counts,
+                          list entries) except -1:
+        """The entries of `n` messages of the stored batch at `batch`, at `offsets` (its records `rows`)."""
+        cdef bint batched = L.count > 1
+        cdef bint has_sequence_ids
+        cdef uint64_t first_sequence_id = 0
+        cdef const char *version = NULL
+        cdef Py_ssize_t version_size = 0, i = 0, j, stop, start, command_at, metadata_at, item_at, payload
+        cdef const char *value
+        cdef Py_ssize_t size
+        cdef Record r
+        cdef EntryFields e
+        cdef int64_t timestamp
+        e.producer_name = b""
+        e.producer_name_size = 0
+        attribute(batch, L, self.producer, &e.producer_name, &e.producer_name_size)
+        e.replicated_from = NULL
+        e.replicated_from_size = 0
+        attribute(batch, L, self.replicated_from, &e.replicated_from, &e.replicated_from_size)
+        has_sequence_ids = attribute(batch, L, self.sequence_id, &value, &size)
+        if has_sequence_ids:
+            decimal(value, size, &first_sequence_id, self.sequence_id)
+        attribute(batch, L, self.schema_version, &version, &version_size)
         while i < n:
             stop = i + 1  # this entry's messages are i .. stop - 1
             if batched:
                 timestamp = read_i64(batch + L.timestamps + 8 * rows[i])
-                payload = value_size(batch, &L, rows[i])
-                while stop < n and stop - i < max_entry_messages and offsets[stop] == offsets[stop - 1] + 1 \
-                        and read_i64(batch + L.timestamps + 8 * rows[stop]) == timestamp:
-                    payload += value_size(batch, &L, rows[stop])
-                    if payload > max_entry_bytes:
+                payload = value_size(batch, L, rows[i])
+                while stop < n and stop - i < self.max_entry_messages and offsets[stop] == offsets[stop - 1] + 1 \
+                        and read_i64(batch + L.timestamps + 8 * rows[stop]) == timestamp \
+                        and (counts == NULL or counts[stop] == counts[i]):
+                    payload += value_size(batch, L, rows[stop])
+                    if payload > self.max_entry_bytes:
                         break
                     stop += 1
-            stored_record(batch, &L, rows[i], &r)
+            stored_record(batch, L, rows[i], &r)
             e.sequence_id = first_sequence_id + <uint64_t>(offsets[i] - base_offset) if has_sequence_ids \
                 else <uint64_t>offsets[i]
             e.num_messages_in_batch = stop - i if batched else 0
             start = out.size
-            reserve(&out, 8)
+            reserve(out, 8)
             out.size += 8
             command_at = out.size
-            message_command(&out, consumer_id, <uint64_t>offsets[i], partition, redelivery_count)
-            reserve(&out, 10)
+            message_command(out, self.consumer_id, <uint64_t>offsets[i], self.partition,
+                            0 if counts == NULL else <uint32_t>counts[i])
+            reserve(out, 10)
             out.data[out.size] = <uint8_t>(MAGIC_CRC32C >> 8)
             out.data[out.size + 1] = <uint8_t>(MAGIC_CRC32C & 0xFF)
             out.size += 10
             metadata_at = out.size
-            write_metadata(&out, &r, &e, (), None)
-            append(&out, PyBytes_AS_STRING(metadata_suffix), PyBytes_GET_SIZE(metadata_suffix))
+            write_metadata(out, &r, &e, (), None)
+            if version != NULL:
+                hex_field(out, METADATA_SCHEMA_VERSION, version, version_size, self.schema_version)
             payload = out.size
             if not batched:
-                append(&out, r.value, r.value_size)
+                append(out, r.value, r.value_size)
             else:
                 for j in range(i, stop):
                     if j > i:
-                        stored_record(batch, &L, rows[j], &r)
-                    reserve(&out, 4)
+                        stored_record(batch, L, rows[j], &r)
+                    reserve(out, 4)
                     item_at = out.size
                     out.size += 4
-                    write_single(&out, &r, first_sequence_id + <uint64_t>(offsets[j] - base_offset)
+                    write_single(out, &r, first_sequence_id + <uint64_t>(offsets[j] - base_offset)
                                  if has_sequence_ids else <uint64_t>offsets[j])
                     big_endian32(out.data + item_at, <uint32_t>(out.size - item_at - 4))
-                    append(&out, r.value, r.value_size)
-            end_frame(&out, start, metadata_at - 10 - command_at, metadata_at, payload)
-            entries.append((offsets[i], stop - i))
+                    append(out, r.value, r.value_size)
+                entries.append((offsets[i], stop - i))
+            end_frame(out, start, metadata_at - 10 - command_at, metadata_at, payload)
             i = stop
-        return taken(&out), entries
-    finally:
-        free(out.data)
+        return 0

@@ -19,21 +19,20 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections import abc
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from seglog._core._messages import Message
-from seglog._core._pulsar_wire import stored_message_frames
+from seglog._core._pulsar_wire import DeliveryEncoder
 from seglog.server.errors import ServerFailure
 from seglog.server.producers import peer_address
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.encryption import ack_set, cleared_indexes, entry_metadata
 from seglog.server.protocol.frames import Type, command, encode_payload_command
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE, message_id, offset_of, signed
-from seglog.server.protocol.metadata import CHUNK, ENCRYPTION, delivered_entry_fields, message_metadata
+from seglog.server.protocol.metadata import DELIVERED_FIELDS, ENCRYPTION, WHOLE_ENTRY, message_metadata
 from seglog.storage.notification import LoopWake
 from seglog.subscriptions.delivery import ConsumerState, HashRanges, Piece
 from seglog.subscriptions.key_shared import STICKY_HASH_SLOTS
@@ -111,6 +110,8 @@ class ConsumerSession:
         # this consumer's task uses it, one delivery at a time)
         self._message = command(Type.MESSAGE, consumer_id=consumer_id, message_id=message_id(0, self.id_partition),
                                 redelivery_count=0)
+        self._encoder = DeliveryEncoder(consumer_id, -1 if self.id_partition is None else self.id_partition,
+                                        MAX_ENTRY_MESSAGES, MAX_ENTRY_BYTES, DELIVERED_FIELDS, WHOLE_ENTRY)
         self.entries = SentEntries()
         self._written_end = 0  # the partition's end offset when last asked (ack): it only grows
         self._read_messages = 1  # messages a read gives it at most (READ_MESSAGES), set by its FLOWs
@@ -219,50 +220,41 @@ class ConsumerSession:
             return self._take() if taken else None
 
     def _take(self) -> bytes:
-        """The next messages dispatch gives this consumer (at most its permits and one
-        read's worth), as MESSAGE frames."""
+        """The next messages dispatch gives this consumer (at most its permits and one read's worth), as
+        MESSAGE frames: built natively, all of the read's pieces in one call (DeliveryEncoder), but for
+        encrypted entries and chunks."""
         subscription = self.subscription
         assert subscription is not None
         pieces = subscription.next_delivery(self.state, self._read_messages)
         frames = []
-        for piece in pieces:
-            attributes = piece.batch_attributes
-            if ENCRYPTION in attributes:
-                frames.append(self._entry_frame(piece, subscription))
-            elif CHUNK in attributes:  # (a stored batch of one message, its chunk fields in its metadata)
-                frames += [self._frame(message, piece.base, subscription.redelivery_count(piece.partition,
-                                                                                          message.offset))
-                           for message in piece.messages()]
-            else:
-                frames += self._stored_frames(piece, attributes)
-        return b"".join(frames)
-
-    def _stored_frames(self, piece: Piece, attributes: abc.Mapping[str, str]) -> list[bytes]:
-        """The MESSAGE frames of `piece`, built natively from its stored batch: a batch entry per run of its
-        messages at consecutive offsets (one publish time, one redelivery count, at most MAX_ENTRY_MESSAGES
-        and MAX_ENTRY_BYTES), or, for a stored batch of one message, an unbatched entry as it was sent."""
-        producer, first_sequence_id, replicated_from, suffix = delivered_entry_fields(attributes)
-        batched = piece.count > 1
-        rows = np.ascontiguousarray(piece.rows, dtype=np.int64)
-        offsets = np.ascontiguousarray(piece.offsets, dtype=np.int64)
-        frames = []
-        for start, stop, redelivery_count in _same_counts(piece.redelivery_counts, len(offsets)):
-            data, entries = stored_message_frames(
-                piece.data, piece.position, rows[start:stop], offsets[start:stop], self.consumer_id,
-                -1 if self.id_partition is None else self.id_partition, redelivery_count, producer,
-                first_sequence_id is not None, first_sequence_id or 0, piece.base, replicated_from, suffix, batched,
-                MAX_ENTRY_MESSAGES, MAX_ENTRY_BYTES)
+        entries: list[tuple[int, int]] = []
+        done = 0
+        while done < len(pieces):
+            data, done = self._encoder.frames(pieces, done, entries)
             frames.append(data)
-            if batched:
-                self.entries.sent(entries)
-        return frames
+            if done < len(pieces):
+                frames += self._whole_entry_frames(pieces[done], subscription, entries)
+                done += 1
+        if entries:
+            self.entries.sent(entries)
+        return frames[0] if len(frames) == 1 else b"".join(frames)
 
-    def _entry_frame(self, piece: Piece, subscription: Subscription) -> bytes:
+    def _whole_entry_frames(self, piece: Piece, subscription: Subscription,
+                            entries: list[tuple[int, int]]) -> list[bytes]:
+        """The frames of a piece the native encoder leaves to this (metadata.WHOLE_ENTRY): an encrypted entry
+        whole, or a chunk (a stored batch of one message, its chunk fields in its metadata)."""
+        if ENCRYPTION in piece.batch_attributes:
+            return [self._entry_frame(piece, subscription, entries)]
+        return [self._frame(message, piece.base, subscription.redelivery_count(piece.partition, message.offset))
+                for message in piece.messages()]
+
+    def _entry_frame(self, piece: Piece, subscription: Subscription, entries: list[tuple[int, int]]) -> bytes:
         """A MESSAGE for the encrypted entry stored in `piece`'s batch, of which the piece's messages are
         delivered: all of them unless some were acknowledged or are redelivered alone (dispatch never cuts
-        an encrypted entry to fit the permits: ConsumerState.whole_if_marked)."""
+        an encrypted entry to fit the permits: ConsumerState.whole_if_marked); the entry is added to
+        `entries`."""
         first = piece.with_offsets(np.array([piece.base], dtype=np.int64)).messages()[0]
-        self.entries.sent([(piece.base, piece.count)])
+        entries.append((piece.base, piece.count))
         fields = self._message.message
         fields.message_id.entry_id = piece.base
         fields.redelivery_count = subscription.redelivery_count(piece.partition, int(piece.offsets[0]))
@@ -488,15 +480,6 @@ class SentEntries:
             return -1, None
         entry = _offset(mid)
         return entry, self._counts.get(entry)
-
-
-def _same_counts(counts: np.ndarray | None, length: int) -> list[tuple[int, int, int]]:
-    """(start, stop, redelivery count) of the runs of equal counts among `length` messages (None: all 0):
-    an entry has one redelivery count, so messages of different counts go in different entries."""
-    if counts is None:
-        return [(0, length, 0)]
-    cuts = [0, *(np.flatnonzero(np.diff(counts)) + 1).tolist(), length]
-    return [(start, stop, int(counts[start])) for start, stop in zip(cuts, cuts[1:])]
 
 
 def _keep(partition: int | None) -> None:

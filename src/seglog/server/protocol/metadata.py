@@ -59,6 +59,13 @@ COMPRESSION = "pulsar.compression"
 # stores the entry keeps it for all its messages (docs/SERVER.md, "Schemas")
 SCHEMA_VERSION = SCHEMA_VERSION_ATTRIBUTE
 ENCRYPTION = "pulsar.encryption"
+# what an entry a consumer is sent carries of its stored batch (_pulsar_wire.DeliveryEncoder's `fields`): its
+# producer name, first sequence id (absent for a batch written in-process: the offsets stand for them), the
+# cluster it was replicated from, and its schema version
+DELIVERED_FIELDS = (PRODUCER, SEQUENCE_ID, REPLICATED_FROM, SCHEMA_VERSION)
+# stored batches sent otherwise than as their messages (DeliveryEncoder's `whole_entry`): an encrypted entry
+# goes whole as the producer sent it, a chunk with its chunk fields
+WHOLE_ENTRY = (ENCRYPTION, CHUNK)
 
 
 def is_chunk(metadata: api.MessageMetadata) -> bool:
@@ -187,14 +194,3 @@ def _chunk_fields(chunk: str, compression: str) -> tuple[str, int, int, int, int
     uuid, chunk_id, chunks, total = chunk.rsplit(",", 3)
     codec, size = compression.split(",")
     return uuid, int(chunk_id), int(chunks), int(total), int(codec), int(size)
-
-
-def delivered_entry_fields(attributes: Mapping[str, str]) -> tuple[str, int | None, str | None, bytes]:
-    """What the entries a consumer is sent of a stored batch with `attributes` carry of it (the arguments of
-    the native encoder, _pulsar_wire.stored_message_frames): its producer name ("" for one written
-    in-process), its first sequence id (None: in-process, the offsets stand for them), the cluster it was
-    replicated from, and the serialized fields that follow each entry's metadata (its schema version)."""
-    first = attributes.get(SEQUENCE_ID)
-    schema_version = attributes.get(SCHEMA_VERSION)
-    return (attributes.get(PRODUCER, ""), None if first is None else int(first), attributes.get(REPLICATED_FROM),
-            b"" if schema_version is None else _schema_version_field(schema_version))
