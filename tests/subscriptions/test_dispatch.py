@@ -37,6 +37,8 @@ def broker(tmp_path, clock):
                                     partition=partition)
         with log.create_topic("one").producer() as producer:
             producer.send_batch([b"m%d" % i for i in range(10)])
+        with log.create_topic("sizes").producer() as producer:
+            producer.send_batch([b"a", b"bb", None, b"dddd", b"eeeee"])
     opened = Broker.open(tmp_path / "data", clock=clock, background=False)
     yield opened
     opened.close()
@@ -254,3 +256,14 @@ def test_a_delivery_of_at_most_n_messages_gathers_stored_batches_in_turn_a_piece
         assert [piece.offsets.tolist() for piece in other.next_delivery(another.state, None)] == [[1]]
     finally:
         broker.close()
+
+
+def test_a_piece_counts_the_value_bytes_of_its_messages_alone(broker):
+    subscription = broker.subscriptions.open(broker.topic("sizes"), "s", "exclusive", "earliest")
+    consumer = Remote("c")
+    subscription.attach(consumer.state, "exclusive")
+    (piece,) = subscription.next_delivery(consumer.state, None)
+    assert piece.value_bytes == 12  # (a null value has no bytes)
+    assert piece.with_offsets(np.array([1, 2, 3])).value_bytes == 6  # a run
+    assert piece.with_offsets(np.array([0, 3, 4])).value_bytes == 10  # with gaps
+    broker.subscriptions.release(subscription)

@@ -134,6 +134,9 @@ class ConsumerSession:
         delay = POLL_START_S
         while not self.closed:
             self.wake.clear()
+            if not self.state.permits:  # nothing goes before a FLOW: an ACK's or an append's wake waits for it
+                await self.wake.wait()
+                continue
             if not await self._turn():
                 return
             try:
@@ -149,10 +152,7 @@ class ConsumerSession:
                 self.connection.dispatching.release()
             if frames:
                 delay = POLL_START_S
-                if self.state.permits:
-                    continue
-            if not self.state.permits:  # (after a read that took the last of them too: nothing more to read)
-                await self.wake.wait()  # FLOW, or closing
+            if frames or not self.state.permits:
                 continue
             try:
                 await asyncio.wait_for(self.wake.wait(), delay)

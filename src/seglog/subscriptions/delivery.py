@@ -19,7 +19,7 @@ from seglog.rates import ConsumerTraffic
 from seglog.storage.batch import to_record_batch
 from seglog.storage.compacted import CompactedFile
 from seglog.storage.partition_view import SegmentView
-from seglog.storage.value_bytes import values_bytes
+from seglog.storage.value_bytes import value_bytes, values_bytes
 
 _BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
@@ -81,6 +81,10 @@ class Piece:
     @property
     def value_bytes(self) -> int:
         """The bytes of these messages' values (what stats count as their size)."""
+        offsets = self.offsets
+        first, last = int(offsets[0]), int(offsets[-1])
+        if last - first + 1 == len(offsets) and not self.compacted:  # one run of records (nearly always)
+            return value_bytes(self.data, self.position, first - self.base, last - self.base + 1)
         return values_bytes(self.data, self.position, self.rows)
 
     @property
