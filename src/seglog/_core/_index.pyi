@@ -39,3 +39,10 @@ class IndexView:
         """Publish one entry (writer only)."""
     def arrays(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """The published entries: (next_offsets, end_positions, running_max_timestamps)."""
+
+def sound_entries(data: object, index: IndexView, entry: int, max_messages: int, max_bytes: int,
+                  verify_crc: bool) -> list[tuple[int, int, int, int]]:
+    """The batches of index entries `entry`, `entry` + 1, ... of a segment whose log is mapped as `data`, as
+    (position, base_offset, count, end_position), while each is sound as _format.check_entry checks it and
+    those before it hold fewer than `max_messages` messages and `max_bytes` bytes. It stops before an entry
+    not published yet, a batch past the map or one that fails a check (SegmentView.batch_at's to handle)."""

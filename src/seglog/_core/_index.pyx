@@ -7,8 +7,9 @@ every written slot is positive (each batch holds at least one record), so the fi
 Lookups are made here, one call at a time, in Cython: batch kernels over many segments' indexes gained
 nothing where seglog calls them (bench/experiments/bench_kernels.py)."""
 
-from libc.stdint cimport int64_t, INT64_MIN
-from seglog._core._format cimport seglog_release_fence, seglog_acquire_fence
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int64_t, uint8_t, INT64_MIN
+from seglog._core._format cimport C_ENTRY_SOUND, entry_status, seglog_release_fence, seglog_acquire_fence
 
 import numpy as np
 
@@ -128,3 +129,34 @@ cdef class IndexView:
         offsets = np.asarray(self.offsets)[:self.count]
         times = np.asarray(self.times)[:self.count]
         return offsets[:, 0], offsets[:, 1], times[:, 0]
+
+
+def sound_entries(data, IndexView index, Py_ssize_t entry, int64_t max_messages, int64_t max_bytes,
+                  bint verify_crc) -> list:
+    """The batches of index entries `entry`, `entry` + 1, ... of a segment whose log is mapped as `data`, as
+    (position, base_offset, count, end_position), while each is sound as _format.check_entry checks it and
+    those before it hold fewer than `max_messages` messages and `max_bytes` bytes: a reader's way on through
+    a segment, batches at a time, in one call. It stops before an entry not published yet, a batch past the
+    map or one that fails a check, which SegmentView.batch_at then maps again for, or reports."""
+    cdef Py_buffer view
+    cdef int64_t base, next_offset, start, end, messages = 0, nbytes = 0
+    found = []
+    if data is None or entry < 0:
+        return found
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        while entry < index.count and messages < max_messages and nbytes < max_bytes:
+            base, start = index.base_offset, 0
+            if entry:
+                base, start = index.offsets[entry - 1, 0], index.offsets[entry - 1, 1]
+            next_offset, end = index.offsets[entry, 0], index.offsets[entry, 1]
+            if entry_status(<const uint8_t *>view.buf, view.len, start, end, base, next_offset - base,
+                            verify_crc) != C_ENTRY_SOUND:
+                break
+            found.append((start, base, next_offset - base, end))
+            messages += next_offset - base
+            nbytes += end - start
+            entry += 1
+        return found
+    finally:
+        PyBuffer_Release(&view)

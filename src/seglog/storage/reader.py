@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from seglog._core._arrow import indexed_batch
-from seglog._core._index import IndexView
+from seglog._core._index import IndexView, sound_entries
 from seglog._core._messages import Message, batch_attributes, batch_offsets, messages_from_batch
 from seglog._wait import wait_until
 from seglog.errors import ClosedError, CorruptLogError, InvalidArgumentError, OffsetOutOfRangeError
@@ -289,6 +289,29 @@ class Reader:
                 raise OffsetOutOfRangeError(f"partition {self.partition}: offset {offset} was deleted") from None
             self._view.rescan(force=True)
             return self.locate(offset, retry=False)
+
+    def locate_run(self, offset: int, max_messages: int,
+                   max_bytes: int) -> list[tuple[SegmentView, int, int, int]] | None:
+        """locate(offset)'s batch, then the sound batches right after it in its segment while those before
+        hold fewer than `max_messages` messages from `offset` and `max_bytes` stored bytes, each as locate
+        gives it: a dispatcher's read of many batches in one lookup and one native call. None, and the
+        errors, as locate. The reader goes on after the last (a next locate of where it ends needs no
+        lookup); reading elsewhere looks up as before."""
+        located = self.locate(offset)
+        if located is None:
+            return None
+        view, position, _, _ = located
+        assert self._last is not None
+        _, index, entry, end_offset = self._last
+        following = sound_entries(view.data, index, entry + 1, max_messages - (end_offset - offset),
+                                  max_bytes - (index.entry(entry)[3] - position), self.verify_crc)
+        if following:
+            _, base, count, _ = following[-1]
+            entry += len(following)
+            self._last = (view, index, entry, base + count)
+            if self.verify_crc:
+                self._verified = (index, entry)
+        return [located, *((view, start, base, count) for start, base, count, _ in following)]
 
     def _after_last(self, offset: int) -> tuple[SegmentView, IndexView, int] | None:
         """(segment view, its index, entry) of the stored batch right after the last one located, when

@@ -28,7 +28,7 @@ from seglog.storage.batch import to_record_batch
 from seglog.storage.compacted import CompactedFile
 from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
-from seglog.subscriptions.delivery import ConsumerState, Pending, Piece
+from seglog.subscriptions.delivery import MAX_READ_BYTES, ConsumerState, Pending, Piece
 from seglog.subscriptions.key_shared import (
     HashRing,
     ranges_overlap,
@@ -41,6 +41,7 @@ from seglog.subscriptions.key_shared import (
 if TYPE_CHECKING:
     from seglog._core._acks import AckSet
     from seglog.clock import Clock
+    from seglog.storage.partition_view import SegmentView
     from seglog.storage.reader import Reader
     from seglog.subscriptions.cursor import Cursor
     from seglog.subscriptions.redelivery import Redeliveries
@@ -217,13 +218,17 @@ class Dispatcher:
         room = max_messages
         delayed_passed = 0
         now = self.clock() if self.delays_delivery else 0
+        ahead: deque[tuple[SegmentView, int, int, int]] = deque()  # batches located after the last taken
         while room is None or room > 0:
             offset = reader.offset
             if acks.high > offset and acks.is_acked(offset):  # a run acknowledged ahead: passed over at once
                 offset = acks.next_unacked(offset)
                 reader.seek(offset)
             try:
-                located = reader.locate(offset)
+                if ahead and ahead[0][2] == offset:  # reading goes on at the next batch located
+                    located = ahead.popleft()
+                else:
+                    located = _locate(reader, offset, room, max_bytes, ahead)
             except OffsetOutOfRangeError:
                 if pieces:  # (what was taken goes first; the gap is counted at the next take)
                     break
@@ -570,6 +575,20 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         if ring is None:
             ring = self.rings[partition] = HashRing([c.name for c in consumers])
         return route_by_key(ring, consumers, consumer, pieces)
+
+
+def _locate(reader: Reader, offset: int, room: int | None, max_bytes: int | None,
+            ahead: deque[tuple[SegmentView, int, int, int]]) -> tuple[SegmentView, int, int, int] | None:
+    """reader.locate(offset); for a read of `room` messages, the batches after it that the read may take
+    are located in the same call (Reader.locate_run) and put in `ahead`, in order."""
+    ahead.clear()
+    if room is None:
+        return reader.locate(offset)
+    run = reader.locate_run(offset, room, MAX_READ_BYTES if max_bytes is None else max_bytes)
+    if run is None:
+        return None
+    ahead.extend(run[1:])
+    return run[0]
 
 
 def _view_batch(file: CompactedFile, offset: int, limit: int) -> tuple[int, int, np.ndarray, int, int] | None:
