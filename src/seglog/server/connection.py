@@ -382,7 +382,7 @@ class Connection:
         if attempt.failed:
             return
         self.consumers[request.consumer_id] = session
-        service.watch(subscription, session.wake)
+        service.watch(subscription, session.subscription_changed)
         session.start(subscription)
         self.send(command(Type.SUCCESS, request_id=request.request_id))
 
@@ -470,7 +470,7 @@ class Connection:
             return
         del self.consumers[request.consumer_id]
         await session.stop()
-        service.unwatch(subscription, session.wake)
+        service.unwatch(subscription, session.subscription_changed)
         try:
             async with service.subscribing:
                 # seek while still attached (the subscription stays open), then leave: what the consumer held
@@ -524,7 +524,7 @@ class Connection:
         subscription = session.subscription
         if subscription is None:
             return
-        self.service.unwatch(subscription, session.wake)
+        self.service.unwatch(subscription, session.subscription_changed)
         async with self.service.subscribing:
             await self.blocking(lambda: self.service.leave(subscription, session.state, unsubscribe=unsubscribe))
         self.service.wake(subscription)

@@ -134,7 +134,7 @@ class ConsumerSession:
         delay = POLL_START_S
         while not self.closed:
             self.wake.clear()
-            if not self.state.permits:  # nothing goes before a FLOW: an ACK's or an append's wake waits for it
+            if not self.state.permits:  # nothing goes before a FLOW: an append's wake waits for it
                 await self.wake.wait()
                 continue
             if not await self._turn():
@@ -190,6 +190,13 @@ class ConsumerSession:
         given goes back to the subscription, and the client subscribes again."""
         logger.info("%s: consumer %s of %s: %s", self.connection.peer, self.name, self.target.ref, error)
         self.loop.create_task(self.connection.close_consumer_by_server(self))
+
+    def subscription_changed(self) -> None:
+        """The subscription changed (BrokerService.wake: an ACK, a redelivery, a consumer leaving): read again,
+        unless nothing may be sent before a FLOW, which wakes the task itself. Every ACK wakes every consumer
+        of its subscription, and a consumer waiting for permits did nothing with it but wait again."""
+        if self.state.permits:
+            self.wake.set()
 
     def deliver_now(self) -> bool:
         """One read for this consumer at once, on the loop (a FLOW's, so that the messages go out without a turn

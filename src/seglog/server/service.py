@@ -137,7 +137,7 @@ class BrokerService:
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
     # the wake-up of each remote consumer, per subscription: an ack, a redelivery or a consumer leaving
     # may give the others something to receive (loop thread only)
-    _wakers: dict[tuple[str, str], set[asyncio.Event]] = field(default_factory=dict)
+    _wakers: dict[tuple[str, str], set[Callable[[], None]]] = field(default_factory=dict)
     # the replicator producers connected, by seglog topic (written in the thread pool, read by stats)
     _replicators_in: dict[str, set[ProducerHandle]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -541,20 +541,22 @@ class BrokerService:
         else:
             registry.release(subscription)
 
-    def watch(self, subscription: Subscription, wake: asyncio.Event) -> None:
-        self._wakers.setdefault((str(subscription.ref), subscription.name), set()).add(wake)
+    def watch(self, subscription: Subscription, waker: Callable[[], None]) -> None:
+        """Call `waker` when the subscription changes (wake): a remote consumer's, which reads again then."""
+        self._wakers.setdefault((str(subscription.ref), subscription.name), set()).add(waker)
 
-    def unwatch(self, subscription: Subscription, wake: asyncio.Event) -> None:
+    def unwatch(self, subscription: Subscription, waker: Callable[[], None]) -> None:
         key = (str(subscription.ref), subscription.name)
         wakers = self._wakers.get(key)
         if wakers is not None:
-            wakers.discard(wake)
+            wakers.discard(waker)
             if not wakers:
                 del self._wakers[key]
 
     def wake(self, subscription: Subscription) -> None:
-        for wake in self._wakers.get((str(subscription.ref), subscription.name), ()):
-            wake.set()
+        """The subscription changed (acks, redeliveries, a consumer left): tell its remote consumers."""
+        for waker in self._wakers.get((str(subscription.ref), subscription.name), ()):
+            waker()
 
     # read by the admin REST API
 
