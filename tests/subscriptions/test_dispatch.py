@@ -39,6 +39,9 @@ def broker(tmp_path, clock):
             producer.send_batch([b"m%d" % i for i in range(10)])
         with log.create_topic("sizes").producer() as producer:
             producer.send_batch([b"a", b"bb", None, b"dddd", b"eeeee"])
+        with log.create_topic("runs").producer() as producer:
+            for i in range(3):
+                producer.send_batch([b"r%d" % i] * 5)  # three stored batches
     opened = Broker.open(tmp_path / "data", clock=clock, background=False)
     yield opened
     opened.close()
@@ -266,4 +269,18 @@ def test_a_piece_counts_the_value_bytes_of_its_messages_alone(broker):
     assert piece.value_bytes == 12  # (a null value has no bytes)
     assert piece.with_offsets(np.array([1, 2, 3])).value_bytes == 6  # a run
     assert piece.with_offsets(np.array([0, 3, 4])).value_bytes == 10  # with gaps
+    broker.subscriptions.release(subscription)
+
+
+def test_a_read_of_several_stored_batches_is_pending_as_one_and_expires_without_what_was_acknowledged(broker, clock):
+    subscription = broker.subscriptions.open(broker.topic("runs"), "s", "exclusive", "earliest")
+    consumer = Remote("c", ack_timeout_ms=1000)
+    subscription.attach(consumer.state, "exclusive")
+    assert len(subscription.next_delivery(consumer.state, 15)) == 3  # (a piece a stored batch)
+    (pending,) = consumer.state.pending
+    assert (pending.offsets.tolist(), consumer.state.pending_messages) == (list(range(15)), 15)
+    subscription.ack_many(0, np.array([0, 1, 2, 3, 4, 10]))
+    clock.advance(1000)
+    redelivered = subscription.next_delivery(consumer.state, 15)
+    assert offsets(redelivered) == [(0, o) for o in [5, 6, 7, 8, 9, 11, 12, 13, 14]]
     broker.subscriptions.release(subscription)

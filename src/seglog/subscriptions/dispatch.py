@@ -148,8 +148,7 @@ class Dispatcher:
         if consumer.permits is not None:
             consumer.permits -= sum(len(piece.offsets) for piece in pieces)
         deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
-        for piece in pieces:
-            consumer.hold(Pending(deadline, piece.partition, piece.offsets))
+        _hold(consumer, pieces, deadline)
         if pieces and consumer.traffic is not None:
             count_delivered(consumer.traffic, pieces)
         return pieces
@@ -225,6 +224,7 @@ class Dispatcher:
                 offset = acks.next_unacked(offset)
                 reader.seek(offset)
             try:
+                located: tuple[SegmentView, int, int, int] | None
                 if ahead and ahead[0][2] == offset:  # reading goes on at the next batch located
                     located = ahead.popleft()
                 else:
@@ -575,6 +575,22 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         if ring is None:
             ring = self.rings[partition] = HashRing([c.name for c in consumers])
         return route_by_key(ring, consumers, consumer, pieces)
+
+
+def _hold(consumer: ConsumerState, pieces: list[Piece], deadline: int | None) -> None:
+    """Hold what `pieces` gave `consumer` pending, one Pending a run of pieces of one partition in offset order
+    (a read's pieces, nearly always): released once all of its messages are acknowledged, and expired
+    together (what was acknowledged meanwhile is not redelivered). A Pending a piece was one a stored batch
+    to hold and release on every read."""
+    start = 0
+    for stop in range(1, len(pieces) + 1):
+        if stop < len(pieces) and pieces[stop].partition == pieces[start].partition \
+                and pieces[stop].offsets[0] > pieces[stop - 1].offsets[-1]:
+            continue
+        offsets = pieces[start].offsets if stop - start == 1 else np.concatenate(
+            [piece.offsets for piece in pieces[start:stop]])
+        consumer.hold(Pending(deadline, pieces[start].partition, offsets))
+        start = stop
 
 
 def _locate(reader: Reader, offset: int, room: int | None, max_bytes: int | None,
