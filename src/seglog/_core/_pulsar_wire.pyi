@@ -1,5 +1,5 @@
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,15 +32,6 @@ def send_receipts(buffer: bytes | bytearray | memoryview, position: int) -> tupl
     position) if the frame there is anything else (another command, cut short, malformed), which is then
     frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
 
-class DeliveredPiece(Protocol):
-    """What DeliveryEncoder reads of a piece dispatch gives (subscriptions.delivery.Piece)."""
-    @property
-    def data(self) -> object: ...  # the mapped segment (a buffer)
-    position: int
-    base: int
-    offsets: np.ndarray  # int64, ascending, within the batch
-    redelivery_counts: np.ndarray | None  # int64, one an offset; None: all 0
-
 class DeliveryEncoder:
     """The MESSAGE frames of one consumer (`consumer_id`, its ids carrying `partition`, -1: none), built from
     the pieces dispatch gives it straight from their stored batches' columns, all of a read's pieces in one
@@ -53,9 +44,10 @@ class DeliveryEncoder:
     `whole_entry` is the caller's to send."""
     def __init__(self, consumer_id: int, partition: int, max_entry_messages: int, max_entry_bytes: int,
                  fields: tuple[str, str, str, str], whole_entry: Iterable[str]) -> None: ...
-    def frames(self, pieces: list[DeliveredPiece], start: int,
+    def frames(self, pieces: Sequence[Any], start: int,
                entries: list[tuple[int, int]]) -> tuple[bytes, int]:
-        """The frames of pieces[start:] up to the first whose batch has a `whole_entry` attribute, as one
+        """The frames of pieces[start:] (subscriptions.delivery.Piece: `data`, `position`, `base`, `offsets` and
+        `redelivery_counts` are read) up to the first whose batch has a `whole_entry` attribute, as one
         bytes object, and that piece's index (len(pieces) if none has). The batch entries sent are appended
         to `entries` as (id, messages) pairs. ValueError for offsets not ascending within their batch, or a
         malformed attribute."""

@@ -753,7 +753,7 @@ cdef class DeliveryEncoder:
         self.replicated_from, self.schema_version = replicated_from, schema_version
         self.whole_entry = tuple(name.encode() for name in whole_entry)
 
-    def frames(self, list pieces, Py_ssize_t start, list entries):
+    def frames(self, pieces, Py_ssize_t start, list entries):
         """The frames of pieces[start:] up to the first whose batch has a `whole_entry` attribute, as one
         bytes object, and that piece's index (len(pieces) if none has): (frames, index). The batch entries
         sent are appended to `entries` as (id, messages) pairs. ValueError for a piece's offsets not

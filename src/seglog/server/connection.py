@@ -120,7 +120,7 @@ class Connection:
                     self._ping_pending = False
                     if isinstance(item, SendFrame) and self.connected:  # (the hot path: no coroutine)
                         self._send(item)
-                    else:
+                    elif not (self.connected and isinstance(item, Frame) and self._at_once(item)):
                         self._answer_read()  # (before the handler waits, and other tasks run meanwhile)
                         await self._handle(item)
                         self._corked = []
@@ -393,12 +393,50 @@ class Connection:
             self.reply_error(request_id, consumer_not_found(consumer_id))
         return session
 
+    def _at_once(self, frame: Frame) -> bool:
+        """A consumer's FLOW or ACK, which it sends all along, handled without a coroutine when its
+        subscription is free at this moment, as _unless_held first tries: whether it was. _handle takes it
+        otherwise (another thread holds the subscription, a consumer of a non-persistent topic or of none),
+        and every other command: a coroutine a command was a third of what FLOW and ACK cost."""
+        base = frame.command
+        kind = base.type
+        if kind == Type.FLOW and base.HasField("flow"):
+            request: api.CommandFlow | api.CommandAck = base.flow
+        elif kind == Type.ACK and base.HasField("ack"):
+            request = base.ack
+        else:
+            return False
+        session = self.consumers.get(request.consumer_id)
+        if session is None or self.non_persistent.claims(kind, request):
+            return False
+        if isinstance(request, api.CommandFlow):
+            self._answer_read()  # (what was read before goes out first, as for _handle: deliver_now bounds the backlog)
+            try:
+                if not session.flow(request.message_permits, wait=False):
+                    return False
+                self._read_after_flow(session)
+            finally:
+                self._corked = []
+            return True
+        try:
+            if not session.ack(*_ack_arguments(request), wait=False):
+                return False
+        except Exception as error:
+            self._acked(session, request, error)
+        else:
+            self._acked(session, request, None)
+        return True
+
     async def _flow(self, request: api.CommandFlow) -> None:
         session = self.consumers.get(request.consumer_id)
         if session is not None:
             await self._unless_held(session.flow, request.message_permits)
-            if not session.deliver_now() or session.state.permits:
-                session.wake.set()  # (its task reads what the FLOW's read did not)
+            self._read_after_flow(session)
+
+    def _read_after_flow(self, session: ConsumerSession) -> None:
+        """A read for the consumer at once (deliver_now); its task reads what that read did not."""
+        if not session.deliver_now() or session.state.permits:
+            session.wake.set()
 
     async def _unless_held(self, call: Callable[..., bool], *args: Any) -> None:
         """`call(*args, wait=False)` on the loop, which does it if the subscription is free now; if another thread
@@ -409,18 +447,28 @@ class Connection:
 
     async def _ack(self, request: api.CommandAck) -> None:
         session = self.consumers.get(request.consumer_id)
-        failure = None
         if session is None:
-            failure = consumer_not_found(request.consumer_id)
+            self._answer_ack(request, consumer_not_found(request.consumer_id))
+            return
+        try:
+            await self._unless_held(session.ack, *_ack_arguments(request))
+        except Exception as error:
+            self._acked(session, request, error)
         else:
-            cumulative, ids = request.ack_type == api.CommandAck.Cumulative, list(request.message_id)
-            try:
-                await self._unless_held(session.ack, cumulative, ids)
-            except Exception as error:  # (answered when the client asks for receipts; logged)
-                logger.warning("%s: ack of consumer %s failed: %s", self.peer, session.name, error)
-                failure = server_error(error)
-            assert session.subscription is not None
-            self.service.wake(session.subscription)
+            self._acked(session, request, None)
+
+    def _acked(self, session: ConsumerSession, request: api.CommandAck, error: Exception | None) -> None:
+        """After an ACK, or its `error` (logged, and answered when the client asks for receipts): the
+        subscription's consumers are told of the change, the client answered."""
+        failure = None
+        if error is not None:
+            logger.warning("%s: ack of consumer %s failed: %s", self.peer, session.name, error)
+            failure = server_error(error)
+        assert session.subscription is not None
+        self.service.wake(session.subscription)
+        self._answer_ack(request, failure)
+
+    def _answer_ack(self, request: api.CommandAck, failure: ServerFailure | None) -> None:
         if request.HasField("request_id"):
             fields = {} if failure is None else {"error": failure.code, "message": str(failure)}
             self.send(command(Type.ACK_RESPONSE, consumer_id=request.consumer_id, request_id=request.request_id,
@@ -540,6 +588,11 @@ class Connection:
         except Exception:  # (the client is told either way)
             logger.exception("%s: closing consumer %s", self.peer, session.name)
         self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=NO_REQUEST))
+
+
+def _ack_arguments(request: api.CommandAck) -> tuple[bool, list[api.MessageIdData]]:
+    """(cumulative, ids) of an ACK, as ConsumerSession.ack takes them."""
+    return request.ack_type == api.CommandAck.Cumulative, list(request.message_id)
 
 
 def consumer_not_found(consumer_id: int) -> ServerFailure:
