@@ -32,6 +32,41 @@ def send_receipts(buffer: bytes | bytearray | memoryview, position: int) -> tupl
     position) if the frame there is anything else (another command, cut short, malformed), which is then
     frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
 
+class FlowCommand:
+    """A FLOW read natively (consumer_commands): its CommandFlow's fields, by protobuf's names."""
+    consumer_id: int
+    message_permits: int
+    def __init__(self, consumer_id: int, message_permits: int) -> None: ...
+
+class AckedId:
+    """A MessageIdData of an ACK read natively, its fields by protobuf's names (partition and batch_index -1
+    when absent, as protobuf reads them)."""
+    ledger_id: int
+    entry_id: int
+    partition: int
+    batch_index: int
+    ack_set: tuple[int, ...]
+    def __init__(self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1,
+                 ack_set: tuple[int, ...] = ()) -> None: ...
+
+class AckCommand:
+    """An ACK read natively (consumer_commands): its CommandAck's fields, by protobuf's names, and
+    `request_id` None when it has none."""
+    consumer_id: int
+    ack_type: int
+    message_id: list[AckedId]
+    request_id: int | None
+    def __init__(self, consumer_id: int, ack_type: int, message_id: list[AckedId],
+                 request_id: int | None = None) -> None: ...
+
+def consumer_commands(buffer: bytes | bytearray | memoryview,
+                      position: int) -> tuple[list[FlowCommand | AckCommand], int]:
+    """The FLOW and ACK frames that follow one another from `position` in `buffer`, each whole and plain (an
+    ACK with only consumer id, ack type, message ids without a chunk's, and request id), as FlowCommand and
+    AckCommand objects in order, and the position after the last: ([], position) if the frame there is
+    anything else (another command, cut short, malformed), which is then frames.py's to decode. The same
+    values protobuf's parser gives for these fields."""
+
 class DeliveryEncoder:
     """The MESSAGE frames of one consumer (`consumer_id`, its ids carrying `partition`, -1: none), built from
     the pieces dispatch gives it straight from their stored batches' columns, all of a read's pieces in one

@@ -579,6 +579,200 @@ def send_receipts(const uint8_t[:] buffer, Py_ssize_t position):
     return receipts, position
 
 
+# reading: a consumer's FLOW and ACK frames, what a server reads all along beside what it sends
+
+cdef enum:  # BaseCommand's fields and types of ACK and FLOW, their fields, and MessageIdData's
+    COMMAND_ACK = 10
+    COMMAND_FLOW = 11
+    TYPE_ACK = 10
+    TYPE_FLOW = 11
+    FLOW_CONSUMER_ID = 1
+    FLOW_MESSAGE_PERMITS = 2
+    ACK_CONSUMER_ID = 1
+    ACK_TYPE = 2
+    ACK_MESSAGE_ID = 3
+    ACK_REQUEST_ID = 8
+    ACKED_LEDGER_ID = 1
+    ACKED_ENTRY_ID = 2
+    ACKED_PARTITION = 3
+    ACKED_BATCH_INDEX = 4
+    ACKED_ACK_SET = 5
+    ACKED_BATCH_SIZE = 6
+
+
+cdef class FlowCommand:
+    """A FLOW read natively (consumer_commands): its CommandFlow's fields, by protobuf's names."""
+    cdef readonly uint64_t consumer_id
+    cdef readonly uint32_t message_permits
+
+    def __init__(self, uint64_t consumer_id, uint32_t message_permits):
+        self.consumer_id, self.message_permits = consumer_id, message_permits
+
+
+cdef class AckedId:
+    """A MessageIdData of an ACK read natively, its fields by protobuf's names (partition and batch_index -1
+    when absent, as protobuf reads them)."""
+    cdef readonly uint64_t ledger_id
+    cdef readonly uint64_t entry_id
+    cdef readonly int32_t partition
+    cdef readonly int32_t batch_index
+    cdef readonly tuple ack_set
+
+    def __init__(self, uint64_t ledger_id, uint64_t entry_id, int32_t partition=-1, int32_t batch_index=-1,
+                 tuple ack_set=()):
+        self.ledger_id, self.entry_id, self.partition, self.batch_index = ledger_id, entry_id, partition, batch_index
+        self.ack_set = ack_set
+
+
+cdef class AckCommand:
+    """An ACK read natively (consumer_commands): its CommandAck's fields, by protobuf's names, and
+    `request_id` None when it has none."""
+    cdef readonly uint64_t consumer_id
+    cdef readonly int ack_type
+    cdef readonly list message_id
+    cdef readonly object request_id
+
+    def __init__(self, uint64_t consumer_id, int ack_type, list message_id, request_id=None):
+        self.consumer_id, self.ack_type, self.message_id, self.request_id = consumer_id, ack_type, message_id, request_id
+
+
+cdef AckedId parse_acked_id(const uint8_t *data, Py_ssize_t position, Py_ssize_t end):
+    """The MessageIdData at data[position:end] with the fields an acknowledgement uses (batch_size, which the
+    server does not need, skipped), or None for anything else (a chunk's first id, a required field missing,
+    malformed)."""
+    cdef uint64_t key, value, length, ledger_id = 0, entry_id = 0
+    cdef int32_t partition = -1, batch_index = -1
+    cdef Py_ssize_t inner_end
+    cdef bint has_ledger = False, has_entry = False
+    ack_set = []
+    while position < end:
+        position = read_varint(data, position, end, &key)
+        if position < 0:
+            return None
+        if key == (ACKED_ACK_SET << 3 | LENGTH_DELIMITED):  # packed
+            position = read_varint(data, position, end, &length)
+            if position < 0 or length > <uint64_t>(end - position):
+                return None
+            inner_end = position + <Py_ssize_t>length
+            while position < inner_end:
+                position = read_varint(data, position, inner_end, &value)
+                if position < 0:
+                    return None
+                ack_set.append(<int64_t>value)
+            continue
+        if key & 7 != VARINT:
+            return None
+        position = read_varint(data, position, end, &value)
+        if position < 0:
+            return None
+        if key >> 3 == ACKED_LEDGER_ID:
+            ledger_id, has_ledger = value, True
+        elif key >> 3 == ACKED_ENTRY_ID:
+            entry_id, has_entry = value, True
+        elif key >> 3 == ACKED_PARTITION:
+            partition = <int32_t>value  # (an int32's ten-byte negative varint: its low 32 bits, as protobuf)
+        elif key >> 3 == ACKED_BATCH_INDEX:
+            batch_index = <int32_t>value
+        elif key >> 3 == ACKED_ACK_SET:
+            ack_set.append(<int64_t>value)
+        elif key >> 3 != ACKED_BATCH_SIZE:
+            return None
+    if not (has_ledger and has_entry):
+        return None
+    return AckedId(ledger_id, entry_id, partition, batch_index, tuple(ack_set))
+
+
+cdef object parse_consumer_command(const uint8_t *data, Py_ssize_t position, Py_ssize_t end):
+    """The BaseCommand at data[position:end] as a FlowCommand or AckCommand when it is a FLOW, or an ACK with
+    only consumer id, ack type, message ids and request id; None for anything else (properties, a
+    validation error, a transaction, another command, a required field missing, malformed), which
+    frames.py decodes."""
+    cdef uint64_t key, value, length, kind = 0, consumer_id = 0, permits = 0, ack_type = 0, request_id = 0
+    cdef Py_ssize_t inner_end, inner
+    cdef bint has_kind = False, has_consumer = False, has_permits = False, has_type = False, has_request = False
+    cdef int sub = 0
+    cdef AckedId acked
+    ids = []
+    while position < end:
+        position = read_varint(data, position, end, &key)
+        if position < 0:
+            return None
+        if key == (COMMAND_TYPE << 3 | VARINT):
+            position = read_varint(data, position, end, &kind)
+            has_kind = True
+        elif sub == 0 and (key == (COMMAND_FLOW << 3 | LENGTH_DELIMITED)
+                           or key == (COMMAND_ACK << 3 | LENGTH_DELIMITED)):
+            sub = key >> 3
+            position = read_varint(data, position, end, &length)
+            if position < 0 or length > <uint64_t>(end - position):
+                return None
+            inner_end = position + <Py_ssize_t>length
+            while position < inner_end:
+                position = read_varint(data, position, inner_end, &key)
+                if position < 0:
+                    return None
+                if sub == COMMAND_ACK and key == (ACK_MESSAGE_ID << 3 | LENGTH_DELIMITED):
+                    position = read_varint(data, position, inner_end, &length)
+                    if position < 0 or length > <uint64_t>(inner_end - position):
+                        return None
+                    inner = position + <Py_ssize_t>length
+                    acked = parse_acked_id(data, position, inner)
+                    if acked is None:
+                        return None
+                    ids.append(acked)
+                    position = inner
+                    continue
+                if key & 7 != VARINT:
+                    return None
+                position = read_varint(data, position, inner_end, &value)
+                if position < 0:
+                    return None
+                if key >> 3 == 1:  # consumer_id, in both
+                    consumer_id, has_consumer = value, True
+                elif sub == COMMAND_FLOW and key >> 3 == FLOW_MESSAGE_PERMITS:
+                    permits, has_permits = value, True
+                elif sub == COMMAND_ACK and key >> 3 == ACK_TYPE:
+                    ack_type, has_type = value, True
+                elif sub == COMMAND_ACK and key >> 3 == ACK_REQUEST_ID:
+                    request_id, has_request = value, True
+                else:
+                    return None
+        else:
+            return None
+        if position < 0:
+            return None
+    if not has_kind or kind != sub or not has_consumer:
+        return None
+    if sub == COMMAND_FLOW:
+        return FlowCommand(consumer_id, <uint32_t>permits) if has_permits and permits <= 0xFFFFFFFF else None
+    if not has_type or ack_type > 1:
+        return None
+    return AckCommand(consumer_id, <int>ack_type, ids, request_id if has_request else None)
+
+
+def consumer_commands(const uint8_t[:] buffer, Py_ssize_t position):
+    """The FLOW and ACK frames that follow one another from `position` in `buffer`, each whole and of the
+    kind parse_consumer_command reads, as FlowCommand and AckCommand objects in order, and the position after
+    the last: ([], position) if the frame there is anything else (another command, cut short, malformed),
+    which is then frames.py's to decode. The same values protobuf's parser gives for these fields."""
+    cdef Py_ssize_t end = buffer.shape[0], total, command_size
+    cdef const uint8_t *data = &buffer[0] if end > 0 else NULL
+    commands = []
+    while end - position >= 8:
+        total = (<Py_ssize_t>data[position] << 24 | <Py_ssize_t>data[position + 1] << 16
+                 | <Py_ssize_t>data[position + 2] << 8 | <Py_ssize_t>data[position + 3])
+        command_size = (<Py_ssize_t>data[position + 4] << 24 | <Py_ssize_t>data[position + 5] << 16
+                        | <Py_ssize_t>data[position + 6] << 8 | <Py_ssize_t>data[position + 7])
+        if total != command_size + 4 or end - position - 4 < total:
+            break  # a payload command, or a frame not all here yet
+        parsed = parse_consumer_command(data, position + 8, position + 8 + command_size)
+        if parsed is None:
+            break
+        commands.append(parsed)
+        position += 4 + total
+    return commands, position
+
+
 # writing: MESSAGE frames of stored messages, what a server sends for every message it delivers
 
 cdef enum:  # BaseCommand's field and type of a MESSAGE, CommandMessage's fields and MessageIdData's

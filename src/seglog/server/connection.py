@@ -21,9 +21,10 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from seglog._core._pulsar_send import SendFrame
+from seglog._core._pulsar_wire import AckCommand, FlowCommand
 from seglog.names import is_non_persistent
 from seglog.server import auth
-from seglog.server.consumers import SUBSCRIPTION_TYPES, ConsumerSession, sticky_ranges
+from seglog.server.consumers import SUBSCRIPTION_TYPES, AckedMessageId, ConsumerSession, sticky_ranges
 from seglog.server.errors import Attempt, ServerFailure, answering_failures, server_error
 from seglog.server.features import check_subscribe_features
 from seglog.server.non_persistent_clients import NonPersistentClients
@@ -37,6 +38,7 @@ from seglog.server.protocol.frames import (
     Type,
     command,
     encode_command,
+    frame_of,
     send_of,
     sub_command,
 )
@@ -120,9 +122,9 @@ class Connection:
                     self._ping_pending = False
                     if isinstance(item, SendFrame) and self.connected:  # (the hot path: no coroutine)
                         self._send(item)
-                    elif not (self.connected and isinstance(item, Frame) and self._at_once(item)):
+                    elif not (self.connected and self._at_once(item)):
                         self._answer_read()  # (before the handler waits, and other tasks run meanwhile)
-                        await self._handle(item)
+                        await self._handle(item if isinstance(item, Frame | SendFrame) else frame_of(item))
                         self._corked = []
                     if self._closing:
                         break
@@ -393,23 +395,26 @@ class Connection:
             self.reply_error(request_id, consumer_not_found(consumer_id))
         return session
 
-    def _at_once(self, frame: Frame) -> bool:
-        """A consumer's FLOW or ACK, which it sends all along, handled without a coroutine when its
-        subscription is free at this moment, as _unless_held first tries: whether it was. _handle takes it
-        otherwise (another thread holds the subscription, a consumer of a non-persistent topic or of none),
-        and every other command: a coroutine a command was a third of what FLOW and ACK cost."""
-        base = frame.command
-        kind = base.type
-        if kind == Type.FLOW and base.HasField("flow"):
-            request: api.CommandFlow | api.CommandAck = base.flow
-        elif kind == Type.ACK and base.HasField("ack"):
-            request = base.ack
+    def _at_once(self, item: Frame | SendFrame | FlowCommand | AckCommand) -> bool:
+        """A consumer's FLOW or ACK, which it sends all along (read natively, or by protobuf when it has
+        fields the native reader leaves to it), handled without a coroutine when its subscription is free at
+        this moment, as _unless_held first tries: whether it was. _handle takes it otherwise (another thread
+        holds the subscription, a consumer of a non-persistent topic or of none), and every other command: a
+        coroutine a command was a third of what FLOW and ACK cost."""
+        request: api.CommandFlow | api.CommandAck | FlowCommand | AckCommand
+        if isinstance(item, FlowCommand | AckCommand):
+            request = item
+        elif isinstance(item, Frame) and item.command.type == Type.FLOW and item.command.HasField("flow"):
+            request = item.command.flow
+        elif isinstance(item, Frame) and item.command.type == Type.ACK and item.command.HasField("ack"):
+            request = item.command.ack
         else:
             return False
+        flow = isinstance(request, FlowCommand | api.CommandFlow)
         session = self.consumers.get(request.consumer_id)
-        if session is None or self.non_persistent.claims(kind, request):
+        if session is None or self.non_persistent.claims(Type.FLOW if flow else Type.ACK, request):
             return False
-        if isinstance(request, api.CommandFlow):
+        if isinstance(request, FlowCommand | api.CommandFlow):
             self._answer_read()  # (what was read before goes out first, as for _handle: deliver_now bounds the backlog)
             try:
                 if not session.flow(request.message_permits, wait=False):
@@ -457,7 +462,7 @@ class Connection:
         else:
             self._acked(session, request, None)
 
-    def _acked(self, session: ConsumerSession, request: api.CommandAck, error: Exception | None) -> None:
+    def _acked(self, session: ConsumerSession, request: api.CommandAck | AckCommand, error: Exception | None) -> None:
         """After an ACK, or its `error` (logged, and answered when the client asks for receipts): the
         subscription's consumers are told of the change, the client answered."""
         failure = None
@@ -468,11 +473,11 @@ class Connection:
         self.service.wake(session.subscription)
         self._answer_ack(request, failure)
 
-    def _answer_ack(self, request: api.CommandAck, failure: ServerFailure | None) -> None:
-        if request.HasField("request_id"):
+    def _answer_ack(self, request: api.CommandAck | AckCommand, failure: ServerFailure | None) -> None:
+        request_id = request.request_id if isinstance(request, AckCommand) or request.HasField("request_id") else None
+        if request_id is not None:
             fields = {} if failure is None else {"error": failure.code, "message": str(failure)}
-            self.send(command(Type.ACK_RESPONSE, consumer_id=request.consumer_id, request_id=request.request_id,
-                              **fields))
+            self.send(command(Type.ACK_RESPONSE, consumer_id=request.consumer_id, request_id=request_id, **fields))
 
     async def _redeliver(self, request: api.CommandRedeliverUnacknowledgedMessages) -> None:
         session = self.consumers.get(request.consumer_id)
@@ -590,7 +595,7 @@ class Connection:
         self.send(command(Type.CLOSE_CONSUMER, consumer_id=session.consumer_id, request_id=NO_REQUEST))
 
 
-def _ack_arguments(request: api.CommandAck) -> tuple[bool, list[api.MessageIdData]]:
+def _ack_arguments(request: api.CommandAck | AckCommand) -> tuple[bool, list[AckedMessageId]]:
     """(cumulative, ids) of an ACK, as ConsumerSession.ack takes them."""
     return request.ack_type == api.CommandAck.Cumulative, list(request.message_id)
 

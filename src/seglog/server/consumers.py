@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import logging
 import threading
+from collections import abc
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -68,6 +69,19 @@ SUBSCRIPTION_TYPES = {
     api.CommandSubscribe.Failover: "failover",
     api.CommandSubscribe.Key_Shared: "key_shared",
 }
+
+
+class AckedMessageId(Protocol):
+    """What an ACK or a redelivery names a message by: protobuf's MessageIdData, or what the native reader
+    of ACKs gives (_pulsar_wire.AckedId), whose fields have the same names."""
+    @property
+    def ledger_id(self) -> int: ...
+    @property
+    def entry_id(self) -> int: ...
+    @property
+    def batch_index(self) -> int: ...
+    @property
+    def ack_set(self) -> abc.Sequence[int]: ...
 
 
 class ConsumerConnection(Protocol):
@@ -287,7 +301,7 @@ class ConsumerSession:
         self._read_messages = min(READ_MESSAGES, max(self._read_messages, (permits + 1) // 2))
         return self.subscription.flow(self.state, permits, wait=wait)
 
-    def ack(self, cumulative: bool, ids: list[api.MessageIdData], *, wait: bool = True) -> bool:
+    def ack(self, cumulative: bool, ids: abc.Sequence[AckedMessageId], *, wait: bool = True) -> bool:
         """Acknowledge the messages `ids` name: a batch entry's all (its id alone) or those its ack_set
         clears, else offset = entryId + max(batchIndex, 0) (SentEntries); ids of messages not written yet,
         or before the first entry (entryId -1), are left alone. With `wait` False only if the subscription is
@@ -299,7 +313,7 @@ class ConsumerSession:
                 self._ack(subscription, cumulative, ids)
             return taken
 
-    def _ack(self, subscription: Subscription, cumulative: bool, ids: list[api.MessageIdData]) -> None:
+    def _ack(self, subscription: Subscription, cumulative: bool, ids: abc.Sequence[AckedMessageId]) -> None:
         partition = self.target.partition
         if cumulative:  # (in ints: the common ACK, one id, every few hundred messages)
             through = self.entries.acknowledged_through(ids)
@@ -324,7 +338,7 @@ class ConsumerSession:
                                                                                 self.target.partition)
         return self._written_end
 
-    def redeliver(self, ids: list[api.MessageIdData]) -> None:
+    def redeliver(self, ids: abc.Sequence[AckedMessageId]) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the messages `ids` name (a batch entry's all by its id), or all
         this consumer was given and did not acknowledge when there are none."""
         assert self.subscription is not None
@@ -418,7 +432,7 @@ class SentEntries:
         with self._lock:
             self._counts.clear()
 
-    def acknowledged(self, ids: list[api.MessageIdData]) -> np.ndarray:
+    def acknowledged(self, ids: abc.Sequence[AckedMessageId]) -> np.ndarray:
         """The offsets an individual ACK's `ids` acknowledge: an entry's all, or with the ack_set of a client
         that acknowledges batch indexes, those whose bit is clear; for an id of no entry, the message it names."""
         parts: list[np.ndarray] = []
@@ -431,7 +445,7 @@ class SentEntries:
                     parts.append(np.arange(first, first + count, dtype=np.int64) if acked is None else first + acked)
         return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, dtype=np.int64)
 
-    def acknowledged_through(self, ids: list[api.MessageIdData]) -> list[int]:
+    def acknowledged_through(self, ids: abc.Sequence[AckedMessageId]) -> list[int]:
         """For each of a cumulative ACK's `ids`, the offset it acknowledges up to (the caller passes the highest
         to forget_through): an entry's last, or with an ack_set the last before its first set bit; for an id of
         no entry, the message it names."""
@@ -448,7 +462,7 @@ class SentEntries:
                     through.append(first + (int(gaps[0]) if len(gaps) else len(acked)) - 1)
         return through
 
-    def _acked_by(self, mid: api.MessageIdData) -> tuple[int, int | None, np.ndarray | None]:
+    def _acked_by(self, mid: AckedMessageId) -> tuple[int, int | None, np.ndarray | None]:
         """(first offset, messages, batch indexes acknowledged) of the entry `mid` acknowledges, the indexes
         None when all of them are (its id alone); (the offset it names, None, None) for an id of no entry. An
         entry acknowledged whole is forgotten."""
@@ -468,7 +482,7 @@ class SentEntries:
         with self._lock:
             self._counts = {e: n for e, n in self._counts.items() if e + n - 1 > offset}
 
-    def redelivered(self, ids: list[api.MessageIdData]) -> np.ndarray:
+    def redelivered(self, ids: abc.Sequence[AckedMessageId]) -> np.ndarray:
         """The offsets a REDELIVER_UNACKNOWLEDGED_MESSAGES's `ids` name: all of an entry's for its id."""
         parts: list[np.ndarray] = []
         with self._lock:
@@ -481,7 +495,7 @@ class SentEntries:
                     del self._counts[entry]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def _entry(self, mid: api.MessageIdData) -> tuple[int, int | None]:
+    def _entry(self, mid: AckedMessageId) -> tuple[int, int | None]:
         """(first offset, messages) of the entry `mid` names whole, or (-1, None) if it names a message."""
         if mid.batch_index >= 0:
             return -1, None
@@ -498,7 +512,7 @@ def _id(offset: int) -> api.MessageIdData:
     return message_id(offset if offset >= 0 else UINT64_MINUS_ONE)
 
 
-def _offset(mid: api.MessageIdData) -> int:
+def _offset(mid: AckedMessageId) -> int:
     entry = signed(mid.entry_id)
     if entry < 0 or signed(mid.ledger_id) < 0:
         return -1

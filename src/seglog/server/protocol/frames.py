@@ -18,7 +18,14 @@ from google.protobuf.message import DecodeError
 
 from seglog._core._format import crc32c
 from seglog._core._pulsar_send import SendFrame, cut_sends
-from seglog._core._pulsar_wire import payload_frame, send_command, send_receipts
+from seglog._core._pulsar_wire import (
+    AckCommand,
+    FlowCommand,
+    consumer_commands,
+    payload_frame,
+    send_command,
+    send_receipts,
+)
 from seglog.server.protocol import pulsar_api_pb2 as api
 from seglog.server.protocol.message_ids import UINT64_MINUS_ONE
 
@@ -87,15 +94,16 @@ class FrameDecoder:
         receipts cost it."""
         return cast(list[Frame | FrameError | SendReceipts], self._cut(data, receipts=True))
 
-    def feed_with_sends(self, data: bytes) -> list[Frame | FrameError | SendFrame]:
-        """As feed, but SENDs of the ordinary kind come as SendFrames, cut natively without a protobuf object
-        (_core/_pulsar_send.pyx): a server reads one for every entry produced."""
-        return cast(list[Frame | FrameError | SendFrame], self._cut(data, sends=True))
+    def feed_with_sends(self, data: bytes) -> list[Frame | FrameError | SendFrame | FlowCommand | AckCommand]:
+        """As feed, but what a server reads all along is read natively, without a protobuf object: SENDs of
+        the ordinary kind come as SendFrames (_core/_pulsar_send.pyx), one for every entry produced, and a
+        consumer's plain FLOWs and ACKs as FlowCommands and AckCommands (_pulsar_wire.consumer_commands)."""
+        return cast(list[Frame | FrameError | SendFrame | FlowCommand | AckCommand], self._cut(data, sends=True))
 
     def _cut(self, data: bytes, *, receipts: bool = False,
-             sends: bool = False) -> list[Frame | FrameError | SendReceipts | SendFrame]:
+             sends: bool = False) -> list[Frame | FrameError | SendReceipts | SendFrame | FlowCommand | AckCommand]:
         self._buffer += data
-        out: list[Frame | FrameError | SendReceipts | SendFrame] = []
+        out: list[Frame | FrameError | SendReceipts | SendFrame | FlowCommand | AckCommand] = []
         buffer = self._buffer
         position = 0
         while len(buffer) - position >= 4:
@@ -108,6 +116,10 @@ class FrameDecoder:
                 cut, position = cut_sends(buffer, position, self.max_frame_size)
                 if cut:
                     out += cut
+                    continue
+                commands, position = consumer_commands(buffer, position)
+                if commands:
+                    out += commands
                     continue
             (total,) = _U32.unpack_from(buffer, position)
             if total < 4 or total > self.max_frame_size:
@@ -131,6 +143,22 @@ def send_of(frame: Frame) -> SendFrame:
     send = frame.command.send
     return SendFrame(send.producer_id, send.sequence_id, send.highest_sequence_id, send.num_messages,
                      frame.checksum_ok, frame.metadata or b"", frame.payload or b"")
+
+
+def frame_of(read: FlowCommand | AckCommand) -> Frame:
+    """The Frame protobuf's decoding gives for a FLOW or ACK that consumer_commands read."""
+    if isinstance(read, FlowCommand):
+        return Frame(command(Type.FLOW, consumer_id=read.consumer_id, message_permits=read.message_permits))
+    ids = []
+    for acked in read.message_id:
+        mid = api.MessageIdData(ledger_id=acked.ledger_id, entry_id=acked.entry_id, ack_set=acked.ack_set)
+        if acked.partition != -1:  # (-1 is the default: set only what the client sent)
+            mid.partition = acked.partition
+        if acked.batch_index != -1:
+            mid.batch_index = acked.batch_index
+        ids.append(mid)
+    return Frame(command(Type.ACK, consumer_id=read.consumer_id, ack_type=read.ack_type, message_id=ids,
+                         request_id=read.request_id))
 
 
 def decode_frame(body: bytes) -> Frame:
