@@ -502,16 +502,23 @@ cdef inline Py_ssize_t read_varint(const uint8_t *data, Py_ssize_t position, Py_
     return -1
 
 
+cdef Py_ssize_t delimited_end(const uint8_t *data, Py_ssize_t *position, Py_ssize_t end) noexcept nogil:
+    """The end of the length-delimited value whose length is at `position[0]` (moved to the value's start), or
+    -1 if the length is malformed or the value runs past `end`."""
+    cdef uint64_t length
+    position[0] = read_varint(data, position[0], end, &length)
+    if position[0] < 0 or length > <uint64_t>(end - position[0]):
+        return -1
+    return position[0] + <Py_ssize_t>length
+
+
 cdef Py_ssize_t skip_field(const uint8_t *data, Py_ssize_t position, Py_ssize_t end, int wire_type) noexcept nogil:
     """The position after a field's value of `wire_type` at `position`, or -1 if it is malformed."""
     cdef uint64_t length
     if wire_type == VARINT:
         return read_varint(data, position, end, &length)
     if wire_type == LENGTH_DELIMITED:
-        position = read_varint(data, position, end, &length)
-        if position < 0 or length > <uint64_t>(end - position):
-            return -1
-        return position + <Py_ssize_t>length
+        return delimited_end(data, &position, end)
     if wire_type == 1:  # 64-bit
         return position + 8 if end - position >= 8 else -1
     if wire_type == 5:  # 32-bit
@@ -523,7 +530,7 @@ cdef bint parse_receipt(const uint8_t *data, Py_ssize_t position, Py_ssize_t end
                         uint64_t *sequence_id) noexcept nogil:
     """Whether data[position:end] is a BaseCommand of type SEND_RECEIPT whose CommandSendReceipt has its
     producer id and sequence id (then in the two out arguments)."""
-    cdef uint64_t key, value, length
+    cdef uint64_t key, value
     cdef Py_ssize_t inner_end
     cdef bint is_receipt = False, has_producer = False, has_sequence = False
     while position < end:
@@ -536,10 +543,9 @@ cdef bint parse_receipt(const uint8_t *data, Py_ssize_t position, Py_ssize_t end
                 return False
             is_receipt = True
         elif key == (COMMAND_SEND_RECEIPT << 3 | LENGTH_DELIMITED):
-            position = read_varint(data, position, end, &length)
-            if position < 0 or length > <uint64_t>(end - position):
+            inner_end = delimited_end(data, &position, end)
+            if inner_end < 0:
                 return False
-            inner_end = position + <Py_ssize_t>length
             while position < inner_end:
                 position = read_varint(data, position, inner_end, &key)
                 if position < 0:
@@ -561,26 +567,38 @@ cdef bint parse_receipt(const uint8_t *data, Py_ssize_t position, Py_ssize_t end
     return is_receipt and has_producer and has_sequence
 
 
+cdef Py_ssize_t simple_command_size(const uint8_t *data, Py_ssize_t position, Py_ssize_t end) noexcept nogil:
+    """The command size of the frame at `position` when it is a simple command (no payload) all here before
+    `end`, else -1 (a payload command, or a frame not all here yet)."""
+    cdef Py_ssize_t total, command_size
+    if end - position < 8:
+        return -1
+    total = (<Py_ssize_t>data[position] << 24 | <Py_ssize_t>data[position + 1] << 16
+             | <Py_ssize_t>data[position + 2] << 8 | <Py_ssize_t>data[position + 3])
+    command_size = (<Py_ssize_t>data[position + 4] << 24 | <Py_ssize_t>data[position + 5] << 16
+                    | <Py_ssize_t>data[position + 6] << 8 | <Py_ssize_t>data[position + 7])
+    if total != command_size + 4 or end - position - 4 < total:
+        return -1
+    return command_size
+
+
 def send_receipts(const uint8_t[:] buffer, Py_ssize_t position):
     """The SEND_RECEIPT frames that follow one another from `position` in `buffer`, each whole and
     well-formed, as (producer_id, sequence_id) pairs in order, and the position after the last: ([],
     position) if the frame there is anything else (another command, cut short, malformed), which is then
     frames.py's to decode. The same fields protobuf's parser reads (any other field skipped)."""
-    cdef Py_ssize_t end = buffer.shape[0], total, command_size
+    cdef Py_ssize_t end = buffer.shape[0], command_size
     cdef uint64_t producer_id = 0, sequence_id = 0
     cdef const uint8_t *data = &buffer[0] if end > 0 else NULL
     receipts = []
     while end - position >= 8:
-        total = (<Py_ssize_t>data[position] << 24 | <Py_ssize_t>data[position + 1] << 16
-                 | <Py_ssize_t>data[position + 2] << 8 | <Py_ssize_t>data[position + 3])
-        command_size = (<Py_ssize_t>data[position + 4] << 24 | <Py_ssize_t>data[position + 5] << 16
-                        | <Py_ssize_t>data[position + 6] << 8 | <Py_ssize_t>data[position + 7])
-        if total != command_size + 4 or end - position - 4 < total:
-            break  # a payload command, or a frame not all here yet
+        command_size = simple_command_size(data, position, end)
+        if command_size < 0:
+            break
         if not parse_receipt(data, position + 8, position + 8 + command_size, &producer_id, &sequence_id):
             break
         receipts.append((producer_id, sequence_id))
-        position += 4 + total
+        position += 8 + command_size
     return receipts, position
 
 
@@ -645,7 +663,7 @@ cdef AckedId parse_acked_id(const uint8_t *data, Py_ssize_t position, Py_ssize_t
     """The MessageIdData at data[position:end] with the fields an acknowledgement uses (batch_size, which the
     server does not need, skipped), or None for anything else (a chunk's first id, a required field missing,
     malformed)."""
-    cdef uint64_t key, value, length, ledger_id = 0, entry_id = 0
+    cdef uint64_t key, value, ledger_id = 0, entry_id = 0
     cdef int32_t partition = -1, batch_index = -1
     cdef Py_ssize_t inner_end
     cdef bint has_ledger = False, has_entry = False
@@ -655,10 +673,9 @@ cdef AckedId parse_acked_id(const uint8_t *data, Py_ssize_t position, Py_ssize_t
         if position < 0:
             return None
         if key == (ACKED_ACK_SET << 3 | LENGTH_DELIMITED):  # packed
-            position = read_varint(data, position, end, &length)
-            if position < 0 or length > <uint64_t>(end - position):
+            inner_end = delimited_end(data, &position, end)
+            if inner_end < 0:
                 return None
-            inner_end = position + <Py_ssize_t>length
             while position < inner_end:
                 position = read_varint(data, position, inner_end, &value)
                 if position < 0:
@@ -692,7 +709,7 @@ cdef object parse_consumer_command(const uint8_t *data, Py_ssize_t position, Py_
     only consumer id, ack type, message ids and request id; None for anything else (properties, a
     validation error, a transaction, another command, a required field missing, malformed), which
     frames.py decodes."""
-    cdef uint64_t key, value, length, kind = 0, consumer_id = 0, permits = 0, ack_type = 0, request_id = 0
+    cdef uint64_t key, value, kind = 0, consumer_id = 0, permits = 0, ack_type = 0, request_id = 0
     cdef Py_ssize_t inner_end, inner
     cdef bint has_kind = False, has_consumer = False, has_permits = False, has_type = False, has_request = False
     cdef int sub = 0
@@ -708,19 +725,17 @@ cdef object parse_consumer_command(const uint8_t *data, Py_ssize_t position, Py_
         elif sub == 0 and (key == (COMMAND_FLOW << 3 | LENGTH_DELIMITED)
                            or key == (COMMAND_ACK << 3 | LENGTH_DELIMITED)):
             sub = key >> 3
-            position = read_varint(data, position, end, &length)
-            if position < 0 or length > <uint64_t>(end - position):
+            inner_end = delimited_end(data, &position, end)
+            if inner_end < 0:
                 return None
-            inner_end = position + <Py_ssize_t>length
             while position < inner_end:
                 position = read_varint(data, position, inner_end, &key)
                 if position < 0:
                     return None
                 if sub == COMMAND_ACK and key == (ACK_MESSAGE_ID << 3 | LENGTH_DELIMITED):
-                    position = read_varint(data, position, inner_end, &length)
-                    if position < 0 or length > <uint64_t>(inner_end - position):
+                    inner = delimited_end(data, &position, inner_end)
+                    if inner < 0:
                         return None
-                    inner = position + <Py_ssize_t>length
                     acked = parse_acked_id(data, position, inner)
                     if acked is None:
                         return None
@@ -760,21 +775,18 @@ def consumer_commands(const uint8_t[:] buffer, Py_ssize_t position):
     kind parse_consumer_command reads, as FlowCommand and AckCommand objects in order, and the position after
     the last: ([], position) if the frame there is anything else (another command, cut short, malformed),
     which is then frames.py's to decode. The same values protobuf's parser gives for these fields."""
-    cdef Py_ssize_t end = buffer.shape[0], total, command_size
+    cdef Py_ssize_t end = buffer.shape[0], command_size
     cdef const uint8_t *data = &buffer[0] if end > 0 else NULL
     commands = []
     while end - position >= 8:
-        total = (<Py_ssize_t>data[position] << 24 | <Py_ssize_t>data[position + 1] << 16
-                 | <Py_ssize_t>data[position + 2] << 8 | <Py_ssize_t>data[position + 3])
-        command_size = (<Py_ssize_t>data[position + 4] << 24 | <Py_ssize_t>data[position + 5] << 16
-                        | <Py_ssize_t>data[position + 6] << 8 | <Py_ssize_t>data[position + 7])
-        if total != command_size + 4 or end - position - 4 < total:
-            break  # a payload command, or a frame not all here yet
+        command_size = simple_command_size(data, position, end)
+        if command_size < 0:
+            break
         parsed = parse_consumer_command(data, position + 8, position + 8 + command_size)
         if parsed is None:
             break
         commands.append(parsed)
-        position += 4 + total
+        position += 8 + command_size
     return commands, position
 
 
