@@ -284,3 +284,25 @@ def test_a_read_of_several_stored_batches_is_pending_as_one_and_expires_without_
     redelivered = subscription.next_delivery(consumer.state, 15)
     assert offsets(redelivered) == [(0, o) for o in [5, 6, 7, 8, 9, 11, 12, 13, 14]]
     broker.subscriptions.release(subscription)
+
+
+def test_a_read_of_whole_batches_keeps_to_its_messages_bytes_and_acks(broker):
+    """A read takes stored batches located together (Reader.locate_run) a piece each, cut by the read's
+    messages and bytes, and leaves out what was acknowledged ahead of it."""
+    def read(name, max_messages, max_read_bytes=None, acked=()):
+        subscription = broker.subscriptions.open(broker.topic("runs"), name, "exclusive", "earliest")
+        consumer = Remote(name)
+        if max_read_bytes is not None:
+            consumer.state.max_read_bytes = max_read_bytes
+        subscription.attach(consumer.state, "exclusive")
+        if acked:
+            subscription.ack_many(0, np.array(acked))
+        pieces = subscription.next_delivery(consumer.state, max_messages)
+        taken = [[int(o) for o in piece.offsets] for piece in pieces], subscription.read_position(0)
+        broker.subscriptions.release(subscription)
+        return taken
+
+    assert read("all", 15) == ([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]], 15)
+    assert read("cut", 12) == ([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]], 12)
+    assert read("bytes", 15, max_read_bytes=1) == ([[0, 1, 2, 3, 4]], 5)
+    assert read("acked", 15, acked=[6, 12]) == ([[0, 1, 2, 3, 4], [5, 7, 8, 9], [10, 11, 13, 14]], 15)
