@@ -978,18 +978,8 @@ cdef class DeliveryEncoder:
         cdef BatchLayout L
         cdef const uint8_t *batch
         cdef int64_t *rows = NULL
-        cdef Py_ssize_t i, estimate = 0
         mapped = None
         try:
-            for i in range(start, len(pieces)):  # (the frames' size, about: one allocation, not a copy a doubling)
-                piece = pieces[i]
-                data = piece.data
-                if data is not mapped:
-                    view = data
-                    mapped = data
-                located_batch(view, piece.position, &L)
-                estimate += L.end + ENTRY_BYTES_A_MESSAGE * L.count
-            reserve(&out, estimate)
             while start < len(pieces):
                 piece = pieces[start]
                 data = piece.data
@@ -1011,6 +1001,8 @@ cdef class DeliveryEncoder:
                 if rows == NULL:
                     raise MemoryError()
                 stored_rows(batch, &L, piece.base, &offsets[0], offsets.shape[0], rows)
+                # (the piece's frames, about: room for them at once, not a copy at every doubling)
+                reserve(&out, L.end + ENTRY_BYTES_A_MESSAGE * L.count)
                 self.piece_frames(&out, batch, &L, piece.base, &offsets[0], rows, offsets.shape[0],
                                   &counts[0] if redelivery_counts is not None else NULL, entries)
                 start += 1
