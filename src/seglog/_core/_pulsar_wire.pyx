@@ -747,7 +747,7 @@ cdef object parse_consumer_command(const uint8_t *data, Py_ssize_t position, Py_
                 position = read_varint(data, position, inner_end, &value)
                 if position < 0:
                     return None
-                if key >> 3 == 1:  # consumer_id, in both
+                if key >> 3 == (FLOW_CONSUMER_ID if sub == COMMAND_FLOW else ACK_CONSUMER_ID):
                     consumer_id, has_consumer = value, True
                 elif sub == COMMAND_FLOW and key >> 3 == FLOW_MESSAGE_PERMITS:
                     permits, has_permits = value, True
@@ -761,7 +761,7 @@ cdef object parse_consumer_command(const uint8_t *data, Py_ssize_t position, Py_
             return None
         if position < 0:
             return None
-    if not has_kind or kind != sub or not has_consumer:
+    if not has_kind or kind != (TYPE_FLOW if sub == COMMAND_FLOW else TYPE_ACK) or not has_consumer:
         return None
     if sub == COMMAND_FLOW:
         return FlowCommand(consumer_id, <uint32_t>permits) if has_permits and permits <= 0xFFFFFFFF else None

@@ -146,13 +146,14 @@ def send_of(frame: Frame) -> SendFrame:
 
 
 def frame_of(read: FlowCommand | AckCommand) -> Frame:
-    """The Frame protobuf's decoding gives for a FLOW or ACK that consumer_commands read."""
+    """A Frame with the field values protobuf's decoding gives for a FLOW or ACK that consumer_commands read
+    (not an id's batch_size, which it skips, nor whether a default was sent)."""
     if isinstance(read, FlowCommand):
         return Frame(command(Type.FLOW, consumer_id=read.consumer_id, message_permits=read.message_permits))
     ids = []
     for acked in read.message_id:
         mid = api.MessageIdData(ledger_id=acked.ledger_id, entry_id=acked.entry_id, ack_set=acked.ack_set)
-        if acked.partition != -1:  # (-1 is the default: set only what the client sent)
+        if acked.partition != -1:  # (-1, the default, left unset)
             mid.partition = acked.partition
         if acked.batch_index != -1:
             mid.batch_index = acked.batch_index
