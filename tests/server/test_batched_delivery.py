@@ -11,7 +11,7 @@ from test_consume import assert_nothing_more, receive_all
 from test_produce import send_async_all
 from test_read_compacted_served import compact
 
-from helpers_server import pulsar, receive_until
+from helpers_server import pulsar, receive_until, start_server
 
 TOPIC = "persistent://public/default/batched"
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -56,18 +56,26 @@ def test_stored_batches_arrive_as_batch_entries_with_their_producers_ids(server)
     assert_nothing_more(client.subscribe(TOPIC, "s"))
 
 
-def test_a_batch_is_cut_to_the_permits_and_every_id_names_its_offset(server):
-    client = server.client()
-    produce(client, values(30), batch=30)
-    consumer = client.subscribe(TOPIC, "s", initial_position=EARLIEST, receiver_queue_size=4)
-    received = receive_all(consumer, 30)
-    assert [m.data() for m in received] == values(30)
-    assert [offset(m) for m in received] == list(range(30))
-    assert len({m.message_id().entry_id() for m in received}) > 1  # entries of at most the permits
-    for message in received:
-        consumer.acknowledge(message)
-    consumer.close()
-    assert_nothing_more(client.subscribe(TOPIC, "s"))
+@pytest.mark.parametrize("precise", [False, True], ids=["entry_permits", "precise"])
+def test_a_batch_goes_whole_or_cut_to_the_permits_and_every_id_names_its_offset(tmp_path, precise):
+    """By default (Pulsar's), a stored batch larger than the consumer's permits still goes as one entry; with
+    --precise-dispatcher-flow-control it is cut into entries of at most the permits."""
+    server = start_server(tmp_path / "data", *(["--precise-dispatcher-flow-control"] if precise else []))
+    try:
+        client = server.client()
+        produce(client, values(30), batch=30)
+        consumer = client.subscribe(TOPIC, "s", initial_position=EARLIEST, receiver_queue_size=4)
+        received = receive_all(consumer, 30)
+        assert [m.data() for m in received] == values(30)
+        assert [offset(m) for m in received] == list(range(30))
+        entries = {m.message_id().entry_id() for m in received}
+        assert len(entries) > 1 if precise else entries == {0}
+        for message in received:
+            consumer.acknowledge(message)
+        consumer.close()
+        assert_nothing_more(client.subscribe(TOPIC, "s"))
+    finally:
+        server.stop()
 
 
 def test_a_batch_is_acknowledged_once_all_of_its_messages_are(server):

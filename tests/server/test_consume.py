@@ -300,3 +300,31 @@ def test_never_more_messages_than_the_flow_permits(server, raw):
     response = connection.receive()
     assert response.type == Type.ACK_RESPONSE and response.ack_response.request_id == 9
     assert not response.ack_response.HasField("error")
+
+
+def test_a_flow_takes_whole_entries_and_permits_below_zero_hold_the_next(server, raw):
+    """Pulsar's default flow control: a read sends as many stored batches as the consumer has permits, each
+    whole, and counts their messages; the permits below zero send nothing until FLOWs make up for them."""
+    producer = server.client().create_producer(TOPIC, batching_enabled=True, batching_max_messages=10,
+                                               batching_max_publish_delay_ms=60_000)
+    send_async_all(producer, [b"%d" % i for i in range(30)])  # three stored batches of 10
+    connection = raw()
+    connection.connect()
+    connection.send(encode_command(command(Type.SUBSCRIBE, topic=TOPIC, subscription="entries", sub_type=0,
+                                           consumer_id=1, request_id=1, initial_position=1)))
+    assert connection.receive().type == Type.SUCCESS
+
+    def flow(permits: int) -> list[int]:
+        connection.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=permits)))
+        entries = []
+        while True:
+            try:
+                message = connection.receive(0.5)
+            except TimeoutError:
+                return entries
+            assert message.type == Type.MESSAGE
+            entries.append(message.message.message_id.entry_id)
+
+    assert flow(1) == [0]  # one permit: the first batch whole (permits 1 - 10 = -9)
+    assert flow(9) == []  # 0: nothing
+    assert flow(11) == [10, 20]  # 11: the next two whole

@@ -12,7 +12,7 @@ from seglog.server.consumers import ConsumerSession
 
 def session() -> ConsumerSession:
     connection = SimpleNamespace(service=SimpleNamespace(settings=SimpleNamespace(
-        max_unacked_messages_per_consumer=0)))
+        max_unacked_messages_per_consumer=0, precise_dispatcher_flow_control=False)))
     return ConsumerSession(connection, 1, SimpleNamespace(partition=0, partitioned=False), "c")  # type: ignore[arg-type]
 
 

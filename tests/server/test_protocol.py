@@ -214,16 +214,25 @@ def test_sends_read_together_are_each_written_and_answered_in_order_before_the_n
     assert sorted(stored) == [b"v0", b"v1", b"v3", b"v4", b"v5"]
 
 
-def test_a_read_gives_a_consumer_at_most_half_its_largest_flow(raw, server):
+def test_a_read_gives_a_consumer_at_most_half_its_largest_flow(tmp_path):
     """A read takes at most half the most permits one FLOW granted (a client's first FLOW is its receiver
     queue; at most READ_MESSAGES), so that the client has the first half to process while the second is read.
-    Seen in the batch entries: each read's run of a stored batch is an entry of its own."""
+    Seen in the batch entries under precise flow control: each read's run of a stored batch is an entry of
+    its own."""
+    server = start_server(tmp_path / "data", "--precise-dispatcher-flow-control")
+    try:
+        _halves(server)
+    finally:
+        server.stop()
+
+
+def _halves(server) -> None:
     producer = server.client().create_producer("persistent://public/default/halves", batching_enabled=True,
                                                batching_max_messages=100, batching_max_publish_delay_ms=60_000)
     for i in range(100):
         producer.send_async(b"m%d" % i, None)
     producer.flush()
-    connection = raw()
+    connection = RawConnection(server.port)
     connection.connect()
     connection.send(encode_command(command(Type.SUBSCRIBE, topic="persistent://public/default/halves",
                                            subscription="s", sub_type=api.CommandSubscribe.Exclusive,
@@ -244,6 +253,7 @@ def test_a_read_gives_a_consumer_at_most_half_its_largest_flow(raw, server):
     assert entries(10, 2) == [(0, 5), (5, 5)]  # (reads of 5)
     assert entries(4, 1) == [(10, 4)]  # (a smaller FLOW leaves reads of 5)
     assert entries(200, 1) == [(14, 86)]  # (reads of 100 now: the rest of the stored batch at once)
+    connection.close()
 
 
 def assert_server_still_serves(server) -> None:

@@ -306,3 +306,50 @@ def test_a_read_of_whole_batches_keeps_to_its_messages_bytes_and_acks(broker):
     assert read("cut", 12) == ([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]], 12)
     assert read("bytes", 15, max_read_bytes=1) == ([[0, 1, 2, 3, 4]], 5)
     assert read("acked", 15, acked=[6, 12]) == ([[0, 1, 2, 3, 4], [5, 7, 8, 9], [10, 11, 13, 14]], 15)
+
+
+def test_entry_permits_give_as_many_whole_batches_as_permits_and_go_below_zero(tmp_path, clock):
+    """Pulsar's default flow control (ConsumerState.entry_permits): a read takes as many stored batches as the
+    consumer has permits, each whole, however many messages they hold; its permits go below zero by the
+    excess, and it is given nothing more until its FLOWs make up for it. One-message batches still go by
+    the read's messages (one entry a message)."""
+    with seglog.open(tmp_path / "data", clock=clock) as log:
+        with log.create_topic("batches").producer() as producer:
+            for i in range(5):
+                producer.send_batch([b"b%d" % i] * 10)  # five stored batches of 10
+        with log.create_topic("single").producer() as producer:
+            for i in range(8):
+                producer.send_batch([b"s%d" % i])  # eight stored batches of 1
+    broker = Broker.open(tmp_path / "data", clock=clock, background=False)
+    try:
+        def consumer_of(topic, precise=False):
+            subscription = broker.subscriptions.open(broker.topic(topic), "s", "exclusive", "earliest")
+            consumer = Remote("c")
+            consumer.state.entry_permits = not precise
+            subscription.attach(consumer.state, "exclusive")
+            return subscription, consumer.state
+
+        subscription, state = consumer_of("batches")
+        state.permits = 2
+        assert [len(piece.offsets) for piece in subscription.next_delivery(state, 1000)] == [10, 10]
+        assert state.permits == -18
+        state.permits += 18  # a FLOW of what arrived, as the client grants them: still no permit left
+        assert subscription.next_delivery(state, 1000) == []
+        state.permits += 1
+        assert offsets(subscription.next_delivery(state, 1000)) == [(0, o) for o in range(20, 30)]
+        broker.subscriptions.release(subscription)
+
+        subscription, state = consumer_of("single")
+        state.permits = 5
+        assert offsets(subscription.next_delivery(state, 3)) == [(0, 0), (0, 1), (0, 2)]  # the read's messages
+        assert offsets(subscription.next_delivery(state, 3)) == [(0, 3), (0, 4)]  # then the permits
+        assert state.permits == 0
+        broker.subscriptions.release(subscription)
+
+        subscription, state = consumer_of("batches", precise=True)  # precise: cut to the permits
+        state.permits = 15
+        assert [len(piece.offsets) for piece in subscription.next_delivery(state, 1000)] == [10, 5]
+        assert state.permits == 0
+        broker.subscriptions.release(subscription)
+    finally:
+        broker.close()

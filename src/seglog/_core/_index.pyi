@@ -41,8 +41,9 @@ class IndexView:
         """The published entries: (next_offsets, end_positions, running_max_timestamps)."""
 
 def sound_entries(data: object, index: IndexView, entry: int, max_messages: int, max_bytes: int,
-                  verify_crc: bool) -> list[tuple[int, int, int, int]]:
+                  verify_crc: bool, min_entries: int = 0) -> list[tuple[int, int, int, int]]:
     """The batches of index entries `entry`, `entry` + 1, ... of a segment whose log is mapped as `data`, as
     (position, base_offset, count, end_position), while each is sound as _format.check_entry checks it and
-    those before it hold fewer than `max_messages` messages and `max_bytes` bytes. It stops before an entry
+    those before it hold fewer than `max_messages` messages (or are fewer than `min_entries` batches) and
+    fewer than `max_bytes` bytes. It stops before an entry
     not published yet, a batch past the map or one that fails a check (SegmentView.batch_at's to handle)."""

@@ -132,10 +132,11 @@ cdef class IndexView:
 
 
 def sound_entries(data, IndexView index, Py_ssize_t entry, int64_t max_messages, int64_t max_bytes,
-                  bint verify_crc) -> list:
+                  bint verify_crc, Py_ssize_t min_entries=0) -> list:
     """The batches of index entries `entry`, `entry` + 1, ... of a segment whose log is mapped as `data`, as
     (position, base_offset, count, end_position), while each is sound as _format.check_entry checks it and
-    those before it hold fewer than `max_messages` messages and `max_bytes` bytes: a reader's way on through
+    those before it hold fewer than `max_messages` messages (or are fewer than `min_entries` batches) and
+    fewer than `max_bytes` bytes: a reader's way on through
     a segment, batches at a time, in one call. It stops before an entry not published yet, a batch past the
     map or one that fails a check, which SegmentView.batch_at then maps again for, or reports."""
     cdef Py_buffer view
@@ -145,7 +146,7 @@ def sound_entries(data, IndexView index, Py_ssize_t entry, int64_t max_messages,
         return found
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
-        while entry < index.count and messages < max_messages and nbytes < max_bytes:
+        while entry < index.count and (messages < max_messages or len(found) < min_entries) and nbytes < max_bytes:
             base, start = index.base_offset, 0
             if entry:
                 base, start = index.offsets[entry - 1, 0], index.offsets[entry - 1, 1]

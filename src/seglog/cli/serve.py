@@ -102,6 +102,11 @@ def _roles(ctx: click.Context, param: click.Parameter, given: str) -> tuple[str,
 @click.option("--max-unacked-messages-per-consumer", default=50_000, show_default=True, type=click.IntRange(0),
               help="Messages a consumer may hold unacknowledged before it is sent no more until it acknowledges "
                    "some (Pulsar's maxUnackedMessagesPerConsumer); 0: no bound.")
+@click.option("--precise-dispatcher-flow-control", is_flag=True,
+              help="Never send a consumer more messages than its permits, cutting a stored batch to fit them "
+                   "(Pulsar's preciseDispatcherFlowControl). Default, as Pulsar's: a read sends as many stored "
+                   "batches as the consumer has permits, whole (at most 100 and 5 MiB), and its permits go below "
+                   "zero by the excess until its FLOWs make up for it.")
 @click.option("--max-publish-buffer", default="256MiB", show_default=True, callback=byte_size,
               metavar=SIZE_METAVAR,
               help="Bytes of SENDs received and not yet written, in all, past which every connection stops "
@@ -130,7 +135,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, fli
           tls_key_file: Path | None, tls_port: int | None, https_port: int | None,
           tls_trust_certs_file: Path | None, tls_require_trusted_client_cert: bool, keepalive: float,
           max_message_size: int, max_messages_per_batch: int, max_unacked_messages_per_consumer: int,
-          max_publish_buffer: int,
+          precise_dispatcher_flow_control: bool, max_publish_buffer: int,
           max_connection_publish_buffer: int, configuration_store: str | None, configuration_sync_topic: str | None,
           log_level: str) -> None:
     """Serve the data directory to Pulsar clients (pulsar://) until SIGTERM or SIGINT.
@@ -172,6 +177,7 @@ def serve(data: DataDir, cluster: str, host: str, port: int, http_port: int, fli
                            tls_require_trusted_client_cert=tls_require_trusted_client_cert,
                            max_messages_per_batch=max_messages_per_batch,
                            max_unacked_messages_per_consumer=max_unacked_messages_per_consumer,
+                           precise_dispatcher_flow_control=precise_dispatcher_flow_control,
                            max_publish_buffer=max_publish_buffer,
                            max_connection_publish_buffer=max_connection_publish_buffer)
 

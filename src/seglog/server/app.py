@@ -123,6 +123,7 @@ class ServeOptions:
     tls_require_trusted_client_cert: bool = False  # TLS clients without a trusted certificate are refused
     max_messages_per_batch: int = UnpackLimits.max_messages
     max_unacked_messages_per_consumer: int = Settings.max_unacked_messages_per_consumer  # 0: no bound
+    precise_dispatcher_flow_control: bool = Settings.precise_dispatcher_flow_control
     max_publish_buffer: int = Settings.max_publish_buffer  # bytes of SENDs not yet written, in all
     max_connection_publish_buffer: int = Settings.max_connection_publish_buffer  # the same, per connection
 
@@ -280,6 +281,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     settings = Settings(options.cluster, "", options.max_message_size,
                         max_messages_per_batch=options.max_messages_per_batch,
                         max_unacked_messages_per_consumer=options.max_unacked_messages_per_consumer,
+                        precise_dispatcher_flow_control=options.precise_dispatcher_flow_control,
                         max_publish_buffer=options.max_publish_buffer,
                         max_connection_publish_buffer=options.max_connection_publish_buffer)
     service = BrokerService(broker, settings)

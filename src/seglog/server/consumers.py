@@ -109,12 +109,14 @@ class ConsumerSession:
         self.loop = asyncio.get_running_loop()
         self.wake = asyncio.Event()
         self._stopped = asyncio.Event()  # stop() was called
+        settings = connection.service.settings
         # permits start at 0: nothing is sent before the client's first FLOW; a consumer of one partition of a
         # partitioned topic consumes only that partition of the seglog subscription (docs/SERVER.md)
         self.state = ConsumerState(name, None, _keep, self._disconnected, permits=0,
                                    partitions=frozenset({target.partition}) if target.partitioned else None,
                                    hash_ranges=hash_ranges, whole_if_marked=ENCRYPTION.encode(),
-                                   max_unacked=connection.service.settings.max_unacked_messages_per_consumer or None)
+                                   max_unacked=settings.max_unacked_messages_per_consumer or None,
+                                   entry_permits=not settings.precise_dispatcher_flow_control)
         self.subscription: Subscription | None = None
         self.task: asyncio.Task | None = None
         self._signal_event = LoopWake(self.loop, self.wake)

@@ -114,6 +114,10 @@ class Settings:
     max_messages_per_batch: int = UnpackLimits.max_messages  # messages one SEND may carry
     # messages a consumer may hold unacknowledged before it is given no more (Pulsar's default); 0: no bound
     max_unacked_messages_per_consumer: int = 50_000
+    # Pulsar's preciseDispatcherFlowControl: a read never gives a consumer more messages than its permits, a
+    # stored batch cut to fit them; off (Pulsar's default), a read takes as many stored batches as it has
+    # permits, whole (ConsumerState.entry_permits)
+    precise_dispatcher_flow_control: bool = False
     # bytes of SENDs received and not yet written, in all and per connection, before connections stop reading
     max_publish_buffer: int = 256 * 1024 * 1024
     max_connection_publish_buffer: int = 16 * 1024 * 1024

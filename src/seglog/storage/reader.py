@@ -290,11 +290,12 @@ class Reader:
             self._view.rescan(force=True)
             return self.locate(offset, retry=False)
 
-    def locate_run(self, offset: int, max_messages: int,
-                   max_bytes: int) -> list[tuple[SegmentView, int, int, int]] | None:
+    def locate_run(self, offset: int, max_messages: int, max_bytes: int,
+                   min_batches: int = 0) -> list[tuple[SegmentView, int, int, int]] | None:
         """locate(offset)'s batch, then the sound batches right after it in its segment while those before
-        hold fewer than `max_messages` messages from `offset` and `max_bytes` stored bytes, each as locate
-        gives it: a dispatcher's read of many batches in one lookup and one native call. None, and the
+        hold fewer than `max_messages` messages from `offset` (or are fewer than `min_batches`) and
+        `max_bytes` stored bytes, each as locate gives it: a dispatcher's read of many batches in one lookup
+        and one native call. None, and the
         errors, as locate. The reader goes on after the last (a next locate of where it ends needs no
         lookup); reading elsewhere looks up as before."""
         located = self.locate(offset)
@@ -304,7 +305,7 @@ class Reader:
         assert self._last is not None
         _, index, entry, end_offset = self._last
         following = sound_entries(view.data, index, entry + 1, max_messages - (end_offset - offset),
-                                  max_bytes - (index.entry(entry)[3] - position), self.verify_crc)
+                                  max_bytes - (index.entry(entry)[3] - position), self.verify_crc, min_batches - 1)
         if following:
             _, base, count, _ = following[-1]
             entry += len(following)

@@ -23,6 +23,8 @@ from seglog.storage.value_bytes import value_bytes, values_bytes
 
 _BODY_LENGTH = 9  # of read_header's fields (docs/FORMAT.md, the batch header)
 MAX_READ_BYTES = 5 * 1024 * 1024  # what one read gives a consumer at most: Pulsar's dispatcherMaxReadSizeBytes
+# stored batches one read gives a consumer of `entry_permits` for its permits: Pulsar's dispatcherMaxReadBatchSize
+MAX_READ_ENTRIES = 100
 
 # Pulsar reads compacted only on subscriptions with one active consumer (its clients and broker refuse it on
 # shared and key_shared: which consumer would get a key's latest message?), and says so in these words
@@ -150,8 +152,13 @@ class ConsumerState:
     joined_at: list[int | None] | None = None
     held: deque[Piece] = field(default_factory=deque)
     # a consumer on a connection: the messages it may still be sent (Pulsar's FLOW permits), which dispatch
-    # never exceeds and takes what it delivers from; None for a consumer that asks for what it wants
+    # takes what it delivers from; None for a consumer that asks for what it wants
     permits: int | None = None
+    # Pulsar's default dispatcher flow control (its preciseDispatcherFlowControl off): a read may take as many
+    # stored batches, whole, as the consumer has permits (at most MAX_READ_ENTRIES), however many messages they
+    # hold, and its permits go below zero by the excess until its FLOWs make up for it. Off, dispatch never
+    # exceeds the permits, and cuts a stored batch to fit them.
+    entry_permits: bool = False
     # the partitions it consumes: a remote consumer of one partition of a partitioned topic (Pulsar's
     # clients subscribe to each partition on its own); None for every partition
     partitions: frozenset[int] | None = None

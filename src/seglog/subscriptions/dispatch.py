@@ -28,7 +28,7 @@ from seglog.storage.batch import to_record_batch
 from seglog.storage.compacted import CompactedFile
 from seglog.storage.delivery_time import deliver_at
 from seglog.subscriptions.cursor import unacknowledged
-from seglog.subscriptions.delivery import MAX_READ_BYTES, ConsumerState, Pending, Piece
+from seglog.subscriptions.delivery import MAX_READ_BYTES, MAX_READ_ENTRIES, ConsumerState, Pending, Piece
 from seglog.subscriptions.key_shared import (
     HashRing,
     ranges_overlap,
@@ -140,11 +140,14 @@ class Dispatcher:
                 return []
             room = consumer.max_unacked - consumer.pending_messages
             max_messages = room if max_messages is None else min(max_messages, room)
+        max_entries = 0
         if consumer.permits is not None:
             if consumer.permits <= 0:
                 return []
             max_messages = consumer.permits if max_messages is None else min(max_messages, consumer.permits)
-        pieces = self._deliver(consumer, max_messages)
+            if consumer.entry_permits:  # (a stored batch counts as one of the read's messages)
+                max_entries = min(max_messages, MAX_READ_ENTRIES)
+        pieces = self._deliver(consumer, max_messages, max_entries)
         if consumer.permits is not None:
             consumer.permits -= sum(len(piece.offsets) for piece in pieces)
         deadline = None if consumer.ack_timeout_ms is None else now + consumer.ack_timeout_ms
@@ -178,15 +181,15 @@ class Dispatcher:
                 kept.append(Pending(pending.deadline_ms, pending.partition, offsets))
         consumer.keep_pending(kept)
 
-    def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
-        return self._dispatch_to(consumer, max_messages)
+    def _deliver(self, consumer: ConsumerState, max_messages: int | None, max_entries: int) -> list[Piece]:
+        return self._dispatch_to(consumer, max_messages, max_entries)
 
-    def _dispatch_to(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+    def _dispatch_to(self, consumer: ConsumerState, max_messages: int | None, max_entries: int) -> list[Piece]:
         """Redeliveries or new messages of the consumer's partitions, taken in turn."""
         partitions = self.partitions_for(consumer)
         for i in range(len(partitions)):
             partition = partitions[(self.next_partition + i) % len(partitions)]
-            pieces = self._share(consumer, self._take(partition, max_messages, consumer))
+            pieces = self._share(consumer, self._take(partition, max_messages, consumer, max_entries))
             if pieces:
                 self.next_partition = (self.next_partition + i + 1) % max(len(partitions), 1)
                 return pieces
@@ -196,12 +199,14 @@ class Dispatcher:
         """What of the pieces read for `consumer` it gets: all of them, but for key_shared."""
         return pieces
 
-    def _take(self, partition: int, max_messages: int | None, consumer: ConsumerState) -> list[Piece]:
+    def _take(self, partition: int, max_messages: int | None, consumer: ConsumerState,
+              max_entries: int = 0) -> list[Piece]:
         """Redeliveries due on the partition, else its next messages: with `max_messages`, stored batches in
         turn up to that many messages (one a piece: for a topic of unbatched messages, taking them one call
         each cost more than the rest of dispatch; the last one whole for a consumer of `whole_batches`, or if
-        it bears the consumer's `whole_if_marked` attribute), without, the next stored batch's; no further
-        batch once the pieces taken reach the consumer's `max_read_bytes`."""
+        it bears the consumer's `whole_if_marked` attribute), and further while fewer than `max_entries`
+        stored batches were taken (all whole: ConsumerState.entry_permits); without, the next stored batch's;
+        no further batch once the pieces taken reach the consumer's `max_read_bytes`."""
         max_bytes = consumer.max_read_bytes
         if self.redeliveries.waiting(partition):
             redelivered = self._take_redeliveries(partition, max_messages, max_bytes)
@@ -218,7 +223,8 @@ class Dispatcher:
         delayed_passed = 0
         now = self.clock() if self.delays_delivery else 0
         ahead: deque[tuple[SegmentView, int, int, int]] = deque()  # batches located after the last taken
-        while room is None or room > 0:
+        whole = consumer.whole_batches or max_entries > 0
+        while room is None or room > 0 or max_entries > 0:
             offset = reader.offset
             if acks.high > offset and acks.is_acked(offset):  # a run acknowledged ahead: passed over at once
                 offset = acks.next_unacked(offset)
@@ -228,7 +234,7 @@ class Dispatcher:
                 if ahead and ahead[0][2] == offset:  # reading goes on at the next batch located
                     located = ahead.popleft()
                 else:
-                    located = _locate(reader, offset, room, max_bytes, ahead)
+                    located = _locate(reader, offset, room, max_bytes, max_entries, ahead)
             except OffsetOutOfRangeError:
                 if pieces:  # (what was taken goes first; the gap is counted at the next take)
                     break
@@ -250,7 +256,7 @@ class Dispatcher:
                         self.read_on = True
                         break
                     continue
-            stop = count if room is None or consumer.whole_batches else min(count, offset - base + room)
+            stop = count if room is None or whole else min(count, offset - base + room)
             if stop < count and consumer.whole_if_marked is not None and \
                     view.batch_attribute(position, consumer.whole_if_marked) is not None:
                 stop = count
@@ -262,6 +268,7 @@ class Dispatcher:
                 if room is None:
                     break
                 room -= len(offsets)
+                max_entries -= 1
                 if max_bytes is not None:
                     max_bytes -= piece.stored_bytes
                     if max_bytes <= 0:
@@ -556,11 +563,11 @@ class StickyKeyDispatcher(MultipleConsumersDispatcher):
         super().remove(consumer)
         self.rings.clear()
 
-    def _deliver(self, consumer: ConsumerState, max_messages: int | None) -> list[Piece]:
+    def _deliver(self, consumer: ConsumerState, max_messages: int | None, max_entries: int) -> list[Piece]:
         """What was routed to the consumer first, then its share of what dispatch reads for it."""
         if consumer.joined_at is not None:
             release_held(consumer, self.cursor)
-        return routed_to(consumer, max_messages) or self._dispatch_to(consumer, max_messages)
+        return routed_to(consumer, max_messages) or self._dispatch_to(consumer, max_messages, max_entries)
 
     def _share(self, consumer: ConsumerState, pieces: list[Piece]) -> list[Piece]:
         if not pieces:
@@ -593,14 +600,15 @@ def _hold(consumer: ConsumerState, pieces: list[Piece], deadline: int | None) ->
         start = stop
 
 
-def _locate(reader: Reader, offset: int, room: int | None, max_bytes: int | None,
+def _locate(reader: Reader, offset: int, room: int | None, max_bytes: int | None, max_entries: int,
             ahead: deque[tuple[SegmentView, int, int, int]]) -> tuple[SegmentView, int, int, int] | None:
-    """reader.locate(offset); for a read of `room` messages, the batches after it that the read may take
-    are located in the same call (Reader.locate_run) and put in `ahead`, in order."""
+    """reader.locate(offset); for a read of `room` messages (or of `max_entries` stored batches), the batches
+    after it that the read may take are located in the same call (Reader.locate_run) and put in `ahead`, in
+    order."""
     ahead.clear()
     if room is None:
         return reader.locate(offset)
-    run = reader.locate_run(offset, room, MAX_READ_BYTES if max_bytes is None else max_bytes)
+    run = reader.locate_run(offset, room, MAX_READ_BYTES if max_bytes is None else max_bytes, max_entries)
     if run is None:
         return None
     ahead.extend(run[1:])
