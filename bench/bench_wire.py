@@ -26,6 +26,8 @@ Group "wire: consume, batches of 100, cumulative acks" -- a topic filled once pe
   batches of 100, untimed), read from the earliest by a fresh Exclusive subscription each round: FLOW 1,000
   permits, then FLOW what arrived each time half of them did, a cumulative ACK of the highest id received
   every 300 messages or so; checked after each round (untimed): the subscription, reopened, gets nothing.
+  What each broker sends for one FLOW of 1,000 is recorded too (`messages_for_one_flow`): seglog, as Pulsar's
+  broker by default, whole stored batches for the permits, at most 100 a read; pulsar-lite a batch a permit.
   The stub does not consume: pulsar-lite is the baseline.
   seglog    >= 1.0x pulsar-lite; broker CPU <= 1.5 µs a message
 Group "wire: send round trip, unbatched" -- one SEND at a time, each waiting for its receipt, 10,000 calls
@@ -53,6 +55,7 @@ from server_processes import Process, start_pulsar_lite, start_seglog, start_stu
 from wire_load import (
     SendPool,
     WireConnection,
+    answered_to_one_flow,
     batch_sends,
     consume,
     nothing_delivered,
@@ -344,10 +347,23 @@ def test_consume_pulsar_lite(bench, lite_broker, filled, sizes):
     bench.record("repeated_frames", repeated)
 
 
+def one_flow(broker: Broker, topic: str) -> int:
+    """The messages `broker` sends a fresh subscription of `topic` for one FLOW of PERMITS (untimed): seglog
+    and Pulsar's broker send whole stored batches for the permits (at most 100 a read), pulsar-lite a stored
+    batch a permit."""
+    with WireConnection.open(broker.url) as connection:
+        connection.subscribe(topic, f"flow-{next(_names)}", consumer_id=0)
+        received = answered_to_one_flow(connection, 0, PERMITS, 0.5)
+        connection.close_consumer(0)
+    return received
+
+
 def test_consume_seglog(bench, seglog_broker, lite_broker, filled, sizes):
     bench.seglog(CONSUME, SEGLOG, messages=sizes.consume, nbytes=sizes.consume * len(VALUE),
                  at_least={LITE: 1.0}, at_most={"server_cpu_us_per_msg": 1.5},
                  recorded_at_least={"paired_ratio_pulsar_lite": 1.0})
+    bench.record("messages_for_one_flow", {broker.name: one_flow(broker, filled(broker))
+                                           for broker in (seglog_broker, lite_broker)})
     mine, theirs = [], []
     bench.note(run_alternated(bench, consuming(seglog_broker, filled(seglog_broker), sizes.consume, mine),
                               [consuming(lite_broker, filled(lite_broker), sizes.consume, theirs)]))

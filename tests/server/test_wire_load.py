@@ -151,3 +151,12 @@ def test_consume_counts_batches_skips_repeats_and_acks_the_highest(broker):
     assert (consumed.messages, consumed.frames, consumed.repeated_frames, consumed.acks) == (250, 4, 1, 1)
     scripted.close()  # (the ACK was written before consume returned; the broker reads it before closing)
     assert [(a.ack_type, a.message_id[0].entry_id) for a in scripted.acks] == [(api.CommandAck.Cumulative, 2)]
+
+
+def test_one_flow_counts_what_a_broker_sends_past_the_permits(broker):
+    """answered_to_one_flow counts messages as the client does (a batch entry's num_messages_in_batch), and
+    everything the broker sends for the FLOW, past its permits too."""
+    scripted = broker(on_flow=lambda flow: [entry(i, 100) for i in range(flow.message_permits)])
+    with wire_load.WireConnection.open(scripted.url) as connection:
+        connection.subscribe("persistent://public/default/t", "s")
+        assert wire_load.answered_to_one_flow(connection, 0, 3, 0.3) == 300
