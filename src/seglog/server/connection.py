@@ -440,7 +440,7 @@ class Connection:
 
     def _read_after_flow(self, session: ConsumerSession) -> None:
         """A read for the consumer at once (deliver_now); its task reads what that read did not."""
-        if not session.deliver_now() or session.state.permits:
+        if not session.deliver_now() or session.has_permits:
             session.wake.set()
 
     async def _unless_held(self, call: Callable[..., bool], *args: Any) -> None:

@@ -136,6 +136,12 @@ class ConsumerSession:
     def closed(self) -> bool:
         return self._stopped.is_set()
 
+    @property
+    def has_permits(self) -> bool:
+        """Whether it may be sent messages: its permits go below zero by what whole stored batches sent
+        past them (ConsumerState.entry_permits), and nothing goes until FLOWs make up for it."""
+        return (self.state.permits or 0) > 0
+
     def start(self, subscription: Subscription) -> None:
         self.subscription = subscription
         if self.state.traffic is not None:  # (its subscription made it on attaching it; Pulsar's address form)
@@ -150,7 +156,7 @@ class ConsumerSession:
         delay = POLL_START_S
         while not self.closed:
             self.wake.clear()
-            if not self.state.permits:  # nothing goes before a FLOW: an append's wake waits for it
+            if not self.has_permits:  # nothing goes before a FLOW: an append's wake waits for it
                 await self.wake.wait()
                 continue
             if not await self._turn():
@@ -168,7 +174,7 @@ class ConsumerSession:
                 self.connection.dispatching.release()
             if frames:
                 delay = POLL_START_S
-            if frames or not self.state.permits:
+            if frames or not self.has_permits:
                 continue
             try:
                 await asyncio.wait_for(self.wake.wait(), delay)
@@ -211,7 +217,7 @@ class ConsumerSession:
         """The subscription changed (BrokerService.wake: an ACK, a redelivery, a consumer leaving): read again,
         unless nothing may be sent before a FLOW, which wakes the task itself. Every ACK wakes every consumer
         of its subscription, and a consumer waiting for permits did nothing with it but wait again."""
-        if self.state.permits:
+        if self.has_permits:
             self.wake.set()
 
     def deliver_now(self) -> bool:
