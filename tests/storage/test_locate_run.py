@@ -33,6 +33,14 @@ def test_a_run_takes_the_batches_that_follow_until_the_read_has_its_messages(rea
     assert reader.locate_run(60, 100, 1 << 20) is None  # nothing written there yet
 
 
+def test_a_run_takes_at_least_its_batches_whatever_their_messages_within_its_bytes(reader) -> None:
+    assert bases(reader.locate_run(0, 5, 1 << 20, min_batches=4)) == [(0, 10), (10, 10), (20, 10), (30, 10)]
+    assert bases(reader.locate_run(0, 25, 1 << 20, min_batches=2)) == [(0, 10), (10, 10), (20, 10)]  # messages
+    view, position, _, _ = reader.locate(0)
+    batch_bytes = reader.locate(10)[1] - position
+    assert bases(reader.locate_run(0, 5, 2 * batch_bytes, min_batches=4)) == [(0, 10), (10, 10)]  # bytes
+
+
 def test_a_run_stops_at_its_bytes_and_takes_one_batch_whatever_they_are(reader) -> None:
     view, position, _, _ = reader.locate(0)
     batch_bytes = reader.locate(10)[1] - position

@@ -295,9 +295,8 @@ class Reader:
         """locate(offset)'s batch, then the sound batches right after it in its segment while those before
         hold fewer than `max_messages` messages from `offset` (or are fewer than `min_batches`) and
         `max_bytes` stored bytes, each as locate gives it: a dispatcher's read of many batches in one lookup
-        and one native call. None, and the
-        errors, as locate. The reader goes on after the last (a next locate of where it ends needs no
-        lookup); reading elsewhere looks up as before."""
+        and one native call. None, and the errors, as locate. The reader goes on after the last (a next
+        locate of where it ends needs no lookup); reading elsewhere looks up as before."""
         located = self.locate(offset)
         if located is None:
             return None
