@@ -122,10 +122,10 @@ class Settings:
     max_publish_buffer: int = 256 * 1024 * 1024
     max_connection_publish_buffer: int = 16 * 1024 * 1024
 
-    @property
+    @cached_property
     def unpack_limits(self) -> UnpackLimits:
         """What a SEND may unpack to: a payload inflated to at most the max message size, and at most
-        max_messages_per_batch messages."""
+        max_messages_per_batch messages (made once: every SEND asks)."""
         return UnpackLimits(self.max_message_size, self.max_messages_per_batch)
 
 
