@@ -35,11 +35,12 @@ from seglog.clock import system_clock
 from seglog.errors import InvalidArgumentError, ServerRunningError
 from seglog.names import validate_part
 from seglog.server.auth import AuthConfig, Authority, read_secret_key
-from seglog.server.connection import Connection
+from seglog.server.connection import INBOX_LIMIT, Connection
 from seglog.server.flight import DEFAULT_PORT as FLIGHT_PORT
 from seglog.server.flight import FlightPort, FlightTls
 from seglog.server.flight.writes import FlightWrites
 from seglog.server.htpasswd import Htpasswd
+from seglog.server.inbound import InboundProtocol, Inbox
 from seglog.server.protocol.batches import UnpackLimits
 from seglog.server.protocol.frames import MAX_FRAME_SIZE
 from seglog.server.rest import RestContext, make_app
@@ -287,7 +288,7 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
     service = BrokerService(broker, settings)
     authority = Authority(auth, Admin(broker), broker.clock)
 
-    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_connection(reader: Inbox, writer: asyncio.StreamWriter) -> None:
         connection = Connection(service, reader, writer, executor, keepalive_s=options.keepalive_s,
                                 authority=authority)
         connections.add(connection)
@@ -309,7 +310,8 @@ async def _serve(options: ServeOptions, broker: Broker, executor: ThreadPoolExec
 
     async def listen_binary(option: str, port: int, context: ssl.SSLContext | None) -> int:
         with _binding(option, options.host, port):
-            server = await asyncio.start_server(on_connection, options.host, port, ssl=context)
+            server = await asyncio.get_running_loop().create_server(
+                lambda: InboundProtocol(on_connection, INBOX_LIMIT), options.host, port, ssl=context)
         binaries.append(server)
         return int(server.sockets[0].getsockname()[1])
 

@@ -27,6 +27,7 @@ from seglog.server import auth
 from seglog.server.consumers import SUBSCRIPTION_TYPES, AckedMessageId, ConsumerSession, sticky_ranges
 from seglog.server.errors import Attempt, ServerFailure, answering_failures, server_error
 from seglog.server.features import check_subscribe_features
+from seglog.server.inbound import Inbox
 from seglog.server.non_persistent_clients import NonPersistentClients
 from seglog.server.producers import ConnectionProducers
 from seglog.server.protocol import pulsar_api_pb2 as api
@@ -56,13 +57,16 @@ PROTOCOL_VERSION = 19  # the highest seglog speaks; CONNECTED answers min(this, 
 # (consumers.READ_MESSAGES) on top of the transport's high-water mark, so consuming alone never stops it.
 MAX_OUTPUT_BYTES = 8 * 1024 * 1024
 READ_SIZE = 1 << 18
+# received bytes waiting to be read past twice this stop the transport's reading until they are down to it
+# (Inbox; asyncio's StreamReader default)
+INBOX_LIMIT = 64 * 1024
 # PING and PONG are handled whether or not they carry their (empty) sub-command
 KEEPALIVE = (Type.PING, Type.PONG)
 T = TypeVar("T")
 
 
 class Connection:
-    def __init__(self, service: BrokerService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, service: BrokerService, reader: Inbox, writer: asyncio.StreamWriter,
                  executor: Executor, *, keepalive_s: float, authority: auth.Authority | None = None) -> None:
         self.service = service
         self.authority = authority  # None or not enabled: authentication is off
