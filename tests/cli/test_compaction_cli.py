@@ -5,6 +5,8 @@ status exits with 1 and says what failed), and --wait-complete waiting while the
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,7 +141,15 @@ def test_wait_complete_asks_again_while_running(monkeypatch: pytest.MonkeyPatch)
     pauses: list[float] = []
     monkeypatch.setattr(RemoteTopics, "compaction_status",
                         lambda self, topic: {"status": next(answers), "lastError": ""})
-    monkeypatch.setattr(compaction_cli.time, "sleep", pauses.append)
+    asking, sleep = threading.get_ident(), time.sleep
+
+    def pause(seconds: float) -> None:  # (time.sleep is the process's: another test's thread may sleep too)
+        if threading.get_ident() == asking:
+            pauses.append(seconds)
+        else:
+            sleep(seconds)
+
+    monkeypatch.setattr(compaction_cli.time, "sleep", pause)
     runner = CliRunner(env={"SEGLOG_DATA": None, "SEGLOG_URL": None, "SEGLOG_TOKEN": None})
     url = ["--url", "http://127.0.0.1:9"]  # (never asked: the status comes from the patched method)
     assert run(runner, None, *url, "topics", "compaction-status", "t", "--wait").output == "Compaction was a success\n"
