@@ -34,7 +34,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import count
@@ -441,35 +441,32 @@ def _flow(connection: WireConnection, consumer_id: int, permits: int) -> None:
     connection.write(command(Type.FLOW, consumer_id=consumer_id, message_permits=permits))
 
 
-def answered_to_one_flow(connection: WireConnection, consumer_id: int, permits: int, wait_s: float) -> int:
-    """The messages a subscribed consumer is sent for one FLOW of `permits` within `wait_s`, as the client
-    counts them (a batch entry's num_messages_in_batch): how many a broker sends past the permits."""
-    _flow(connection, consumer_id, permits)
-    received = 0
+def _frames_within(connection: WireConnection, wait_s: float) -> Iterator[tuple[int, int]]:
+    """(start, end) of each whole frame that arrives within `wait_s`; the caller moves `position` past it."""
     deadline = time.monotonic() + wait_s
     while (left := deadline - time.monotonic()) > 0:
         readable, _, _ = select.select([connection.sock], [], [], left)
         if readable:
             connection.read()
         while (span := connection.next_frame()) is not None:
-            start, end = span
-            connection.position = end
-            frame = decode_frame(bytes(connection.buffer[start + 4:end]))
-            if frame.command.type == Type.MESSAGE and frame.metadata is not None:
-                metadata = api.MessageMetadata.FromString(frame.metadata)
-                received += metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+            yield span
+
+
+def answered_to_one_flow(connection: WireConnection, consumer_id: int, permits: int, wait_s: float) -> int:
+    """The messages a subscribed consumer is sent for one FLOW of `permits` within `wait_s`, as the client
+    counts them (a batch entry's num_messages_in_batch): how many a broker sends past the permits."""
+    _flow(connection, consumer_id, permits)
+    received = 0
+    for start, end in _frames_within(connection, wait_s):
+        connection.position = end
+        frame = decode_frame(bytes(connection.buffer[start + 4:end]))
+        if frame.command.type == Type.MESSAGE and frame.metadata is not None:
+            metadata = api.MessageMetadata.FromString(frame.metadata)
+            received += metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
     return received
 
 
 def nothing_delivered(connection: WireConnection, consumer_id: int, wait_s: float) -> bool:
     """Grant permits and wait `wait_s`: True if no MESSAGE came (a subscription acknowledged to its end)."""
     _flow(connection, consumer_id, 1_000)
-    deadline = time.monotonic() + wait_s
-    while (left := deadline - time.monotonic()) > 0:
-        readable, _, _ = select.select([connection.sock], [], [], left)
-        if readable:
-            connection.read()
-        while (span := connection.next_frame()) is not None:
-            if connection.take_control(*span).type == Type.MESSAGE:
-                return False
-    return True
+    return all(connection.take_control(*span).type != Type.MESSAGE for span in _frames_within(connection, wait_s))

@@ -269,31 +269,38 @@ def test_the_last_message_id_is_the_last_offset(server):
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (0, ids[-1].entry_id(), -1)
 
 
+def subscribed_from_the_earliest(raw, subscription: str):
+    """A raw connection with consumer 1 subscribed (exclusive) to TOPIC from the earliest message."""
+    connection = raw()
+    connection.connect()
+    connection.send(encode_command(command(Type.SUBSCRIBE, topic=TOPIC, subscription=subscription, sub_type=0,
+                                           consumer_id=1, request_id=1, initial_position=1)))
+    assert connection.receive().type == Type.SUCCESS
+    return connection
+
+
+def entries_for_flow(connection, permits: int) -> list[int]:
+    """The entry ids of the MESSAGEs consumer 1 is sent for a FLOW of `permits`, until 0.5 s pass without one."""
+    connection.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=permits)))
+    entries = []
+    while True:
+        try:
+            message = connection.receive(0.5)
+        except TimeoutError:
+            return entries
+        assert message.type == Type.MESSAGE
+        entries.append(message.message.message_id.entry_id)
+
+
 def test_never_more_messages_than_the_flow_permits(server, raw):
     producer = server.client().create_producer(TOPIC)
     for i in range(10):
         producer.send(b"%d" % i)
-    connection = raw()
-    connection.connect()
-    connection.send(encode_command(command(Type.SUBSCRIBE, topic=TOPIC, subscription="permits", sub_type=0,
-                                           consumer_id=1, request_id=1, initial_position=1)))
-    assert connection.receive().type == Type.SUCCESS
-
-    def flow(permits: int) -> list[int]:
-        connection.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=permits)))
-        entries = []
-        for _ in range(permits):
-            message = connection.receive()
-            assert message.type == Type.MESSAGE
-            entries.append(message.message.message_id.entry_id)
-        with pytest.raises(TimeoutError):  # nothing beyond the permits
-            connection.receive(0.5)
-        return entries
-
+    connection = subscribed_from_the_earliest(raw, "permits")
     with pytest.raises(TimeoutError):  # nothing before the first FLOW
         connection.receive(0.5)
-    assert flow(3) == [0, 1, 2]
-    assert flow(4) == [3, 4, 5, 6]
+    assert entries_for_flow(connection, 3) == [0, 1, 2]
+    assert entries_for_flow(connection, 4) == [3, 4, 5, 6]
     ack = api.CommandAck(consumer_id=1, ack_type=api.CommandAck.Cumulative, request_id=9)
     ack.message_id.add(ledger_id=0, entry_id=6)
     connection.send(encode_command(api.BaseCommand(type=Type.ACK, ack=ack)))
@@ -308,23 +315,7 @@ def test_a_flow_takes_whole_entries_and_permits_below_zero_hold_the_next(server,
     producer = server.client().create_producer(TOPIC, batching_enabled=True, batching_max_messages=10,
                                                batching_max_publish_delay_ms=60_000)
     send_async_all(producer, [b"%d" % i for i in range(30)])  # three stored batches of 10
-    connection = raw()
-    connection.connect()
-    connection.send(encode_command(command(Type.SUBSCRIBE, topic=TOPIC, subscription="entries", sub_type=0,
-                                           consumer_id=1, request_id=1, initial_position=1)))
-    assert connection.receive().type == Type.SUCCESS
-
-    def flow(permits: int) -> list[int]:
-        connection.send(encode_command(command(Type.FLOW, consumer_id=1, message_permits=permits)))
-        entries = []
-        while True:
-            try:
-                message = connection.receive(0.5)
-            except TimeoutError:
-                return entries
-            assert message.type == Type.MESSAGE
-            entries.append(message.message.message_id.entry_id)
-
-    assert flow(1) == [0]  # one permit: the first batch whole (permits 1 - 10 = -9)
-    assert flow(9) == []  # 0: nothing
-    assert flow(11) == [10, 20]  # 11: the next two whole
+    connection = subscribed_from_the_earliest(raw, "entries")
+    assert entries_for_flow(connection, 1) == [0]  # one permit: the first batch whole (permits 1 - 10 = -9)
+    assert entries_for_flow(connection, 9) == []  # 0: nothing
+    assert entries_for_flow(connection, 11) == [10, 20]  # 11: the next two whole
