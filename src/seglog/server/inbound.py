@@ -51,8 +51,10 @@ class Inbox:
         self.feed_eof()
 
     async def read(self, most: int) -> bytes:
-        """The oldest chunk received (its first `most` bytes if longer), waiting for one; b"" at the end. The
-        error the connection was lost with, if it was, first (as StreamReader.read raises it)."""
+        """What was received, up to `most` bytes, waiting for something; b"" at the end. The oldest chunk
+        itself when it is all that waits (no copy), else the chunks waiting joined up to `most` (a busy
+        loop then handles them in one read, as StreamReader gave them). The error the connection was lost
+        with, if it was, first (as StreamReader.read raises it)."""
         while True:
             if self._error is not None:
                 raise self._error
@@ -69,6 +71,13 @@ class Inbox:
         if len(chunk) > most:  # (not with chunks of the transport's reads and reads of that size)
             self._chunks.appendleft(chunk[most:])
             chunk = chunk[:most]
+        elif self._chunks and len(chunk) + len(self._chunks[0]) <= most:
+            parts = [chunk]
+            size = len(chunk)
+            while self._chunks and size + len(self._chunks[0]) <= most:
+                parts.append(self._chunks.popleft())
+                size += len(parts[-1])
+            chunk = b"".join(parts)
         self._size -= len(chunk)
         if self._paused and self._size <= self._limit and isinstance(self._transport, asyncio.ReadTransport):
             self._paused = False
